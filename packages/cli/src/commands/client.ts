@@ -1,0 +1,63 @@
+import { Shellbase } from '@shellbase/sdk';
+import { flag, type ParsedArgs } from '../args.js';
+
+const sb = () => new Shellbase();
+
+function need(args: ParsedArgs, n: number, usage: string): string[] {
+  if (args.positionals.length < n) throw new UsageError(usage);
+  return args.positionals;
+}
+
+export class UsageError extends Error {}
+
+/** `shellbase exec CTX [--version V] [--timeout MS] [--commit MODE] -- CMD...`: streams, exits with the command's code. */
+export async function exec(args: ParsedArgs): Promise<number> {
+  const [ctx] = need(args, 1, 'shellbase exec CTX [--version V] [--timeout MS] -- CMD...');
+  if (args.rest.length === 0) throw new UsageError('shellbase exec CTX -- CMD...: nothing to run');
+  const timeout = flag(args, 'timeout');
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  const command = args.rest.length === 1 ? args.rest[0] : args.rest;
+  for await (const ev of sb().context(ctx).execStream(command, {
+    version: flag(args, 'version'),
+    commit: flag(args, 'commit') as 'always' | 'on-success' | 'never' | undefined,
+    timeoutMs: timeout ? Number(timeout) : undefined,
+    signal: abort.signal,
+  })) {
+    if (ev.type === 'stdout') process.stdout.write(ev.data);
+    else if (ev.type === 'stderr') process.stderr.write(ev.data);
+    else if (ev.type === 'exit') {
+      if (ev.timedOut) console.error('shellbase: timed out');
+      if (ev.oomKilled) console.error('shellbase: killed: out of memory');
+      if (ev.truncated) console.error('shellbase: output truncated');
+      if (ev.conflict) console.error(`shellbase: conflict on ${ev.conflict.paths.join(', ')}; work kept as version ${ev.conflict.version}`);
+      if (process.env.SHELLBASE_VERBOSE) console.error(`version ${ev.version}${ev.committed ? ' (committed)' : ''}`);
+      return ev.exitCode;
+    }
+  }
+  return 1;
+}
+
+export async function contexts(): Promise<number> {
+  const list = await sb().contexts.list();
+  for (const c of list) console.log(`${c.name.padEnd(30)} ${c.head}  ${c.updatedAt}`);
+  return 0;
+}
+
+/** `shellbase log CTX [--limit N]`: versions, newest first. */
+export async function log(args: ParsedArgs): Promise<number> {
+  const [ctx] = need(args, 1, 'shellbase log CTX [--limit N]');
+  const limit = flag(args, 'limit');
+  for (const v of await sb().context(ctx).versions({ limit: limit ? Number(limit) : undefined })) {
+    console.log(`${v.id}  ${v.createdAt}  ${v.cause.kind.padEnd(5)}  ${String(v.bytes).padStart(10)}  ${v.cause.command ?? ''}`);
+  }
+  return 0;
+}
+
+/** `shellbase fork CTX NEW [--version V]` */
+export async function fork(args: ParsedArgs): Promise<number> {
+  const [ctx, name] = need(args, 2, 'shellbase fork CTX NEW [--version V]');
+  await sb().context(ctx).fork(name, { version: flag(args, 'version') });
+  console.log(name);
+  return 0;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+import { buildImage, loadConfig } from '@shellbase/server';
+import { ShellbaseError } from '@shellbase/sdk';
+import { parseArgs } from './args.js';
+import { UsageError, contexts, exec, fork, log } from './commands/client.js';
+import { serve } from './commands/serve.js';
+
+const USAGE = `shellbase: serverless sandboxes over versioned file systems
+
+  shellbase serve [--host H] [--port P] [--gateway-port P] [--demo]
+  shellbase exec CTX [--version V] [--timeout MS] [--commit always|on-success|never] -- CMD...
+  shellbase contexts
+  shellbase log CTX [--limit N]
+  shellbase fork CTX NEW [--version V]
+  shellbase image build [NAME]
+
+Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  const args = parseArgs(rest, new Set(['demo']));
+  switch (cmd) {
+    case 'serve': return serve(args);
+    case 'exec': return exec(args);
+    case 'contexts': case 'ls': return contexts();
+    case 'log': return log(args);
+    case 'fork': return fork(args);
+    case 'image':
+      if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
+      await buildImage(loadConfig().cache, args.positionals[1] ?? 'debian', (l) => console.error(l));
+      return 0;
+    case undefined: case 'help': case '--help': case '-h':
+      console.log(USAGE);
+      return 0;
+    default:
+      throw new UsageError(`unknown command ${cmd}\n\n${USAGE}`);
+  }
+}
+
+main(process.argv.slice(2)).then((code) => process.exit(code), (err: unknown) => {
+  if (err instanceof UsageError) { console.error(err.message); process.exit(2); }
+  if (err instanceof ShellbaseError) { console.error(`shellbase: ${err.code}: ${err.message}`); process.exit(1); }
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,85 @@
+/** Wire types of HTTP API v1 shared by the server, the SDK and the CLI. */
+
+export interface Context {
+  name: string;
+  head: string;
+  image: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type VersionCauseKind = 'exec' | 'write' | 'merge' | 'reset' | 'image';
+
+export interface VersionCause {
+  kind: VersionCauseKind;
+  command?: string;
+}
+
+export interface Version {
+  id: string;
+  parent: string | null;
+  createdAt: string;
+  cause: VersionCause;
+  /** Bytes this version added over its parent. */
+  bytes: number;
+}
+
+export interface ExecLimits {
+  memoryMb?: number;
+  pids?: number;
+  cpus?: number;
+  diskMb?: number;
+  outputBytes?: number;
+}
+
+export type CommitMode = 'always' | 'on-success' | 'never';
+
+export interface ExecRequest {
+  command?: string;
+  argv?: string[];
+  stdin?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  version?: string;
+  commit?: CommitMode;
+  onConflict?: 'fail' | 'retry';
+  timeoutMs?: number;
+  limits?: ExecLimits;
+}
+
+export interface ExecUsage {
+  cpuMs: number;
+  wallMs: number;
+  memoryPeakBytes: number;
+  bytesWritten: number;
+}
+
+/** The result of a query once it ended. */
+export interface ExecResult {
+  exitCode: number;
+  signal?: string;
+  timedOut: boolean;
+  oomKilled: boolean;
+  /** True when the disk limit (`limits.diskMb`) stopped a write. */
+  diskLimitHit?: boolean;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  baseVersion: string;
+  version: string;
+  committed: boolean;
+  /** Set when the query's changes overlapped changes committed meanwhile. */
+  conflict?: { paths: string[]; version: string };
+  /** How many times `onConflict: "retry"` ran the command again. */
+  retries?: number;
+  usage: ExecUsage;
+}
+
+export type ExecExit = Omit<ExecResult, 'stdout' | 'stderr'>;
+
+/** One line of the NDJSON stream of a query. */
+export type ExecEvent =
+  | { type: 'stdout'; data: string }
+  | { type: 'stderr'; data: string }
+  | ({ type: 'exit' } & ExecExit)
+  | { type: 'error'; error: import('./errors.js').ErrorBody };

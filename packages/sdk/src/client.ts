@@ -1,0 +1,74 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { isErrorCode, type Context, type ErrorBody } from '@shellbase/protocol';
+import { ContextHandle } from './context.js';
+import { errorFromBody } from './errors.js';
+
+export interface ShellbaseOptions {
+  /** Server URL; defaults to SHELLBASE_URL or http://127.0.0.1:7070. */
+  url?: string;
+  /** API key; defaults to SHELLBASE_API_KEY, then to the admin key file of a server on this host. */
+  apiKey?: string;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  accept?: string;
+  signal?: AbortSignal;
+  query?: Record<string, string | number | undefined>;
+}
+
+function defaultKey(): string | undefined {
+  if (process.env.SHELLBASE_API_KEY) return process.env.SHELLBASE_API_KEY;
+  const file = `${process.env.SHELLBASE_HOME || '/var/lib/shellbase'}/admin.key`;
+  try { return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined; } catch { return undefined; }
+}
+
+/** The shellbase client: `new Shellbase().context('demo').exec('ls')`. */
+export class Shellbase {
+  readonly url: string;
+  private readonly apiKey?: string;
+
+  constructor(options: ShellbaseOptions = {}) {
+    this.url = (options.url ?? process.env.SHELLBASE_URL ?? 'http://127.0.0.1:7070').replace(/\/+$/, '');
+    this.apiKey = options.apiKey ?? defaultKey();
+  }
+
+  /** A handle on a context; nothing is sent until it is used (exec creates it if missing). */
+  context(name: string): ContextHandle {
+    return new ContextHandle(this, name);
+  }
+
+  readonly contexts = {
+    list: async (): Promise<Context[]> => (await this.json<{ contexts: Context[] }>('GET', '/v1/contexts')).contexts,
+    get: (name: string): Promise<Context> => this.json('GET', `/v1/contexts/${encodeURIComponent(name)}`),
+    create: (body: { name: string; image?: string; from?: { context: string; version?: string } }): Promise<Context> =>
+      this.json('POST', '/v1/contexts', { body }),
+    delete: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/contexts/${encodeURIComponent(name)}`); },
+  };
+
+  /** Sends a request and throws the typed error for any non-2xx answer. */
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { accept: options.accept ?? 'application/json' };
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const qs = Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&');
+    const res = await fetch(`${this.url}${path}${qs ? `?${qs}` : ''}`, {
+      method, headers, signal: options.signal,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    });
+    if (res.ok) return res;
+    const text = await res.text();
+    let body: ErrorBody = { code: 'internal', message: `HTTP ${res.status}: ${text.slice(0, 500)}` };
+    try {
+      const parsed = JSON.parse(text) as { error?: ErrorBody };
+      if (parsed.error && isErrorCode(parsed.error.code)) body = parsed.error;
+    } catch { /* not JSON: keep the raw text */ }
+    throw errorFromBody(body, res.status);
+  }
+
+  async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const res = await this.request(method, path, options);
+    return (res.status === 204 ? undefined : await res.json()) as T;
+  }
+}

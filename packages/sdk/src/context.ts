@@ -1,0 +1,72 @@
+import type { Context, ExecEvent, ExecRequest, ExecResult, Version } from '@shellbase/protocol';
+import type { Shellbase } from './client.js';
+import { errorFromBody } from './errors.js';
+
+export type ExecOptions = Omit<ExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
+
+/** A context, optionally pinned to a version (`at`), as the SDK sees it. */
+export class ContextHandle {
+  constructor(private readonly sb: Shellbase, readonly name: string, readonly pinnedVersion?: string) {}
+
+  private path(suffix = ''): string {
+    return `/v1/contexts/${encodeURIComponent(this.name)}${suffix}`;
+  }
+
+  private body(command: string | string[], options: ExecOptions): ExecRequest {
+    const { signal: _s, ...rest } = options;
+    const req: ExecRequest = { ...rest, ...(Array.isArray(command) ? { argv: command } : { command }) };
+    if (this.pinnedVersion && req.version === undefined) req.version = this.pinnedVersion;
+    return req;
+  }
+
+  /** Runs a command (a string for `bash -c`, or an argv array) and waits for its result. */
+  exec(command: string | string[], options: ExecOptions = {}): Promise<ExecResult> {
+    return this.sb.json('POST', this.path('/exec'), { body: this.body(command, options), signal: options.signal });
+  }
+
+  /** Runs a command and yields its output as it happens, then one `exit` event. */
+  async *execStream(command: string | string[], options: ExecOptions = {}): AsyncGenerator<ExecEvent> {
+    const res = await this.sb.request('POST', this.path('/exec'), {
+      body: this.body(command, options), accept: 'application/x-ndjson', signal: options.signal,
+    });
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buffered = '';
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (!line) continue;
+        const event = JSON.parse(line) as ExecEvent;
+        if (event.type === 'error') throw errorFromBody(event.error, 500);
+        yield event;
+      }
+    }
+  }
+
+  /** Forks this context (at its head, or at the pinned version) into a new one, in O(1). */
+  async fork(newName: string, options: { version?: string } = {}): Promise<ContextHandle> {
+    const version = options.version ?? this.pinnedVersion;
+    await this.sb.json('POST', this.path('/fork'), { body: { name: newName, ...(version ? { version } : {}) } });
+    return new ContextHandle(this.sb, newName);
+  }
+
+  async versions(options: { limit?: number } = {}): Promise<Version[]> {
+    return (await this.sb.json<{ versions: Version[] }>('GET', this.path('/versions'), { query: { limit: options.limit } })).versions;
+  }
+
+  /** The same context, with reads and queries pinned to `version`. */
+  at(version: string): ContextHandle {
+    return new ContextHandle(this.sb, this.name, version);
+  }
+
+  info(): Promise<Context> {
+    return this.sb.json('GET', this.path());
+  }
+
+  async delete(): Promise<void> {
+    await this.sb.request('DELETE', this.path());
+  }
+}

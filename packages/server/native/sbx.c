@@ -1,0 +1,260 @@
+/*
+ * sbx: the native helper of shellbase's runtime. Three subcommands, each one
+ * process where a shell pipeline would take several:
+ *
+ *   sbx run [--cgroup PROCS_FILE]... --chdir DIR --lower L --upper U --work W
+ *           --merged M -- PROGRAM ARGS...
+ *       Joins the given cgroups, asks to be SIGKILLed when its parent (the
+ *       server) dies, enters a private mount namespace, mounts the overlay
+ *       there and execs PROGRAM (bubblewrap). The overlay mount lives only in
+ *       that namespace, so it vanishes with the sandbox, even after a crash.
+ *       Relative paths in L, U and W are resolved from DIR, which keeps the
+ *       mount options of long layer chains inside one page.
+ *
+ *   sbx scan DIR
+ *       Prints every entry under DIR (an overlay upper directory or layer) as
+ *       "TYPE SIZE PATH\0": f file, d directory, O opaque directory, l symlink,
+ *       w whiteout, o other. PATH is relative to DIR.
+ *
+ *   sbx apply SRC DST
+ *       Applies layer SRC onto the directory DST the way overlayfs would stack
+ *       SRC above it, keeping whiteouts and opaque markers (DST stays a layer
+ *       in overlay format). Files are reflinked where the file system allows.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define OPAQUE_XATTR "trusted.overlay.opaque"
+
+static void die(const char *what) {
+  fprintf(stderr, "sbx: %s: %s\n", what, strerror(errno));
+  exit(125);
+}
+
+static void write_file(const char *path, const char *data) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) die(path);
+  if (write(fd, data, strlen(data)) < 0) die(path);
+  close(fd);
+}
+
+static int cmd_run(int argc, char **argv) {
+  const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
+  char pid[32];
+  int i;
+  snprintf(pid, sizeof pid, "%d\n", getpid());
+  for (i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) { i++; break; }
+    if (i + 1 >= argc) { fprintf(stderr, "sbx: %s needs a value\n", argv[i]); return 125; }
+    if (strcmp(argv[i], "--cgroup") == 0) write_file(argv[++i], pid);
+    else if (strcmp(argv[i], "--chdir") == 0) chdir_to = argv[++i];
+    else if (strcmp(argv[i], "--lower") == 0) lower = argv[++i];
+    else if (strcmp(argv[i], "--upper") == 0) upper = argv[++i];
+    else if (strcmp(argv[i], "--work") == 0) work = argv[++i];
+    else if (strcmp(argv[i], "--merged") == 0) merged = argv[++i];
+    else { fprintf(stderr, "sbx: unknown option %s\n", argv[i]); return 125; }
+  }
+  if (!chdir_to || !lower || !upper || !work || !merged || i >= argc) {
+    fprintf(stderr, "sbx run: missing arguments\n");
+    return 125;
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("prctl");
+  if (getppid() == 1) return 125; /* the server is already gone */
+  if (unshare(CLONE_NEWNS) != 0) die("unshare");
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("make / private");
+  if (chdir(chdir_to) != 0) die(chdir_to);
+  size_t len = strlen(lower) + strlen(upper) + strlen(work) + 128;
+  char *opts = malloc(len);
+  if (!opts) die("malloc");
+  snprintf(opts, len, "lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,index=off,metacopy=off",
+           lower, upper, work);
+  if (mount("overlay", merged, "overlay", 0, opts) != 0) die("mount overlay");
+  free(opts);
+  if (chdir("/") != 0) die("chdir /");
+  execvp(argv[i], &argv[i]);
+  die(argv[i]);
+  return 125;
+}
+
+/* ---- scan ---- */
+
+static char type_of(const char *path, const struct stat *st) {
+  if (S_ISREG(st->st_mode)) return 'f';
+  if (S_ISLNK(st->st_mode)) return 'l';
+  if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) return 'w';
+  if (S_ISDIR(st->st_mode)) {
+    char v[4];
+    ssize_t n = lgetxattr(path, OPAQUE_XATTR, v, sizeof v);
+    return (n == 1 && v[0] == 'y') ? 'O' : 'd';
+  }
+  return 'o';
+}
+
+static void scan_dir(char *path, size_t root_len) {
+  DIR *d = opendir(path);
+  if (!d) die(path);
+  size_t base = strlen(path);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (base + 1 + strlen(e->d_name) >= PATH_MAX) { errno = ENAMETOOLONG; die(path); }
+    path[base] = '/';
+    strcpy(path + base + 1, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) != 0) die(path);
+    char t = type_of(path, &st);
+    printf("%c %lld %s%c", t, (long long)(S_ISREG(st.st_mode) ? st.st_size : 0), path + root_len + 1, 0);
+    if (t == 'd' || t == 'O') scan_dir(path, root_len);
+    path[base] = 0;
+  }
+  closedir(d);
+}
+
+static int cmd_scan(int argc, char **argv) {
+  if (argc != 1) { fprintf(stderr, "sbx scan DIR\n"); return 2; }
+  static char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s", argv[0]);
+  scan_dir(path, strlen(path));
+  if (fflush(stdout) != 0) die("stdout");
+  return 0;
+}
+
+/* ---- apply ---- */
+
+static void remove_tree(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) { if (errno == ENOENT) return; die(path); }
+  if (S_ISDIR(st.st_mode)) {
+    DIR *d = opendir(path);
+    if (!d) die(path);
+    struct dirent *e;
+    char child[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+      remove_tree(child);
+    }
+    closedir(d);
+    if (rmdir(path) != 0) die(path);
+  } else if (unlink(path) != 0) die(path);
+}
+
+static void copy_xattrs(const char *src, const char *dst) {
+  char names[8192], value[8192];
+  ssize_t n = llistxattr(src, names, sizeof names);
+  for (ssize_t off = 0; n > 0 && off < n; off += strlen(names + off) + 1) {
+    ssize_t vn = lgetxattr(src, names + off, value, sizeof value);
+    if (vn >= 0 && lsetxattr(dst, names + off, value, vn, 0) != 0) die(dst);
+  }
+}
+
+static void copy_meta(const char *src, const char *dst, const struct stat *st) {
+  if (lchown(dst, st->st_uid, st->st_gid) != 0) die(dst);
+  if (!S_ISLNK(st->st_mode) && chmod(dst, st->st_mode & 07777) != 0) die(dst);
+  copy_xattrs(src, dst);
+  struct timespec ts[2] = {st->st_atim, st->st_mtim};
+  if (utimensat(AT_FDCWD, dst, ts, AT_SYMLINK_NOFOLLOW) != 0) die(dst);
+}
+
+static void copy_file(const char *src, const char *dst, const struct stat *st) {
+  int in = open(src, O_RDONLY | O_CLOEXEC), out;
+  if (in < 0) die(src);
+  out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (out < 0) die(dst);
+  if (ioctl(out, FICLONE, in) != 0) {
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+      if (write(out, buf, n) != n) die(dst);
+    if (n < 0) die(src);
+  }
+  close(in);
+  if (close(out) != 0) die(dst);
+  copy_meta(src, dst, st);
+}
+
+static void apply_entry(const char *src, const char *dst);
+
+static void apply_children(const char *src, const char *dst) {
+  DIR *d = opendir(src);
+  if (!d) die(src);
+  struct dirent *e;
+  char s[PATH_MAX], t[PATH_MAX];
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    snprintf(s, sizeof s, "%s/%s", src, e->d_name);
+    snprintf(t, sizeof t, "%s/%s", dst, e->d_name);
+    apply_entry(s, t);
+  }
+  closedir(d);
+}
+
+static void apply_entry(const char *src, const char *dst) {
+  struct stat st, dt;
+  if (lstat(src, &st) != 0) die(src);
+  char t = type_of(src, &st);
+  int exists = lstat(dst, &dt) == 0;
+  if (t == 'd' && exists && S_ISDIR(dt.st_mode)) {
+    /* a plain directory merges with what is below it */
+    apply_children(src, dst);
+    copy_meta(src, dst, &st);
+    return;
+  }
+  if (exists) remove_tree(dst);
+  switch (t) {
+  case 'd': case 'O':
+    if (mkdir(dst, 0700) != 0) die(dst);
+    apply_children(src, dst);
+    copy_meta(src, dst, &st);
+    /* a directory that replaces a whiteout or a non-directory must not
+       merge with what lies below the squashed layers */
+    if (exists && lsetxattr(dst, OPAQUE_XATTR, "y", 1, 0) != 0) die(dst);
+    break;
+  case 'f':
+    copy_file(src, dst, &st);
+    break;
+  case 'l': {
+    char target[PATH_MAX];
+    ssize_t n = readlink(src, target, sizeof target - 1);
+    if (n < 0) die(src);
+    target[n] = 0;
+    if (symlink(target, dst) != 0) die(dst);
+    copy_meta(src, dst, &st);
+    break;
+  }
+  default:
+    if (mknod(dst, st.st_mode, st.st_rdev) != 0) die(dst);
+    copy_meta(src, dst, &st);
+  }
+}
+
+static int cmd_apply(int argc, char **argv) {
+  if (argc != 2) { fprintf(stderr, "sbx apply SRC DST\n"); return 2; }
+  apply_children(argv[0], argv[1]);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "scan") == 0) return cmd_scan(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "apply") == 0) return cmd_apply(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx run|scan|apply ...\n");
+  return 2;
+}

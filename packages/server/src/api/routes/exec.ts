@@ -1,0 +1,61 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Static } from 'typebox';
+import type { ExecEvent } from '@shellbase/protocol';
+import type { Engine } from '../../engine/engine.js';
+import { toShellbaseError } from '../errors.js';
+import { ExecBody, ExecResult, NameParams, errorResponses } from '../schemas.js';
+
+const NDJSON = 'application/x-ndjson';
+
+/**
+ * POST /v1/contexts/:name/exec. With `Accept: application/x-ndjson` the
+ * output streams as it happens; the response starts with the first event,
+ * so errors found before the command runs are still plain JSON errors.
+ * A client that goes away kills its query.
+ */
+export function execRoutes(app: FastifyInstance, engine: Engine): void {
+  app.post<{ Params: Static<typeof NameParams>; Body: Static<typeof ExecBody> }>('/v1/contexts/:name/exec', {
+    schema: {
+      tags: ['queries'], params: NameParams, body: ExecBody,
+      response: { 200: ExecResult, ...errorResponses },
+    },
+  }, async (req, reply) => {
+    const abort = new AbortController();
+    reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+    const stream = (req.headers.accept ?? '').includes(NDJSON);
+    if (!stream) return engine.exec(req.caller, req.params.name, req.body, { signal: abort.signal });
+
+    const out = new NdjsonStream(reply);
+    try {
+      const { stdout: _o, stderr: _e, ...exit } = await engine.exec(req.caller, req.params.name, req.body, {
+        signal: abort.signal,
+        onOutput: (type, data) => out.send({ type, data }),
+      });
+      out.send({ type: 'exit', ...exit });
+    } catch (err) {
+      if (!out.started) throw err;
+      out.send({ type: 'error', error: toShellbaseError(err).toBody() });
+    }
+    out.end();
+    return reply;
+  });
+}
+
+class NdjsonStream {
+  started = false;
+
+  constructor(private readonly reply: FastifyReply) {}
+
+  send(event: ExecEvent): void {
+    if (!this.started) {
+      this.started = true;
+      this.reply.hijack();
+      this.reply.raw.writeHead(200, { 'content-type': NDJSON, 'cache-control': 'no-store' });
+    }
+    if (!this.reply.raw.destroyed) this.reply.raw.write(`${JSON.stringify(event)}\n`);
+  }
+
+  end(): void {
+    if (this.started) this.reply.raw.end();
+  }
+}

@@ -1,0 +1,81 @@
+import { Type, type Static } from 'typebox';
+
+/** TypeBox schemas of HTTP API v1: request validation and the OpenAPI document come from these. */
+const strict = { additionalProperties: false } as const;
+
+export const Name = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_-][A-Za-z0-9._-]*$' });
+export const VersionId = Type.String({ minLength: 1, maxLength: 128 });
+
+export const ErrorResponse = Type.Object({
+  error: Type.Object({
+    code: Type.String(), message: Type.String(),
+    details: Type.Optional(Type.Record(Type.String(), Type.Unknown())), hint: Type.Optional(Type.String()),
+  }),
+}, { $id: 'Error' });
+
+export const Context = Type.Object({
+  name: Type.String(), head: Type.String(), image: Type.String(), createdAt: Type.String(), updatedAt: Type.String(),
+}, { $id: 'Context' });
+
+export const Version = Type.Object({
+  id: Type.String(),
+  parent: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Type.String(),
+  cause: Type.Object({ kind: Type.String(), command: Type.Optional(Type.String()) }),
+  bytes: Type.Integer(),
+}, { $id: 'Version' });
+
+export const CreateContextBody = Type.Object({
+  name: Name,
+  image: Type.Optional(Type.String({ maxLength: 64 })),
+  from: Type.Optional(Type.Object({ context: Name, version: Type.Optional(VersionId) }, strict)),
+}, strict);
+
+export const ForkBody = Type.Object({ name: Name, version: Type.Optional(VersionId) }, strict);
+
+export const NameParams = Type.Object({ name: Type.String({ maxLength: 1024 }) });
+
+export const VersionsQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })) }, strict);
+
+export const ExecLimits = Type.Object({
+  memoryMb: Type.Optional(Type.Number()), pids: Type.Optional(Type.Number()), cpus: Type.Optional(Type.Number()),
+  diskMb: Type.Optional(Type.Number()), outputBytes: Type.Optional(Type.Number()),
+}, strict);
+
+export const ExecBody = Type.Object({
+  command: Type.Optional(Type.String({ maxLength: 1 << 20 })),
+  argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 4096 })),
+  stdin: Type.Optional(Type.String()),
+  env: Type.Optional(Type.Record(Type.String(), Type.String())),
+  cwd: Type.Optional(Type.String({ maxLength: 4096 })),
+  version: Type.Optional(VersionId),
+  commit: Type.Optional(Type.Union([Type.Literal('always'), Type.Literal('on-success'), Type.Literal('never')])),
+  onConflict: Type.Optional(Type.Union([Type.Literal('fail'), Type.Literal('retry')])),
+  timeoutMs: Type.Optional(Type.Number()),
+  limits: Type.Optional(ExecLimits),
+}, strict);
+export type ExecBodyT = Static<typeof ExecBody>;
+
+export const ExecResult = Type.Object({
+  exitCode: Type.Integer(),
+  signal: Type.Optional(Type.String()),
+  timedOut: Type.Boolean(),
+  oomKilled: Type.Boolean(),
+  diskLimitHit: Type.Optional(Type.Boolean()),
+  stdout: Type.String(),
+  stderr: Type.String(),
+  truncated: Type.Boolean(),
+  baseVersion: Type.String(),
+  version: Type.String(),
+  committed: Type.Boolean(),
+  conflict: Type.Optional(Type.Object({ paths: Type.Array(Type.String()), version: Type.String() })),
+  retries: Type.Optional(Type.Integer()),
+  usage: Type.Object({
+    cpuMs: Type.Number(), wallMs: Type.Number(), memoryPeakBytes: Type.Number(), bytesWritten: Type.Number(),
+  }),
+}, { $id: 'ExecResult' });
+
+export const errorResponses = {
+  400: ErrorResponse, 401: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse, 413: ErrorResponse,
+  412: ErrorResponse, 500: ErrorResponse,
+};

@@ -1,0 +1,55 @@
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Engine } from '../engine/engine.js';
+import type { Caller } from '../engine/types.js';
+import { ShellbaseError } from '../errors.js';
+import { authenticate } from './auth.js';
+import { errorHandler } from './errors.js';
+import { contextRoutes } from './routes/contexts.js';
+import { execRoutes } from './routes/exec.js';
+import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller;
+  }
+}
+
+export const BODY_LIMIT = 10 * 1024 * 1024;
+
+/** The HTTP API: parses requests into engine calls; the engine never sees Fastify. */
+export async function buildApi(engine: Engine, log: Logger): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit: BODY_LIMIT,
+    routerOptions: { maxParamLength: 4096 },
+    requestTimeout: 0,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+  });
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'shellbase', version: '1' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  for (const schema of [ErrorResponse, Context, Version, ExecResult]) app.addSchema(schema);
+  app.decorateRequest('caller', null as unknown as Caller);
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((req, reply) => {
+    const e = new ShellbaseError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { hint: 'see GET /v1/openapi.json' });
+    void reply.status(404).send({ error: e.toBody() });
+  });
+  app.addHook('onRequest', async (req) => {
+    if (req.url.startsWith('/v1/') || req.url === '/v1') {
+      req.caller = await authenticate(engine.deps.metadata, req.headers.authorization);
+    }
+  });
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  contextRoutes(app, engine);
+  execRoutes(app, engine);
+  return app;
+}

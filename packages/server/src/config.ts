@@ -1,0 +1,69 @@
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+
+/** A query's resource limits, all present. */
+export interface Limits {
+  memoryMb: number;
+  pids: number;
+  cpus: number;
+  diskMb: number;
+  outputBytes: number;
+  timeoutMs: number;
+}
+
+export interface ServerConfig {
+  /** Data directory: metadata, layer store, scratch space, admin key. */
+  home: string;
+  /** Built images (and later VM assets), shared by every data directory on the host. */
+  cache: string;
+  host: string;
+  port: number;
+  gatewayPort: number;
+  /** What a query gets when it asks for nothing. */
+  defaults: Limits;
+  /** The most a query may ask for. */
+  maximums: Limits;
+  /** Size of the sparse btrfs file that holds the layer store when home is not on btrfs. */
+  storeSizeGb: number;
+  /** Layer chains longer than this are squashed in the background. */
+  squashAbove: number;
+}
+
+const env = process.env;
+const num = (name: string, fallback: number): number => {
+  const v = env[name];
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, not ${JSON.stringify(v)}`);
+  return n;
+};
+
+export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig {
+  const defaults: Limits = {
+    memoryMb: 1024, pids: 512, cpus: 1, diskMb: 2048, outputBytes: 1 << 20, timeoutMs: 60_000,
+  };
+  const maximums: Limits = {
+    memoryMb: num('SHELLBASE_MAX_MEMORY_MB', 8192),
+    pids: num('SHELLBASE_MAX_PIDS', 4096),
+    cpus: num('SHELLBASE_MAX_CPUS', availableParallelism()),
+    diskMb: num('SHELLBASE_MAX_DISK_MB', 65536),
+    outputBytes: num('SHELLBASE_MAX_OUTPUT_BYTES', 64 << 20),
+    timeoutMs: num('SHELLBASE_MAX_TIMEOUT_MS', 600_000),
+  };
+  const config: ServerConfig = {
+    home: path.resolve(env.SHELLBASE_HOME || '/var/lib/shellbase'),
+    cache: path.resolve(env.SHELLBASE_CACHE || '/var/cache/shellbase'),
+    host: env.SHELLBASE_HOST || '127.0.0.1',
+    port: num('SHELLBASE_PORT', 7070),
+    gatewayPort: num('SHELLBASE_GATEWAY_PORT', 7071),
+    defaults,
+    maximums,
+    storeSizeGb: num('SHELLBASE_STORE_SIZE_GB', 64),
+    squashAbove: num('SHELLBASE_SQUASH_ABOVE', 24),
+    ...overrides,
+  };
+  for (const k of Object.keys(defaults) as (keyof Limits)[]) {
+    config.defaults[k] = Math.min(config.defaults[k], config.maximums[k]);
+  }
+  return config;
+}

@@ -1,0 +1,77 @@
+import type { VersionCause } from '@shellbase/protocol';
+import type { CommittedLayer } from '../store/layers/types.js';
+import type { MetadataStore, VersionRow } from '../store/metadata/types.js';
+import { newId } from '../util/ids.js';
+import { KeyedLock } from '../util/keyed-lock.js';
+import { changesBetween } from './lineage.js';
+import { overlappingPaths } from './overlap.js';
+
+export interface CommitOutcome {
+  /** The context's head after the commit. */
+  head: string;
+  /** The version made from the layer (the head when committed, unattached otherwise). */
+  version: string;
+  committed: boolean;
+  layerCount: number;
+  conflict?: { paths: string[]; version: string };
+}
+
+/**
+ * Commits a layer made over `base` to a context (architecture.md, step 5):
+ * - head still at base: the new version goes on top;
+ * - head moved, and nothing the layer touches overlaps what changed between
+ *   base and head: the layer is stacked on the new head (rebase);
+ * - otherwise: a conflict; the version is kept unattached (parent = base) so
+ *   the work can still be read, forked or merged.
+ * Heads only move by compare-and-set, so concurrent committers (in this
+ * process or another) never lose a version; a per-context lock here just
+ * keeps them from spinning.
+ */
+export class Committer {
+  private readonly locks = new KeyedLock();
+
+  constructor(private readonly md: MetadataStore) {}
+
+  commit(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
+    return this.locks.run(`${tenantId}/${context}`, () => this.commitLocked(tenantId, context, base, layer, cause));
+  }
+
+  private async commitLocked(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
+    const createdAt = new Date().toISOString();
+    const layerRow = { id: layer.layerId, kind: 'exec' as const, bytes: layer.bytes, createdAt };
+    const on = (parent: VersionRow): VersionRow => ({
+      id: newId('v'), tenantId, parent: parent.id, depth: parent.depth + 1, layers: [...parent.layers, layer.layerId],
+      changes: layer.changes, cause, bytes: layer.bytes, createdAt,
+    });
+    for (;;) {
+      const ctx = await this.md.getContext(tenantId, context);
+      if (!ctx) {
+        // The context was deleted while the query ran: keep the work as an unattached version.
+        const v = on(base);
+        await this.md.commitVersion({ version: v, layer: layerRow });
+        return { head: v.id, version: v.id, committed: false, layerCount: v.layers.length };
+      }
+      const moveHead = { tenantId, context, expectedHead: ctx.head };
+      if (ctx.head === base.id) {
+        const v = on(base);
+        if (await this.md.commitVersion({ version: v, layer: layerRow, moveHead })) {
+          return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
+        }
+        continue;
+      }
+      const head = await this.md.getVersion(ctx.head);
+      if (!head) throw new Error(`context ${context} points at missing version ${ctx.head}`);
+      const theirs = await changesBetween(this.md, base, head);
+      const paths = theirs === null ? layer.changes.map(([p]) => p) : overlappingPaths(layer.changes, theirs);
+      if (paths.length > 0) {
+        const v = on(base);
+        await this.md.commitVersion({ version: v, layer: layerRow });
+        return { head: head.id, version: v.id, committed: false, layerCount: v.layers.length, conflict: { paths, version: v.id } };
+      }
+      const v = on(head);
+      if (await this.md.commitVersion({ version: v, layer: layerRow, moveHead })) {
+        return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
+      }
+    }
+  }
+}

@@ -1,0 +1,148 @@
+import type { Context, ExecRequest, ExecResult, Version } from '@shellbase/protocol';
+import { ShellbaseError, notFound } from '../errors.js';
+import { imageBuilt, imageInfo } from '../images/index.js';
+import type { ContextRow, VersionRow } from '../store/metadata/types.js';
+import { ExecRunner, type ExecHooks } from './exec.js';
+import { Squasher } from './squash.js';
+import { SYSTEM_TENANT, type Caller, type EngineDeps } from './types.js';
+import { checkName } from './validate.js';
+
+export interface CreateContextOptions {
+  name: string;
+  image?: string;
+  from?: { context: string; version?: string };
+}
+
+const toContext = (r: ContextRow): Context => ({
+  name: r.name, head: r.head, image: r.image, createdAt: r.createdAt, updatedAt: r.updatedAt,
+});
+
+const toVersion = (v: VersionRow): Version => ({
+  id: v.id, parent: v.parent, createdAt: v.createdAt, cause: v.cause, bytes: v.bytes,
+});
+
+/**
+ * The engine: contexts, versions and queries, for one tenant at a time. It
+ * knows nothing of HTTP; every failure it reports is a ShellbaseError.
+ */
+export class Engine {
+  readonly squasher: Squasher;
+  private readonly exec_: ExecRunner;
+
+  constructor(readonly deps: EngineDeps) {
+    this.squasher = new Squasher(deps);
+    this.exec_ = new ExecRunner(deps, this.squasher, {
+      version: (caller, id) => this.version(caller, id),
+      getOrCreate: (caller, name) => this.getOrCreateContext(caller, name),
+    });
+  }
+
+  /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */
+  async recover(): Promise<void> {
+    const { runtime, layers, metadata, log } = this.deps;
+    const cgroups = await runtime.recover();
+    const removed = await layers.recover(await metadata.layerIds());
+    if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
+  }
+
+  /** The root version of an image (made on first use of the image). */
+  async imageVersion(image: string): Promise<VersionRow> {
+    const { config, metadata } = this.deps;
+    const info = imageInfo(config.cache, image);
+    if (!imageBuilt(config.cache, image)) {
+      throw new ShellbaseError('failed_precondition', `image ${image} is not built on this host`, {
+        hint: 'run `npm run setup` (or `shellbase image build debian`) first',
+      });
+    }
+    const id = `v_${image}_${info.layerId.split(':')[2]}`;
+    const existing = await metadata.getVersion(id);
+    if (existing) return existing;
+    const now = new Date().toISOString();
+    const version: VersionRow = {
+      id, tenantId: SYSTEM_TENANT, parent: null, depth: 0, layers: [info.layerId], changes: null,
+      cause: { kind: 'image' }, bytes: 0, createdAt: now,
+    };
+    await metadata.ensureImageVersion(version, { id: info.layerId, kind: 'image', bytes: 0, createdAt: now });
+    return version;
+  }
+
+  /** A version the caller may use: its own or an image's. */
+  async version(caller: Caller, id: string): Promise<VersionRow> {
+    const v = typeof id === 'string' ? await this.deps.metadata.getVersion(id) : null;
+    if (!v || (v.tenantId !== caller.tenantId && v.tenantId !== SYSTEM_TENANT)) throw notFound('version', String(id));
+    return v;
+  }
+
+  private async contextRow(caller: Caller, name: string): Promise<ContextRow> {
+    checkName(name);
+    const row = await this.deps.metadata.getContext(caller.tenantId, name);
+    if (!row) throw notFound('context', name);
+    return row;
+  }
+
+  async createContext(caller: Caller, opts: CreateContextOptions): Promise<Context> {
+    checkName(opts.name);
+    let head: VersionRow;
+    let image = opts.image ?? 'debian';
+    if (opts.from) {
+      const source = await this.contextRow(caller, opts.from.context);
+      head = await this.version(caller, opts.from.version ?? source.head);
+      image = source.image;
+    } else {
+      head = await this.imageVersion(image);
+    }
+    const now = new Date().toISOString();
+    const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now };
+    if (!(await this.deps.metadata.createContext(row))) {
+      throw new ShellbaseError('already_exists', `context ${JSON.stringify(opts.name)} already exists`, {
+        details: { context: opts.name }, hint: 'pick another name, or use the existing context',
+      });
+    }
+    return toContext(row);
+  }
+
+  /** Contexts are created from `debian` the first time a query names them. */
+  async getOrCreateContext(caller: Caller, name: string): Promise<ContextRow> {
+    checkName(name);
+    const row = await this.deps.metadata.getContext(caller.tenantId, name);
+    if (row) return row;
+    try {
+      await this.createContext(caller, { name });
+    } catch (e) {
+      if (!(e instanceof ShellbaseError && e.code === 'already_exists')) throw e;
+    }
+    return this.contextRow(caller, name);
+  }
+
+  async getContext(caller: Caller, name: string): Promise<Context> {
+    return toContext(await this.contextRow(caller, name));
+  }
+
+  async listContexts(caller: Caller): Promise<Context[]> {
+    return (await this.deps.metadata.listContexts(caller.tenantId)).map(toContext);
+  }
+
+  async deleteContext(caller: Caller, name: string): Promise<void> {
+    checkName(name);
+    if (!(await this.deps.metadata.deleteContext(caller.tenantId, name))) throw notFound('context', name);
+  }
+
+  /** O(1): a new context row pointing at the same version. */
+  async fork(caller: Caller, name: string, opts: { name: string; version?: string }): Promise<Context> {
+    return this.createContext(caller, { name: opts.name, from: { context: name, version: opts.version } });
+  }
+
+  async versions(caller: Caller, name: string, limit = 100): Promise<Version[]> {
+    const row = await this.contextRow(caller, name);
+    return (await this.deps.metadata.lineage(row.head, limit)).map(toVersion);
+  }
+
+  exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks = {}): Promise<ExecResult> {
+    return this.exec_.exec(caller, name, req, hooks);
+  }
+
+  async close(): Promise<void> {
+    await this.exec_.drain();
+    await this.squasher.idle();
+  }
+}

@@ -1,0 +1,139 @@
+import type { ExecRequest, ExecResult } from '@shellbase/protocol';
+import type { Limits } from '../config.js';
+import { invalid } from '../errors.js';
+import type { SandboxResult } from '../runtime/types.js';
+import type { CommittedLayer } from '../store/layers/types.js';
+import type { ContextRow, VersionRow } from '../store/metadata/types.js';
+import { newId } from '../util/ids.js';
+import { Committer, type CommitOutcome } from './commit.js';
+import type { Squasher } from './squash.js';
+import type { Caller, EngineDeps } from './types.js';
+import { checkCwd, checkEnv, resolveLimits } from './validate.js';
+
+export interface ExecHooks {
+  onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
+  signal?: AbortSignal;
+}
+
+interface Lookups {
+  version(caller: Caller, id: string): Promise<VersionRow>;
+  getOrCreate(caller: Caller, name: string): Promise<ContextRow>;
+}
+
+/** `onConflict: "retry"` runs the command again on the new head at most this often. */
+const MAX_RETRIES = 3;
+
+/** Runs queries: sandbox over a version, then commit of what it wrote. */
+export class ExecRunner {
+  private readonly committer: Committer;
+  private readonly inflight = new Set<Promise<unknown>>();
+
+  constructor(private readonly deps: EngineDeps, private readonly squasher: Squasher, private readonly lookups: Lookups) {
+    this.committer = new Committer(deps.metadata);
+  }
+
+  async exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
+    const p = this.execTracked(caller, name, req, hooks);
+    this.inflight.add(p);
+    try { return await p; } finally { this.inflight.delete(p); }
+  }
+
+  /** Waits for running queries to finish (shutdown). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.inflight]);
+  }
+
+  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
+    const { config } = this.deps;
+    const argv = commandOf(req);
+    const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, config.maximums);
+    const cwd = checkCwd(req.cwd ?? '/root');
+    const env = checkEnv(req.env);
+    // An unknown version fails before the context is created on first use.
+    const pinned = req.version === undefined ? null : await this.lookups.version(caller, req.version);
+    const ctx = await this.lookups.getOrCreate(caller, name);
+    let base = pinned ?? await this.lookups.version(caller, ctx.head);
+    for (let retries = 0; ; retries++) {
+      const { run, layer } = await this.runOnce(base, { argv, cwd, env, stdin: req.stdin, limits }, hooks);
+      const result = resultOf(run, base.id, layer, limits);
+      if (retries > 0) result.retries = retries;
+      if (!layer || !wantsCommit(req.commit ?? 'always', run)) {
+        if (layer) await this.deps.layers.remove(layer.layerId);
+        return result;
+      }
+      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, { kind: 'exec', command: describe(req) });
+      applyOutcome(result, outcome);
+      if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
+      if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
+        return result;
+      }
+      base = await this.lookups.version(caller, outcome.head);
+    }
+  }
+
+  private async runOnce(
+    base: VersionRow,
+    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits },
+    hooks: ExecHooks,
+  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null }> {
+    const { layers, runtime } = this.deps;
+    const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
+    let run: SandboxResult;
+    try {
+      run = await runtime.run({
+        id: newId('q'), mount: layers.mountSpec(base.layers, scratch), argv: spec.argv, env: spec.env,
+        cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal,
+      });
+    } catch (e) {
+      await layers.discard(scratch);
+      throw e;
+    }
+    const layer = await layers.commit(scratch);
+    return { run, layer };
+  }
+}
+
+function commandOf(req: ExecRequest): string[] {
+  if (req.command !== undefined && req.argv !== undefined) throw invalid('pass either command or argv, not both', 'command runs as bash -c COMMAND; argv runs as given');
+  if (typeof req.command === 'string' && req.command.length > 0) return ['bash', '-c', req.command];
+  if (Array.isArray(req.argv) && req.argv.length > 0) return req.argv;
+  throw invalid('nothing to run', 'pass command (run by bash -c) or argv (a non-empty array)');
+}
+
+function describe(req: ExecRequest): string {
+  const text = req.command ?? JSON.stringify(req.argv);
+  return text.length > 1000 ? `${text.slice(0, 1000)}…` : text;
+}
+
+function wantsCommit(mode: string, run: SandboxResult): boolean {
+  if (mode === 'never') return false;
+  if (mode === 'on-success') return run.exitCode === 0 && !run.timedOut && !run.oomKilled && !run.aborted;
+  return true;
+}
+
+function resultOf(run: SandboxResult, baseId: string, layer: CommittedLayer | null, limits: Limits): ExecResult {
+  const bytesWritten = layer?.bytes ?? 0;
+  const result: ExecResult = {
+    exitCode: run.exitCode,
+    timedOut: run.timedOut,
+    oomKilled: run.oomKilled,
+    stdout: run.stdout,
+    stderr: run.stderr,
+    truncated: run.truncated,
+    baseVersion: baseId,
+    version: baseId,
+    committed: false,
+    usage: { cpuMs: run.cpuMs, wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten },
+  };
+  if (run.signal) result.signal = run.signal;
+  if (run.stderr.includes('Disk quota exceeded') || bytesWritten >= limits.diskMb * 1024 * 1024 * 0.95) {
+    result.diskLimitHit = true;
+  }
+  return result;
+}
+
+function applyOutcome(result: ExecResult, outcome: CommitOutcome): void {
+  result.version = outcome.head;
+  result.committed = outcome.committed;
+  if (outcome.conflict) result.conflict = outcome.conflict;
+}

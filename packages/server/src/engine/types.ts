@@ -1,0 +1,22 @@
+import type { Logger } from 'pino';
+import type { ServerConfig } from '../config.js';
+import type { LayerStore } from '../store/layers/types.js';
+import type { MetadataStore } from '../store/metadata/types.js';
+import type { Runtime } from '../runtime/types.js';
+
+/** Who is calling: every engine operation acts inside one tenant. */
+export interface Caller {
+  tenantId: string;
+  admin: boolean;
+}
+
+export interface EngineDeps {
+  config: ServerConfig;
+  metadata: MetadataStore;
+  layers: LayerStore;
+  runtime: Runtime;
+  log: Logger;
+}
+
+/** Tenant id of versions every tenant may read: the root versions of images. */
+export const SYSTEM_TENANT = '';

@@ -1,0 +1,58 @@
+import type { ExecLimits } from '@shellbase/protocol';
+import type { Limits } from '../config.js';
+import { invalid } from '../errors.js';
+
+const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
+
+/** Context names: 1-128 characters of [A-Za-z0-9._-], not starting with a dot. */
+export function checkName(name: string, what = 'context'): string {
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw invalid(`invalid ${what} name ${JSON.stringify(name)}`,
+      'names are 1-128 characters of A-Z a-z 0-9 . _ - and do not start with "."', { name });
+  }
+  return name;
+}
+
+const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes'] as const;
+
+/** Fills a request's limits from the defaults and refuses any above the server's maximums. */
+export function resolveLimits(asked: ExecLimits | undefined, timeoutMs: number | undefined, defaults: Limits, max: Limits): Limits {
+  const out: Limits = { ...defaults };
+  for (const key of LIMIT_KEYS) {
+    const v = asked?.[key];
+    if (v === undefined) continue;
+    const min = key === 'cpus' ? 0.01 : key === 'memoryMb' ? 16 : key === 'diskMb' ? 1 : key === 'pids' ? 8 : 0;
+    if (!Number.isFinite(v) || v < min || v > max[key] || (key !== 'cpus' && !Number.isInteger(v))) {
+      throw invalid(`limits.${key} = ${v} is out of range`, `pass limits.${key} between ${min} and ${max[key]}`,
+        { field: `limits.${key}`, min, max: max[key] });
+    }
+    out[key] = v;
+  }
+  if (timeoutMs !== undefined) {
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > max.timeoutMs) {
+      throw invalid(`timeoutMs = ${timeoutMs} is out of range`, `pass timeoutMs between 1 and ${max.timeoutMs}`,
+        { field: 'timeoutMs', max: max.timeoutMs });
+    }
+    out.timeoutMs = timeoutMs;
+  }
+  return out;
+}
+
+/** A cwd inside the sandbox: absolute, no NUL, no `..` segments. */
+export function checkCwd(cwd: string): string {
+  if (!cwd.startsWith('/') || cwd.includes('\0') || cwd.split('/').includes('..') || cwd.length > 4096) {
+    throw invalid(`invalid cwd ${JSON.stringify(cwd)}`, 'pass an absolute path such as /root');
+  }
+  return cwd;
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export function checkEnv(env: Record<string, string> | undefined): Record<string, string> {
+  for (const [k, v] of Object.entries(env ?? {})) {
+    if (!ENV_NAME.test(k) || typeof v !== 'string' || v.includes('\0')) {
+      throw invalid(`invalid environment variable ${JSON.stringify(k)}`, 'names match [A-Za-z_][A-Za-z0-9_]*; values are strings without NUL');
+    }
+  }
+  return env ?? {};
+}

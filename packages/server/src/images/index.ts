@@ -1,0 +1,91 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { ShellbaseError } from '../errors.js';
+import { run } from '../util/proc.js';
+import { configuredMirror, debianRecipe } from './debian.js';
+
+/**
+ * Images are root file systems built once per host into the cache directory:
+ * `$SHELLBASE_CACHE/images/NAME/VERSION-HASH/rootfs`. An image is the bottom
+ * layer of every version made from it; its id names the recipe it came from.
+ */
+export interface ImageInfo {
+  /** Layer id of the image, e.g. `image:debian:1-ab12cd34`. */
+  layerId: string;
+  name: string;
+  rootfs: string;
+}
+
+const recipes = { debian: debianRecipe } as const;
+export type ImageName = keyof typeof recipes;
+export const IMAGE_NAMES = Object.keys(recipes) as ImageName[];
+
+function recipeTag(name: ImageName): string {
+  const recipe = recipes[name];
+  const hash = createHash('sha256').update(JSON.stringify(recipe)).digest('hex').slice(0, 8);
+  return `${recipe.version}-${hash}`;
+}
+
+export function imageInfo(cache: string, name: string): ImageInfo {
+  if (!(IMAGE_NAMES as string[]).includes(name)) {
+    throw new ShellbaseError('invalid_argument', `unknown image ${JSON.stringify(name)}`, {
+      hint: `use one of: ${IMAGE_NAMES.join(', ')}`,
+    });
+  }
+  const tag = recipeTag(name as ImageName);
+  return { layerId: `image:${name}:${tag}`, name, rootfs: path.join(cache, 'images', name, tag, 'rootfs') };
+}
+
+export function imageBuilt(cache: string, name: string): boolean {
+  return existsSync(path.join(path.dirname(imageInfo(cache, name).rootfs), 'recipe.json'));
+}
+
+/** Resolves an image layer id back to its root file system. */
+export function imageRootfs(cache: string, layerId: string): string {
+  const [, name, tag] = layerId.split(':');
+  return path.join(cache, 'images', name, tag, 'rootfs');
+}
+
+/**
+ * Builds an image if this recipe has not been built yet. Builds into a
+ * temporary directory and renames it into place, so a crash never leaves a
+ * half-built image that looks complete.
+ */
+export async function buildImage(cache: string, name: string, progress: (line: string) => void): Promise<ImageInfo> {
+  const info = imageInfo(cache, name);
+  if (imageBuilt(cache, name)) return info;
+  const recipe = recipes[name as ImageName];
+  const final = path.dirname(info.rootfs);
+  const tmp = `${final}.building`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const mirror = configuredMirror();
+  progress(`building image ${name} (${recipe.suite} ${recipe.variant} from ${mirror}); this takes a minute or more`);
+  let partial = '';
+  const r = await run('debootstrap', [
+    `--variant=${recipe.variant}`, `--include=${recipe.include.join(',')}`,
+    recipe.suite, path.join(tmp, 'rootfs'), mirror,
+  ], {
+    onOutput: (chunk) => {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const l of lines) if (l.trim()) progress(`  ${l.trim()}`);
+    },
+  });
+  if (r.code !== 0) throw new Error(`debootstrap failed (${r.code}): ${r.stderr.slice(-2000)}`);
+  const rootfs = path.join(tmp, 'rootfs');
+  // Leave no apt caches in the image, and a root home to start queries in.
+  rmSync(path.join(rootfs, 'var/cache/apt/archives'), { recursive: true, force: true });
+  mkdirSync(path.join(rootfs, 'var/cache/apt/archives/partial'), { recursive: true });
+  mkdirSync(path.join(rootfs, 'root'), { recursive: true });
+  writeFileSync(path.join(tmp, 'recipe.json'), JSON.stringify({ format: 1, ...recipe, builtAt: new Date().toISOString() }, null, 2));
+  rmSync(final, { recursive: true, force: true });
+  renameSync(tmp, final);
+  progress(`image ${name} ready at ${info.rootfs}`);
+  return info;
+}
+
+export function readRecipe(cache: string, name: string): unknown {
+  return JSON.parse(readFileSync(path.join(path.dirname(imageInfo(cache, name).rootfs), 'recipe.json'), 'utf8'));
+}

@@ -1,0 +1,41 @@
+/**
+ * The bubblewrap command line of a sandbox.
+ *
+ * Namespaces: pid, mount, ipc, uts, net (loopback only) and cgroup.
+ * File system: the overlay as `/`, a fresh /proc, bwrap's minimal /dev (null,
+ * zero, full, random, urandom, tty, pts, shm) and /tmp as a tmpfs that is not
+ * part of the context. bwrap always sets no_new_privs.
+ * Capabilities: the sandbox's root keeps only SANDBOX_CAPS, a subset of
+ * Docker's default set without MKNOD, NET_RAW and AUDIT_WRITE (so no device
+ * nodes, raw sockets or audit records).
+ */
+export const SANDBOX_CAPS = [
+  'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID',
+  'CAP_SETUID', 'CAP_SETPCAP', 'CAP_SETFCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT',
+] as const;
+
+export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+export interface BwrapArgsOptions {
+  merged: string;
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+}
+
+export function bwrapArgs(o: BwrapArgsOptions): string[] {
+  const args = [
+    '--die-with-parent', '--new-session',
+    '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup',
+    '--bind', o.merged, '/',
+    '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+    '--hostname', 'sandbox',
+    '--clearenv',
+  ];
+  const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...o.env };
+  for (const [k, v] of Object.entries(env)) args.push('--setenv', k, v);
+  args.push('--chdir', o.cwd, '--cap-drop', 'ALL');
+  for (const cap of SANDBOX_CAPS) args.push('--cap-add', cap);
+  args.push('--', ...o.argv);
+  return args;
+}

@@ -1,0 +1,91 @@
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import path from 'node:path';
+import { SBX } from '../../util/native.js';
+import type { CgroupDriver } from '../cgroups/index.js';
+import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
+import { bwrapArgs } from './args.js';
+import { CappedOutput } from './output.js';
+
+const SIGNAL_NAMES = new Map<number, string>(
+  Object.entries(constants.signals).map(([name, n]) => [n, name]),
+);
+
+/**
+ * Runs sandboxes with bubblewrap. Per sandbox, one process is started: `sbx
+ * run` joins the cgroup, mounts the overlay in a private mount namespace and
+ * execs bwrap. Killing that process (timeout, abort, server death) kills the
+ * sandbox's pid namespace and with it every process of the query.
+ */
+export class BwrapRuntime implements Runtime {
+  constructor(private readonly cgroups: CgroupDriver) {}
+
+  recover(): Promise<number> {
+    return this.cgroups.recover();
+  }
+
+  close(): Promise<void> {
+    return this.cgroups.close();
+  }
+
+  async run(spec: SandboxSpec): Promise<SandboxResult> {
+    const { limits } = spec;
+    const cgroup = this.cgroups.create(spec.id, limits);
+    const merged = path.join(spec.mount.chdir, spec.mount.merged);
+    const args = ['run'];
+    for (const f of cgroup.procsFiles) args.push('--cgroup', f);
+    args.push('--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
+      '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
+      ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd }));
+
+    const started = performance.now();
+    const child = spawn(SBX, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)));
+    const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)));
+    child.stdout.on('data', (c: Buffer) => stdout.push(c));
+    child.stderr.on('data', (c: Buffer) => stderr.push(c));
+    child.stdin.on('error', () => undefined); // the command may exit without reading its input
+    child.stdin.end(spec.stdin ?? '');
+
+    let timedOut = false;
+    let aborted = false;
+    const kill = () => { child.kill('SIGKILL'); void cgroup.kill(); };
+    const timer = setTimeout(() => { timedOut = true; kill(); }, limits.timeoutMs);
+    const onAbort = () => { aborted = true; kill(); };
+    spec.signal?.addEventListener('abort', onAbort, { once: true });
+    if (spec.signal?.aborted) onAbort();
+
+    try {
+      const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+        child.on('error', reject);
+        child.on('close', (c, s) => resolve([c, s]));
+      });
+      const wallMs = Math.round(performance.now() - started);
+      if (code === 125 && stderr.end().startsWith('sbx:')) {
+        throw new Error(`sandbox set-up failed: ${stderr.end().trim()}`);
+      }
+      const stats = cgroup.stats();
+      // bwrap reports a command killed by signal N as exit code 128+N, as shells do.
+      let exitCode = code ?? 128 + (sig ? constants.signals[sig] : 9);
+      let signal = sig ?? (exitCode > 128 && exitCode < 160 ? SIGNAL_NAMES.get(exitCode - 128) : undefined);
+      if (timedOut || aborted) { signal = 'SIGKILL'; exitCode = 137; }
+      return {
+        exitCode,
+        ...(signal ? { signal } : {}),
+        timedOut,
+        oomKilled: stats.oomKilled,
+        aborted,
+        stdout: stdout.end(),
+        stderr: stderr.end(),
+        truncated: stdout.truncated || stderr.truncated,
+        cpuMs: stats.cpuMs,
+        wallMs,
+        memoryPeakBytes: stats.memoryPeakBytes,
+      };
+    } finally {
+      clearTimeout(timer);
+      spec.signal?.removeEventListener('abort', onAbort);
+      await cgroup.remove();
+    }
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * A cgroup per sandbox: limits what it may use and tells what it used.
+ * Drivers exist for cgroup v1 (one hierarchy per controller) and v2 (unified).
+ */
+export interface CgroupLimits {
+  memoryMb: number;
+  pids: number;
+  cpus: number;
+}
+
+export interface CgroupStats {
+  cpuMs: number;
+  memoryPeakBytes: number;
+  oomKilled: boolean;
+}
+
+export interface Cgroup {
+  /** `cgroup.procs` files a process writes its pid to in order to join (one per hierarchy). */
+  readonly procsFiles: string[];
+  stats(): CgroupStats;
+  /** SIGKILLs every process in the cgroup until it is empty. */
+  kill(): Promise<void>;
+  /** Kills what is left and removes the cgroup. */
+  remove(): Promise<void>;
+}
+
+export interface CgroupDriver {
+  readonly version: 1 | 2;
+  create(id: string, limits: CgroupLimits): Cgroup;
+  /** Kills and removes every cgroup this instance left behind (after a crash). */
+  recover(): Promise<number>;
+  /** Removes this instance's (empty) parent cgroups when the server stops. */
+  close(): Promise<void>;
+}

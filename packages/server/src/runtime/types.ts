@@ -1,0 +1,51 @@
+import type { MountSpec } from '../store/layers/types.js';
+
+/**
+ * The runtime runs one command in a fresh sandbox over a mount the layer
+ * store described, and reports how it ended. It knows nothing of contexts,
+ * versions or HTTP.
+ */
+export interface SandboxLimits {
+  memoryMb: number;
+  pids: number;
+  cpus: number;
+  outputBytes: number;
+  timeoutMs: number;
+}
+
+export interface SandboxSpec {
+  /** Unique id, used to name the cgroup. */
+  id: string;
+  mount: MountSpec;
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  stdin?: string;
+  limits: SandboxLimits;
+  /** Receives output as it happens (already capped at `limits.outputBytes` per stream). */
+  onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
+  /** Aborting kills the sandbox (the result then says `aborted`). */
+  signal?: AbortSignal;
+}
+
+export interface SandboxResult {
+  exitCode: number;
+  signal?: string;
+  timedOut: boolean;
+  oomKilled: boolean;
+  aborted: boolean;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  cpuMs: number;
+  wallMs: number;
+  memoryPeakBytes: number;
+}
+
+export interface Runtime {
+  run(spec: SandboxSpec): Promise<SandboxResult>;
+  /** Kills and removes whatever sandboxes a crashed server left behind. */
+  recover(): Promise<number>;
+  /** Releases what the runtime holds on the host (its parent cgroups). */
+  close(): Promise<void>;
+}

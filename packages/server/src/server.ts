@@ -1,0 +1,79 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import pino, { type Logger } from 'pino';
+import { ensureAdmin } from './api/auth.js';
+import { buildApi } from './api/server.js';
+import type { ServerConfig } from './config.js';
+import { Engine } from './engine/engine.js';
+import { imageRootfs } from './images/index.js';
+import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
+import { BtrfsLayerStore } from './store/layers/index.js';
+import { SqliteMetadataStore } from './store/metadata/index.js';
+import { assertNativeBuilt } from './util/native.js';
+
+export interface RunningServer {
+  url: string;
+  adminKeyFile: string;
+  engine: Engine;
+  close(): Promise<void>;
+}
+
+/**
+ * One shellbase server over one data directory:
+ * `$HOME/meta.db` (SQLite), `$HOME/store` (btrfs: `layers/`, `scratch/`),
+ * `$HOME/admin.key`, `$HOME/server.pid`.
+ */
+export async function startServer(config: ServerConfig, log: Logger = pino({ level: process.env.SHELLBASE_LOG_LEVEL ?? 'info' })): Promise<RunningServer> {
+  assertNativeBuilt();
+  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  const pidFile = path.join(config.home, 'server.pid');
+  claimHome(pidFile);
+  const metadata = new SqliteMetadataStore(path.join(config.home, 'meta.db'));
+  const layers = new BtrfsLayerStore({
+    root: path.join(config.home, 'store'),
+    imageFile: path.join(config.home, 'store.btrfs'),
+    sizeGb: config.storeSizeGb,
+    imagePath: (id) => imageRootfs(config.cache, id),
+    defaultDiskMb: config.defaults.diskMb,
+  });
+  await layers.open();
+  // Cgroups are named per data directory, so servers over different homes never touch each other's.
+  const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
+  const runtime = new BwrapRuntime(cgroupDriver(instance));
+  const engine = new Engine({ config, metadata, layers, runtime, log });
+  await engine.recover();
+  const adminKeyFile = await ensureAdmin(metadata, config.home);
+  const app = await buildApi(engine, log);
+  await app.listen({ host: config.host, port: config.port });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.port;
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  let closing: Promise<void> | null = null;
+  return {
+    url, adminKeyFile, engine,
+    close: () => (closing ??= (async () => {
+      await app.close();
+      await engine.close();
+      await runtime.close();
+      await layers.close();
+      await metadata.close();
+      rmSync(pidFile, { force: true });
+    })()),
+  };
+}
+
+/** Refuses to share a data directory with a live server; takes it over from a dead one. */
+function claimHome(pidFile: string): void {
+  try {
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    if (pid && pid !== process.pid) {
+      process.kill(pid, 0);
+      throw new Error(`another shellbase server (pid ${pid}) uses this data directory`);
+    }
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ESRCH') throw e;
+  }
+  writeFileSync(pidFile, String(process.pid));
+}

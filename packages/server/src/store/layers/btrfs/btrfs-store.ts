@@ -1,0 +1,166 @@
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { newId } from '../../../util/ids.js';
+import { SBX } from '../../../util/native.js';
+import { runOk } from '../../../util/proc.js';
+import { scanLayer } from '../scan.js';
+import type { CommittedLayer, LayerStore, MountSpec, Scratch } from '../types.js';
+import { closeVolume, openVolume } from './volume.js';
+
+export interface BtrfsLayerStoreOptions {
+  /** Mount point of the store's btrfs file system. */
+  root: string;
+  /** Sparse file holding the file system when `root`'s parent is not on btrfs. */
+  imageFile: string;
+  sizeGb: number;
+  /** Resolves an image layer id to its tree (images live outside the store). */
+  imagePath: (layerId: string) => string;
+  /** Disk limit of pre-made scratch subvolumes (the default a query gets). */
+  defaultDiskMb: number;
+  poolSize?: number;
+}
+
+/**
+ * Layers on btrfs. Each scratch is a subvolume (`scratch/ID`, holding `tree/`,
+ * the overlay upper directory, and `work/`) with a qgroup limit: that is the
+ * per-query disk limit, since XFS/ext4 project quotas are not available on
+ * these kernels. Committing renames the subvolume to `layers/ID` (zero copy).
+ * Subvolume creation costs a process start, so a few are made ahead of use.
+ */
+export class BtrfsLayerStore implements LayerStore {
+  private pool: Scratch[] = [];
+  private filling: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(private readonly opts: BtrfsLayerStoreOptions) {}
+
+  private get scratchDir() { return path.join(this.opts.root, 'scratch'); }
+  private get layersDir() { return path.join(this.opts.root, 'layers'); }
+  private scratchPath(s: Scratch) { return path.join(this.scratchDir, s.id); }
+
+  async open(): Promise<void> {
+    await openVolume(this.opts.root, this.opts.imageFile, this.opts.sizeGb);
+    mkdirSync(this.scratchDir, { recursive: true });
+    mkdirSync(this.layersDir, { recursive: true });
+  }
+
+  async recover(keep: ReadonlySet<string>): Promise<{ scratch: number; layers: number }> {
+    this.pool = [];
+    let scratch = 0;
+    let layers = 0;
+    for (const name of readdirSync(this.scratchDir)) {
+      await removeSubvolumeOrTree(path.join(this.scratchDir, name));
+      scratch++;
+    }
+    for (const name of readdirSync(this.layersDir)) {
+      if (keep.has(name)) continue;
+      await removeSubvolumeOrTree(path.join(this.layersDir, name));
+      layers++;
+    }
+    return { scratch, layers };
+  }
+
+  async prepare({ diskMb }: { diskMb: number }): Promise<Scratch> {
+    const fromPool = this.pool.shift();
+    this.refill();
+    if (fromPool) {
+      if (fromPool.diskMb !== diskMb) await this.setLimit(fromPool, diskMb);
+      return fromPool;
+    }
+    return this.createScratch(diskMb);
+  }
+
+  private refill(): void {
+    if (this.filling || this.closed) return;
+    const want = this.opts.poolSize ?? 4;
+    this.filling = (async () => {
+      while (!this.closed && this.pool.length < want) {
+        this.pool.push(await this.createScratch(this.opts.defaultDiskMb));
+      }
+    })().catch(() => undefined).finally(() => { this.filling = null; });
+  }
+
+  private async createScratch(diskMb: number): Promise<Scratch> {
+    const s: Scratch = { id: newId('s'), diskMb };
+    const dir = this.scratchPath(s);
+    await runOk('btrfs', ['-q', 'subvolume', 'create', dir]);
+    mkdirSync(path.join(dir, 'tree'));
+    mkdirSync(path.join(dir, 'work'));
+    mkdirSync(path.join(dir, 'merged'));
+    await this.setLimit(s, diskMb);
+    return s;
+  }
+
+  private async setLimit(s: Scratch, diskMb: number): Promise<void> {
+    await runOk('btrfs', ['qgroup', 'limit', `${diskMb}M`, this.scratchPath(s)]);
+    s.diskMb = diskMb;
+  }
+
+  mountSpec(layers: readonly string[], scratch: Scratch): MountSpec {
+    const lower = [...layers].reverse().map((id) => this.relativeLayerPath(id)).join(':');
+    const base = `scratch/${scratch.id}`;
+    return { chdir: this.opts.root, lower, upper: `${base}/tree`, work: `${base}/work`, merged: `${base}/merged` };
+  }
+
+  private relativeLayerPath(layerId: string): string {
+    return layerId.startsWith('image:') ? this.opts.imagePath(layerId) : `layers/${layerId}/tree`;
+  }
+
+  layerPath(layerId: string): string {
+    return layerId.startsWith('image:') ? this.opts.imagePath(layerId) : path.join(this.layersDir, layerId, 'tree');
+  }
+
+  async commit(scratch: Scratch): Promise<CommittedLayer | null> {
+    const dir = this.scratchPath(scratch);
+    const { changes, bytes } = await scanLayer(path.join(dir, 'tree'));
+    if (changes.length === 0) {
+      await this.discard(scratch);
+      return null;
+    }
+    // The overlay work directory keeps a root-only `work/work` inside; neither belongs in a layer.
+    rmSync(path.join(dir, 'work'), { recursive: true, force: true });
+    rmdirSync(path.join(dir, 'merged'));
+    const layerId = newId('l');
+    renameSync(dir, path.join(this.layersDir, layerId));
+    return { layerId, bytes, changes };
+  }
+
+  async discard(scratch: Scratch): Promise<void> {
+    await removeSubvolumeOrTree(this.scratchPath(scratch));
+  }
+
+  async squash(layers: readonly string[]): Promise<{ layerId: string; bytes: number }> {
+    const s = await this.createScratch(this.opts.defaultDiskMb);
+    const dir = this.scratchPath(s);
+    await runOk('btrfs', ['qgroup', 'limit', 'none', dir]);
+    for (const id of layers) {
+      if (id.startsWith('image:')) throw new Error('squash: image layers are never squashed');
+      await runOk(SBX, ['apply', this.layerPath(id), path.join(dir, 'tree')]);
+    }
+    const { bytes } = await scanLayer(path.join(dir, 'tree'));
+    rmSync(path.join(dir, 'work'), { recursive: true, force: true });
+    rmdirSync(path.join(dir, 'merged'));
+    const layerId = newId('l');
+    renameSync(dir, path.join(this.layersDir, layerId));
+    return { layerId, bytes };
+  }
+
+  async remove(layerId: string): Promise<void> {
+    if (layerId.startsWith('image:')) return;
+    await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.filling;
+    for (const s of this.pool.splice(0)) await this.discard(s);
+    await closeVolume(this.opts.root, this.opts.imageFile);
+  }
+}
+
+async function removeSubvolumeOrTree(dir: string): Promise<void> {
+  if (!existsSync(dir)) return;
+  // A btrfs subvolume's root directory always has inode number 256.
+  if (statSync(dir).ino === 256) await runOk('btrfs', ['-q', 'subvolume', 'delete', dir]);
+  else await runOk('rm', ['-rf', '--one-file-system', dir]);
+}

@@ -1,0 +1,58 @@
+import { existsSync, mkdirSync, readFileSync, statfsSync, writeFileSync, closeSync, openSync, ftruncateSync } from 'node:fs';
+import path from 'node:path';
+import { runOk } from '../../../util/proc.js';
+
+const BTRFS_MAGIC = 0x9123683e;
+
+/** The file system type of the mount point `dir` (as /proc/self/mountinfo says), or null if not a mount point. */
+export function mountedFsType(dir: string): string | null {
+  const info = readFileSync('/proc/self/mountinfo', 'utf8');
+  for (const line of info.split('\n')) {
+    const f = line.split(' ');
+    const dash = f.indexOf('-');
+    if (dash > 0 && f[4] === dir) return f[dash + 1];
+  }
+  return null;
+}
+
+export function isBtrfs(dir: string): boolean {
+  return statfsSync(dir).type === BTRFS_MAGIC;
+}
+
+/**
+ * Makes `mountPoint` a btrfs file system with quotas enabled. When the data
+ * directory already is on btrfs it is used in place; otherwise a sparse file
+ * beside it is formatted once and loop-mounted (again after every reboot).
+ */
+export async function openVolume(mountPoint: string, imageFile: string, sizeGb: number): Promise<{ mounted: boolean }> {
+  mkdirSync(mountPoint, { recursive: true });
+  if (mountedFsType(mountPoint) === 'btrfs') return { mounted: false };
+  if (isBtrfs(mountPoint)) {
+    await enableQuota(mountPoint);
+    return { mounted: false };
+  }
+  if (!existsSync(imageFile)) {
+    const tmp = `${imageFile}.new`;
+    const fd = openSync(tmp, 'w');
+    ftruncateSync(fd, sizeGb * 1024 ** 3);
+    closeSync(fd);
+    await runOk('mkfs.btrfs', ['-q', '-K', '-f', tmp]);
+    await runOk('mv', [tmp, imageFile]);
+  }
+  await runOk('mount', ['-o', 'loop,noatime', imageFile, mountPoint]);
+  await enableQuota(mountPoint);
+  return { mounted: true };
+}
+
+async function enableQuota(mountPoint: string): Promise<void> {
+  const marker = path.join(mountPoint, '.quota-enabled');
+  if (existsSync(marker)) return;
+  await runOk('btrfs', ['quota', 'enable', mountPoint]);
+  writeFileSync(marker, '1\n');
+}
+
+/** Unmounts the volume if it is the loop-mounted file of `openVolume` (never a host's own btrfs). */
+export async function closeVolume(mountPoint: string, imageFile: string): Promise<void> {
+  if (!existsSync(imageFile) || mountedFsType(mountPoint) !== 'btrfs') return;
+  await runOk('umount', [mountPoint]);
+}

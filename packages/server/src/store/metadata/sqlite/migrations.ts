@@ -1,0 +1,46 @@
+/**
+ * Schema migrations of the SQLite dialect, applied in order; `PRAGMA
+ * user_version` records how many ran. Never edit a migration that shipped:
+ * append a new one.
+ */
+export const MIGRATIONS: string[] = [
+  `CREATE TABLE tenants (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL UNIQUE,
+     admin INTEGER NOT NULL DEFAULT 0,
+     created_at TEXT NOT NULL
+   );
+   CREATE TABLE api_keys (
+     hash TEXT PRIMARY KEY,
+     tenant_id TEXT NOT NULL REFERENCES tenants(id),
+     created_at TEXT NOT NULL,
+     revoked_at TEXT
+   );
+   CREATE TABLE layers (
+     id TEXT PRIMARY KEY,
+     kind TEXT NOT NULL,
+     bytes INTEGER NOT NULL,
+     created_at TEXT NOT NULL
+   );
+   CREATE TABLE versions (
+     id TEXT PRIMARY KEY,
+     tenant_id TEXT NOT NULL,
+     parent TEXT REFERENCES versions(id),
+     depth INTEGER NOT NULL,
+     layers TEXT NOT NULL,
+     changes TEXT,
+     cause TEXT NOT NULL,
+     bytes INTEGER NOT NULL,
+     created_at TEXT NOT NULL
+   );
+   CREATE INDEX versions_parent ON versions(parent);
+   CREATE TABLE contexts (
+     tenant_id TEXT NOT NULL REFERENCES tenants(id),
+     name TEXT NOT NULL,
+     head TEXT NOT NULL REFERENCES versions(id),
+     image TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     PRIMARY KEY (tenant_id, name)
+   );`,
+];

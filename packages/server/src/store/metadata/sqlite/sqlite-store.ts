@@ -1,0 +1,176 @@
+import Database from 'better-sqlite3';
+import type { ContextRow, CommitVersionOptions, LayerRow, MetadataStore, TenantRow, VersionRow } from '../types.js';
+import { MIGRATIONS } from './migrations.js';
+
+interface VersionRecord {
+  id: string; tenant_id: string; parent: string | null; depth: number; layers: string;
+  changes: string | null; cause: string; bytes: number; created_at: string;
+}
+interface ContextRecord {
+  tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
+}
+interface TenantRecord { id: string; name: string; admin: number; created_at: string }
+
+const toVersion = (r: VersionRecord): VersionRow => ({
+  id: r.id, tenantId: r.tenant_id, parent: r.parent, depth: r.depth, layers: JSON.parse(r.layers),
+  changes: r.changes === null ? null : JSON.parse(r.changes), cause: JSON.parse(r.cause),
+  bytes: r.bytes, createdAt: r.created_at,
+});
+const toContext = (r: ContextRecord): ContextRow => ({
+  tenantId: r.tenant_id, name: r.name, head: r.head, image: r.image, createdAt: r.created_at, updatedAt: r.updated_at,
+});
+const toTenant = (r: TenantRecord): TenantRow => ({ id: r.id, name: r.name, admin: r.admin === 1, createdAt: r.created_at });
+
+/** The embedded metadata store: one SQLite file in WAL mode, one connection. */
+export class SqliteMetadataStore implements MetadataStore {
+  private readonly db: Database.Database;
+
+  constructor(file: string) {
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.pragma('busy_timeout = 5000');
+    this.migrate();
+  }
+
+  private migrate(): void {
+    const current = this.db.pragma('user_version', { simple: true }) as number;
+    if (current > MIGRATIONS.length) {
+      throw new Error(`database schema ${current} is newer than this server knows (${MIGRATIONS.length})`);
+    }
+    for (let v = current; v < MIGRATIONS.length; v++) {
+      this.db.transaction(() => {
+        this.db.exec(MIGRATIONS[v]);
+        this.db.pragma(`user_version = ${v + 1}`);
+      })();
+    }
+  }
+
+  async close(): Promise<void> { this.db.close(); }
+
+  async createTenant(t: TenantRow): Promise<void> {
+    this.db.prepare('INSERT INTO tenants (id, name, admin, created_at) VALUES (?, ?, ?, ?)')
+      .run(t.id, t.name, t.admin ? 1 : 0, t.createdAt);
+  }
+
+  async getTenant(id: string): Promise<TenantRow | null> {
+    const r = this.db.prepare('SELECT * FROM tenants WHERE id = ?').get(id) as TenantRecord | undefined;
+    return r ? toTenant(r) : null;
+  }
+
+  async addApiKey(tenantId: string, keyHash: string): Promise<void> {
+    this.db.prepare('INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)')
+      .run(keyHash, tenantId, new Date().toISOString());
+  }
+
+  async tenantForKey(keyHash: string): Promise<TenantRow | null> {
+    const r = this.db.prepare(
+      'SELECT t.* FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ? AND k.revoked_at IS NULL',
+    ).get(keyHash) as TenantRecord | undefined;
+    return r ? toTenant(r) : null;
+  }
+
+  async adminTenant(): Promise<TenantRow | null> {
+    const r = this.db.prepare('SELECT * FROM tenants WHERE admin = 1 ORDER BY created_at LIMIT 1').get() as TenantRecord | undefined;
+    return r ? toTenant(r) : null;
+  }
+
+  async getContext(tenantId: string, name: string): Promise<ContextRow | null> {
+    const r = this.db.prepare('SELECT * FROM contexts WHERE tenant_id = ? AND name = ?').get(tenantId, name) as ContextRecord | undefined;
+    return r ? toContext(r) : null;
+  }
+
+  async listContexts(tenantId: string): Promise<ContextRow[]> {
+    return (this.db.prepare('SELECT * FROM contexts WHERE tenant_id = ? ORDER BY name').all(tenantId) as ContextRecord[]).map(toContext);
+  }
+
+  async createContext(c: ContextRow): Promise<boolean> {
+    const r = this.db.prepare(
+      'INSERT OR IGNORE INTO contexts (tenant_id, name, head, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(c.tenantId, c.name, c.head, c.image, c.createdAt, c.updatedAt);
+    return r.changes === 1;
+  }
+
+  async deleteContext(tenantId: string, name: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes === 1;
+  }
+
+  private insertVersion(v: VersionRow): void {
+    this.db.prepare(
+      `INSERT INTO versions (id, tenant_id, parent, depth, layers, changes, cause, bytes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(v.id, v.tenantId, v.parent, v.depth, JSON.stringify(v.layers),
+      v.changes === null ? null : JSON.stringify(v.changes), JSON.stringify(v.cause), v.bytes, v.createdAt);
+  }
+
+  private insertLayer(l: LayerRow): void {
+    this.db.prepare('INSERT OR IGNORE INTO layers (id, kind, bytes, created_at) VALUES (?, ?, ?, ?)')
+      .run(l.id, l.kind, l.bytes, l.createdAt);
+  }
+
+  async commitVersion({ version, layer, moveHead }: CommitVersionOptions): Promise<boolean> {
+    const headMoved = new Error('head moved');
+    try {
+      this.db.transaction(() => {
+        if (layer) this.insertLayer(layer);
+        this.insertVersion(version);
+        if (!moveHead) return;
+        const moved = this.db.prepare(
+          'UPDATE contexts SET head = ?, updated_at = ? WHERE tenant_id = ? AND name = ? AND head = ?',
+        ).run(version.id, version.createdAt, moveHead.tenantId, moveHead.context, moveHead.expectedHead);
+        if (moved.changes !== 1) throw headMoved; // rolls the whole transaction back
+      }).immediate();
+      return true;
+    } catch (e) {
+      if (e === headMoved) return false;
+      throw e;
+    }
+  }
+
+  async getVersion(id: string): Promise<VersionRow | null> {
+    const r = this.db.prepare('SELECT * FROM versions WHERE id = ?').get(id) as VersionRecord | undefined;
+    return r ? toVersion(r) : null;
+  }
+
+  async lineage(id: string, limit: number): Promise<VersionRow[]> {
+    const rows = this.db.prepare(
+      `WITH RECURSIVE chain(id, n) AS (
+         SELECT ?, 0
+         UNION ALL
+         SELECT v.parent, c.n + 1 FROM versions v JOIN chain c ON v.id = c.id
+         WHERE v.parent IS NOT NULL AND c.n + 1 < ?
+       )
+       SELECT v.* FROM chain c JOIN versions v ON v.id = c.id ORDER BY c.n`,
+    ).all(id, limit) as VersionRecord[];
+    return rows.map(toVersion);
+  }
+
+  async ensureImageVersion(version: VersionRow, layer: LayerRow): Promise<void> {
+    this.db.transaction(() => {
+      this.insertLayer(layer);
+      if (!this.db.prepare('SELECT 1 FROM versions WHERE id = ?').get(version.id)) this.insertVersion(version);
+    })();
+  }
+
+  async layerIds(): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const r of this.db.prepare('SELECT id FROM layers').all() as { id: string }[]) ids.add(r.id);
+    for (const r of this.db.prepare('SELECT layers FROM versions').all() as { layers: string }[]) {
+      for (const id of JSON.parse(r.layers) as string[]) ids.add(id);
+    }
+    return ids;
+  }
+
+  async replaceLayerPrefix(prefix: string[], replacement: string[], layer: LayerRow): Promise<number> {
+    const from = JSON.stringify(prefix).slice(0, -1);
+    const to = JSON.stringify(replacement).slice(0, -1);
+    return this.db.transaction(() => {
+      this.insertLayer(layer);
+      return this.db.prepare(
+        `UPDATE versions SET layers = ? || substr(layers, ?)
+         WHERE substr(layers, 1, ?) = ? AND substr(layers, ? + 1, 1) IN (',', ']')`,
+      ).run(to, from.length + 1, from.length, from, from.length).changes;
+    })();
+  }
+}

@@ -1,0 +1,87 @@
+import type { VersionCause } from '@shellbase/protocol';
+import type { Change } from '../layers/types.js';
+
+/**
+ * The metadata store: tenants, keys, contexts, versions and layers. Written
+ * against this interface so that SQLite (embedded) and Postgres (scale-out)
+ * are dialects of one store. Every method is atomic on its own.
+ *
+ * - A **version** is immutable in content: `layers` (bottom first) may be
+ *   rewritten to an equal representation (squash), nothing else changes.
+ *   `changes` lists the paths it changed over `parent` (null for an image).
+ * - A **context** is a tenant's named pointer to a head version. Heads move
+ *   only by compare-and-set (`commitVersion`, `moveHead`).
+ */
+export interface TenantRow {
+  id: string;
+  name: string;
+  admin: boolean;
+  createdAt: string;
+}
+
+export interface ContextRow {
+  tenantId: string;
+  name: string;
+  head: string;
+  image: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface VersionRow {
+  id: string;
+  tenantId: string;
+  parent: string | null;
+  /** Distance from the image version (0); lets lineage walks meet. */
+  depth: number;
+  layers: string[];
+  changes: Change[] | null;
+  cause: VersionCause;
+  bytes: number;
+  createdAt: string;
+}
+
+export interface LayerRow {
+  id: string;
+  kind: 'image' | 'exec' | 'squash';
+  bytes: number;
+  createdAt: string;
+}
+
+export interface CommitVersionOptions {
+  version: VersionRow;
+  /** A new layer the version introduces (recorded in the same transaction). */
+  layer?: LayerRow;
+  /** Move this context's head to the version if it still equals `expectedHead`. */
+  moveHead?: { tenantId: string; context: string; expectedHead: string };
+}
+
+export interface MetadataStore {
+  close(): Promise<void>;
+
+  createTenant(row: TenantRow): Promise<void>;
+  getTenant(id: string): Promise<TenantRow | null>;
+  addApiKey(tenantId: string, keyHash: string): Promise<void>;
+  /** The tenant a key hash belongs to, if the key exists and is not revoked. */
+  tenantForKey(keyHash: string): Promise<TenantRow | null>;
+  adminTenant(): Promise<TenantRow | null>;
+
+  getContext(tenantId: string, name: string): Promise<ContextRow | null>;
+  listContexts(tenantId: string): Promise<ContextRow[]>;
+  /** Inserts a context; false if the name is taken. */
+  createContext(row: ContextRow): Promise<boolean>;
+  deleteContext(tenantId: string, name: string): Promise<boolean>;
+
+  /** Inserts the version (and layer) and moves the head, all or nothing; false if the head moved. */
+  commitVersion(options: CommitVersionOptions): Promise<boolean>;
+  getVersion(id: string): Promise<VersionRow | null>;
+  /** `id` and its ancestors, newest first. */
+  lineage(id: string, limit: number): Promise<VersionRow[]>;
+  /** Makes sure an image's root version and layer rows exist. */
+  ensureImageVersion(version: VersionRow, layer: LayerRow): Promise<void>;
+
+  /** Every layer id some version refers to or that is recorded (crash recovery keeps these). */
+  layerIds(): Promise<Set<string>>;
+  /** Rewrites every version whose layers start with `prefix` to start with `replacement`. */
+  replaceLayerPrefix(prefix: string[], replacement: string[], layer: LayerRow): Promise<number>;
+}

@@ -1,0 +1,48 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { loadConfig, startServer, type RunningServer, type ServerConfig } from '@shellbase/server';
+import { Shellbase } from '@shellbase/sdk';
+
+export interface TestServer {
+  server: RunningServer;
+  sb: Shellbase;
+  key: string;
+  home: string;
+  config: ServerConfig;
+  /** A raw HTTP call with the admin key (or `key: null` for none). */
+  http(method: string, url: string, opts?: { body?: unknown; raw?: string; key?: string | null; headers?: Record<string, string> }): Promise<{ status: number; json: any; text: string; headers: Headers }>;
+  close(): Promise<void>;
+}
+
+/** A real server over a throw-away data directory (its own btrfs store, cgroups and SQLite). */
+export async function startTestServer(overrides: Partial<ServerConfig> = {}): Promise<TestServer> {
+  const home = mkdtempSync(path.join(tmpdir(), 'shellbase-test-'));
+  const config = loadConfig({ home, port: 0, host: '127.0.0.1', storeSizeGb: 16, ...overrides });
+  const server = await startServer(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
+  const key = readFileSync(server.adminKeyFile, 'utf8').trim();
+  const sb = new Shellbase({ url: server.url, apiKey: key });
+  return {
+    server, sb, key, home, config,
+    async http(method, url, opts = {}) {
+      const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+      const k = opts.key === undefined ? key : opts.key;
+      if (k !== null) headers.authorization = `Bearer ${k}`;
+      let body: string | undefined = opts.raw;
+      if (opts.body !== undefined) { body = JSON.stringify(opts.body); headers['content-type'] = 'application/json'; }
+      if (opts.raw !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+      const res = await fetch(`${server.url}${url}`, { method, headers, body });
+      const text = await res.text();
+      let json: unknown = undefined;
+      try { json = JSON.parse(text); } catch { /* not JSON */ }
+      return { status: res.status, json, text, headers: res.headers };
+    },
+    async close() {
+      await server.close();
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { startTestServer, type TestServer } from './harness.ts';
+
+/** Bad input from inside the sandbox: each meets its limit with a clear result, and everything else carries on. */
+describe('limits: timeouts, fork bombs, memory bombs, output floods, disk fill', () => {
+  let t: TestServer;
+  before(async () => { t = await startTestServer(); });
+  after(async () => { await t?.close(); });
+
+  const stillServing = async () => {
+    const r = await t.sb.context('bystander').exec('echo fine');
+    assert.equal(r.stdout, 'fine\n');
+  };
+
+  const sandboxProcesses = () => {
+    const out = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+    return out.split('\n').filter((l) => l.includes('sleep 7777') && !l.includes('ps -eo'));
+  };
+
+  test('a timeout kills the whole process tree', async () => {
+    const r = await t.sb.context('slow').exec('(sleep 7777 &) ; sleep 7777 & echo started; wait', { timeoutMs: 1000 });
+    assert.equal(r.timedOut, true);
+    assert.equal(r.signal, 'SIGKILL');
+    assert.equal(r.exitCode, 137);
+    assert.equal(r.stdout, 'started\n');
+    assert.ok(r.usage.wallMs >= 1000 && r.usage.wallMs < 10_000, `wall ${r.usage.wallMs}`);
+    assert.deepEqual(sandboxProcesses(), [], 'no process of the query survives');
+    await stillServing();
+  });
+
+  test('a fork bomb meets the pids limit', async () => {
+    const r = await t.sb.context('bomb').exec('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived',
+      { timeoutMs: 15_000, limits: { pids: 64 } });
+    assert.equal(r.timedOut, false);
+    assert.match(r.stderr, /fork: (retry: )?Resource temporarily unavailable/);
+    await stillServing();
+  });
+
+  test('a memory bomb is OOM-killed and reported', async () => {
+    const r = await t.sb.context('mem').exec('python3 -c "x = bytearray(512 * 1024 * 1024); print(len(x))"',
+      { limits: { memoryMb: 64 } });
+    assert.equal(r.oomKilled, true);
+    assert.notEqual(r.exitCode, 0);
+    assert.equal(r.stdout, '');
+    assert.ok(r.usage.memoryPeakBytes <= 64 * 1024 * 1024 + 4096, `peak ${r.usage.memoryPeakBytes}`);
+    await stillServing();
+  });
+
+  test('1 GiB of output is cut at the cap while the server memory stays flat', async () => {
+    const rssBefore = process.memoryUsage().rss;
+    const r = await t.sb.context('flood').exec('head -c 1G /dev/zero | tr "\\0" x; echo done >&2', { timeoutMs: 120_000 });
+    assert.equal(r.truncated, true);
+    assert.equal(r.stdout.length, 1 << 20);
+    assert.equal(r.stderr, 'done\n', 'the command ran to its end');
+    const grown = process.memoryUsage().rss - rssBefore;
+    assert.ok(grown < 200 * 1024 * 1024, `server grew by ${grown} bytes`);
+    const small = await t.sb.context('flood').exec('seq 1 100000', { limits: { outputBytes: 10 } });
+    assert.equal(small.stdout, '1\n2\n3\n4\n5\n');
+    assert.equal(small.truncated, true);
+  });
+
+  test('disk fill meets limits.diskMb instead of filling the host', async () => {
+    const r = await t.sb.context('fill').exec('head -c 3G /dev/zero > /big; echo rc=$?', { limits: { diskMb: 64 }, commit: 'on-success' });
+    assert.match(r.stderr, /Disk quota exceeded/);
+    assert.equal(r.diskLimitHit, true);
+    assert.ok(r.usage.bytesWritten <= 80 * 1024 * 1024, `wrote ${r.usage.bytesWritten}`);
+    assert.equal(r.stdout, 'rc=1\n');
+    await stillServing();
+    const again = await t.sb.context('fill').exec('head -c 10M /dev/zero > /ok && echo ok', { limits: { diskMb: 64 } });
+    assert.equal(again.stdout, 'ok\n', 'the next query of the context has its own quota');
+    assert.equal(again.committed, true);
+  });
+});
