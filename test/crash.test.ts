@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import Database from 'better-sqlite3';
+import { Shellbase } from '@shellbase/sdk';
+import { sleep } from './harness.ts';
+
+const CLI = path.resolve('packages/cli/dist/main.js');
+
+/** A server in its own process, so that it can be killed with SIGKILL. */
+async function spawnServer(home: string): Promise<{ child: ChildProcess; sb: Shellbase }> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0'], {
+    env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      err += c.toString();
+      const m = /serving on (http:\/\/\S+)/.exec(err);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`server exited (${code}): ${err}`)));
+  });
+  return { child, sb: new Shellbase({ url, apiKey: readFileSync(path.join(home, 'admin.key'), 'utf8').trim() }) };
+}
+
+describe('crash safety: kill -9 at random moments', () => {
+  const home = mkdtempSync(path.join(tmpdir(), 'shellbase-crash-'));
+  let current: ChildProcess | null = null;
+  after(async () => {
+    if (current && current.exitCode === null) {
+      const exited = new Promise((r) => current!.once('exit', r));
+      current.kill('SIGTERM');
+      await exited;
+    }
+    if (existsSync(path.join(home, 'store')) && readFileSync('/proc/self/mountinfo', 'utf8').includes(path.join(home, 'store'))) {
+      execFileSync('umount', [path.join(home, 'store')]);
+    }
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  test('every head stays a complete version, every acknowledged write survives, nothing leaks', async () => {
+    const acknowledged = new Map<string, Set<number>>();
+    let seq = 0;
+    for (let round = 0; round < 3; round++) {
+      const { child, sb } = await spawnServer(home);
+      current = child;
+      await checkInvariants(home, sb, acknowledged);
+      let stop = false;
+      const workers = Array.from({ length: 4 }, async (_, w) => {
+        const name = `ctx-${w}`;
+        if (!acknowledged.has(name)) acknowledged.set(name, new Set());
+        while (!stop) {
+          const k = seq++;
+          try {
+            const r = await sb.context(name).exec(`echo ${k} > /root/f-${k}; head -c 200k /dev/urandom > /root/blob-${w}`);
+            if (r.committed) acknowledged.get(name)!.add(k);
+            if (k % 5 === 0) await sb.context(name).fork(`${name}-fork-${k}`);
+          } catch { break; /* the server died under us */ }
+        }
+      });
+      await sleep(400 + Math.random() * 1200);
+      child.kill('SIGKILL');
+      stop = true;
+      await Promise.all(workers);
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once("exit", r)));
+    }
+    const { child, sb } = await spawnServer(home);
+    current = child;
+    await checkInvariants(home, sb, acknowledged);
+    assert.ok([...acknowledged.values()].some((s) => s.size > 0), 'the workload made progress');
+  });
+});
+
+async function checkInvariants(home: string, sb: Shellbase, acknowledged: Map<string, Set<number>>): Promise<void> {
+  // Each head is a complete version: a query runs over it and sees every acknowledged write.
+  for (const [name, keys] of acknowledged) {
+    const r = await sb.context(name).exec('ls /root', { commit: 'never' });
+    assert.equal(r.exitCode, 0, r.stderr);
+    const files = new Set(r.stdout.split('\n'));
+    for (const k of keys) assert.ok(files.has(`f-${k}`), `${name}: acknowledged write ${k} is present`);
+  }
+  for (const c of await sb.contexts.list()) {
+    assert.equal((await sb.context(c.name).exec('true', { commit: 'never' })).exitCode, 0, c.name);
+  }
+  // No layer directory exists that the metadata does not know (no half-moved layer).
+  const db = new Database(path.join(home, 'meta.db'), { readonly: true });
+  const known = new Set((db.prepare('SELECT id FROM layers').all() as { id: string }[]).map((r) => r.id));
+  db.close();
+  for (const dir of readdirSync(path.join(home, 'store', 'layers'))) assert.ok(known.has(dir), `layer ${dir} is recorded`);
+  // No cgroup or sandbox process of a dead server is left.
+  const instance = createHash('sha256').update(home).digest('hex').slice(0, 12);
+  const cg = `/sys/fs/cgroup/pids/shellbase/${instance}`;
+  const children = existsSync(cg) ? readdirSync(cg, { withFileTypes: true }).filter((e) => e.isDirectory()) : [];
+  assert.deepEqual(children.map((e) => e.name), [], 'no cgroup left behind');
+  const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+  assert.ok(!ps.split('\n').some((l) => l.startsWith('bwrap') && l.includes(home)), 'no sandbox left running');
+}

@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startTestServer, type TestServer } from './harness.ts';
+
+describe('long histories: squashing keeps layer chains short and content equal', () => {
+  let t: TestServer;
+  before(async () => { t = await startTestServer({ squashAbove: 6 }); });
+  after(async () => { await t?.close(); });
+
+  const headLayers = async (name: string) => {
+    const md = t.server.engine.deps.metadata;
+    const ctx = await md.getContext('t_admin', name);
+    return (await md.getVersion(ctx!.head))!.layers;
+  };
+
+  test('30 versions with deletes, opaque directories and replaced image directories', async () => {
+    const ctx = t.sb.context('long');
+    const steps = [
+      'rm /etc/motd',
+      'mkdir -p /data && echo a > /data/a',
+      'rm -rf /data',
+      'mkdir /data && echo b > /data/b',
+      'rm -rf /usr/share/doc && mkdir /usr/share/doc && echo only > /usr/share/doc/only',
+      'echo file > /swap && ln -s /etc/hostname /link',
+      'rm /swap && mkdir /swap && echo inside > /swap/x',
+    ];
+    for (let i = 0; i < 23; i++) steps.push(`echo ${i} > /root/n-${i}; echo ${i} > /root/last`);
+    const probe = 'test -e /etc/motd && echo motd; ls /data; ls /usr/share/doc; readlink /link; cat /swap/x; ls /root | wc -l; cat /root/last';
+    const expected = 'b\nonly\n/etc/hostname\ninside\n24\n22\n';
+    const versions: string[] = [];
+    for (const s of steps) versions.push((await ctx.exec(s)).version);
+    await t.server.engine.squasher.idle();
+    const layers = await headLayers('long');
+    assert.ok(layers.length <= 8, `chain of ${layers.length} layers after squashing`);
+    assert.equal((await ctx.exec(probe)).stdout, expected);
+    // Older versions were rewritten too and still show their own past.
+    assert.equal((await ctx.at(versions[1]).exec('cat /data/a; test -e /etc/motd || echo no-motd')).stdout, 'a\nno-motd\n');
+    assert.equal((await ctx.at(versions[2]).exec('ls /data 2>&1 | head -1')).stdout, 'ls: cannot access \'/data\': No such file or directory\n');
+    assert.equal((await ctx.at(versions[5]).exec('cat /swap')).stdout, 'file\n');
+    // Squashing again on top of a squashed layer keeps the content.
+    for (let i = 0; i < 10; i++) await ctx.exec(`echo more-${i} > /root/more-${i}`);
+    await t.server.engine.squasher.idle();
+    assert.ok((await headLayers('long')).length <= 8);
+    assert.equal((await ctx.exec('ls /root | wc -l; cat /root/more-9; ls /data')).stdout, '34\nmore-9\nb\n');
+  });
+});
