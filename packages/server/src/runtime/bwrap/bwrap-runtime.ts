@@ -24,7 +24,10 @@ export class BwrapRuntime implements Runtime {
     return this.cgroups.recover();
   }
 
-  close(): Promise<void> {
+  private readonly removals = new Set<Promise<void>>();
+
+  async close(): Promise<void> {
+    await Promise.all([...this.removals]);
     return this.cgroups.close();
   }
 
@@ -85,7 +88,9 @@ export class BwrapRuntime implements Runtime {
     } finally {
       clearTimeout(timer);
       spec.signal?.removeEventListener('abort', onAbort);
-      await cgroup.remove();
+      // Emptying and removing the cgroup can wait for the kernel to reap; the result need not.
+      const removal = cgroup.remove().catch(() => undefined).finally(() => this.removals.delete(removal));
+      this.removals.add(removal);
     }
   }
 }

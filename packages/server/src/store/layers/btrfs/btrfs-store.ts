@@ -112,9 +112,14 @@ export class BtrfsLayerStore implements LayerStore {
 
   async commit(scratch: Scratch): Promise<CommittedLayer | null> {
     const dir = this.scratchPath(scratch);
-    const { changes, bytes } = await scanLayer(path.join(dir, 'tree'));
+    // Reads never copy anything up, so an untouched upper directory is empty: no scan needed.
+    const untouched = readdirSync(path.join(dir, 'tree')).length === 0;
+    const { changes, bytes } = untouched ? { changes: [], bytes: 0 } : await scanLayer(path.join(dir, 'tree'));
     if (changes.length === 0) {
-      await this.discard(scratch);
+      // Nothing was written: the scratch is as good as new, so it goes back to the pool
+      // (a read-only query then costs no subvolume create or delete).
+      if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
+      else await this.discard(scratch);
       return null;
     }
     // The overlay work directory keeps a root-only `work/work` inside; neither belongs in a layer.
