@@ -122,12 +122,17 @@ export class BtrfsLayerStore implements LayerStore {
       else await this.discard(scratch);
       return null;
     }
+    return { layerId: this.promote(dir), bytes, changes };
+  }
+
+  /** Turns a scratch subvolume into a layer by renaming it into `layers/` (zero copy). */
+  private promote(dir: string): string {
     // The overlay work directory keeps a root-only `work/work` inside; neither belongs in a layer.
     rmSync(path.join(dir, 'work'), { recursive: true, force: true });
     rmdirSync(path.join(dir, 'merged'));
     const layerId = newId('l');
     renameSync(dir, path.join(this.layersDir, layerId));
-    return { layerId, bytes, changes };
+    return layerId;
   }
 
   async discard(scratch: Scratch): Promise<void> {
@@ -143,11 +148,7 @@ export class BtrfsLayerStore implements LayerStore {
       await runOk(SBX, ['apply', this.layerPath(id), path.join(dir, 'tree')]);
     }
     const { bytes } = await scanLayer(path.join(dir, 'tree'));
-    rmSync(path.join(dir, 'work'), { recursive: true, force: true });
-    rmdirSync(path.join(dir, 'merged'));
-    const layerId = newId('l');
-    renameSync(dir, path.join(this.layersDir, layerId));
-    return { layerId, bytes };
+    return { layerId: this.promote(dir), bytes };
   }
 
   async remove(layerId: string): Promise<void> {
