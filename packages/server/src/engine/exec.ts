@@ -4,7 +4,6 @@ import { invalid } from '../errors.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { ContextRow, VersionRow } from '../store/metadata/types.js';
-import { newId } from '../util/ids.js';
 import { Committer, type CommitOutcome } from './commit.js';
 import type { Squasher } from './squash.js';
 import type { Caller, EngineDeps } from './types.js';
@@ -81,7 +80,7 @@ export class ExecRunner {
     let run: SandboxResult;
     try {
       run = await runtime.run({
-        id: newId('q'), mount: layers.mountSpec(base.layers, scratch), argv: spec.argv, env: spec.env,
+        mount: layers.mountSpec(base.layers, scratch), argv: spec.argv, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal,
       });
     } catch (e) {

@@ -14,8 +14,6 @@ export interface SandboxLimits {
 }
 
 export interface SandboxSpec {
-  /** Unique id, used to name the cgroup. */
-  id: string;
   mount: MountSpec;
   argv: string[];
   env: Record<string, string>;

@@ -33,10 +33,10 @@ export class BwrapRuntime implements Runtime {
 
   async run(spec: SandboxSpec): Promise<SandboxResult> {
     const { limits } = spec;
-    const cgroup = this.cgroups.create(spec.id, limits);
+    const cgroup = this.cgroups.acquire(limits);
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
     const args = ['run'];
-    for (const f of cgroup.procsFiles) args.push('--cgroup', f);
+    for (const f of cgroup.joinFiles) args.push('--cgroup', f);
     args.push('--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
       '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
       ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd }));
@@ -88,8 +88,8 @@ export class BwrapRuntime implements Runtime {
     } finally {
       clearTimeout(timer);
       spec.signal?.removeEventListener('abort', onAbort);
-      // Emptying and removing the cgroup can wait for the kernel to reap; the result need not.
-      const removal = cgroup.remove().catch(() => undefined).finally(() => this.removals.delete(removal));
+      // Emptying the cgroup can wait for the kernel to reap; the result need not.
+      const removal = cgroup.release().catch(() => undefined).finally(() => this.removals.delete(removal));
       this.removals.add(removal);
     }
   }

@@ -15,18 +15,19 @@ export interface CgroupStats {
 }
 
 export interface Cgroup {
-  /** `cgroup.procs` files a process writes its pid to in order to join (one per hierarchy). */
-  readonly procsFiles: string[];
+  /** Files a process writes "0" to in order to join (one per hierarchy). */
+  readonly joinFiles: string[];
   stats(): CgroupStats;
   /** SIGKILLs every process in the cgroup until it is empty. */
   kill(): Promise<void>;
-  /** Kills what is left and removes the cgroup. */
-  remove(): Promise<void>;
+  /** Kills what is left; the cgroup is then reused or removed. */
+  release(): Promise<void>;
 }
 
 export interface CgroupDriver {
   readonly version: 1 | 2;
-  create(id: string, limits: CgroupLimits): Cgroup;
+  /** A cgroup with these limits, for one sandbox (fresh or reused, never shared). */
+  acquire(limits: CgroupLimits): Cgroup;
   /** Kills and removes every cgroup this instance left behind (after a crash). */
   recover(): Promise<number>;
   /** Removes this instance's (empty) parent cgroups when the server stops. */

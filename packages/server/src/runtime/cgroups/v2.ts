@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
+import { newId } from '../../util/ids.js';
 import { childCgroups, killAll, readKey, readInt, removeDir, write } from './common.js';
 import type { Cgroup, CgroupDriver, CgroupLimits, CgroupStats } from './types.js';
 
@@ -23,8 +24,8 @@ export class CgroupV2Driver implements CgroupDriver {
     enableControllers(dir);
   }
 
-  create(id: string, limits: CgroupLimits): Cgroup {
-    const dir = path.join(this.base, id);
+  acquire(limits: CgroupLimits): Cgroup {
+    const dir = path.join(this.base, newId('c'));
     mkdirSync(dir);
     write(path.join(dir, 'memory.max'), String(limits.memoryMb * 1024 * 1024));
     if (existsSync(path.join(dir, 'memory.swap.max'))) write(path.join(dir, 'memory.swap.max'), '0');
@@ -35,7 +36,7 @@ export class CgroupV2Driver implements CgroupDriver {
 
   async recover(): Promise<number> {
     let n = 0;
-    for (const dir of childCgroups(this.base)) { await new CgroupV2(dir).remove(); n++; }
+    for (const dir of childCgroups(this.base)) { await new CgroupV2(dir).release(); n++; }
     return n;
   }
 
@@ -54,10 +55,10 @@ function enableControllers(dir: string): void {
 }
 
 class CgroupV2 implements Cgroup {
-  readonly procsFiles: string[];
+  readonly joinFiles: string[];
 
   constructor(private readonly dir: string) {
-    this.procsFiles = [path.join(dir, 'cgroup.procs')];
+    this.joinFiles = [path.join(dir, 'cgroup.procs')];
   }
 
   stats(): CgroupStats {
@@ -74,7 +75,8 @@ class CgroupV2 implements Cgroup {
     await killAll(this.dir);
   }
 
-  async remove(): Promise<void> {
+  /** v2 cgroups are cheap to make and their peak counters cannot be reset everywhere: never reused. */
+  async release(): Promise<void> {
     await this.kill();
     await removeDir(this.dir);
   }
