@@ -58,6 +58,18 @@ try {
   });
   record('query true via HTTP, sequential', httpTrue, { name: 'bare bwrap', p50: bwrapP50 });
   record('query true via SDK, sequential', await time(N, () => ctx.exec('true')), { name: 'bare bwrap', p50: bwrapP50 });
+  record('query argv [true] via SDK, sequential', await time(N, () => ctx.exec(['true'])), { name: 'bare bwrap', p50: bwrapP50 });
+  // A long history against a new context (squashing keeps the layer chain short).
+  const versions = quick ? 200 : 1000;
+  const long = t.sb.context('bench-long');
+  for (let v = 0; v < versions; v++) await long.exec(['sh', '-c', `echo ${v} > /root/v${v % 50}`]);
+  await t.server.engine.squasher.idle();
+  const fresh = t.sb.context('bench-new');
+  await fresh.exec(['true']);
+  const freshSamples = await time(N, () => fresh.exec(['true']));
+  record('query argv [true] on a context with 1 version', freshSamples);
+  record(`query argv [true] on a context with ${versions} versions`, await time(N, () => long.exec(['true'])),
+    { name: '1 version', p50: pct(freshSamples, 50) });
   record('query writing 1 MiB and 100 files', await time(Math.ceil(N / 4), () =>
     ctx.exec('head -c 1M /dev/urandom > /root/blob; for i in $(seq 100); do echo $i > /root/f$i; done')));
   let i = 0;

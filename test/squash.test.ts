@@ -44,3 +44,20 @@ describe('long histories: squashing keeps layer chains short and content equal',
     assert.equal((await ctx.exec('ls /root | wc -l; cat /root/more-9; ls /data')).stdout, '34\nmore-9\nb\n');
   });
 });
+
+describe('a chain too long to mount is squashed before the query runs', () => {
+  let t: TestServer;
+  before(async () => { t = await startTestServer({ squashAbove: 10_000 }); });
+  after(async () => { await t?.close(); });
+
+  test('90 layers without background squashing still mount', async () => {
+    const ctx = t.sb.context('deep');
+    for (let i = 0; i < 90; i++) await ctx.exec(['sh', '-c', `echo ${i} > /root/f${i}`]);
+    const r = await ctx.exec('ls /root | wc -l; cat /root/f89');
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.equal(r.stdout, '90\n89\n');
+    const md = t.server.engine.deps.metadata;
+    const head = (await md.getVersion((await md.getContext('t_admin', 'deep'))!.head))!;
+    assert.ok(head.layers.length < 20, `squashed to ${head.layers.length} layers`);
+  });
+});

@@ -52,6 +52,8 @@ export class Committer {
         return { head: v.id, version: v.id, committed: false, layerCount: v.layers.length };
       }
       const moveHead = { tenantId, context, expectedHead: ctx.head };
+      // Re-read the base: a squash may have given it a shorter layer list meanwhile.
+      base = (await this.md.getVersion(base.id)) ?? base;
       if (ctx.head === base.id) {
         const v = on(base);
         if (await this.md.commitVersion({ version: v, layer: layerRow, moveHead })) {

@@ -76,6 +76,7 @@ export class ExecRunner {
     hooks: ExecHooks,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null }> {
     const { layers, runtime } = this.deps;
+    base = await this.squasher.mountable(base);
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
     let run: SandboxResult;
     try {

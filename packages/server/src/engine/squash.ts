@@ -1,7 +1,15 @@
+import type { VersionRow } from '../store/metadata/types.js';
+import { KeyedLock } from '../util/keyed-lock.js';
 import type { EngineDeps } from './types.js';
 
 /** How many of the newest layers stay as they are when a chain is squashed. */
 const KEEP_TOP = 4;
+/**
+ * The longest chain a sandbox may mount: overlayfs options must fit in one
+ * page, and a layer costs ~35 bytes of it. A query over a longer chain waits
+ * for a squash first (the background squash normally keeps chains far shorter).
+ */
+export const MAX_MOUNT_LAYERS = 80;
 
 /**
  * Keeps layer chains short: overlayfs mounts cost more with every layer and
@@ -14,6 +22,7 @@ const KEEP_TOP = 4;
  */
 export class Squasher {
   private readonly running = new Map<string, Promise<void>>();
+  private readonly locks = new KeyedLock();
 
   constructor(private readonly deps: EngineDeps) {}
 
@@ -22,28 +31,41 @@ export class Squasher {
     if (layerCount - 1 <= this.deps.config.squashAbove) return;
     const key = `${tenantId}/${context}`;
     if (this.running.has(key)) return;
-    const job = this.squash(tenantId, context)
+    const job = this.squashHead(tenantId, context)
       .then(() => undefined, (err) => { this.deps.log.error({ err, context }, 'squash failed'); })
       .finally(() => this.running.delete(key));
     this.running.set(key, job);
   }
 
-  async squash(tenantId: string, context: string): Promise<number> {
+  private async squashHead(tenantId: string, context: string): Promise<void> {
+    const ctx = await this.deps.metadata.getContext(tenantId, context);
+    const head = ctx && (await this.deps.metadata.getVersion(ctx.head));
+    if (head) await this.squashVersion(head);
+  }
+
+  /** The version, squashed first if its chain is too long to mount. */
+  async mountable(version: VersionRow): Promise<VersionRow> {
+    if (version.layers.length <= MAX_MOUNT_LAYERS) return version;
+    await this.squashVersion(version);
+    return (await this.deps.metadata.getVersion(version.id)) ?? version;
+  }
+
+  /** Squashes all but the newest KEEP_TOP layers of a version (one squash per layer chain at a time). */
+  async squashVersion(version: VersionRow): Promise<number> {
     const { metadata, layers, log } = this.deps;
-    const ctx = await metadata.getContext(tenantId, context);
-    if (!ctx) return 0;
-    const head = await metadata.getVersion(ctx.head);
-    if (!head || head.layers.length - 1 <= KEEP_TOP + 1) return 0;
-    const prefix = head.layers.slice(0, head.layers.length - KEEP_TOP);
-    const [image, ...rest] = prefix;
-    if (rest.length < 2) return 0;
-    const started = performance.now();
-    const squashed = await layers.squash(rest);
-    const rewritten = await metadata.replaceLayerPrefix(prefix, [image, squashed.layerId], {
-      id: squashed.layerId, kind: 'squash', bytes: squashed.bytes, createdAt: new Date().toISOString(),
+    return this.locks.run(version.layers[1] ?? version.id, async () => {
+      const current = await metadata.getVersion(version.id);
+      if (!current || current.layers.length - 1 <= KEEP_TOP + 1) return 0;
+      const prefix = current.layers.slice(0, current.layers.length - KEEP_TOP);
+      const [image, ...rest] = prefix;
+      const started = performance.now();
+      const squashed = await layers.squash(rest);
+      const rewritten = await metadata.replaceLayerPrefix(prefix, [image, squashed.layerId], {
+        id: squashed.layerId, kind: 'squash', bytes: squashed.bytes, createdAt: new Date().toISOString(),
+      });
+      log.info({ version: version.id, layers: rest.length, rewritten, ms: Math.round(performance.now() - started) }, 'squashed layers');
+      return rewritten;
     });
-    log.info({ context, layers: rest.length, rewritten, ms: Math.round(performance.now() - started) }, 'squashed layers');
-    return rewritten;
   }
 
   /** Waits for running squashes (shutdown and tests). */
