@@ -1,6 +1,7 @@
 // npm run bench [-- --quick]: measures scenarios against baselines run in the same process and
 // minute, prints a table and writes bench/results.json. Nothing here is asserted.
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { SBX } from '../packages/server/src/util/native.ts';
 
 interface Row { scenario: string; metric: string; value: number; unit: string; n: number; baseline?: string; ratio?: number }
 
+const execFileAsync = promisify(execFile);
 const quick = process.argv.includes('--quick');
 const N = quick ? 20 : 100;
 const rows: Row[] = [];
@@ -49,14 +51,12 @@ try {
   record('baseline: bare bwrap true over the same overlay', bareBwrap);
   const ctx = t.sb.context('bench');
   await ctx.exec('true');
-  const body = JSON.stringify({ command: 'true' });
-  const httpTrue = await time(N, async () => {
-    const r = await fetch(`${t.server.url}/v1/contexts/bench/exec`, {
-      method: 'POST', body, headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
-    });
-    await r.text();
-  });
-  record('query true via HTTP, sequential', httpTrue, { name: 'bare bwrap', p50: bwrapP50 });
+  // The server shares this process, so the client must not block it: an async child process.
+  const httpClient = async (body: unknown) => JSON.parse((await execFileAsync(process.execPath, ['bench/http-client.mjs',
+    `${t.server.url}/v1/contexts/bench/exec`, t.key, String(N), JSON.stringify(body)], { encoding: 'utf8' })).stdout) as number[];
+  const httpTrue = await httpClient({ command: 'true' });
+  record('query true via HTTP (client in its own process), sequential', httpTrue, { name: 'bare bwrap', p50: bwrapP50 });
+  record('query argv [true] via HTTP (client in its own process)', await httpClient({ argv: ['true'] }), { name: 'bare bwrap', p50: bwrapP50 });
   record('query true via SDK, sequential', await time(N, () => ctx.exec('true')), { name: 'bare bwrap', p50: bwrapP50 });
   record('query argv [true] via SDK, sequential', await time(N, () => ctx.exec(['true'])), { name: 'bare bwrap', p50: bwrapP50 });
   // A long history against a new context (squashing keeps the layer chain short).

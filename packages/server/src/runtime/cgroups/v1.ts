@@ -25,8 +25,8 @@ export function v1Mounts(): Partial<Record<Controller, string>> {
 
 /**
  * cgroup v1: one directory per controller hierarchy, `<mount>/shellbase/<instance>/<id>`.
- * Cgroups are pooled: after a sandbox, its cgroup is emptied, its page cache
- * reclaimed and its counters reset, then handed to the next sandbox.
+ * Cgroups are pooled: after a sandbox, its cgroup is emptied and its counters
+ * reset, then handed to the next sandbox.
  */
 export class CgroupV1Driver implements CgroupDriver {
   readonly version = 1 as const;
@@ -88,6 +88,12 @@ class CgroupV1 implements Cgroup {
   readonly joinFiles: string[];
   private readonly unique: string[];
   private oomBase = 0;
+  /**
+   * Page cache charged by earlier sandboxes stays with a reused cgroup (it is
+   * reclaimable, and reclaiming it eagerly would evict files every query
+   * needs, such as bash): peaks are reported above this baseline.
+   */
+  private memoryBase = 0;
 
   constructor(private readonly dirs: Record<Controller, string>, private readonly onRelease: (cg: CgroupV1) => Promise<void>) {
     this.unique = [...new Set(Object.values(dirs))];
@@ -121,7 +127,7 @@ class CgroupV1 implements Cgroup {
   stats(): CgroupStats {
     return {
       cpuMs: Math.round(readInt(this.file('cpuacct', 'cpuacct.usage')) / 1e6),
-      memoryPeakBytes: readInt(this.file('memory', 'memory.max_usage_in_bytes')),
+      memoryPeakBytes: Math.max(0, readInt(this.file('memory', 'memory.max_usage_in_bytes')) - this.memoryBase),
       oomKilled: this.oomKills() > this.oomBase,
     };
   }
@@ -134,19 +140,19 @@ class CgroupV1 implements Cgroup {
     return this.onRelease(this);
   }
 
-  /** Makes the cgroup as good as new; false if it could not be emptied. */
+  /** Empties the cgroup and resets its counters for the next sandbox; false if it could not be emptied. */
   async reset(): Promise<boolean> {
     await this.kill();
     for (let i = 0; i < 50 && this.unique.some((d) => pidsOf(d).length > 0); i++) await new Promise((r) => setTimeout(r, 5));
     if (this.unique.some((d) => pidsOf(d).length > 0)) return false;
     try {
-      write(this.file('memory', 'memory.force_empty'), '0');
       write(this.file('memory', 'memory.max_usage_in_bytes'), '0');
       write(this.file('cpuacct', 'cpuacct.usage'), '0');
     } catch {
       return false;
     }
     this.oomBase = this.oomKills();
+    this.memoryBase = readInt(this.file('memory', 'memory.usage_in_bytes'));
     return true;
   }
 
