@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+import { AlreadyExistsError, InvalidArgumentError, NotFoundError, Shellbase, ShellbaseError, UnauthorizedError } from '@shellbase/sdk';
+import { startTestServer, type TestServer } from './harness.ts';
+
+const CLI = path.resolve('packages/cli/dist/main.js');
+const run = promisify(execFile);
+
+describe('SDK errors and the CLI', () => {
+  let t: TestServer;
+  let env: NodeJS.ProcessEnv;
+  before(async () => {
+    t = await startTestServer();
+    env = { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key };
+  });
+  after(async () => { await t?.close(); });
+
+  const cli = async (...args: string[]) => {
+    try {
+      const r = await run(process.execPath, [CLI, ...args], { env });
+      return { code: 0, stdout: r.stdout, stderr: r.stderr };
+    } catch (e) {
+      const err = e as { code: number; stdout: string; stderr: string };
+      return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+    }
+  };
+
+  test('SDK maps error codes to typed errors with hints', async () => {
+    await assert.rejects(t.sb.contexts.get('missing'), (e: unknown) => e instanceof NotFoundError && e.status === 404 && e.code === 'not_found');
+    await assert.rejects(t.sb.context('x').exec('true', { timeoutMs: -5 }), (e: unknown) =>
+      e instanceof InvalidArgumentError && e instanceof ShellbaseError && typeof e.hint === 'string' && /timeoutMs/.test(e.hint));
+    await t.sb.contexts.create({ name: 'dup' });
+    await assert.rejects(t.sb.contexts.create({ name: 'dup' }), AlreadyExistsError);
+    const stranger = new Shellbase({ url: t.server.url, apiKey: 'sb_not_a_key' });
+    await assert.rejects(stranger.contexts.list(), UnauthorizedError);
+  });
+
+  test('exec streams output and exits with the command\'s code', async () => {
+    const r = await cli('exec', 'cli-ctx', '--', 'echo out; echo err >&2; echo data > /root/d; exit 5');
+    assert.equal(r.code, 5);
+    assert.equal(r.stdout, 'out\n');
+    assert.equal(r.stderr, 'err\n');
+    const argv = await cli('exec', 'cli-ctx', '--', 'cat', '/root/d');
+    assert.equal(argv.code, 0);
+    assert.equal(argv.stdout, 'data\n');
+  });
+
+  test('contexts, log, fork and exec --version', async () => {
+    const contexts = await cli('contexts');
+    assert.match(contexts.stdout, /^cli-ctx\s+v_/m);
+    const log = await cli('log', 'cli-ctx');
+    const lines = log.stdout.trim().split('\n');
+    assert.equal(lines.length, 2, log.stdout);
+    assert.match(lines[0], /exec .*echo out/);
+    assert.match(lines[1], /image/);
+    const first = lines[1].split(/\s+/)[0];
+    assert.equal((await cli('fork', 'cli-ctx', 'cli-fork')).code, 0);
+    assert.equal((await cli('exec', 'cli-fork', '--', 'cat /root/d')).stdout, 'data\n');
+    const past = await cli('exec', 'cli-ctx', '--version', first, '--', 'test -e /root/d || echo absent');
+    assert.equal(past.stdout, 'absent\n');
+  });
+
+  test('usage errors exit 2, server errors exit 1 with the code', async () => {
+    assert.equal((await cli('exec')).code, 2);
+    assert.equal((await cli('frobnicate')).code, 2);
+    const missing = await cli('log', 'no-such-context');
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /not_found/);
+  });
+});
