@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import path from 'node:path';
 import { SBX } from '../../util/native.js';
@@ -6,18 +5,21 @@ import type { CgroupDriver } from '../cgroups/index.js';
 import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
 import { bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
+import { Spawner } from './spawner.js';
 
 const SIGNAL_NAMES = new Map<number, string>(
   Object.entries(constants.signals).map(([name, n]) => [n, name]),
 );
 
 /**
- * Runs sandboxes with bubblewrap. Per sandbox, one process is started: `sbx
- * run` joins the cgroup, mounts the overlay in a private mount namespace and
+ * Runs sandboxes with bubblewrap. Per sandbox, one process is started (by
+ * the spawner, so the server itself never forks): `sbx run` joins the cgroup, mounts the overlay in a private mount namespace and
  * execs bwrap. Killing that process (timeout, abort, server death) kills the
  * sandbox's pid namespace and with it every process of the query.
  */
 export class BwrapRuntime implements Runtime {
+  private readonly spawner = new Spawner();
+
   constructor(private readonly cgroups: CgroupDriver) {}
 
   recover(): Promise<number> {
@@ -27,6 +29,7 @@ export class BwrapRuntime implements Runtime {
   private readonly removals = new Set<Promise<void>>();
 
   async close(): Promise<void> {
+    this.spawner.close();
     await Promise.all([...this.removals]);
     return this.cgroups.close();
   }
@@ -42,27 +45,23 @@ export class BwrapRuntime implements Runtime {
       ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd }));
 
     const started = performance.now();
-    const child = spawn(SBX, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)));
-    const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)));
-    child.stdout.on('data', (c: Buffer) => stdout.push(c));
-    child.stderr.on('data', (c: Buffer) => stderr.push(c));
-    child.stdin.on('error', () => undefined); // the command may exit without reading its input
-    child.stdin.end(spec.stdin ?? '');
+    const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
+    const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
+    const spawned = this.spawner.start([SBX, ...args], spec.stdin, {
+      onStdout: (c) => stdout.push(c),
+      onStderr: (c) => stderr.push(c),
+    });
 
     let timedOut = false;
     let aborted = false;
-    const kill = () => { child.kill('SIGKILL'); void cgroup.kill(); };
+    const kill = () => { spawned.kill(); void cgroup.kill(); };
     const timer = setTimeout(() => { timedOut = true; kill(); }, limits.timeoutMs);
     const onAbort = () => { aborted = true; kill(); };
     spec.signal?.addEventListener('abort', onAbort, { once: true });
     if (spec.signal?.aborted) onAbort();
 
     try {
-      const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-        child.on('error', reject);
-        child.on('close', (c, s) => resolve([c, s]));
-      });
+      const { code, signal: sig } = await spawned.exited;
       const wallMs = Math.round(performance.now() - started);
       if (code === 125 && stderr.end().startsWith('sbx:')) {
         throw new Error(`sandbox set-up failed: ${stderr.end().trim()}`);

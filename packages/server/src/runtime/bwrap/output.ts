@@ -10,7 +10,8 @@ export class CappedOutput {
   private text = '';
   truncated = false;
 
-  constructor(private readonly cap: number, private readonly emit?: (data: string) => void) {}
+  /** `onFull` is called once, when the cap is reached: the producer may stop sending. */
+  constructor(private readonly cap: number, private readonly emit?: (data: string) => void, private readonly onFull?: () => void) {}
 
   push(chunk: Buffer): void {
     if (this.kept >= this.cap) { this.truncated = true; return; }
@@ -18,6 +19,7 @@ export class CappedOutput {
     if (this.kept + chunk.length > this.cap) {
       part = chunk.subarray(0, this.cap - this.kept);
       this.truncated = true;
+      this.onFull?.();
     }
     this.kept += part.length;
     this.add(this.decoder.write(part));

@@ -110,7 +110,12 @@ class CgroupV1 implements Cgroup {
     return readKey(this.file('memory', 'memory.oom_control'), 'oom_kill');
   }
 
+  private limits: CgroupLimits | null = null;
+
   setLimits(limits: CgroupLimits): void {
+    const l = this.limits;
+    if (l && l.memoryMb === limits.memoryMb && l.pids === limits.pids && l.cpus === limits.cpus) return;
+    this.limits = { ...limits };
     const bytes = limits.memoryMb * 1024 * 1024;
     const memsw = this.file('memory', 'memory.memsw.limit_in_bytes');
     // The memory+swap limit may never be below the memory limit: raise it first, lower it last.
