@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { buildImage, loadConfig } from '@shellbase/server';
+import { buildImage, imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
 import { ShellbaseError } from '@shellbase/sdk';
 import { parseArgs } from './args.js';
 import { UsageError, contexts, exec, fork, log } from './commands/client.js';
@@ -27,7 +27,12 @@ async function main(argv: string[]): Promise<number> {
     case 'fork': return fork(args);
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
-      await buildImage(loadConfig().cache, args.positionals[1] ?? 'debian', (l) => console.error(l));
+      {
+        const cache = loadConfig().cache;
+        const name = args.positionals[1] ?? 'debian';
+        if (imageBuilt(cache, name)) console.error(`image ${name} is built: ${imageInfo(cache, name).rootfs}`);
+        else await buildImage(cache, name, (l) => console.error(l));
+      }
       return 0;
     case undefined: case 'help': case '--help': case '-h':
       console.log(USAGE);
