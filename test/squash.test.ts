@@ -61,3 +61,27 @@ describe('a chain too long to mount is squashed before the query runs', () => {
     assert.ok(head.layers.length < 20, `squashed to ${head.layers.length} layers`);
   });
 });
+
+describe('merging a fork whose layers were squashed', () => {
+  let t: TestServer;
+  before(async () => { t = await startTestServer({ squashAbove: 6 }); });
+  after(async () => { await t?.close(); });
+
+  test('the fork side is rebuilt from its view and merges exactly', async () => {
+    const main = t.sb.context('sq-main');
+    for (let i = 0; i < 3; i++) await main.exec(`mkdir -p /w && echo ${i} > /w/base-${i}`);
+    const fork = await main.fork('sq-fork');
+    for (let i = 0; i < 12; i++) await fork.exec(`echo ${i} > /w/fork-${i}`);
+    await fork.exec('rm /w/base-0 && mkdir -p /w/tree && echo t > /w/tree/x && ln -s fork-1 /w/link');
+    await t.server.engine.squasher.idle();
+    await main.exec('echo main > /w/main');
+    const r = await t.http('POST', '/v1/contexts/sq-main/merge', { body: { from: 'sq-fork' } });
+    assert.equal(r.status, 200, r.text);
+    const merged = (await main.versions())[0];
+    assert.equal(merged.cause.kind, 'merge');
+    assert.ok(merged.bytes > 0, 'the fork side was rebuilt as one new layer');
+    const ls = (await main.exec('ls /w | tr "\\n" " "; cat /w/link /w/tree/x', { commit: 'never' })).stdout;
+    const expected = ['base-1', 'base-2', ...Array.from({ length: 12 }, (_, i) => `fork-${i}`), 'link', 'main', 'tree'].sort();
+    assert.equal(ls, `${expected.join(' ')} 1\nt\n`);
+  });
+});

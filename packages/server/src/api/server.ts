@@ -8,6 +8,8 @@ import { authenticate } from './auth.js';
 import { errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
+import { fileRoutes } from './routes/files.js';
+import { historyRoutes } from './routes/history.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
 
 declare module 'fastify' {
@@ -51,5 +53,7 @@ export async function buildApi(engine: Engine, log: Logger): Promise<FastifyInst
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   contextRoutes(app, engine);
   execRoutes(app, engine);
+  fileRoutes(app, engine);
+  historyRoutes(app, engine);
   return app;
 }

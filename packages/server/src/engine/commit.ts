@@ -33,7 +33,12 @@ export class Committer {
   constructor(private readonly md: MetadataStore) {}
 
   commit(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
-    return this.locks.run(`${tenantId}/${context}`, () => this.commitLocked(tenantId, context, base, layer, cause));
+    return this.locked(tenantId, context, () => this.commitLocked(tenantId, context, base, layer, cause));
+  }
+
+  /** Runs `task` while no other commit to the context runs in this process. */
+  locked<T>(tenantId: string, context: string, task: () => Promise<T>): Promise<T> {
+    return this.locks.run(`${tenantId}/${context}`, task);
   }
 
   private async commitLocked(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {

@@ -2,7 +2,10 @@ import type { Context, ExecRequest, ExecResult, Version } from '@shellbase/proto
 import { ShellbaseError, notFound } from '../errors.js';
 import { imageBuilt, imageInfo } from '../images/index.js';
 import type { ContextRow, VersionRow } from '../store/metadata/types.js';
+import { Committer } from './commit.js';
 import { ExecRunner, type ExecHooks } from './exec.js';
+import { Files } from './files/files.js';
+import { History } from './history/history.js';
 import { Squasher } from './squash.js';
 import { SYSTEM_TENANT, type Caller, type EngineDeps } from './types.js';
 import { checkName } from './validate.js';
@@ -27,14 +30,23 @@ const toVersion = (v: VersionRow): Version => ({
  */
 export class Engine {
   readonly squasher: Squasher;
+  /** Files without a sandbox. */
+  readonly files: Files;
+  /** Reset, diff and merge. */
+  readonly history: History;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: EngineDeps) {
     this.squasher = new Squasher(deps);
-    this.exec_ = new ExecRunner(deps, this.squasher, {
-      version: (caller, id) => this.version(caller, id),
-      getOrCreate: (caller, name) => this.getOrCreateContext(caller, name),
-    });
+    const committer = new Committer(deps.metadata);
+    const lookups = {
+      version: (caller: Caller, id: string) => this.version(caller, id),
+      getOrCreate: (caller: Caller, name: string) => this.getOrCreateContext(caller, name),
+      head: async (caller: Caller, name: string) => this.version(caller, (await this.contextRow(caller, name)).head),
+    };
+    this.exec_ = new ExecRunner(deps, committer, this.squasher, lookups);
+    this.files = new Files(deps, committer, this.squasher, lookups);
+    this.history = new History(deps, committer, this.files, lookups);
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */

@@ -4,7 +4,7 @@ import { invalid } from '../errors.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { ContextRow, VersionRow } from '../store/metadata/types.js';
-import { Committer, type CommitOutcome } from './commit.js';
+import type { CommitOutcome, Committer } from './commit.js';
 import type { Squasher } from './squash.js';
 import type { Caller, EngineDeps } from './types.js';
 import { checkCwd, checkEnv, resolveLimits } from './validate.js';
@@ -24,12 +24,14 @@ const MAX_RETRIES = 3;
 
 /** Runs queries: sandbox over a version, then commit of what it wrote. */
 export class ExecRunner {
-  private readonly committer: Committer;
   private readonly inflight = new Set<Promise<unknown>>();
 
-  constructor(private readonly deps: EngineDeps, private readonly squasher: Squasher, private readonly lookups: Lookups) {
-    this.committer = new Committer(deps.metadata);
-  }
+  constructor(
+    private readonly deps: EngineDeps,
+    private readonly committer: Committer,
+    private readonly squasher: Squasher,
+    private readonly lookups: Lookups,
+  ) {}
 
   async exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
     const p = this.execTracked(caller, name, req, hooks);

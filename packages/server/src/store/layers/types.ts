@@ -41,6 +41,12 @@ export interface CommittedLayer {
   changes: Change[];
 }
 
+/** How a file-reading view sees a layer: its tree and its opaque directories (relative paths). */
+export interface ViewLayer {
+  root: string;
+  opaque: ReadonlySet<string>;
+}
+
 export interface LayerStore {
   /** Makes the store ready (mounting its file system if needed). */
   open(): Promise<void>;
@@ -56,6 +62,10 @@ export interface LayerStore {
   squash(layers: readonly string[]): Promise<{ layerId: string; bytes: number }>;
   /** The directory of a layer's tree on this host. */
   layerPath(layerId: string): string;
+  /** A layer as a view reads it (cached: layers are immutable). */
+  viewLayer(layerId: string): Promise<ViewLayer>;
+  /** The tree of a scratch, for writers that build a layer without a sandbox. */
+  scratchTree(scratch: Scratch): string;
   remove(layerId: string): Promise<void>;
   /** Unmounts what `open` mounted. */
   close(): Promise<void>;

@@ -1,11 +1,14 @@
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX } from '../../../util/native.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer } from '../scan.js';
-import type { CommittedLayer, LayerStore, MountSpec, Scratch } from '../types.js';
+import type { Change, CommittedLayer, LayerStore, MountSpec, Scratch, ViewLayer } from '../types.js';
 import { closeVolume, openVolume } from './volume.js';
+
+/** Version of `layers/ID/meta.json`. */
+export const LAYER_META_FORMAT = 1;
 
 export interface BtrfsLayerStoreOptions {
   /** Mount point of the store's btrfs file system. */
@@ -29,6 +32,7 @@ export interface BtrfsLayerStoreOptions {
  */
 export class BtrfsLayerStore implements LayerStore {
   private pool: Scratch[] = [];
+  private readonly views = new Map<string, ViewLayer>();
   private filling: Promise<void> | null = null;
   private closed = false;
 
@@ -122,14 +126,20 @@ export class BtrfsLayerStore implements LayerStore {
       else await this.discard(scratch);
       return null;
     }
-    return { layerId: this.promote(dir), bytes, changes };
+    return { layerId: this.promote(dir, changes), bytes, changes };
   }
 
-  /** Turns a scratch subvolume into a layer by renaming it into `layers/` (zero copy). */
-  private promote(dir: string): string {
+  /**
+   * Turns a scratch subvolume into a layer by renaming it into `layers/` (zero
+   * copy), beside its `meta.json` (LAYER_META_FORMAT): the opaque directories,
+   * which views need and Node cannot read from xattrs.
+   */
+  private promote(dir: string, changes: Change[]): string {
     // The overlay work directory keeps a root-only `work/work` inside; neither belongs in a layer.
     rmSync(path.join(dir, 'work'), { recursive: true, force: true });
     rmdirSync(path.join(dir, 'merged'));
+    const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
+    writeFileSync(path.join(dir, 'meta.json'), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
     const layerId = newId('l');
     renameSync(dir, path.join(this.layersDir, layerId));
     return layerId;
@@ -147,11 +157,31 @@ export class BtrfsLayerStore implements LayerStore {
       if (id.startsWith('image:')) throw new Error('squash: image layers are never squashed');
       await runOk(SBX, ['apply', this.layerPath(id), path.join(dir, 'tree')]);
     }
-    const { bytes } = await scanLayer(path.join(dir, 'tree'));
-    return { layerId: this.promote(dir), bytes };
+    const { bytes, changes } = await scanLayer(path.join(dir, 'tree'));
+    return { layerId: this.promote(dir, changes), bytes };
+  }
+
+  scratchTree(scratch: Scratch): string {
+    return path.join(this.scratchPath(scratch), 'tree');
+  }
+
+  async viewLayer(layerId: string): Promise<ViewLayer> {
+    let v = this.views.get(layerId);
+    if (v) return v;
+    const root = this.layerPath(layerId);
+    let opaque: string[] = [];
+    if (!layerId.startsWith('image:')) {
+      const meta = JSON.parse(readFileSync(path.join(this.layersDir, layerId, 'meta.json'), 'utf8')) as { format: number; opaque: string[] };
+      if (meta.format !== LAYER_META_FORMAT) throw new Error(`layer ${layerId}: unknown meta format ${meta.format}`);
+      opaque = meta.opaque;
+    }
+    v = { root, opaque: new Set(opaque) };
+    this.views.set(layerId, v);
+    return v;
   }
 
   async remove(layerId: string): Promise<void> {
+    this.views.delete(layerId);
     if (layerId.startsWith('image:')) return;
     await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
   }

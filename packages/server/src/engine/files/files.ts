@@ -1,0 +1,131 @@
+import { readlinkSync } from 'node:fs';
+import type { Readable } from 'node:stream';
+import { ShellbaseError, invalid, notFound } from '../../errors.js';
+import type { ContextRow, VersionRow } from '../../store/metadata/types.js';
+import type { Committer } from '../commit.js';
+import type { Squasher } from '../squash.js';
+import type { Caller, EngineDeps } from '../types.js';
+import { joinPath, parsePath } from './paths.js';
+import { VersionView, type Entry, type EntryType } from './view.js';
+import { place, whiteout, writeFile } from './writer.js';
+
+export interface FileStat {
+  type: EntryType;
+  size: number;
+  mode: number;
+  mtime: string;
+  target?: string;
+}
+
+export interface DirEntry extends FileStat { name: string }
+
+export type ReadResult =
+  | { kind: 'file'; hostPath: string; size: number; version: string }
+  | { kind: 'dir'; entries: DirEntry[]; version: string };
+
+interface Lookups {
+  version(caller: Caller, id: string): Promise<VersionRow>;
+  getOrCreate(caller: Caller, name: string): Promise<ContextRow>;
+}
+
+export const statOf = (e: Entry, target?: string): FileStat => ({
+  type: e.type, size: e.type === 'file' ? e.stat.size : 0, mode: e.stat.mode & 0o7777, mtime: e.stat.mtime.toISOString(),
+  ...(target !== undefined ? { target } : {}),
+});
+
+/**
+ * Files without a sandbox: reads straight from a version's layers, writes
+ * and deletes as one-layer versions through the same commit path as a query.
+ */
+export class Files {
+  constructor(
+    private readonly deps: EngineDeps,
+    private readonly committer: Committer,
+    private readonly squasher: Squasher,
+    private readonly lookups: Lookups,
+  ) {}
+
+  /** The view of a version (the context's head unless `version` is given). */
+  async view(caller: Caller, name: string, version?: string): Promise<{ view: VersionView; version: VersionRow }> {
+    const pinned = version === undefined ? null : await this.lookups.version(caller, version);
+    const ctx = await this.lookups.getOrCreate(caller, name);
+    const v = pinned ?? (await this.lookups.version(caller, ctx.head));
+    return { view: await this.viewOf(v), version: v };
+  }
+
+  async viewOf(v: VersionRow): Promise<VersionView> {
+    const layers = await Promise.all([...v.layers].reverse().map((id) => this.deps.layers.viewLayer(id)));
+    return new VersionView(layers);
+  }
+
+  async read(caller: Caller, name: string, path: string, version?: string): Promise<ReadResult> {
+    const segments = parsePath(path);
+    const { view, version: v } = await this.view(caller, name, version);
+    const e = view.resolve(segments);
+    if (!e) throw notFound('path', path);
+    if (e.type === 'dir') {
+      const entries = view.list(e).map((c) => ({ name: c.segments[c.segments.length - 1], ...statOf(c) }));
+      return { kind: 'dir', entries, version: v.id };
+    }
+    if (e.type !== 'file') throw invalid(`${path} is not a regular file`, 'read files or list directories');
+    return { kind: 'file', hostPath: e.hostPath, size: e.stat.size, version: v.id };
+  }
+
+  async stat(caller: Caller, name: string, path: string, version?: string): Promise<FileStat> {
+    const { view } = await this.view(caller, name, version);
+    const e = view.resolve(parsePath(path), false);
+    if (!e) throw notFound('path', path);
+    return statOf(e, e.type === 'symlink' ? readlinkSync(e.hostPath) : undefined);
+  }
+
+  async write(caller: Caller, name: string, path: string, body: Readable, mode = 0o644): Promise<{ version: string }> {
+    const segments = parsePath(path);
+    return this.change(caller, name, `write ${joinPath(segments)}`, async (view, tree) => {
+      const existing = view.resolve(segments);
+      if (existing?.type === 'dir') throw invalid(`${path} is a directory`, 'write to a file path');
+      const target = existing ? existing.segments : segments;
+      await writeFile(tree, place(view, target), body, mode);
+    });
+  }
+
+  async remove(caller: Caller, name: string, path: string, recursive = false): Promise<{ version: string }> {
+    const segments = parsePath(path);
+    return this.change(caller, name, `delete ${joinPath(segments)}`, async (view, tree) => {
+      const e = view.resolve(segments, false);
+      if (!e) throw notFound('path', path);
+      if (e.segments.length === 0) throw invalid('the root cannot be deleted', 'delete what is below it');
+      if (e.type === 'dir' && !recursive && view.list(e).length > 0) {
+        throw invalid(`${joinPath(e.segments)} is a directory that is not empty`, 'pass recursive=true to delete it with its contents');
+      }
+      await whiteout(tree, e, view);
+    });
+  }
+
+  /** Builds one layer over the head with `fill`, then commits it as a `write` version. */
+  private async change(caller: Caller, name: string, description: string,
+    fill: (view: VersionView, tree: string) => Promise<void>): Promise<{ version: string }> {
+    const { layers, config } = this.deps;
+    const ctx = await this.lookups.getOrCreate(caller, name);
+    const base = await this.squasher.mountable(await this.lookups.version(caller, ctx.head));
+    const view = await this.viewOf(base);
+    const scratch = await layers.prepare({ diskMb: config.defaults.diskMb });
+    let layer;
+    try {
+      await fill(view, layers.scratchTree(scratch));
+      layer = await layers.commit(scratch);
+    } catch (e) {
+      await layers.discard(scratch);
+      throw e;
+    }
+    if (!layer) return { version: base.id };
+    const outcome = await this.committer.commit(caller.tenantId, name, base, layer, { kind: 'write', command: description });
+    if (outcome.conflict) {
+      throw new ShellbaseError('conflict', `${description} overlaps changes committed meanwhile`, {
+        details: { paths: outcome.conflict.paths, version: outcome.conflict.version },
+        hint: 'read the head again and retry; the attempted change is kept as details.version',
+      });
+    }
+    if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
+    return { version: outcome.version };
+  }
+}
