@@ -92,7 +92,7 @@ async function checkInvariants(home: string, sb: Shellbase, acknowledged: Map<st
   const db = new Database(path.join(home, 'meta.db'), { readonly: true });
   const known = new Set((db.prepare('SELECT id FROM layers').all() as { id: string }[]).map((r) => r.id));
   db.close();
-  for (const dir of readdirSync(path.join(home, 'store', 'layers'))) assert.ok(known.has(dir), `layer ${dir} is recorded`);
+  for (const dir of readdirSync(path.join(home, 'store', 'layers'))) assert.ok(known.has(dir.replace(/\.json$/, '')), `layer ${dir} is recorded`);
   // No sandbox of a dead server is left: the instance's cgroups (an idle pool) hold no process.
   const instance = createHash('sha256').update(home).digest('hex').slice(0, 12);
   const cg = `/sys/fs/cgroup/pids/shellbase/${instance}`;

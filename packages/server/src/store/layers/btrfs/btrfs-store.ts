@@ -57,6 +57,10 @@ export class BtrfsLayerStore implements LayerStore {
       scratch++;
     }
     for (const name of readdirSync(this.layersDir)) {
+      if (name.endsWith('.json')) {
+        if (!keep.has(name.slice(0, -5))) rmSync(path.join(this.layersDir, name));
+        continue;
+      }
       if (keep.has(name)) continue;
       await removeSubvolumeOrTree(path.join(this.layersDir, name));
       layers++;
@@ -131,18 +135,23 @@ export class BtrfsLayerStore implements LayerStore {
 
   /**
    * Turns a scratch subvolume into a layer by renaming it into `layers/` (zero
-   * copy), beside its `meta.json` (LAYER_META_FORMAT): the opaque directories,
+   * copy), beside its `ID.json` (LAYER_META_FORMAT): the opaque directories,
    * which views need and Node cannot read from xattrs.
    */
   private promote(dir: string, changes: Change[]): string {
     // The overlay work directory keeps a root-only `work/work` inside; neither belongs in a layer.
     rmSync(path.join(dir, 'work'), { recursive: true, force: true });
     rmdirSync(path.join(dir, 'merged'));
-    const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
-    writeFileSync(path.join(dir, 'meta.json'), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
     const layerId = newId('l');
+    // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
+    const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
+    writeFileSync(this.metaPath(layerId), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
     renameSync(dir, path.join(this.layersDir, layerId));
     return layerId;
+  }
+
+  private metaPath(layerId: string): string {
+    return path.join(this.layersDir, `${layerId}.json`);
   }
 
   async discard(scratch: Scratch): Promise<void> {
@@ -171,7 +180,7 @@ export class BtrfsLayerStore implements LayerStore {
     const root = this.layerPath(layerId);
     let opaque: string[] = [];
     if (!layerId.startsWith('image:')) {
-      const meta = JSON.parse(readFileSync(path.join(this.layersDir, layerId, 'meta.json'), 'utf8')) as { format: number; opaque: string[] };
+      const meta = JSON.parse(readFileSync(this.metaPath(layerId), 'utf8')) as { format: number; opaque: string[] };
       if (meta.format !== LAYER_META_FORMAT) throw new Error(`layer ${layerId}: unknown meta format ${meta.format}`);
       opaque = meta.opaque;
     }
@@ -181,8 +190,9 @@ export class BtrfsLayerStore implements LayerStore {
   }
 
   async remove(layerId: string): Promise<void> {
-    this.views.delete(layerId);
     if (layerId.startsWith('image:')) return;
+    this.views.delete(layerId);
+    rmSync(this.metaPath(layerId), { force: true });
     await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
   }
 
