@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
@@ -61,6 +63,46 @@ describe('SDK errors and the CLI', () => {
     assert.equal((await cli('exec', 'cli-fork', '--', 'cat /root/d')).stdout, 'data\n');
     const past = await cli('exec', 'cli-ctx', '--version', first, '--', 'test -e /root/d || echo absent');
     assert.equal(past.stdout, 'absent\n');
+  });
+
+  test('SDK files, diff, merge and reset', async () => {
+    const ctx = t.sb.context('sdk-files');
+    const w = await ctx.files.write('/notes/a b.txt', 'first\n', { mode: 0o600 });
+    assert.equal((await ctx.files.read('/notes/a b.txt')).toString(), 'first\n');
+    assert.deepEqual((await ctx.files.list('/notes')).map((e) => [e.name, e.type, e.mode]), [['a b.txt', 'file', 0o600]]);
+    assert.equal((await ctx.files.stat('/notes/a b.txt')).size, 6);
+    assert.equal((await ctx.files.read('/notes/../notes/./a b.txt')).toString(), 'first\n', 'dot segments resolve on the server');
+    const part = await ctx.files.open('/notes/a b.txt', { range: [1, 3] });
+    assert.equal(await part.text(), 'irs');
+    const fork = await ctx.fork('sdk-files-fork');
+    await fork.files.write('/notes/b.txt', 'second\n');
+    assert.deepEqual((await ctx.diff({ from: w.version, to: (await fork.info()).head })).changes.map((c) => c.path), ['/notes/b.txt']);
+    await ctx.merge('sdk-files-fork');
+    assert.equal((await ctx.files.read('/notes/b.txt')).toString(), 'second\n');
+    await ctx.files.remove('/notes', { recursive: true });
+    await assert.rejects(ctx.files.stat('/notes'), NotFoundError);
+    await ctx.reset(w.version);
+    assert.equal((await ctx.at(w.version).files.read('/notes/a b.txt')).toString(), 'first\n');
+    assert.equal((await ctx.files.read('/notes/a b.txt')).toString(), 'first\n');
+  });
+
+  test('CLI cp, cat, ls, diff, merge and reset', async () => {
+    const local = path.join(tmpdir(), `shellbase-cli-${process.pid}.txt`);
+    writeFileSync(local, 'from the host\n');
+    assert.equal((await cli('cp', local, 'cli-files:/root/in.txt')).code, 0);
+    assert.equal((await cli('cat', 'cli-files:/root/in.txt')).stdout, 'from the host\n');
+    assert.match((await cli('ls', 'cli-files:/root')).stdout, /^-0644\s+14 \S+ in\.txt$/m);
+    assert.equal((await cli('cp', 'cli-files:/root/in.txt', `${local}.back`)).code, 0);
+    assert.equal(readFileSync(`${local}.back`, 'utf8'), 'from the host\n');
+    const first = (await t.sb.context('cli-files').info()).head;
+    await cli('fork', 'cli-files', 'cli-files-2');
+    await cli('exec', 'cli-files-2', '--', 'echo more > /root/more.txt; rm /root/in.txt');
+    assert.equal((await cli('merge', 'cli-files-2', 'cli-files')).code, 0);
+    assert.equal((await cli('diff', 'cli-files')).stdout, '- /root/in.txt\n+ /root/more.txt\n');
+    assert.equal((await cli('reset', 'cli-files', first)).code, 0);
+    assert.equal((await cli('cat', 'cli-files:/root/in.txt')).stdout, 'from the host\n');
+    rmSync(local, { force: true });
+    rmSync(`${local}.back`, { force: true });
   });
 
   test('usage errors exit 2, server errors exit 1 with the code', async () => {

@@ -3,6 +3,7 @@ import { buildImage, imageBuilt, imageInfo, loadConfig } from '@shellbase/server
 import { ShellbaseError } from '@shellbase/sdk';
 import { parseArgs } from './args.js';
 import { UsageError, contexts, exec, fork, log } from './commands/client.js';
+import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
 import { serve } from './commands/serve.js';
 
 const USAGE = `shellbase: serverless sandboxes over versioned file systems
@@ -12,6 +13,12 @@ const USAGE = `shellbase: serverless sandboxes over versioned file systems
   shellbase contexts
   shellbase log CTX [--limit N]
   shellbase fork CTX NEW [--version V]
+  shellbase cat CTX:/path [--version V]
+  shellbase ls CTX:/dir [--version V]
+  shellbase cp LOCAL CTX:/path [--mode 0644]  |  shellbase cp CTX:/path LOCAL
+  shellbase diff CTX [FROM] [TO] [--path /file]
+  shellbase merge FROM INTO
+  shellbase reset CTX VERSION
   shellbase image build [NAME]
 
 Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
@@ -22,9 +29,15 @@ async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'serve': return serve(args);
     case 'exec': return exec(args);
-    case 'contexts': case 'ls': return contexts();
+    case 'contexts': return contexts();
     case 'log': return log(args);
     case 'fork': return fork(args);
+    case 'cat': return cat(args);
+    case 'ls': return ls(args);
+    case 'cp': return cp(args);
+    case 'diff': return diff(args);
+    case 'merge': return merge(args);
+    case 'reset': return reset(args);
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
       {

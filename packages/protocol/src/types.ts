@@ -83,3 +83,31 @@ export type ExecEvent =
   | { type: 'stderr'; data: string }
   | ({ type: 'exit' } & ExecExit)
   | { type: 'error'; error: import('./errors.js').ErrorBody };
+
+export type FileType = 'file' | 'dir' | 'symlink' | 'other';
+
+export interface FileStat {
+  type: FileType;
+  size: number;
+  mode: number;
+  mtime: string;
+  /** A symlink's target, as stored. */
+  target?: string;
+}
+
+export interface DirEntry extends FileStat {
+  name: string;
+}
+
+export interface DiffChange {
+  path: string;
+  kind: 'added' | 'modified' | 'deleted';
+  type: FileType;
+  size?: number;
+}
+
+export interface DiffResult {
+  changes: DiffChange[];
+  /** With `path`: a unified diff of that file. */
+  patch?: string;
+}

@@ -12,6 +12,9 @@ export interface ShellbaseOptions {
 
 export interface RequestOptions {
   body?: unknown;
+  /** A body sent as bytes (application/octet-stream). */
+  raw?: string | Uint8Array;
+  headers?: Record<string, string>;
   accept?: string;
   signal?: AbortSignal;
   query?: Record<string, string | number | undefined>;
@@ -48,14 +51,15 @@ export class Shellbase {
 
   /** Sends a request and throws the typed error for any non-2xx answer. */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { accept: options.accept ?? 'application/json' };
+    const headers: Record<string, string> = { accept: options.accept ?? 'application/json', ...options.headers };
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     if (options.body !== undefined) headers['content-type'] = 'application/json';
+    if (options.raw !== undefined) headers['content-type'] = 'application/octet-stream';
     const qs = Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined)
       .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&');
     const res = await fetch(`${this.url}${path}${qs ? `?${qs}` : ''}`, {
       method, headers, signal: options.signal,
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      body: (options.raw as BodyInit | undefined) ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
     });
     if (res.ok) return res;
     const text = await res.text();

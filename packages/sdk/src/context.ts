@@ -1,4 +1,4 @@
-import type { Context, ExecEvent, ExecRequest, ExecResult, Version } from '@shellbase/protocol';
+import type { Context, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
 import { errorFromBody } from './errors.js';
 
@@ -10,6 +10,52 @@ export class ContextHandle {
 
   private path(suffix = ''): string {
     return `/v1/contexts/${encodeURIComponent(this.name)}${suffix}`;
+  }
+
+  /** `/files/a/b` with each segment encoded (dot segments too, which URL parsers would resolve). */
+  private filePath(kind: 'files' | 'stat', p: string): string {
+    const segments = p.split('/').filter((s, i) => i > 0 || s !== '').map((s) =>
+      s === '..' ? '%2e%2e' : s === '.' ? '%2e' : encodeURIComponent(s));
+    return this.path(`/${kind}/${segments.join('/')}`);
+  }
+
+  /** Files read and written straight from the layer store, with no sandbox. */
+  readonly files = {
+    read: async (p: string, options: { version?: string } = {}): Promise<Buffer> => {
+      const res = await this.sb.request('GET', this.filePath('files', p), { query: { version: options.version ?? this.pinnedVersion }, accept: '*/*' });
+      return Buffer.from(await res.arrayBuffer());
+    },
+    /** The response, for streaming a large file (`res.body`). */
+    open: (p: string, options: { version?: string; range?: [number, number] } = {}): Promise<Response> =>
+      this.sb.request('GET', this.filePath('files', p), {
+        query: { version: options.version ?? this.pinnedVersion }, accept: '*/*',
+        headers: options.range ? { range: `bytes=${options.range[0]}-${options.range[1]}` } : undefined,
+      }),
+    list: async (p: string, options: { version?: string } = {}): Promise<DirEntry[]> =>
+      (await this.sb.json<{ entries: DirEntry[] }>('GET', this.filePath('files', p), { query: { version: options.version ?? this.pinnedVersion } })).entries,
+    stat: (p: string, options: { version?: string } = {}): Promise<FileStat> =>
+      this.sb.json('GET', this.filePath('stat', p), { query: { version: options.version ?? this.pinnedVersion } }),
+    write: (p: string, data: string | Uint8Array, options: { mode?: number } = {}): Promise<{ version: string }> =>
+      this.sb.json('PUT', this.filePath('files', p), {
+        raw: data, query: { mode: options.mode === undefined ? undefined : options.mode.toString(8) },
+      }),
+    remove: (p: string, options: { recursive?: boolean } = {}): Promise<{ version: string }> =>
+      this.sb.json('DELETE', this.filePath('files', p), { query: { recursive: options.recursive ? 'true' : undefined } }),
+  };
+
+  /** What changed between two versions (default: the head against its parent). */
+  diff(options: { from?: string; to?: string; path?: string } = {}): Promise<DiffResult> {
+    return this.sb.json('GET', this.path('/diff'), { query: options });
+  }
+
+  /** Merges another context (usually a fork of this one) into this one. */
+  merge(from: string): Promise<{ version: string }> {
+    return this.sb.json('POST', this.path('/merge'), { body: { from } });
+  }
+
+  /** Moves the head to `version`; later versions stay in the history. */
+  reset(version: string): Promise<Context> {
+    return this.sb.json('POST', this.path('/reset'), { body: { version } });
   }
 
   private body(command: string | string[], options: ExecOptions): ExecRequest {
