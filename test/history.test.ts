@@ -1,4 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startTestServer, type TestServer } from './harness.ts';
 
@@ -35,6 +39,33 @@ describe('writes, deletes, diff, merge and reset', () => {
     assert.equal(big.status, 413);
     assert.equal(big.json.error.code, 'payload_too_large');
     assert.equal((await t.sb.context('w').info()).head, head);
+  });
+
+  test('a tar upload is one version; parents go through symlinks; nothing escapes the staging sandbox', async () => {
+    const src = mkdtempSync(path.join(tmpdir(), 'shellbase-tar-'));
+    try {
+      execFileSync('bash', ['-c', [
+        `cd ${src}`, 'mkdir -p pkg/sub bin', 'echo a > pkg/a', 'echo b > pkg/sub/b', 'ln -s a pkg/link',
+        'printf "#!/bin/sh\\necho tool\\n" > bin/mytool', 'chmod 755 bin/mytool', 'tar -cf ../ok.tar .',
+        // An archive that plants a symlink to /etc and then writes through it.
+        'mkdir evil && cd evil && ln -s /etc esc && tar -cf ../../evil.tar esc && mkdir x && echo pwn > x/passwd',
+        "tar --transform 's,^x,esc,' -rf ../../evil.tar x/passwd",
+      ].join(' && ')]);
+      await t.sb.contexts.create({ name: 'tar' });
+      const before = (await t.sb.context('tar').versions()).length;
+      const ok = await put('tar', '/', readFileSync(path.join(src, '..', 'ok.tar')), '?format=tar');
+      assert.equal(ok.status, 200, JSON.stringify(ok.json));
+      assert.equal((await t.sb.context('tar').versions()).length, before + 1, 'one version');
+      assert.equal(await sh('tar', 'cat /pkg/a /pkg/sub/b /pkg/link; test -L /bin && mytool; stat -c %a /root'), 'a\nb\na\ntool\n700\n');
+      const evil = await put('tar', '/up', readFileSync(path.join(src, '..', 'evil.tar')), '?format=tar');
+      assert.equal(evil.status, 400);
+      assert.equal(readFileSync('/etc/passwd', 'utf8').includes('pwn'), false, 'the host is untouched');
+      assert.equal(await sh('tar', 'grep -c pwn /etc/passwd; test -e /up || echo no-up'), '0\nno-up\n');
+    } finally {
+      rmSync(src, { recursive: true, force: true });
+      rmSync(path.join(src, '..', 'ok.tar'), { force: true });
+      rmSync(path.join(src, '..', 'evil.tar'), { force: true });
+    }
   });
 
   test('deletes: files, symlinks (not their targets), directories only with recursive', async () => {

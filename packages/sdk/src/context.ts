@@ -39,6 +39,9 @@ export class ContextHandle {
       this.sb.json('PUT', this.filePath('files', p), {
         raw: data, query: { mode: options.mode === undefined ? undefined : options.mode.toString(8) },
       }),
+    /** Unpacks a tar archive below directory `p`, as one version. */
+    writeTar: (p: string, tar: Uint8Array): Promise<{ version: string }> =>
+      this.sb.json('PUT', this.filePath('files', p), { raw: tar, query: { format: 'tar' } }),
     remove: (p: string, options: { recursive?: boolean } = {}): Promise<{ version: string }> =>
       this.sb.json('DELETE', this.filePath('files', p), { query: { recursive: options.recursive ? 'true' : undefined } }),
   };

@@ -8,7 +8,10 @@ import { errorResponses } from '../schemas.js';
 
 const FileParams = Type.Object({ name: Type.String({ maxLength: 1024 }), '*': Type.String() });
 const ReadQuery = Type.Object({ version: Type.Optional(Type.String({ maxLength: 128 })) }, { additionalProperties: false });
-const WriteQuery = Type.Object({ mode: Type.Optional(Type.String({ pattern: '^0?[0-7]{3,4}$' })) }, { additionalProperties: false });
+const WriteQuery = Type.Object({
+  mode: Type.Optional(Type.String({ pattern: '^0?[0-7]{3,4}$' })),
+  format: Type.Optional(Type.Literal('tar')),
+}, { additionalProperties: false });
 const DeleteQuery = Type.Object({ recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const VersionResult = Type.Object({ version: Type.String() });
 const Stat = Type.Object({
@@ -72,6 +75,7 @@ export function fileRoutes(app: FastifyInstance, engine: Engine): void {
           hint: 'write less than limits.diskMb at once',
         });
       }
+      if (req.query.format === 'tar') return engine.files.writeTar(req.caller, req.params.name, pathOf(req.params), req.body as Readable);
       const mode = req.query.mode ? parseInt(req.query.mode, 8) : 0o644;
       return engine.files.write(req.caller, req.params.name, pathOf(req.params), req.body as Readable, mode);
     });

@@ -6,7 +6,8 @@ import type { Committer } from '../commit.js';
 import type { Squasher } from '../squash.js';
 import type { Caller, EngineDeps } from '../types.js';
 import { joinPath, parsePath } from './paths.js';
-import { VersionView, type Entry, type EntryType } from './view.js';
+import { notADirectory, VersionView, type Entry, type EntryType } from './view.js';
+import { moveIntoLayer, unpackTar } from './tar.js';
 import { place, whiteout, writeFile } from './writer.js';
 
 export interface FileStat {
@@ -88,6 +89,17 @@ export class Files {
     });
   }
 
+  /** Unpacks a tar stream below directory `path` as one version. */
+  async writeTar(caller: Caller, name: string, path: string, body: Readable): Promise<{ version: string }> {
+    const segments = parsePath(path);
+    return this.change(caller, name, `upload tar to ${joinPath(segments)}`, async (view, tree, staging) => {
+      const existing = view.resolve(segments);
+      if (existing && existing.type !== 'dir') throw notADirectory(existing.segments);
+      await unpackTar(body, staging);
+      await moveIntoLayer(staging, tree, view, existing ? existing.segments : segments);
+    });
+  }
+
   async remove(caller: Caller, name: string, path: string, recursive = false): Promise<{ version: string }> {
     const segments = parsePath(path);
     return this.change(caller, name, `delete ${joinPath(segments)}`, async (view, tree) => {
@@ -103,7 +115,7 @@ export class Files {
 
   /** Builds one layer over the head with `fill`, then commits it as a `write` version. */
   private async change(caller: Caller, name: string, description: string,
-    fill: (view: VersionView, tree: string) => Promise<void>): Promise<{ version: string }> {
+    fill: (view: VersionView, tree: string, staging: string) => Promise<void>): Promise<{ version: string }> {
     const { layers, config } = this.deps;
     const ctx = await this.lookups.getOrCreate(caller, name);
     const base = await this.squasher.mountable(await this.lookups.version(caller, ctx.head));
@@ -111,7 +123,7 @@ export class Files {
     const scratch = await layers.prepare({ diskMb: config.defaults.diskMb });
     let layer;
     try {
-      await fill(view, layers.scratchTree(scratch));
+      await fill(view, layers.scratchTree(scratch), layers.scratchStaging(scratch));
       layer = await layers.commit(scratch);
     } catch (e) {
       await layers.discard(scratch);

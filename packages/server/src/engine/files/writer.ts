@@ -48,7 +48,7 @@ export function makeParents(tree: string, p: Placement): string {
   }
   for (const m of p.missing) {
     dir = path.join(dir, m);
-    mkdirSync(dir, { mode: 0o755 });
+    mkdirSync(dir, { mode: 0o755, recursive: true });
   }
   return dir;
 }

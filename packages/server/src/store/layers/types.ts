@@ -66,6 +66,11 @@ export interface LayerStore {
   viewLayer(layerId: string): Promise<ViewLayer>;
   /** The tree of a scratch, for writers that build a layer without a sandbox. */
   scratchTree(scratch: Scratch): string;
+  /**
+   * A private directory of a scratch: on the tree's file system (entries move
+   * into the tree with a rename) and within its disk limit, never part of the layer.
+   */
+  scratchStaging(scratch: Scratch): string;
   remove(layerId: string): Promise<void>;
   /** Unmounts what `open` mounted. */
   close(): Promise<void>;

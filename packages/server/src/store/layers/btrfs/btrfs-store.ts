@@ -120,6 +120,7 @@ export class BtrfsLayerStore implements LayerStore {
 
   async commit(scratch: Scratch): Promise<CommittedLayer | null> {
     const dir = this.scratchPath(scratch);
+    rmSync(path.join(dir, 'staging'), { recursive: true, force: true });
     // Reads never copy anything up, so an untouched upper directory is empty: no scan needed.
     const untouched = readdirSync(path.join(dir, 'tree')).length === 0;
     const { changes, bytes } = untouched ? { changes: [], bytes: 0 } : await scanLayer(path.join(dir, 'tree'));
@@ -172,6 +173,12 @@ export class BtrfsLayerStore implements LayerStore {
 
   scratchTree(scratch: Scratch): string {
     return path.join(this.scratchPath(scratch), 'tree');
+  }
+
+  scratchStaging(scratch: Scratch): string {
+    const dir = path.join(this.scratchPath(scratch), 'staging');
+    mkdirSync(dir, { recursive: true });
+    return dir;
   }
 
   async viewLayer(layerId: string): Promise<ViewLayer> {
