@@ -1,8 +1,13 @@
-// A client in its own process (as real callers are): sequential POSTs, latencies in ms as JSON on stdout.
+// A client in its own process (as real callers are): sequential requests, latencies in ms as JSON on stdout.
+// Usage: node bench/http-client.mjs URL KEY N [BODY]   (with BODY: POST JSON; without: GET)
 const [url, key, n, body] = process.argv.slice(2);
-const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-const post = async () => { const r = await fetch(url, { method: 'POST', body, headers }); await r.text(); if (!r.ok) throw new Error(`HTTP ${r.status}`); };
-await post();
+const headers = { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) };
+const send = async () => {
+  const r = await fetch(url, { method: body ? 'POST' : 'GET', body, headers });
+  await r.arrayBuffer();
+  if (!r.ok) throw new Error(`HTTP ${r.status}`);
+};
+await send();
 const out = [];
-for (let i = 0; i < Number(n); i++) { const t = performance.now(); await post(); out.push(performance.now() - t); }
+for (let i = 0; i < Number(n); i++) { const t = performance.now(); await send(); out.push(performance.now() - t); }
 process.stdout.write(JSON.stringify(out));

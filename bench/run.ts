@@ -53,8 +53,8 @@ try {
   // Warm up: fill the scratch and cgroup pools and the page cache before anything is timed.
   for (let w = 0; w < 30; w++) await ctx.exec('true');
   // The server shares this process, so the client must not block it: an async child process.
-  const httpClient = async (body: unknown) => JSON.parse((await execFileAsync(process.execPath, ['bench/http-client.mjs',
-    `${t.server.url}/v1/contexts/bench/exec`, t.key, String(N), JSON.stringify(body)], { encoding: 'utf8' })).stdout) as number[];
+  const httpClient = async (body: unknown, url = `${t.server.url}/v1/contexts/bench/exec`) => JSON.parse((await execFileAsync(process.execPath,
+    ['bench/http-client.mjs', url, t.key, String(N), ...(body === undefined ? [] : [JSON.stringify(body)])], { encoding: 'utf8' })).stdout) as number[];
   const httpTrue = await httpClient({ command: 'true' });
   record('query true via HTTP (client in its own process), sequential', httpTrue, { name: 'bare bwrap', p50: bwrapP50 });
   record('query argv [true] via HTTP (client in its own process)', await httpClient({ argv: ['true'] }), { name: 'bare bwrap', p50: bwrapP50 });
@@ -73,6 +73,15 @@ try {
     { name: '1 version', p50: pct(freshSamples, 50) });
   record('query writing 1 MiB and 100 files', await time(Math.ceil(N / 4), () =>
     ctx.exec('head -c 1M /dev/urandom > /root/blob; for i in $(seq 100); do echo $i > /root/f$i; done')));
+  // Files without a sandbox against the same read as a query.
+  await ctx.exec('head -c 4096 /dev/urandom > /root/4k');
+  const catQuery = await httpClient({ argv: ['cat', '/root/4k'], commit: 'never' });
+  record('read a 4 KiB file via the files API (HTTP)', await httpClient(undefined, `${t.server.url}/v1/contexts/bench/files/root/4k`),
+    { name: 'cat as a query', p50: pct(catQuery, 50) });
+  record('read a 4 KiB file with cat as a query (HTTP)', catQuery);
+  const v1 = (await ctx.exec('echo one > /root/diff-me')).version;
+  const v2 = (await ctx.exec('echo two > /root/diff-me')).version;
+  record('diff of two versions 1 file apart (debian image)', await time(N, () => ctx.diff({ from: v1, to: v2 })));
   let i = 0;
   record('fork of a context', await time(N, () => ctx.fork(`bench-fork-${i++}`)));
 } finally {
