@@ -27,6 +27,7 @@ export async function buildApi(engine: Engine, log: Logger): Promise<FastifyInst
     bodyLimit: BODY_LIMIT,
     routerOptions: { maxParamLength: 4096 },
     requestTimeout: 0,
+    keepAliveTimeout: 5_000,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   });
   await app.register(swagger, {
