@@ -1,6 +1,6 @@
 import type { VersionCause } from '@shellbase/protocol';
 import type { CommittedLayer } from '../store/layers/types.js';
-import type { MetadataStore, VersionRow } from '../store/metadata/types.js';
+import type { MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { changesBetween } from './lineage.js';
@@ -44,7 +44,7 @@ export class Committer {
   private async commitLocked(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
     const createdAt = new Date().toISOString();
     const layerRow = { id: layer.layerId, kind: 'exec' as const, bytes: layer.bytes, createdAt };
-    const on = (parent: VersionRow): VersionRow => ({
+    const on = (parent: VersionRow): NewVersion => ({
       id: newId('v'), tenantId, parent: parent.id, depth: parent.depth + 1, layers: [...parent.layers, layer.layerId],
       changes: layer.changes, cause, bytes: layer.bytes, createdAt,
     });

@@ -1,7 +1,7 @@
 import type { Context, ExecRequest, ExecResult, Version } from '@shellbase/protocol';
 import { ShellbaseError, notFound } from '../errors.js';
 import { imageBuilt, imageInfo } from '../images/index.js';
-import type { ContextRow, VersionRow } from '../store/metadata/types.js';
+import type { ContextRow, NewVersion, VersionRow } from '../store/metadata/types.js';
 import { Committer } from './commit.js';
 import { ExecRunner, type ExecHooks } from './exec.js';
 import { Files } from './files/files.js';
@@ -70,7 +70,7 @@ export class Engine {
     const existing = await metadata.getVersion(id);
     if (existing) return existing;
     const now = new Date().toISOString();
-    const version: VersionRow = {
+    const version: NewVersion = {
       id, tenantId: SYSTEM_TENANT, parent: null, depth: 0, layers: [info.layerId], changes: null,
       cause: { kind: 'image' }, bytes: 0, createdAt: now,
     };

@@ -22,8 +22,10 @@ export async function diverge(md: MetadataStore, a: VersionRow, b: VersionRow): 
   while (x && y && x.id !== y.id) {
     const side = x.depth >= y.depth ? 0 : 1;
     const step: VersionRow = side === 0 ? x : y;
-    if (step.changes === null || step.parent === null) return null;
-    sets[side].push(step.changes);
+    if (step.parent === null) return null;
+    const changes = await md.versionChanges(step.id);
+    if (changes === null) return null;
+    sets[side].push(changes);
     const parent = await md.getVersion(step.parent);
     if (side === 0) x = parent; else y = parent;
   }

@@ -4,7 +4,6 @@ import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { runOk } from '../../util/proc.js';
-import { joinPath } from './paths.js';
 import { notADirectory, type Entry, type VersionView } from './view.js';
 
 /** Where a new entry goes: the deepest existing directory on its path, and what must be made below it. */
@@ -78,5 +77,3 @@ export async function whiteout(tree: string, entry: Entry, view: VersionView): P
   const file = path.join(makeParents(tree, p), p.name);
   await runOk('mknod', [file, 'c', '0', '0']);
 }
-
-export const describePath = (segments: readonly string[]) => joinPath(segments);

@@ -1,5 +1,5 @@
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { VersionRow } from '../../store/metadata/types.js';
+import type { NewVersion, VersionRow } from '../../store/metadata/types.js';
 import { newId } from '../../util/ids.js';
 import type { Committer } from '../commit.js';
 import type { Files } from '../files/files.js';
@@ -36,7 +36,7 @@ export class History {
       for (;;) {
         const head = await this.lookups.head(caller, name);
         if (head.id === target.id) return head;
-        const v: VersionRow = {
+        const v: NewVersion = {
           id: newId('v'), tenantId: caller.tenantId, parent: head.id, depth: head.depth + 1, layers: target.layers,
           changes: await changesBetween(this.deps.metadata, head, target), cause: { kind: 'reset', command: `reset to ${target.id}` },
           bytes: 0, createdAt: new Date().toISOString(),
@@ -98,7 +98,7 @@ export class History {
           bytes = layer.bytes;
           layerRow = { id: layer.layerId, kind: 'exec' as const, bytes, createdAt: new Date().toISOString() };
         }
-        const v: VersionRow = {
+        const v: NewVersion = {
           id: newId('v'), tenantId: caller.tenantId, parent: target.id, depth: target.depth + 1, layers, changes: d.b,
           cause: { kind: 'merge', command: `merge ${from}` }, bytes, createdAt: new Date().toISOString(),
         };

@@ -8,7 +8,8 @@ import type { Change } from '../layers/types.js';
  *
  * - A **version** is immutable in content: `layers` (bottom first) may be
  *   rewritten to an equal representation (squash), nothing else changes.
- *   `changes` lists the paths it changed over `parent` (null for an image).
+ *   Its change set (`versionChanges`: the paths it changed over `parent`,
+ *   null for an image) can be large, so it is read only where needed.
  * - A **context** is a tenant's named pointer to a head version. Heads move
  *   only by compare-and-set (`commitVersion`, `moveHead`).
  */
@@ -35,10 +36,14 @@ export interface VersionRow {
   /** Distance from the image version (0); lets lineage walks meet. */
   depth: number;
   layers: string[];
-  changes: Change[] | null;
   cause: VersionCause;
   bytes: number;
   createdAt: string;
+}
+
+/** A version as written: with its change set. */
+export interface NewVersion extends VersionRow {
+  changes: Change[] | null;
 }
 
 export interface LayerRow {
@@ -49,7 +54,7 @@ export interface LayerRow {
 }
 
 export interface CommitVersionOptions {
-  version: VersionRow;
+  version: NewVersion;
   /** A new layer the version introduces (recorded in the same transaction). */
   layer?: LayerRow;
   /** Move this context's head to the version if it still equals `expectedHead`. */
@@ -75,10 +80,12 @@ export interface MetadataStore {
   /** Inserts the version (and layer) and moves the head, all or nothing; false if the head moved. */
   commitVersion(options: CommitVersionOptions): Promise<boolean>;
   getVersion(id: string): Promise<VersionRow | null>;
+  /** The paths a version changed over its parent; null for an image (or an unknown version). */
+  versionChanges(id: string): Promise<Change[] | null>;
   /** `id` and its ancestors, newest first. */
   lineage(id: string, limit: number): Promise<VersionRow[]>;
   /** Makes sure an image's root version and layer rows exist. */
-  ensureImageVersion(version: VersionRow, layer: LayerRow): Promise<void>;
+  ensureImageVersion(version: NewVersion, layer: LayerRow): Promise<void>;
 
   /** Every layer id some version refers to or that is recorded (crash recovery keeps these). */
   layerIds(): Promise<Set<string>>;

@@ -1,19 +1,21 @@
 import Database from 'better-sqlite3';
-import type { ContextRow, CommitVersionOptions, LayerRow, MetadataStore, TenantRow, VersionRow } from '../types.js';
+import type { Change } from '../../layers/types.js';
+import type { ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, VersionRow } from '../types.js';
 import { MIGRATIONS } from './migrations.js';
 
 interface VersionRecord {
   id: string; tenant_id: string; parent: string | null; depth: number; layers: string;
-  changes: string | null; cause: string; bytes: number; created_at: string;
+  cause: string; bytes: number; created_at: string;
 }
+/** Every column of a version but its change set. */
+const VERSION_COLUMNS = 'id, tenant_id, parent, depth, layers, cause, bytes, created_at';
 interface ContextRecord {
   tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
 }
 interface TenantRecord { id: string; name: string; admin: number; created_at: string }
 
 const toVersion = (r: VersionRecord): VersionRow => ({
-  id: r.id, tenantId: r.tenant_id, parent: r.parent, depth: r.depth, layers: JSON.parse(r.layers),
-  changes: r.changes === null ? null : JSON.parse(r.changes), cause: JSON.parse(r.cause),
+  id: r.id, tenantId: r.tenant_id, parent: r.parent, depth: r.depth, layers: JSON.parse(r.layers), cause: JSON.parse(r.cause),
   bytes: r.bytes, createdAt: r.created_at,
 });
 const toContext = (r: ContextRecord): ContextRow => ({
@@ -96,7 +98,7 @@ export class SqliteMetadataStore implements MetadataStore {
     return this.db.prepare('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes === 1;
   }
 
-  private insertVersion(v: VersionRow): void {
+  private insertVersion(v: NewVersion): void {
     this.db.prepare(
       `INSERT INTO versions (id, tenant_id, parent, depth, layers, changes, cause, bytes, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -129,8 +131,13 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   async getVersion(id: string): Promise<VersionRow | null> {
-    const r = this.db.prepare('SELECT * FROM versions WHERE id = ?').get(id) as VersionRecord | undefined;
+    const r = this.db.prepare(`SELECT ${VERSION_COLUMNS} FROM versions WHERE id = ?`).get(id) as VersionRecord | undefined;
     return r ? toVersion(r) : null;
+  }
+
+  async versionChanges(id: string): Promise<Change[] | null> {
+    const r = this.db.prepare('SELECT changes FROM versions WHERE id = ?').get(id) as { changes: string | null } | undefined;
+    return r?.changes ? (JSON.parse(r.changes) as Change[]) : null;
   }
 
   async lineage(id: string, limit: number): Promise<VersionRow[]> {
@@ -141,12 +148,12 @@ export class SqliteMetadataStore implements MetadataStore {
          SELECT v.parent, c.n + 1 FROM versions v JOIN chain c ON v.id = c.id
          WHERE v.parent IS NOT NULL AND c.n + 1 < ?
        )
-       SELECT v.* FROM chain c JOIN versions v ON v.id = c.id ORDER BY c.n`,
+       SELECT ${VERSION_COLUMNS.split(', ').map((c) => `v.${c}`).join(', ')} FROM chain c JOIN versions v ON v.id = c.id ORDER BY c.n`,
     ).all(id, limit) as VersionRecord[];
     return rows.map(toVersion);
   }
 
-  async ensureImageVersion(version: VersionRow, layer: LayerRow): Promise<void> {
+  async ensureImageVersion(version: NewVersion, layer: LayerRow): Promise<void> {
     this.db.transaction(() => {
       this.insertLayer(layer);
       if (!this.db.prepare('SELECT 1 FROM versions WHERE id = ?').get(version.id)) this.insertVersion(version);
