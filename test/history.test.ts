@@ -31,6 +31,35 @@ describe('writes, deletes, diff, merge and reset', () => {
       '-rwxr-xr-x\ntool\n' + (await sh('w', 'ls /usr/bin | wc -l')));
   });
 
+  test('a write overlapping a change committed meanwhile is a 409 that keeps the attempt', async () => {
+    await put('race', '/root/shared', 'start\n');
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    // A slow upload: its layer is built over the head it read before the other write lands.
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode('slow '));
+        await held;
+        controller.enqueue(new TextEncoder().encode('writer\n'));
+        controller.close();
+      },
+    });
+    const slow = fetch(`${t.server.url}/v1/contexts/race/files/root/shared`, {
+      method: 'PUT', body, headers: { authorization: `Bearer ${t.key}` }, duplex: 'half',
+    } as RequestInit);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal((await put('race', '/root/shared', 'fast writer\n')).status, 200);
+    release();
+    const res = await slow;
+    const json = await res.json() as any;
+    assert.equal(res.status, 409, JSON.stringify(json));
+    assert.equal(json.error.code, 'conflict');
+    assert.deepEqual(json.error.details.paths, ['/root/shared']);
+    assert.equal(await sh('race', 'cat /root/shared'), 'fast writer\n');
+    const kept = await t.sb.context('race').at(json.error.details.version).files.read('/root/shared');
+    assert.equal(kept.toString(), 'slow writer\n', 'the attempted write is kept');
+  });
+
   test('bad writes change nothing', async () => {
     const head = (await t.sb.context('w').info()).head;
     assert.equal((await put('w', '/root', 'x')).status, 400, 'a directory');

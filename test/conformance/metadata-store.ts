@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { MetadataStore, NewVersion } from '../../packages/server/src/store/metadata/types.ts';
+
+const now = () => new Date().toISOString();
+const version = (id: string, parent: NewVersion | null, layers: string[], changes: NewVersion['changes'] = []): NewVersion => ({
+  id, tenantId: 't1', parent: parent?.id ?? null, depth: parent ? parent.depth + 1 : 0, layers, changes,
+  cause: { kind: parent ? 'exec' : 'image' }, bytes: 0, createdAt: now(),
+});
+
+/** The cases every MetadataStore dialect must pass. */
+export function metadataStoreConformance(name: string, make: () => Promise<{ md: MetadataStore; done: () => Promise<void> }>) {
+  const setup = async () => {
+    const { md, done } = await make();
+    await md.createTenant({ id: 't1', name: 'one', admin: false, createdAt: now() });
+    const root = version('v0', null, ['image:x:1'], null);
+    await md.ensureImageVersion(root, { id: 'image:x:1', kind: 'image', bytes: 0, createdAt: now() });
+    await md.createContext({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() });
+    return { md, done, root };
+  };
+
+  test(`${name}: heads move only by compare-and-set, all or nothing`, async () => {
+    const { md, done, root } = await setup();
+    try {
+      const a = version('va', root, ['image:x:1', 'la'], [['/a', 'f']]);
+      assert.equal(await md.commitVersion({ version: a, layer: { id: 'la', kind: 'exec', bytes: 1, createdAt: now() }, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }), true);
+      const b = version('vb', root, ['image:x:1', 'lb'], [['/b', 'f']]);
+      assert.equal(await md.commitVersion({ version: b, layer: { id: 'lb', kind: 'exec', bytes: 1, createdAt: now() }, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }), false);
+      assert.equal((await md.getContext('t1', 'c'))!.head, 'va');
+      assert.equal(await md.getVersion('vb'), null, 'the losing version was rolled back');
+      assert.equal((await md.layerIds()).has('lb'), false, 'and its layer row');
+      assert.equal(await md.commitVersion({ version: b }), true, 'unattached versions need no head');
+      assert.deepEqual(await md.versionChanges('va'), [['/a', 'f']]);
+      assert.equal(await md.versionChanges('v0'), null);
+    } finally { await done(); }
+  });
+
+  test(`${name}: contexts are unique per tenant; lineage is newest first`, async () => {
+    const { md, done, root } = await setup();
+    try {
+      assert.equal(await md.createContext({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }), false);
+      let prev = root;
+      for (let i = 1; i <= 5; i++) {
+        const v = version(`v${i}`, prev, [...prev.layers, `l${i}`]);
+        assert.ok(await md.commitVersion({ version: v, moveHead: { tenantId: 't1', context: 'c', expectedHead: prev.id } }));
+        prev = v;
+      }
+      assert.deepEqual((await md.lineage('v5', 100)).map((v) => v.id), ['v5', 'v4', 'v3', 'v2', 'v1', 'v0']);
+      assert.deepEqual((await md.lineage('v5', 2)).map((v) => v.id), ['v5', 'v4']);
+      assert.equal(await md.deleteContext('t1', 'c'), true);
+      assert.equal(await md.getContext('t1', 'c'), null);
+      assert.ok(await md.getVersion('v5'), 'versions outlive their context');
+    } finally { await done(); }
+  });
+
+  test(`${name}: a layer prefix is replaced exactly, never a longer id that starts alike`, async () => {
+    const { md, done, root } = await setup();
+    try {
+      const a = version('pa', root, ['image:x:1', 'l1', 'l2', 'l3']);
+      const b = version('pb', root, ['image:x:1', 'l1', 'l2x']);
+      const c = version('pc', root, ['image:x:1', 'l1', 'l2']);
+      for (const v of [a, b, c]) await md.commitVersion({ version: v });
+      const n = await md.replaceLayerPrefix(['image:x:1', 'l1', 'l2'], ['image:x:1', 'sq'], { id: 'sq', kind: 'squash', bytes: 0, createdAt: now() });
+      assert.equal(n, 2);
+      assert.deepEqual((await md.getVersion('pa'))!.layers, ['image:x:1', 'sq', 'l3']);
+      assert.deepEqual((await md.getVersion('pb'))!.layers, ['image:x:1', 'l1', 'l2x']);
+      assert.deepEqual((await md.getVersion('pc'))!.layers, ['image:x:1', 'sq']);
+      assert.ok((await md.layerIds()).has('sq'));
+    } finally { await done(); }
+  });
+
+  test(`${name}: keys map to tenants by hash`, async () => {
+    const { md, done } = await setup();
+    try {
+      await md.addApiKey('t1', 'hash-1');
+      assert.equal((await md.tenantForKey('hash-1'))!.id, 't1');
+      assert.equal(await md.tenantForKey('hash-2'), null);
+      assert.equal(await md.adminTenant(), null);
+    } finally { await done(); }
+  });
+}
