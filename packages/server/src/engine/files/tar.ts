@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { ShellbaseError } from '../../errors.js';
 import { scanLayer } from '../../store/layers/scan.js';
 import { makeParents, place } from './writer.js';
-import type { Entry, VersionView } from './view.js';
+import type { VersionView } from './view.js';
 
 /**
  * Unpacks a tar stream into `staging` with GNU tar inside a throw-away
@@ -37,10 +37,6 @@ export async function unpackTar(body: Readable, staging: string): Promise<void> 
   }
 }
 
-function resolveOrNull(view: VersionView, segments: readonly string[]): Entry | null {
-  try { return view.resolve(segments); } catch { return null; }
-}
-
 /**
  * Moves what was unpacked into the layer tree below `dir` (segments), each
  * entry placed as a write of that path would be: through symlinked parents of
@@ -53,7 +49,7 @@ export async function moveIntoLayer(staging: string, tree: string, view: Version
     const segments = [...dir, ...rel.slice(1).split('/')];
     if (type === 'd') {
       // A directory the version has (maybe behind a symlink, as /bin) keeps its own attributes.
-      const existing = resolveOrNull(view, segments);
+      const existing = view.find(segments);
       if (existing?.type === 'dir') {
         if (existing.segments.length > 0) {
           const p = place(view, existing.segments);

@@ -107,6 +107,14 @@ export class VersionView {
     return stack[stack.length - 1];
   }
 
+  /** As `resolve`, but null where the path cannot be resolved at all (a loop, a file used as a directory). */
+  find(segments: readonly string[], followLast = true): Entry | null {
+    try { return this.resolve(segments, followLast); } catch (e) {
+      if (e instanceof ShellbaseError && e.code === 'invalid_argument') return null;
+      throw e;
+    }
+  }
+
   /** Entries of a directory: the union of its layers, the topmost entry winning, whiteouts hiding. */
   list(dir: Entry): Entry[] {
     const seen = new Set<string>();

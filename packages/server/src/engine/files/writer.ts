@@ -15,6 +15,21 @@ export interface Placement {
   name: string;
 }
 
+/**
+ * The directories from the root down to `segments` (root excluded), each
+ * resolved without following it; null if one is missing or not a directory.
+ * Canonical segments (no symlinks, no `..`) resolve to themselves.
+ */
+export function ancestorsOf(view: VersionView, segments: readonly string[]): Entry[] | null {
+  const out: Entry[] = [];
+  for (let j = 1; j <= segments.length; j++) {
+    const e = view.find(segments.slice(0, j), false);
+    if (!e || e.type !== 'dir') return null;
+    out.push(e);
+  }
+  return out;
+}
+
 /** Finds where `segments` would be created, following symlinks on the way as the kernel would. */
 export function place(view: VersionView, segments: readonly string[]): Placement {
   if (segments.length === 0) throw invalid('the root cannot be written', 'name a file below /');
@@ -28,9 +43,7 @@ export function place(view: VersionView, segments: readonly string[]): Placement
     if (dir.type !== 'dir') throw notADirectory(dir.segments);
     const missing = parent.slice(i);
     if (missing.includes('..')) throw invalid('.. below a directory that does not exist', 'create the directory first');
-    const ancestors: Entry[] = [];
-    for (let j = 1; j <= dir.segments.length; j++) ancestors.push(view.resolve(dir.segments.slice(0, j), false)!);
-    return { ancestors, missing, name };
+    return { ancestors: ancestorsOf(view, dir.segments)!, missing, name };
   }
   throw new Error('unreachable: the root always exists');
 }
@@ -71,7 +84,7 @@ export async function writeFile(tree: string, p: Placement, body: Readable, mode
 export async function whiteout(tree: string, entry: Entry, view: VersionView): Promise<void> {
   const parent = entry.segments.slice(0, -1);
   const p: Placement = {
-    ancestors: parent.map((_, j) => view.resolve(parent.slice(0, j + 1), false)!),
+    ancestors: ancestorsOf(view, parent)!,
     missing: [], name: entry.segments[entry.segments.length - 1],
   };
   const file = path.join(makeParents(tree, p), p.name);

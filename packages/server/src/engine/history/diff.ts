@@ -14,9 +14,7 @@ export interface DiffChange {
   size?: number;
 }
 
-function lookup(view: VersionView, path: string): Entry | null {
-  try { return view.resolve(parsePath(path), false); } catch { return null; }
-}
+const lookup = (view: VersionView, path: string): Entry | null => view.find(parsePath(path), false);
 
 /** Compares two files of the same size chunk by chunk. */
 async function sameBytes(a: string, b: string, size: number): Promise<boolean> {
@@ -101,7 +99,7 @@ function walk(view: VersionView, dir: Entry, path: string): [string, Entry][] {
 /** A unified diff of one text file between two views (`diff -u`). */
 export async function unifiedDiff(views: [VersionView, VersionView], path: string): Promise<string> {
   const files = views.map((v) => {
-    const e = (() => { try { return v.resolve(parsePath(path)); } catch { return null; } })();
+    const e = v.find(parsePath(path));
     if (e && e.type !== 'file') {
       throw new ShellbaseError('invalid_argument', `${path} is not a regular file in both versions`, { hint: 'pass ?path= of a file' });
     }

@@ -6,7 +6,7 @@ import type { LayerStore, CommittedLayer } from '../../store/layers/types.js';
 import { runOk } from '../../util/proc.js';
 import { parsePath } from '../files/paths.js';
 import type { Entry, VersionView } from '../files/view.js';
-import { makeParents } from '../files/writer.js';
+import { ancestorsOf, makeParents } from '../files/writer.js';
 
 /** The layers of `version` above `ancestor`, when the first is a plain extension of the second. */
 export function layersAbove(version: readonly string[], ancestor: readonly string[]): string[] | null {
@@ -36,9 +36,9 @@ export async function materialize(layers: LayerStore, theirs: readonly Change[],
       if ([...done].some((d) => p.startsWith(`${d}/`))) continue;
       const segments = parsePath(p);
       const parentSegments = segments.slice(0, -1);
-      const ancestors = parentSegments.map((_, i) => source.resolve(parentSegments.slice(0, i + 1), false));
-      if (ancestors.some((a) => !a || a.type !== 'dir')) continue; // gone with a deleted parent, which covers it
-      const parent = makeParents(tree, { ancestors: ancestors as Entry[], missing: [], name: '' });
+      const ancestors = ancestorsOf(source, parentSegments);
+      if (!ancestors) continue; // gone with a deleted parent, whose own entry covers it
+      const parent = makeParents(tree, { ancestors, missing: [], name: '' });
       const target = path.join(parent, segments[segments.length - 1]);
       const e = source.resolve(segments, false);
       if (!e) { await runOk('mknod', [target, 'c', '0', '0']); done.add(p); continue; }
