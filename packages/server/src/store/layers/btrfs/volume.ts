@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, statfsSync, writeFileSync, closeSync, openSync, ftruncateSync } from 'node:fs';
 import path from 'node:path';
-import { runOk } from '../../../util/proc.js';
+import { run, runOk } from '../../../util/proc.js';
 
 const BTRFS_MAGIC = 0x9123683e;
 
@@ -54,5 +54,12 @@ async function enableQuota(mountPoint: string): Promise<void> {
 /** Unmounts the volume if it is the loop-mounted file of `openVolume` (never a host's own btrfs). */
 export async function closeVolume(mountPoint: string, imageFile: string): Promise<void> {
   if (!existsSync(imageFile) || mountedFsType(mountPoint) !== 'btrfs') return;
-  await runOk('umount', [mountPoint]);
+  // A helper that has just exited may still hold the file system for a moment.
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const r = await run('umount', [mountPoint]);
+    if (r.code === 0 || mountedFsType(mountPoint) !== 'btrfs') return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  // Still busy after 2 s: detach it now; the kernel finishes when the last user lets go.
+  await runOk('umount', ['--lazy', mountPoint]);
 }
