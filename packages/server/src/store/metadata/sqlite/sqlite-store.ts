@@ -36,6 +36,15 @@ export class SqliteMetadataStore implements MetadataStore {
     this.migrate();
   }
 
+  private readonly statements = new Map<string, Database.Statement>();
+
+  /** A prepared statement, compiled once per SQL text. */
+  private stmt(sql: string): Database.Statement {
+    let st = this.statements.get(sql);
+    if (!st) { st = this.db.prepare(sql); this.statements.set(sql, st); }
+    return st;
+  }
+
   private migrate(): void {
     const current = this.db.pragma('user_version', { simple: true }) as number;
     if (current > MIGRATIONS.length) {
@@ -52,54 +61,54 @@ export class SqliteMetadataStore implements MetadataStore {
   async close(): Promise<void> { this.db.close(); }
 
   async createTenant(t: TenantRow): Promise<void> {
-    this.db.prepare('INSERT INTO tenants (id, name, admin, created_at) VALUES (?, ?, ?, ?)')
+    this.stmt('INSERT INTO tenants (id, name, admin, created_at) VALUES (?, ?, ?, ?)')
       .run(t.id, t.name, t.admin ? 1 : 0, t.createdAt);
   }
 
   async getTenant(id: string): Promise<TenantRow | null> {
-    const r = this.db.prepare('SELECT * FROM tenants WHERE id = ?').get(id) as TenantRecord | undefined;
+    const r = this.stmt('SELECT * FROM tenants WHERE id = ?').get(id) as TenantRecord | undefined;
     return r ? toTenant(r) : null;
   }
 
   async addApiKey(tenantId: string, keyHash: string): Promise<void> {
-    this.db.prepare('INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)')
+    this.stmt('INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)')
       .run(keyHash, tenantId, new Date().toISOString());
   }
 
   async tenantForKey(keyHash: string): Promise<TenantRow | null> {
-    const r = this.db.prepare(
+    const r = this.stmt(
       'SELECT t.* FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ? AND k.revoked_at IS NULL',
     ).get(keyHash) as TenantRecord | undefined;
     return r ? toTenant(r) : null;
   }
 
   async adminTenant(): Promise<TenantRow | null> {
-    const r = this.db.prepare('SELECT * FROM tenants WHERE admin = 1 ORDER BY created_at LIMIT 1').get() as TenantRecord | undefined;
+    const r = this.stmt('SELECT * FROM tenants WHERE admin = 1 ORDER BY created_at LIMIT 1').get() as TenantRecord | undefined;
     return r ? toTenant(r) : null;
   }
 
   async getContext(tenantId: string, name: string): Promise<ContextRow | null> {
-    const r = this.db.prepare('SELECT * FROM contexts WHERE tenant_id = ? AND name = ?').get(tenantId, name) as ContextRecord | undefined;
+    const r = this.stmt('SELECT * FROM contexts WHERE tenant_id = ? AND name = ?').get(tenantId, name) as ContextRecord | undefined;
     return r ? toContext(r) : null;
   }
 
   async listContexts(tenantId: string): Promise<ContextRow[]> {
-    return (this.db.prepare('SELECT * FROM contexts WHERE tenant_id = ? ORDER BY name').all(tenantId) as ContextRecord[]).map(toContext);
+    return (this.stmt('SELECT * FROM contexts WHERE tenant_id = ? ORDER BY name').all(tenantId) as ContextRecord[]).map(toContext);
   }
 
   async createContext(c: ContextRow): Promise<boolean> {
-    const r = this.db.prepare(
+    const r = this.stmt(
       'INSERT OR IGNORE INTO contexts (tenant_id, name, head, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)',
     ).run(c.tenantId, c.name, c.head, c.image, c.createdAt, c.updatedAt);
     return r.changes === 1;
   }
 
   async deleteContext(tenantId: string, name: string): Promise<boolean> {
-    return this.db.prepare('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes === 1;
+    return this.stmt('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes === 1;
   }
 
   private insertVersion(v: NewVersion): void {
-    this.db.prepare(
+    this.stmt(
       `INSERT INTO versions (id, tenant_id, parent, depth, layers, changes, cause, bytes, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(v.id, v.tenantId, v.parent, v.depth, JSON.stringify(v.layers),
@@ -107,7 +116,7 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   private insertLayer(l: LayerRow): void {
-    this.db.prepare('INSERT OR IGNORE INTO layers (id, kind, bytes, created_at) VALUES (?, ?, ?, ?)')
+    this.stmt('INSERT OR IGNORE INTO layers (id, kind, bytes, created_at) VALUES (?, ?, ?, ?)')
       .run(l.id, l.kind, l.bytes, l.createdAt);
   }
 
@@ -118,7 +127,7 @@ export class SqliteMetadataStore implements MetadataStore {
         if (layer) this.insertLayer(layer);
         this.insertVersion(version);
         if (!moveHead) return;
-        const moved = this.db.prepare(
+        const moved = this.stmt(
           'UPDATE contexts SET head = ?, updated_at = ? WHERE tenant_id = ? AND name = ? AND head = ?',
         ).run(version.id, version.createdAt, moveHead.tenantId, moveHead.context, moveHead.expectedHead);
         if (moved.changes !== 1) throw headMoved; // rolls the whole transaction back
@@ -131,17 +140,17 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   async getVersion(id: string): Promise<VersionRow | null> {
-    const r = this.db.prepare(`SELECT ${VERSION_COLUMNS} FROM versions WHERE id = ?`).get(id) as VersionRecord | undefined;
+    const r = this.stmt(`SELECT ${VERSION_COLUMNS} FROM versions WHERE id = ?`).get(id) as VersionRecord | undefined;
     return r ? toVersion(r) : null;
   }
 
   async versionChanges(id: string): Promise<Change[] | null> {
-    const r = this.db.prepare('SELECT changes FROM versions WHERE id = ?').get(id) as { changes: string | null } | undefined;
+    const r = this.stmt('SELECT changes FROM versions WHERE id = ?').get(id) as { changes: string | null } | undefined;
     return r?.changes ? (JSON.parse(r.changes) as Change[]) : null;
   }
 
   async lineage(id: string, limit: number): Promise<VersionRow[]> {
-    const rows = this.db.prepare(
+    const rows = this.stmt(
       `WITH RECURSIVE chain(id, n) AS (
          SELECT ?, 0
          UNION ALL
@@ -156,14 +165,14 @@ export class SqliteMetadataStore implements MetadataStore {
   async ensureImageVersion(version: NewVersion, layer: LayerRow): Promise<void> {
     this.db.transaction(() => {
       this.insertLayer(layer);
-      if (!this.db.prepare('SELECT 1 FROM versions WHERE id = ?').get(version.id)) this.insertVersion(version);
+      if (!this.stmt('SELECT 1 FROM versions WHERE id = ?').get(version.id)) this.insertVersion(version);
     })();
   }
 
   async layerIds(): Promise<Set<string>> {
     const ids = new Set<string>();
-    for (const r of this.db.prepare('SELECT id FROM layers').all() as { id: string }[]) ids.add(r.id);
-    for (const r of this.db.prepare('SELECT layers FROM versions').all() as { layers: string }[]) {
+    for (const r of this.stmt('SELECT id FROM layers').all() as { id: string }[]) ids.add(r.id);
+    for (const r of this.stmt('SELECT layers FROM versions').all() as { layers: string }[]) {
       for (const id of JSON.parse(r.layers) as string[]) ids.add(id);
     }
     return ids;
@@ -174,7 +183,7 @@ export class SqliteMetadataStore implements MetadataStore {
     const to = JSON.stringify(replacement).slice(0, -1);
     return this.db.transaction(() => {
       this.insertLayer(layer);
-      return this.db.prepare(
+      return this.stmt(
         `UPDATE versions SET layers = ? || substr(layers, ?)
          WHERE substr(layers, 1, ?) = ? AND substr(layers, ? + 1, 1) IN (',', ']')`,
       ).run(to, from.length + 1, from.length, from, from.length).changes;
