@@ -171,6 +171,23 @@ describe('writes, deletes, diff, merge and reset', () => {
     }
   });
 
+  test('merging the same fork again uses the last merge as its base', async () => {
+    const main = t.sb.context('rm');
+    await main.exec('mkdir -p /app && echo v1 > /app/keep && echo v1 > /app/other');
+    const fork = await main.fork('rm-fork');
+    await fork.exec('echo fork > /app/keep');
+    assert.equal((await t.http('POST', '/v1/contexts/rm/merge', { body: { from: 'rm-fork' } })).status, 200);
+    await main.exec('echo main-again > /app/keep');
+    await fork.exec('echo fork > /app/other');
+    const again = await t.http('POST', '/v1/contexts/rm/merge', { body: { from: 'rm-fork' } });
+    assert.equal(again.status, 200, `the fork's first change is already merged: ${again.text}`);
+    assert.equal(await sh('rm', 'cat /app/keep /app/other'), 'main-again\nfork\n');
+    // And back: the fork takes main's side without conflict.
+    const back = await t.http('POST', '/v1/contexts/rm-fork/merge', { body: { from: 'rm' } });
+    assert.equal(back.status, 200, back.text);
+    assert.equal(await sh('rm-fork', 'cat /app/keep /app/other'), 'main-again\nfork\n');
+  });
+
   test('merge into an untouched target fast-forwards', async () => {
     const base = t.sb.context('ff');
     await base.exec('echo 1 > /one');

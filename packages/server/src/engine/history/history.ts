@@ -99,7 +99,8 @@ export class History {
           layerRow = { id: layer.layerId, kind: 'exec' as const, bytes, createdAt: new Date().toISOString() };
         }
         const v: NewVersion = {
-          id: newId('v'), tenantId: caller.tenantId, parent: target.id, depth: target.depth + 1, layers, changes: d.b,
+          id: newId('v'), tenantId: caller.tenantId, parent: target.id, merged: source.id,
+          depth: Math.max(target.depth, source.depth) + 1, layers, changes: d.b,
           cause: { kind: 'merge', command: `merge ${from}` }, bytes, createdAt: new Date().toISOString(),
         };
         if (await this.deps.metadata.commitVersion({ version: v, layer: layerRow, moveHead })) return { version: v.id };

@@ -33,7 +33,9 @@ export interface VersionRow {
   id: string;
   tenantId: string;
   parent: string | null;
-  /** Distance from the image version (0); lets lineage walks meet. */
+  /** For a merge: the merged source's head, a second parent. */
+  merged?: string | null;
+  /** Greater than every parent's depth (the image version is 0); orders lineage walks. */
   depth: number;
   layers: string[];
   cause: VersionCause;

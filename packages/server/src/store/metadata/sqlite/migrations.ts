@@ -43,4 +43,6 @@ export const MIGRATIONS: string[] = [
      updated_at TEXT NOT NULL,
      PRIMARY KEY (tenant_id, name)
    );`,
+  // 2: a merge version's second parent (the merged source's head).
+  `ALTER TABLE versions ADD COLUMN merged TEXT REFERENCES versions(id);`,
 ];

@@ -4,18 +4,18 @@ import type { ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVers
 import { MIGRATIONS } from './migrations.js';
 
 interface VersionRecord {
-  id: string; tenant_id: string; parent: string | null; depth: number; layers: string;
+  id: string; tenant_id: string; parent: string | null; merged: string | null; depth: number; layers: string;
   cause: string; bytes: number; created_at: string;
 }
 /** Every column of a version but its change set. */
-const VERSION_COLUMNS = 'id, tenant_id, parent, depth, layers, cause, bytes, created_at';
+const VERSION_COLUMNS = 'id, tenant_id, parent, merged, depth, layers, cause, bytes, created_at';
 interface ContextRecord {
   tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
 }
 interface TenantRecord { id: string; name: string; admin: number; created_at: string }
 
 const toVersion = (r: VersionRecord): VersionRow => ({
-  id: r.id, tenantId: r.tenant_id, parent: r.parent, depth: r.depth, layers: JSON.parse(r.layers), cause: JSON.parse(r.cause),
+  id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, depth: r.depth, layers: JSON.parse(r.layers), cause: JSON.parse(r.cause),
   bytes: r.bytes, createdAt: r.created_at,
 });
 const toContext = (r: ContextRecord): ContextRow => ({
@@ -109,9 +109,9 @@ export class SqliteMetadataStore implements MetadataStore {
 
   private insertVersion(v: NewVersion): void {
     this.stmt(
-      `INSERT INTO versions (id, tenant_id, parent, depth, layers, changes, cause, bytes, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(v.id, v.tenantId, v.parent, v.depth, JSON.stringify(v.layers),
+      `INSERT INTO versions (id, tenant_id, parent, merged, depth, layers, changes, cause, bytes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(v.id, v.tenantId, v.parent, v.merged ?? null, v.depth, JSON.stringify(v.layers),
       v.changes === null ? null : JSON.stringify(v.changes), JSON.stringify(v.cause), v.bytes, v.createdAt);
   }
 
