@@ -115,7 +115,7 @@ static void start(uint32_t id, char *payload, uint32_t len) {
     dup2(in, 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
-    execv(argv[0], argv);
+    execvp(argv[0], argv);
     _exit(127);
   }
   close(in);

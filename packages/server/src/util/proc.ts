@@ -1,8 +1,8 @@
-import { spawn, type SpawnOptions } from 'node:child_process';
+import { spawner } from './spawner.js';
 
-export interface RunOptions extends SpawnOptions {
+export interface RunOptions {
   /** Bytes written to the child's stdin. */
-  input?: string | Buffer;
+  input?: string;
   /** Called with each chunk of stdout and stderr as it arrives (progress display). */
   onOutput?: (chunk: Buffer, stream: 'stdout' | 'stderr') => void;
 }
@@ -14,21 +14,20 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs a host tool to completion, collecting its output. Never throws for a non-zero exit. */
-export function run(cmd: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-  const { input, onOutput, ...spawnOptions } = options;
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], ...spawnOptions });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout?.on('data', (c: Buffer) => { out.push(c); onOutput?.(c, 'stdout'); });
-    child.stderr?.on('data', (c: Buffer) => { err.push(c); onOutput?.(c, 'stderr'); });
-    child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }));
-    child.stdin?.on('error', () => undefined); // the tool may exit without reading its input
-    child.stdin?.end(input);
+/**
+ * Runs a host tool to completion through the spawner (the server never forks
+ * itself), collecting its output. Never throws for a non-zero exit.
+ */
+export async function run(cmd: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  const proc = spawner.start([cmd, ...args], options.input, {
+    // Frames are slices of the spawner's read buffer: copy what is kept.
+    onStdout: (c) => { out.push(Buffer.from(c)); options.onOutput?.(c, 'stdout'); },
+    onStderr: (c) => { err.push(Buffer.from(c)); options.onOutput?.(c, 'stderr'); },
   });
+  const { code, signal } = await proc.exited;
+  return { code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() };
 }
 
 /** Runs a host tool and throws with its stderr if it fails. */

@@ -5,7 +5,7 @@ import type { CgroupDriver } from '../cgroups/index.js';
 import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
 import { bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
-import { Spawner } from './spawner.js';
+import { spawner } from '../../util/spawner.js';
 
 const SIGNAL_NAMES = new Map<number, string>(
   Object.entries(constants.signals).map(([name, n]) => [n, name]),
@@ -18,8 +18,6 @@ const SIGNAL_NAMES = new Map<number, string>(
  * sandbox's pid namespace and with it every process of the query.
  */
 export class BwrapRuntime implements Runtime {
-  private readonly spawner = new Spawner();
-
   constructor(private readonly cgroups: CgroupDriver) {}
 
   recover(): Promise<number> {
@@ -29,7 +27,6 @@ export class BwrapRuntime implements Runtime {
   private readonly removals = new Set<Promise<void>>();
 
   async close(): Promise<void> {
-    this.spawner.close();
     await Promise.all([...this.removals]);
     return this.cgroups.close();
   }
@@ -47,7 +44,7 @@ export class BwrapRuntime implements Runtime {
     const started = performance.now();
     const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
     const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
-    const spawned = this.spawner.start([SBX, ...args], spec.stdin, {
+    const spawned = spawner.start([SBX, ...args], spec.stdin, {
       onStdout: (c) => stdout.push(c),
       onStderr: (c) => stderr.push(c),
     });

@@ -9,7 +9,7 @@ export interface ScanResult {
 
 /** Lists every entry of a layer tree with `sbx scan` (one process, no per-file syscalls from JS). */
 export async function scanLayer(dir: string): Promise<ScanResult> {
-  const out = await runOk(SBX, ['scan', dir], { maxBuffer: Infinity } as never);
+  const out = await runOk(SBX, ['scan', dir]);
   const changes: Change[] = [];
   let bytes = 0;
   let start = 0;

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { constants } from 'node:os';
-import { SBX_SPAWNER } from '../../util/native.js';
+import { SBX_SPAWNER } from './native.js';
 
 export interface SpawnHandlers {
   onStdout(chunk: Buffer): void;
@@ -33,8 +33,8 @@ const SIGNALS = new Map<number, NodeJS.Signals>(
 /**
  * Starts processes through `sbx-spawner`, one long-lived small process that
  * forks on our behalf, so the server (whose fork would copy a large address
- * space on the event loop) never forks per query. Frames are described in
- * native/spawner.c.
+ * space on the event loop) never forks per query or per helper tool. Frames
+ * are described in native/spawner.c. Programs are looked up in PATH.
  */
 export class Spawner {
   private child: ChildProcessByStdio<Writable, Readable, null> | null = null;
@@ -45,6 +45,9 @@ export class Spawner {
   private ensure(): ChildProcessByStdio<Writable, Readable, null> {
     if (this.child) return this.child;
     const child = spawn(SBX_SPAWNER, [], { stdio: ['pipe', 'pipe', 'inherit'] });
+    // Only pending work keeps the process alive (a one-shot CLI command must be able to exit).
+    child.unref();
+    (child.stdout as unknown as { unref(): void }).unref();
     child.stdout.on('data', (c: Buffer) => this.onData(c));
     child.on('exit', () => {
       if (this.child === child) this.child = null;
@@ -65,6 +68,7 @@ export class Spawner {
     const len = Buffer.alloc(4);
     len.writeUInt32LE(input.length);
     const exited = new Promise<Exit>((resolve, reject) => this.pending.set(id, { ...handlers, resolve, reject }));
+    this.hold(child, true);
     child.stdin.write(frame(id, 'S', Buffer.concat([args, len, input])));
     return {
       exited,
@@ -90,7 +94,13 @@ export class Spawner {
       else if (type === 'X') { this.pending.delete(id); p.resolve(decodeStatus(payload.readInt32LE(0))); }
       else if (type === 'F') { this.pending.delete(id); p.reject(new Error(`spawn failed: errno ${payload.readUInt32LE(0)}`)); }
     }
+    if (this.pending.size === 0 && this.child) this.hold(this.child, false);
     this.buffered = this.buffered.subarray(off);
+  }
+
+  private hold(child: ChildProcessByStdio<Writable, Readable, null>, on: boolean): void {
+    const out = child.stdout as unknown as { ref(): void; unref(): void };
+    if (on) out.ref(); else out.unref();
   }
 
   /** Ends the spawner (its children die with it). */
@@ -114,3 +124,6 @@ function decodeStatus(status: number): Exit {
   if (sig === 0) return { code: (status >> 8) & 0xff, signal: null };
   return { code: null, signal: SIGNALS.get(sig) ?? 'SIGKILL' };
 }
+
+/** The process-wide spawner that helper tools (`run` in util/proc.ts) and sandboxes share. */
+export const spawner = new Spawner();
