@@ -89,6 +89,22 @@ describe('HTTP API: auth, errors and contexts', () => {
     assert.equal((await t.http('GET', '/v1/contexts/big')).status, 404);
   });
 
+  test('GET /metrics counts queries by outcome, in Prometheus format', async () => {
+    const count = async (labels: string) => {
+      const r = await t.http('GET', '/metrics', { key: null });
+      assert.equal(r.status, 200);
+      const line = r.text.split('\n').find((l) => l.startsWith(`shellbase_queries_total{${labels}}`));
+      return line ? Number(line.split(' ').pop()) : 0;
+    };
+    const ok = await count('outcome="ok",commit="committed"');
+    const failed = await count('outcome="failed",commit="nothing"');
+    await t.sb.context('metered').exec('echo x > /x');
+    await t.sb.context('metered').exec('exit 3');
+    assert.equal(await count('outcome="ok",commit="committed"'), ok + 1);
+    assert.equal(await count('outcome="failed",commit="nothing"'), failed + 1);
+    assert.match((await t.http('GET', '/metrics', { key: null })).text, /shellbase_query_duration_seconds_bucket/);
+  });
+
   test('openapi document lists the routes', async () => {
     const r = await t.http('GET', '/v1/openapi.json');
     assert.equal(r.status, 200);

@@ -7,6 +7,7 @@ import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
 import { imageRootfs } from './images/index.js';
+import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsLayerStore } from './store/layers/index.js';
 import { SqliteMetadataStore } from './store/metadata/index.js';
@@ -41,10 +42,11 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   // Cgroups are named per data directory, so servers over different homes never touch each other's.
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
   const runtime = new BwrapRuntime(cgroupDriver(instance));
-  const engine = new Engine({ config, metadata, layers, runtime, log });
+  const meter = new PrometheusMeter();
+  const engine = new Engine({ config, metadata, layers, runtime, log, meter });
   await engine.recover();
   const adminKeyFile = await ensureAdmin(metadata, config.home);
-  const app = await buildApi(engine, log);
+  const app = await buildApi(engine, log, meter.registry);
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;

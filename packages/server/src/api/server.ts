@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { Engine } from '../engine/engine.js';
 import type { Caller } from '../engine/types.js';
 import { ShellbaseError } from '../errors.js';
@@ -21,7 +22,7 @@ declare module 'fastify' {
 export const BODY_LIMIT = 10 * 1024 * 1024;
 
 /** The HTTP API: parses requests into engine calls; the engine never sees Fastify. */
-export async function buildApi(engine: Engine, log: Logger): Promise<FastifyInstance> {
+export async function buildApi(engine: Engine, log: Logger, metrics: Registry): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -51,6 +52,9 @@ export async function buildApi(engine: Engine, log: Logger): Promise<FastifyInst
   });
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
+  // Prometheus scrapes without a key, as it does /healthz (the server listens on loopback by default).
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
+    reply.type(metrics.contentType).send(await metrics.metrics()));
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   contextRoutes(app, engine);
   execRoutes(app, engine);

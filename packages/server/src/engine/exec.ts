@@ -1,6 +1,7 @@
 import type { ExecRequest, ExecResult } from '@shellbase/protocol';
 import type { Limits } from '../config.js';
 import { invalid } from '../errors.js';
+import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { ContextRow, VersionRow } from '../store/metadata/types.js';
@@ -60,10 +61,12 @@ export class ExecRunner {
       if (retries > 0) result.retries = retries;
       if (!layer || !wantsCommit(req.commit ?? 'always', run)) {
         if (layer) await this.deps.layers.remove(layer.layerId);
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, layer ? 'discarded' : 'nothing');
         return result;
       }
       const outcome = await this.committer.commit(caller.tenantId, name, base, layer, { kind: 'exec', command: describe(req) });
       applyOutcome(result, outcome);
+      this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
       if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
       if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
         return result;
@@ -105,6 +108,13 @@ function commandOf(req: ExecRequest): string[] {
 function describe(req: ExecRequest): string {
   const text = req.command ?? JSON.stringify(req.argv);
   return text.length > 1000 ? `${text.slice(0, 1000)}…` : text;
+}
+
+function outcomeOf(run: SandboxResult): QueryOutcome {
+  if (run.timedOut) return 'timeout';
+  if (run.oomKilled) return 'oom';
+  if (run.aborted) return 'aborted';
+  return run.exitCode === 0 ? 'ok' : 'failed';
 }
 
 function wantsCommit(mode: string, run: SandboxResult): boolean {

@@ -63,6 +63,7 @@ export class Squasher {
       const rewritten = await metadata.replaceLayerPrefix(prefix, [image, squashed.layerId], {
         id: squashed.layerId, kind: 'squash', bytes: squashed.bytes, createdAt: new Date().toISOString(),
       });
+      this.deps.meter.squashed(rest.length);
       log.info({ version: version.id, layers: rest.length, rewritten, ms: Math.round(performance.now() - started) }, 'squashed layers');
       return rewritten;
     });

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
 import type { LayerStore } from '../store/layers/types.js';
 import type { MetadataStore } from '../store/metadata/types.js';
+import type { Meter } from '../meter/types.js';
 import type { Runtime } from '../runtime/types.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
@@ -16,6 +17,7 @@ export interface EngineDeps {
   layers: LayerStore;
   runtime: Runtime;
   log: Logger;
+  meter: Meter;
 }
 
 /** Tenant id of versions every tenant may read: the root versions of images. */

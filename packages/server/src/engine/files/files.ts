@@ -61,6 +61,7 @@ export class Files {
 
   async read(caller: Caller, name: string, path: string, version?: string): Promise<ReadResult> {
     const segments = parsePath(path);
+    this.deps.meter.fileOperation('read');
     const { view, version: v } = await this.view(caller, name, version);
     const e = view.resolve(segments);
     if (!e) throw notFound('path', path);
@@ -81,6 +82,7 @@ export class Files {
 
   async write(caller: Caller, name: string, path: string, body: Readable, mode = 0o644): Promise<{ version: string }> {
     const segments = parsePath(path);
+    this.deps.meter.fileOperation('write');
     return this.change(caller, name, `write ${joinPath(segments)}`, async (view, tree) => {
       const existing = view.resolve(segments);
       if (existing?.type === 'dir') throw invalid(`${path} is a directory`, 'write to a file path');
@@ -92,6 +94,7 @@ export class Files {
   /** Unpacks a tar stream below directory `path` as one version. */
   async writeTar(caller: Caller, name: string, path: string, body: Readable): Promise<{ version: string }> {
     const segments = parsePath(path);
+    this.deps.meter.fileOperation('tar');
     return this.change(caller, name, `upload tar to ${joinPath(segments)}`, async (view, tree, staging) => {
       const existing = view.resolve(segments);
       if (existing && existing.type !== 'dir') throw notADirectory(existing.segments);
@@ -102,6 +105,7 @@ export class Files {
 
   async remove(caller: Caller, name: string, path: string, recursive = false): Promise<{ version: string }> {
     const segments = parsePath(path);
+    this.deps.meter.fileOperation('delete');
     return this.change(caller, name, `delete ${joinPath(segments)}`, async (view, tree) => {
       const e = view.resolve(segments, false);
       if (!e) throw notFound('path', path);

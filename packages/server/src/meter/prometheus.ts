@@ -1,0 +1,43 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { CommitResult, Meter, QueryOutcome } from './types.js';
+
+/** The engine's meter as Prometheus metrics, served at GET /metrics. */
+export class PrometheusMeter implements Meter {
+  readonly registry = new Registry();
+  private readonly queries = new Counter({
+    name: 'shellbase_queries_total', help: 'Queries run, by outcome and what their commit did.',
+    labelNames: ['outcome', 'commit'] as const, registers: [this.registry],
+  });
+  private readonly queryDuration = new Histogram({
+    name: 'shellbase_query_duration_seconds', help: 'Wall time of a query sandbox, from start to exit.',
+    buckets: [0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300], registers: [this.registry],
+  });
+  private readonly files = new Counter({
+    name: 'shellbase_file_operations_total', help: 'Files API operations (no sandbox).',
+    labelNames: ['op'] as const, registers: [this.registry],
+  });
+  private readonly squashes = new Counter({
+    name: 'shellbase_squashes_total', help: 'Layer chains squashed.', registers: [this.registry],
+  });
+  private readonly squashedLayers = new Counter({
+    name: 'shellbase_squashed_layers_total', help: 'Layers folded into squashed layers.', registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'shellbase_' });
+  }
+
+  queryEnded(outcome: QueryOutcome, wallMs: number, commit: CommitResult): void {
+    this.queries.inc({ outcome, commit });
+    this.queryDuration.observe(wallMs / 1000);
+  }
+
+  fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void {
+    this.files.inc({ op });
+  }
+
+  squashed(layers: number): void {
+    this.squashes.inc();
+    this.squashedLayers.inc(layers);
+  }
+}

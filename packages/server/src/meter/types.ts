@@ -1,0 +1,14 @@
+/**
+ * What the engine reports as it works, for metrics (and, with tenants,
+ * the usage ledger). The engine calls these; it knows nothing of Prometheus.
+ */
+export type QueryOutcome = 'ok' | 'failed' | 'timeout' | 'oom' | 'aborted';
+export type CommitResult = 'committed' | 'conflict' | 'nothing' | 'discarded';
+
+export interface Meter {
+  queryEnded(outcome: QueryOutcome, wallMs: number, commit: CommitResult): void;
+  fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void;
+  squashed(layers: number): void;
+}
+
+export const noMeter: Meter = { queryEnded() {}, fileOperation() {}, squashed() {} };
