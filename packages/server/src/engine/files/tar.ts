@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { ShellbaseError } from '../../errors.js';
 import { scanLayer } from '../../store/layers/scan.js';
-import { makeParents, place } from './writer.js';
+import { ancestorsOf, makeParents, place } from './writer.js';
 import type { VersionView } from './view.js';
 
 /**
@@ -51,10 +51,7 @@ export async function moveIntoLayer(staging: string, tree: string, view: Version
       // A directory the version has (maybe behind a symlink, as /bin) keeps its own attributes.
       const existing = view.find(segments);
       if (existing?.type === 'dir') {
-        if (existing.segments.length > 0) {
-          const p = place(view, existing.segments);
-          mkdirSync(path.join(makeParents(tree, p), p.name), { recursive: true });
-        }
+        makeParents(tree, { ancestors: ancestorsOf(view, existing.segments)!, missing: [], name: '' });
         continue;
       }
     }
