@@ -105,6 +105,15 @@ describe('SDK errors and the CLI', () => {
     rmSync(`${local}.back`, { force: true });
   });
 
+  test('CLI tenant create prints a key that works; tenant ls lists it', async () => {
+    const created = await cli('tenant', 'create', 'cli-tenant');
+    assert.equal(created.code, 0, created.stderr);
+    const key = created.stdout.trim();
+    const other = new Shellbase({ url: t.server.url, apiKey: key });
+    assert.deepEqual(await other.contexts.list(), []);
+    assert.match((await cli('tenant', 'ls')).stdout, /^cli-tenant\s+t_/m);
+  });
+
   test('usage errors exit 2, server errors exit 1 with the code', async () => {
     assert.equal((await cli('exec')).code, 2);
     assert.equal((await cli('frobnicate')).code, 2);

@@ -2,7 +2,7 @@
 import { buildImage, imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
 import { ShellbaseError } from '@shellbase/sdk';
 import { parseArgs } from './args.js';
-import { UsageError, contexts, exec, fork, log } from './commands/client.js';
+import { UsageError, contexts, exec, fork, log, tenant } from './commands/client.js';
 import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
 import { serve } from './commands/serve.js';
 
@@ -19,6 +19,7 @@ const USAGE = `shellbase: serverless sandboxes over versioned file systems
   shellbase diff CTX [FROM] [TO] [--path /file]
   shellbase merge FROM INTO
   shellbase reset CTX VERSION
+  shellbase tenant create NAME | shellbase tenant ls   (admin key)
   shellbase image build [NAME]
 
 Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
@@ -38,6 +39,7 @@ async function main(argv: string[]): Promise<number> {
     case 'diff': return diff(args);
     case 'merge': return merge(args);
     case 'reset': return reset(args);
+    case 'tenant': return tenant(args);
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
       {

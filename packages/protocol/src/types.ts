@@ -111,3 +111,10 @@ export interface DiffResult {
   /** With `path`: a unified diff of that file. */
   patch?: string;
 }
+
+export interface Tenant {
+  id: string;
+  name: string;
+  admin: boolean;
+  createdAt: string;
+}

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isErrorCode, type Context, type ErrorBody } from '@shellbase/protocol';
+import { isErrorCode, type Context, type ErrorBody, type Tenant } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { errorFromBody } from './errors.js';
 
@@ -47,6 +47,12 @@ export class Shellbase {
     create: (body: { name: string; image?: string; from?: { context: string; version?: string } }): Promise<Context> =>
       this.json('POST', '/v1/contexts', { body }),
     delete: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/contexts/${encodeURIComponent(name)}`); },
+  };
+
+  /** Tenants and their API keys (admin key only). */
+  readonly tenants = {
+    create: (name: string): Promise<{ tenant: Tenant; apiKey: string }> => this.json('POST', '/v1/tenants', { body: { name } }),
+    list: async (): Promise<Tenant[]> => (await this.json<{ tenants: Tenant[] }>('GET', '/v1/tenants')).tenants,
   };
 
   /** Sends a request and throws the typed error for any non-2xx answer. */

@@ -61,3 +61,19 @@ export async function fork(args: ParsedArgs): Promise<number> {
   console.log(name);
   return 0;
 }
+
+/** `shellbase tenant create NAME` (prints the new API key once) and `shellbase tenant ls`. */
+export async function tenant(args: ParsedArgs): Promise<number> {
+  const [sub, name] = args.positionals;
+  if (sub === 'create' && name) {
+    const r = await sb().tenants.create(name);
+    console.error(`tenant ${r.tenant.name} (${r.tenant.id}); its API key, shown only now:`);
+    console.log(r.apiKey);
+    return 0;
+  }
+  if (sub === 'ls') {
+    for (const t of await sb().tenants.list()) console.log(`${t.name.padEnd(30)} ${t.id}${t.admin ? '  admin' : ''}  ${t.createdAt}`);
+    return 0;
+  }
+  throw new UsageError('shellbase tenant create NAME | shellbase tenant ls');
+}

@@ -1,15 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ShellbaseError } from '../errors.js';
 import type { Caller } from '../engine/types.js';
 import type { MetadataStore } from '../store/metadata/types.js';
-
-export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
-
-export function newApiKey(): string {
-  return `sb_${randomBytes(24).toString('base64url')}`;
-}
+import { hashKey, newApiKey } from '../util/keys.js';
 
 /**
  * On first start: the admin tenant and its key, written to `$HOME/admin.key`

@@ -11,6 +11,7 @@ import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { historyRoutes } from './routes/history.js';
+import { tenantRoutes } from './routes/tenants.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
 
 declare module 'fastify' {
@@ -60,5 +61,6 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   execRoutes(app, engine);
   fileRoutes(app, engine);
   historyRoutes(app, engine);
+  tenantRoutes(app, engine);
   return app;
 }

@@ -6,6 +6,7 @@ import { Committer } from './commit.js';
 import { ExecRunner, type ExecHooks } from './exec.js';
 import { Files } from './files/files.js';
 import { History } from './history/history.js';
+import { Tenants } from './tenants.js';
 import { Squasher } from './squash.js';
 import { SYSTEM_TENANT, type Caller, type EngineDeps } from './types.js';
 import { checkName } from './validate.js';
@@ -34,6 +35,8 @@ export class Engine {
   readonly files: Files;
   /** Reset, diff and merge. */
   readonly history: History;
+  /** Tenants and their keys (admin only). */
+  readonly tenants: Tenants;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: EngineDeps) {
@@ -47,6 +50,7 @@ export class Engine {
     this.exec_ = new ExecRunner(deps, committer, this.squasher, lookups);
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
+    this.tenants = new Tenants(deps.metadata);
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */

@@ -66,7 +66,9 @@ export interface CommitVersionOptions {
 export interface MetadataStore {
   close(): Promise<void>;
 
-  createTenant(row: TenantRow): Promise<void>;
+  /** Inserts a tenant; false if the name is taken. */
+  createTenant(row: TenantRow): Promise<boolean>;
+  listTenants(): Promise<TenantRow[]>;
   getTenant(id: string): Promise<TenantRow | null>;
   addApiKey(tenantId: string, keyHash: string): Promise<void>;
   /** The tenant a key hash belongs to, if the key exists and is not revoked. */

@@ -60,9 +60,13 @@ export class SqliteMetadataStore implements MetadataStore {
 
   async close(): Promise<void> { this.db.close(); }
 
-  async createTenant(t: TenantRow): Promise<void> {
-    this.stmt('INSERT INTO tenants (id, name, admin, created_at) VALUES (?, ?, ?, ?)')
-      .run(t.id, t.name, t.admin ? 1 : 0, t.createdAt);
+  async createTenant(t: TenantRow): Promise<boolean> {
+    return this.stmt('INSERT OR IGNORE INTO tenants (id, name, admin, created_at) VALUES (?, ?, ?, ?)')
+      .run(t.id, t.name, t.admin ? 1 : 0, t.createdAt).changes === 1;
+  }
+
+  async listTenants(): Promise<TenantRow[]> {
+    return (this.stmt('SELECT * FROM tenants ORDER BY name').all() as TenantRecord[]).map(toTenant);
   }
 
   async getTenant(id: string): Promise<TenantRow | null> {

@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Shellbase } from '@shellbase/sdk';
+import { startTestServer, type TestServer } from './harness.ts';
+
+describe('tenants: keys and isolation', () => {
+  let t: TestServer;
+  let alice: string;
+  let bob: string;
+  before(async () => {
+    t = await startTestServer();
+    const a = await t.http('POST', '/v1/tenants', { body: { name: 'alice' } });
+    assert.equal(a.status, 201, a.text);
+    assert.match(a.json.apiKey, /^sb_/);
+    alice = a.json.apiKey;
+    bob = (await t.http('POST', '/v1/tenants', { body: { name: 'bob' } })).json.apiKey;
+  });
+  after(async () => { await t?.close(); });
+
+  test('only the admin manages tenants; names are unique', async () => {
+    assert.equal((await t.http('POST', '/v1/tenants', { body: { name: 'alice' } })).status, 409);
+    assert.equal((await t.http('POST', '/v1/tenants', { body: { name: 'eve' }, key: alice })).status, 403);
+    assert.equal((await t.http('GET', '/v1/tenants', { key: bob })).status, 403);
+    const names = (await t.http('GET', '/v1/tenants')).json.tenants.map((x: { name: string }) => x.name);
+    assert.deepEqual(names, ['admin', 'alice', 'bob']);
+    assert.equal((await t.http('POST', '/v1/tenants', { body: { name: 'q', quotas: { contexts: 1 } } })).status, 400);
+  });
+
+  test("neither tenant can reach the other's contexts or versions by any route", async () => {
+    const a = new Shellbase({ url: t.server.url, apiKey: alice });
+    const secret = await a.context('secret').exec('echo alice-only > /root/secret');
+    const v = secret.version;
+    await a.context('secret').fork('secret-fork');
+    const as = (method: string, url: string, body?: unknown) => t.http(method, url, { body, key: bob });
+    for (const [method, url, body] of [
+      ['GET', '/v1/contexts/secret'], ['GET', '/v1/contexts/secret/versions'], ['DELETE', '/v1/contexts/secret'],
+      ['POST', '/v1/contexts/secret/fork', { name: 'stolen' }], ['POST', '/v1/contexts/secret/reset', { version: v }],
+      ['GET', `/v1/contexts/secret/diff`],
+    ] as [string, string, unknown?][]) {
+      const r = await as(method, url, body);
+      assert.equal(r.status, 404, `${method} ${url}: ${r.text}`);
+      assert.doesNotMatch(r.text, /alice/);
+    }
+    // Routes that take a version or a source context see nothing of alice's either.
+    assert.equal((await as('POST', '/v1/contexts', { name: 'mine', from: { context: 'secret' } })).status, 404);
+    assert.equal((await as('POST', '/v1/contexts/mine/exec', { command: 'true', version: v })).status, 404);
+    assert.equal((await as('GET', `/v1/contexts/mine/files/root/secret?version=${v}`)).status, 404);
+    assert.equal((await as('GET', `/v1/contexts/mine/diff?from=${v}`)).status, 404);
+    assert.equal((await as('POST', '/v1/contexts/mine/merge', { from: 'secret-fork' })).status, 404);
+    // A context of the same name used by exec or files is bob's own, created on first use from the image.
+    assert.equal((await as('GET', '/v1/contexts/secret/stat/root/secret')).status, 404);
+    const mine = await as('POST', '/v1/contexts/secret/exec', { command: 'cat /root/secret 2>&1; true' });
+    assert.match(mine.json.stdout, /No such file/);
+    assert.deepEqual((await as('GET', '/v1/contexts')).json.contexts.map((c: { name: string }) => c.name), ['secret'], 'failed requests created nothing');
+    assert.equal((await a.context('secret').exec('cat /root/secret')).stdout, 'alice-only\n');
+  });
+});
