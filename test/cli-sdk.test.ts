@@ -112,6 +112,11 @@ describe('SDK errors and the CLI', () => {
     const other = new Shellbase({ url: t.server.url, apiKey: key });
     assert.deepEqual(await other.contexts.list(), []);
     assert.match((await cli('tenant', 'ls')).stdout, /^cli-tenant\s+t_/m);
+    const second = (await cli('key', 'create', 'cli-tenant')).stdout.trim();
+    const firstId = (await cli('key', 'ls', 'cli-tenant')).stdout.split('\n')[0].split(' ')[0];
+    assert.equal((await cli('key', 'revoke', 'cli-tenant', firstId)).code, 0);
+    await assert.rejects(other.contexts.list(), UnauthorizedError);
+    assert.deepEqual(await new Shellbase({ url: t.server.url, apiKey: second }).contexts.list(), []);
   });
 
   test('usage errors exit 2, server errors exit 1 with the code', async () => {

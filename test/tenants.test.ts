@@ -54,4 +54,25 @@ describe('tenants: keys and isolation', () => {
     assert.deepEqual((await as('GET', '/v1/contexts')).json.contexts.map((c: { name: string }) => c.name), ['secret'], 'failed requests created nothing');
     assert.equal((await a.context('secret').exec('cat /root/secret')).stdout, 'alice-only\n');
   });
+
+  test('keys rotate and revoke; revoking a tenant locks out every key and keeps its data', async () => {
+    const carol = (await t.http('POST', '/v1/tenants', { body: { name: 'carol' } })).json.apiKey;
+    await new Shellbase({ url: t.server.url, apiKey: carol }).context('kept').exec('echo kept > /root/k');
+    const second = await t.http('POST', '/v1/tenants/carol/keys');
+    assert.equal(second.status, 201);
+    const keys = (await t.http('GET', '/v1/tenants/carol/keys')).json.keys;
+    assert.equal(keys.length, 2);
+    assert.ok(keys.every((k: { id: string }) => /^k_[0-9a-f]{12}$/.test(k.id)), 'keys are named, never shown again');
+    const first = keys.find((k: { id: string }) => k.id !== second.json.key.id);
+    assert.equal((await t.http('DELETE', `/v1/tenants/carol/keys/${first.id}`)).status, 204);
+    assert.equal((await t.http('GET', '/v1/contexts', { key: carol })).status, 401, 'the revoked key is refused');
+    assert.equal((await t.http('GET', '/v1/contexts', { key: second.json.apiKey })).json.contexts[0].name, 'kept');
+    assert.equal((await t.http('DELETE', `/v1/tenants/carol/keys/${first.id}`)).status, 404, 'already revoked');
+    assert.equal((await t.http('DELETE', '/v1/tenants/carol/keys/k_nope', { key: alice })).status, 403);
+    assert.equal((await t.http('DELETE', '/v1/tenants/admin')).status, 412, 'the admin key is not managed here');
+    assert.equal((await t.http('DELETE', '/v1/tenants/carol')).status, 204);
+    assert.equal((await t.http('GET', '/v1/contexts', { key: second.json.apiKey })).status, 401);
+    const fresh = (await t.http('POST', '/v1/tenants/carol/keys')).json.apiKey;
+    assert.equal((await t.http('GET', '/v1/contexts', { key: fresh })).json.contexts[0].name, 'kept', 'its data stayed');
+  });
 });

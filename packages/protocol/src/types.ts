@@ -118,3 +118,10 @@ export interface Tenant {
   admin: boolean;
   createdAt: string;
 }
+
+export interface ApiKey {
+  /** Names the key without revealing it. */
+  id: string;
+  createdAt: string;
+  revokedAt: string | null;
+}

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isErrorCode, type Context, type ErrorBody, type Tenant } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type Context, type ErrorBody, type Tenant } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { errorFromBody } from './errors.js';
 
@@ -53,6 +53,16 @@ export class Shellbase {
   readonly tenants = {
     create: (name: string): Promise<{ tenant: Tenant; apiKey: string }> => this.json('POST', '/v1/tenants', { body: { name } }),
     list: async (): Promise<Tenant[]> => (await this.json<{ tenants: Tenant[] }>('GET', '/v1/tenants')).tenants,
+    /** Another key for the tenant (rotate: create, switch clients, revoke the old one). */
+    createKey: (name: string): Promise<{ key: ApiKey; apiKey: string }> =>
+      this.json('POST', `/v1/tenants/${encodeURIComponent(name)}/keys`),
+    listKeys: async (name: string): Promise<ApiKey[]> =>
+      (await this.json<{ keys: ApiKey[] }>('GET', `/v1/tenants/${encodeURIComponent(name)}/keys`)).keys,
+    revokeKey: async (name: string, keyId: string): Promise<void> => {
+      await this.request('DELETE', `/v1/tenants/${encodeURIComponent(name)}/keys/${encodeURIComponent(keyId)}`);
+    },
+    /** Revokes every key of the tenant; its data stays. */
+    revoke: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/tenants/${encodeURIComponent(name)}`); },
   };
 
   /** Sends a request and throws the typed error for any non-2xx answer. */

@@ -75,5 +75,29 @@ export async function tenant(args: ParsedArgs): Promise<number> {
     for (const t of await sb().tenants.list()) console.log(`${t.name.padEnd(30)} ${t.id}${t.admin ? '  admin' : ''}  ${t.createdAt}`);
     return 0;
   }
-  throw new UsageError('shellbase tenant create NAME | shellbase tenant ls');
+  if (sub === 'revoke' && name) {
+    await sb().tenants.revoke(name);
+    return 0;
+  }
+  throw new UsageError('shellbase tenant create NAME | tenant ls | tenant revoke NAME');
+}
+
+/** `shellbase key create TENANT`, `key ls TENANT`, `key revoke TENANT KEY_ID` (admin key). */
+export async function key(args: ParsedArgs): Promise<number> {
+  const [sub, name, id] = args.positionals;
+  if (sub === 'create' && name) {
+    const r = await sb().tenants.createKey(name);
+    console.error(`key ${r.key.id} for ${name}, shown only now:`);
+    console.log(r.apiKey);
+    return 0;
+  }
+  if (sub === 'ls' && name) {
+    for (const k of await sb().tenants.listKeys(name)) console.log(`${k.id}  ${k.createdAt}  ${k.revokedAt ? `revoked ${k.revokedAt}` : 'active'}`);
+    return 0;
+  }
+  if (sub === 'revoke' && name && id) {
+    await sb().tenants.revokeKey(name, id);
+    return 0;
+  }
+  throw new UsageError('shellbase key create TENANT | key ls TENANT | key revoke TENANT KEY_ID');
 }

@@ -1,6 +1,6 @@
-import { ShellbaseError } from '../errors.js';
+import { ShellbaseError, notFound } from '../errors.js';
 import { hashKey, newApiKey } from '../util/keys.js';
-import type { MetadataStore, TenantRow } from '../store/metadata/types.js';
+import type { ApiKeyRow, MetadataStore, TenantRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import type { Caller } from './types.js';
 import { checkName } from './validate.js';
@@ -32,5 +32,35 @@ export class Tenants {
   async list(caller: Caller): Promise<Tenant[]> {
     requireAdmin(caller);
     return (await this.md.listTenants()).map(toTenant);
+  }
+
+  /** A tenant other than the admin (whose key lives in admin.key and is not managed here). */
+  private async managed(caller: Caller, name: string): Promise<TenantRow> {
+    requireAdmin(caller);
+    checkName(name, 'tenant');
+    const t = await this.md.tenantByName(name);
+    if (!t) throw notFound('tenant', name);
+    if (t.admin) throw new ShellbaseError('failed_precondition', 'the admin tenant\'s key is not managed through the API', { hint: 'its key is $SHELLBASE_HOME/admin.key' });
+    return t;
+  }
+
+  /** Another key for a tenant (to rotate: create one, switch clients, revoke the old). */
+  async createKey(caller: Caller, name: string): Promise<{ key: ApiKeyRow; apiKey: string }> {
+    const t = await this.managed(caller, name);
+    const apiKey = newApiKey();
+    await this.md.addApiKey(t.id, hashKey(apiKey));
+    const key = (await this.md.listApiKeys(t.id)).find((k) => k.id === `k_${hashKey(apiKey).slice(0, 12)}`)!;
+    return { key, apiKey };
+  }
+
+  async listKeys(caller: Caller, name: string): Promise<ApiKeyRow[]> {
+    return this.md.listApiKeys((await this.managed(caller, name)).id);
+  }
+
+  /** Revokes one key, or every key of the tenant (its data stays). */
+  async revoke(caller: Caller, name: string, keyId?: string): Promise<void> {
+    const t = await this.managed(caller, name);
+    const n = await this.md.revokeApiKeys(t.id, keyId);
+    if (keyId !== undefined && n === 0) throw notFound('key', keyId);
   }
 }

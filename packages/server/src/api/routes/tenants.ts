@@ -16,6 +16,27 @@ export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
     },
   }, async (req, reply) => reply.status(201).send(await engine.tenants.create(req.caller, req.body.name)));
 
+  const TenantParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }) });
+  const KeyParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }), key: Type.String({ maxLength: 64 }) });
+  const Key = Type.Object({ id: Type.String(), createdAt: Type.String(), revokedAt: Type.Union([Type.String(), Type.Null()]) });
+  const denied = { 403: errorResponses[401], ...errorResponses };
+
+  app.post<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant/keys', {
+    schema: { tags: ['tenants'], params: TenantParams, response: { 201: Type.Object({ key: Key, apiKey: Type.String() }), ...denied } },
+  }, async (req, reply) => reply.status(201).send(await engine.tenants.createKey(req.caller, req.params.tenant)));
+
+  app.get<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant/keys', {
+    schema: { tags: ['tenants'], params: TenantParams, response: { 200: Type.Object({ keys: Type.Array(Key) }), ...denied } },
+  }, async (req) => ({ keys: await engine.tenants.listKeys(req.caller, req.params.tenant) }));
+
+  app.delete<{ Params: Static<typeof KeyParams> }>('/v1/tenants/:tenant/keys/:key', {
+    schema: { tags: ['tenants'], params: KeyParams, response: { 204: Type.Null(), ...denied } },
+  }, async (req, reply) => { await engine.tenants.revoke(req.caller, req.params.tenant, req.params.key); return reply.status(204).send(); });
+
+  app.delete<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant', {
+    schema: { tags: ['tenants'], params: TenantParams, response: { 204: Type.Null(), ...denied } },
+  }, async (req, reply) => { await engine.tenants.revoke(req.caller, req.params.tenant); return reply.status(204).send(); });
+
   app.get('/v1/tenants', {
     schema: { tags: ['tenants'], response: { 200: Type.Object({ tenants: Type.Array(TenantSchema) }), 403: errorResponses[401], ...errorResponses } },
   }, async (req) => ({ tenants: await engine.tenants.list(req.caller) }));

@@ -20,6 +20,13 @@ export interface TenantRow {
   createdAt: string;
 }
 
+export interface ApiKeyRow {
+  /** `k_` and the first 12 hex digits of the key's hash: names a key without revealing it. */
+  id: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
 export interface ContextRow {
   tenantId: string;
   name: string;
@@ -74,6 +81,10 @@ export interface MetadataStore {
   /** The tenant a key hash belongs to, if the key exists and is not revoked. */
   tenantForKey(keyHash: string): Promise<TenantRow | null>;
   adminTenant(): Promise<TenantRow | null>;
+  tenantByName(name: string): Promise<TenantRow | null>;
+  listApiKeys(tenantId: string): Promise<ApiKeyRow[]>;
+  /** Revokes one key (by id) or, without an id, every key of the tenant; the number revoked. */
+  revokeApiKeys(tenantId: string, keyId?: string): Promise<number>;
 
   getContext(tenantId: string, name: string): Promise<ContextRow | null>;
   listContexts(tenantId: string): Promise<ContextRow[]>;

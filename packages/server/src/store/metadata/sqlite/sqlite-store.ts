@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Change } from '../../layers/types.js';
-import type { ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, VersionRow } from '../types.js';
+import type { ApiKeyRow, ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, VersionRow } from '../types.js';
 import { MIGRATIONS } from './migrations.js';
 
 interface VersionRecord {
@@ -89,6 +89,26 @@ export class SqliteMetadataStore implements MetadataStore {
   async adminTenant(): Promise<TenantRow | null> {
     const r = this.stmt('SELECT * FROM tenants WHERE admin = 1 ORDER BY created_at LIMIT 1').get() as TenantRecord | undefined;
     return r ? toTenant(r) : null;
+  }
+
+  async tenantByName(name: string): Promise<TenantRow | null> {
+    const r = this.stmt('SELECT * FROM tenants WHERE name = ?').get(name) as TenantRecord | undefined;
+    return r ? toTenant(r) : null;
+  }
+
+  async listApiKeys(tenantId: string): Promise<ApiKeyRow[]> {
+    const rows = this.stmt('SELECT hash, created_at, revoked_at FROM api_keys WHERE tenant_id = ? ORDER BY created_at')
+      .all(tenantId) as { hash: string; created_at: string; revoked_at: string | null }[];
+    return rows.map((r) => ({ id: `k_${r.hash.slice(0, 12)}`, createdAt: r.created_at, revokedAt: r.revoked_at }));
+  }
+
+  async revokeApiKeys(tenantId: string, keyId?: string): Promise<number> {
+    const now = new Date().toISOString();
+    if (keyId === undefined) {
+      return this.stmt('UPDATE api_keys SET revoked_at = ? WHERE tenant_id = ? AND revoked_at IS NULL').run(now, tenantId).changes;
+    }
+    return this.stmt('UPDATE api_keys SET revoked_at = ? WHERE tenant_id = ? AND substr(hash, 1, 12) = ? AND revoked_at IS NULL')
+      .run(now, tenantId, keyId.replace(/^k_/, '')).changes;
   }
 
   async getContext(tenantId: string, name: string): Promise<ContextRow | null> {
