@@ -119,6 +119,14 @@ describe('SDK errors and the CLI', () => {
     assert.deepEqual(await new Shellbase({ url: t.server.url, apiKey: second }).contexts.list(), []);
   });
 
+  test('CLI usage prints a table with a total', async () => {
+    const r = await cli('usage');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^context\s+queries\s+cpu ms/);
+    assert.match(r.stdout, /^cli-ctx\s+\d+/m);
+    assert.match(r.stdout, /^total\s+\d+/m);
+  });
+
   test('usage errors exit 2, server errors exit 1 with the code', async () => {
     assert.equal((await cli('exec')).code, 2);
     assert.equal((await cli('frobnicate')).code, 2);

@@ -75,4 +75,30 @@ describe('tenants: keys and isolation', () => {
     const fresh = (await t.http('POST', '/v1/tenants/carol/keys')).json.apiKey;
     assert.equal((await t.http('GET', '/v1/contexts', { key: fresh })).json.contexts[0].name, 'kept', 'its data stayed');
   });
+
+  test('usage totals equal the sum of the per-query results, per tenant', async () => {
+    const daveKey = (await t.http('POST', '/v1/tenants', { body: { name: 'dave' } })).json.apiKey;
+    const dave = new Shellbase({ url: t.server.url, apiKey: daveKey });
+    const start = new Date().toISOString();
+    const results = [
+      await dave.context('d1').exec('head -c 10000 /dev/zero > /root/a'),
+      await dave.context('d1').exec('exit 2'),
+      await dave.context('d2').exec('head -c 5000 /dev/zero > /root/b'),
+    ];
+    const u = await t.http('GET', `/v1/usage?from=${start}`, { key: daveKey });
+    assert.equal(u.status, 200, u.text);
+    const sum = (f: (r: (typeof results)[number]) => number) => results.reduce((s, r) => s + f(r), 0);
+    assert.equal(u.json.total.queries, 3);
+    assert.equal(u.json.total.cpuMs, sum((r) => r.usage.cpuMs));
+    assert.equal(u.json.total.wallMs, sum((r) => r.usage.wallMs));
+    assert.equal(u.json.total.bytesStored, 15000, 'the layers its versions hold');
+    assert.deepEqual(u.json.items.map((i: { key: string; queries: number; bytesStored: number }) => [i.key, i.queries, i.bytesStored]),
+      [['d1', 2, 10000], ['d2', 1, 5000]]);
+    const byKind = await t.http('GET', '/v1/usage?groupBy=kind', { key: daveKey });
+    assert.deepEqual(byKind.json.items.map((i: { key: string; queries: number }) => [i.key, i.queries]), [['query', 3]]);
+    assert.deepEqual((await t.http('GET', '/v1/usage?tenant=dave')).json.total, u.json.total, 'the admin reads any tenant');
+    assert.equal((await t.http('GET', '/v1/usage?tenant=bob', { key: daveKey })).status, 403);
+    assert.equal((await t.http('GET', '/v1/usage', { key: bob })).json.items.some((i: { key: string }) => i.key.startsWith('d')), false);
+    assert.equal((await t.http('GET', '/v1/usage?from=yesterday', { key: daveKey })).status, 400);
+  });
 });

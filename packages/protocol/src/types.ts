@@ -125,3 +125,12 @@ export interface ApiKey {
   createdAt: string;
   revokedAt: string | null;
 }
+
+export interface UsageItem {
+  key: string;
+  queries: number;
+  cpuMs: number;
+  wallMs: number;
+  machineSeconds: number;
+  bytesStored: number;
+}

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isErrorCode, type ApiKey, type Context, type ErrorBody, type Tenant } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type Context, type ErrorBody, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { errorFromBody } from './errors.js';
 
@@ -64,6 +64,11 @@ export class Shellbase {
     /** Revokes every key of the tenant; its data stays. */
     revoke: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/tenants/${encodeURIComponent(name)}`); },
   };
+
+  /** What the caller's queries cost over a time range, and what its versions store. */
+  usage(query: { from?: string; to?: string; groupBy?: 'context' | 'kind'; tenant?: string } = {}): Promise<{ items: UsageItem[]; total: UsageItem }> {
+    return this.json('GET', '/v1/usage', { query });
+  }
 
   /** Sends a request and throws the typed error for any non-2xx answer. */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {

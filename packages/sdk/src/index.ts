@@ -1,4 +1,4 @@
 export { Shellbase, type ShellbaseOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
 export * from './errors.js';
-export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, Version } from '@shellbase/protocol';
+export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version } from '@shellbase/protocol';

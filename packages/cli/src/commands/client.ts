@@ -101,3 +101,15 @@ export async function key(args: ParsedArgs): Promise<number> {
   }
   throw new UsageError('shellbase key create TENANT | key ls TENANT | key revoke TENANT KEY_ID');
 }
+
+/** `shellbase usage [--from T] [--to T] [--group-by context|kind] [--tenant NAME]`: a table. */
+export async function usage(args: ParsedArgs): Promise<number> {
+  const groupBy = flag(args, 'group-by') as 'context' | 'kind' | undefined;
+  const r = await sb().usage({ from: flag(args, 'from'), to: flag(args, 'to'), groupBy, tenant: flag(args, 'tenant') });
+  const row = (i: { key: string; queries: number; cpuMs: number; wallMs: number; bytesStored: number }) =>
+    `${i.key.padEnd(30)} ${String(i.queries).padStart(8)} ${String(i.cpuMs).padStart(10)} ${String(i.wallMs).padStart(10)} ${String(i.bytesStored).padStart(14)}`;
+  console.log(`${(groupBy ?? 'context').padEnd(30)} ${'queries'.padStart(8)} ${'cpu ms'.padStart(10)} ${'wall ms'.padStart(10)} ${'bytes stored'.padStart(14)}`);
+  for (const i of r.items) console.log(row(i));
+  console.log(row(r.total));
+  return 0;
+}

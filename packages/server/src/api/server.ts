@@ -12,6 +12,7 @@ import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { historyRoutes } from './routes/history.js';
 import { tenantRoutes } from './routes/tenants.js';
+import { usageRoutes } from './routes/usage.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
 
 declare module 'fastify' {
@@ -62,5 +63,6 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   fileRoutes(app, engine);
   historyRoutes(app, engine);
   tenantRoutes(app, engine);
+  usageRoutes(app, engine);
   return app;
 }

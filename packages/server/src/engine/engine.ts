@@ -7,6 +7,7 @@ import { ExecRunner, type ExecHooks } from './exec.js';
 import { Files } from './files/files.js';
 import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
+import { Usage } from './usage.js';
 import { Squasher } from './squash.js';
 import { SYSTEM_TENANT, type Caller, type EngineDeps } from './types.js';
 import { checkName } from './validate.js';
@@ -37,6 +38,8 @@ export class Engine {
   readonly history: History;
   /** Tenants and their keys (admin only). */
   readonly tenants: Tenants;
+  /** The usage ledger, read back. */
+  readonly usage: Usage;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: EngineDeps) {
@@ -51,6 +54,7 @@ export class Engine {
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata);
+    this.usage = new Usage(deps.metadata);
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */

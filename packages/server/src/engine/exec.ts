@@ -58,6 +58,10 @@ export class ExecRunner {
     for (let retries = 0; ; retries++) {
       const { run, layer } = await this.runOnce(base, { argv, cwd, env, stdin: req.stdin, limits }, hooks);
       const result = resultOf(run, base.id, layer, limits);
+      await this.deps.metadata.recordUsage({
+        tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
+        wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten: layer?.bytes ?? 0, exitCode: run.exitCode,
+      });
       if (retries > 0) result.retries = retries;
       if (!layer || !wantsCommit(req.commit ?? 'always', run)) {
         if (layer) await this.deps.layers.remove(layer.layerId);

@@ -27,6 +27,27 @@ export interface ApiKeyRow {
   revokedAt: string | null;
 }
 
+/** One row of the usage ledger. */
+export interface UsageRow {
+  tenantId: string;
+  context: string;
+  kind: 'query';
+  createdAt: string;
+  cpuMs: number;
+  wallMs: number;
+  memoryPeakBytes: number;
+  bytesWritten: number;
+  exitCode: number | null;
+}
+
+export interface UsageTotals {
+  key: string;
+  queries: number;
+  cpuMs: number;
+  wallMs: number;
+  bytesWritten: number;
+}
+
 export interface ContextRow {
   tenantId: string;
   name: string;
@@ -104,6 +125,14 @@ export interface MetadataStore {
 
   /** Every layer id some version refers to or that is recorded (crash recovery keeps these). */
   layerIds(): Promise<Set<string>>;
+  recordUsage(row: UsageRow): Promise<void>;
+  /** Usage rows of a tenant in [from, to), summed per context or per kind. */
+  usageTotals(tenantId: string, from: string, to: string, groupBy: 'context' | 'kind'): Promise<UsageTotals[]>;
+  /** Bytes of the distinct layers a tenant's versions hold (a shared layer counts once). */
+  storedBytes(tenantId: string): Promise<number>;
+  /** Bytes of the given layers (images count 0). */
+  layerBytes(layerIds: readonly string[]): Promise<number>;
+
   /** Rewrites every version whose layers start with `prefix` to start with `replacement`. */
   replaceLayerPrefix(prefix: string[], replacement: string[], layer: LayerRow): Promise<number>;
 }

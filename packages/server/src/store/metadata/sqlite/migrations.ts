@@ -45,4 +45,18 @@ export const MIGRATIONS: string[] = [
    );`,
   // 2: a merge version's second parent (the merged source's head).
   `ALTER TABLE versions ADD COLUMN merged TEXT REFERENCES versions(id);`,
+  // 3: the usage ledger, one row per query (services and machines add their own kinds).
+  `CREATE TABLE usage (
+     id INTEGER PRIMARY KEY,
+     tenant_id TEXT NOT NULL,
+     context TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     cpu_ms INTEGER NOT NULL,
+     wall_ms INTEGER NOT NULL,
+     memory_peak_bytes INTEGER NOT NULL,
+     bytes_written INTEGER NOT NULL,
+     exit_code INTEGER
+   );
+   CREATE INDEX usage_tenant_time ON usage(tenant_id, created_at);`,
 ];

@@ -1,6 +1,8 @@
 import Database from 'better-sqlite3';
 import type { Change } from '../../layers/types.js';
-import type { ApiKeyRow, ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, VersionRow } from '../types.js';
+import type {
+  ApiKeyRow, ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, UsageRow, UsageTotals, VersionRow,
+} from '../types.js';
 import { MIGRATIONS } from './migrations.js';
 
 interface VersionRecord {
@@ -200,6 +202,35 @@ export class SqliteMetadataStore implements MetadataStore {
       for (const id of JSON.parse(r.layers) as string[]) ids.add(id);
     }
     return ids;
+  }
+
+  async recordUsage(u: UsageRow): Promise<void> {
+    this.stmt(`INSERT INTO usage (tenant_id, context, kind, created_at, cpu_ms, wall_ms, memory_peak_bytes, bytes_written, exit_code)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(u.tenantId, u.context, u.kind, u.createdAt, u.cpuMs, u.wallMs,
+      u.memoryPeakBytes, u.bytesWritten, u.exitCode);
+  }
+
+  async usageTotals(tenantId: string, from: string, to: string, groupBy: 'context' | 'kind'): Promise<UsageTotals[]> {
+    const column = groupBy === 'context' ? 'context' : 'kind';
+    return this.stmt(`SELECT ${column} AS key, COUNT(*) AS queries, SUM(cpu_ms) AS cpuMs, SUM(wall_ms) AS wallMs,
+        SUM(bytes_written) AS bytesWritten
+      FROM usage WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY ${column} ORDER BY ${column}`)
+      .all(tenantId, from, to) as UsageTotals[];
+  }
+
+  async storedBytes(tenantId: string): Promise<number> {
+    const ids = new Set<string>();
+    for (const r of this.stmt('SELECT layers FROM versions WHERE tenant_id = ?').all(tenantId) as { layers: string }[]) {
+      for (const id of JSON.parse(r.layers) as string[]) ids.add(id);
+    }
+    return this.layerBytes([...ids]);
+  }
+
+  async layerBytes(layerIds: readonly string[]): Promise<number> {
+    const bytes = this.stmt('SELECT bytes FROM layers WHERE id = ?');
+    let total = 0;
+    for (const id of new Set(layerIds)) total += (bytes.get(id) as { bytes: number } | undefined)?.bytes ?? 0;
+    return total;
   }
 
   async replaceLayerPrefix(prefix: string[], replacement: string[], layer: LayerRow): Promise<number> {

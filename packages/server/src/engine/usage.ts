@@ -1,0 +1,68 @@
+import { ShellbaseError, invalid, notFound } from '../errors.js';
+import type { MetadataStore } from '../store/metadata/types.js';
+import type { Caller } from './types.js';
+
+export interface UsageItem {
+  key: string;
+  queries: number;
+  cpuMs: number;
+  wallMs: number;
+  machineSeconds: number;
+  bytesStored: number;
+}
+
+export interface UsageQuery {
+  from?: string;
+  to?: string;
+  groupBy?: 'context' | 'kind';
+  /** Admin only: another tenant's usage, by name. */
+  tenant?: string;
+}
+
+function time(value: string | undefined, fallback: string, field: string): string {
+  if (value === undefined) return fallback;
+  const t = Date.parse(value);
+  if (Number.isNaN(t)) throw invalid(`${field} is not a date`, `pass an ISO 8601 time such as ${new Date().toISOString()}`);
+  return new Date(t).toISOString();
+}
+
+/**
+ * The usage ledger read back: what a tenant's queries cost over a time range,
+ * and what its versions store. Idle contexts add nothing but stored bytes.
+ */
+export class Usage {
+  constructor(private readonly md: MetadataStore) {}
+
+  async summary(caller: Caller, q: UsageQuery): Promise<{ items: UsageItem[]; total: UsageItem }> {
+    let tenantId = caller.tenantId;
+    if (q.tenant !== undefined) {
+      if (!caller.admin) throw new ShellbaseError('forbidden', 'only the admin key reads another tenant\'s usage', { hint: 'drop tenant=' });
+      const t = await this.md.tenantByName(q.tenant);
+      if (!t) throw notFound('tenant', q.tenant);
+      tenantId = t.id;
+    }
+    const from = time(q.from, '1970-01-01T00:00:00.000Z', 'from');
+    const to = time(q.to, '9999-12-31T00:00:00.000Z', 'to');
+    const groupBy = q.groupBy ?? 'context';
+    const rows = await this.md.usageTotals(tenantId, from, to, groupBy);
+    const items: UsageItem[] = [];
+    for (const r of rows) {
+      let bytesStored = 0;
+      if (groupBy === 'context') {
+        const ctx = await this.md.getContext(tenantId, r.key);
+        const head = ctx && (await this.md.getVersion(ctx.head));
+        if (head) bytesStored = await this.md.layerBytes(head.layers);
+      }
+      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, machineSeconds: 0, bytesStored });
+    }
+    const total: UsageItem = {
+      key: 'total',
+      queries: items.reduce((s, i) => s + i.queries, 0),
+      cpuMs: items.reduce((s, i) => s + i.cpuMs, 0),
+      wallMs: items.reduce((s, i) => s + i.wallMs, 0),
+      machineSeconds: 0,
+      bytesStored: await this.md.storedBytes(tenantId),
+    };
+    return { items, total };
+  }
+}
