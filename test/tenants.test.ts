@@ -23,7 +23,8 @@ describe('tenants: keys and isolation', () => {
     assert.equal((await t.http('GET', '/v1/tenants', { key: bob })).status, 403);
     const names = (await t.http('GET', '/v1/tenants')).json.tenants.map((x: { name: string }) => x.name);
     assert.deepEqual(names, ['admin', 'alice', 'bob']);
-    assert.equal((await t.http('POST', '/v1/tenants', { body: { name: 'q', quotas: { contexts: 1 } } })).status, 400);
+    assert.equal((await t.http('POST', '/v1/tenants', { body: { name: 'q', quotas: { bogus: 1 } } })).status, 400);
+    assert.equal((await t.http('POST', '/v1/tenants', { body: { name: 'q', quotas: { memoryMb: 1e9 } } })).status, 400);
   });
 
   test("neither tenant can reach the other's contexts or versions by any route", async () => {
@@ -100,5 +101,44 @@ describe('tenants: keys and isolation', () => {
     assert.equal((await t.http('GET', '/v1/usage?tenant=bob', { key: daveKey })).status, 403);
     assert.equal((await t.http('GET', '/v1/usage', { key: bob })).json.items.some((i: { key: string }) => i.key.startsWith('d')), false);
     assert.equal((await t.http('GET', '/v1/usage?from=yesterday', { key: daveKey })).status, 400);
+  });
+
+  test('quotas refuse at the limit with 429, create nothing, and accept again after deletes', async () => {
+    const made = await t.http('POST', '/v1/tenants', {
+      body: { name: 'erin', quotas: { contexts: 2, concurrentQueries: 1, memoryMb: 64, storedBytes: 20000 } },
+    });
+    assert.equal(made.status, 201, made.text);
+    const key = made.json.apiKey;
+    const as = (method: string, url: string, body?: unknown) => t.http(method, url, { body, key });
+    assert.equal((await as('POST', '/v1/contexts', { name: 'e1' })).status, 201);
+    assert.equal((await as('POST', '/v1/contexts/e2/exec', { command: 'true' })).status, 200);
+    const over = await as('POST', '/v1/contexts/e3/exec', { command: 'true' });
+    assert.equal(over.status, 429);
+    assert.equal(over.json.error.code, 'limit_exceeded');
+    assert.match(over.json.error.message, /contexts/);
+    assert.ok(over.json.error.hint);
+    assert.equal((await as('POST', '/v1/contexts/e1/fork', { name: 'e4' })).status, 429);
+    assert.deepEqual((await as('GET', '/v1/contexts')).json.contexts.map((c: { name: string }) => c.name), ['e1', 'e2']);
+    assert.equal((await as('DELETE', '/v1/contexts/e2')).status, 204);
+    assert.equal((await as('POST', '/v1/contexts', { name: 'e3' })).status, 201, 'accepted again after a delete');
+
+    // Ceilings: asking above is a 400; the default is lowered to the ceiling.
+    assert.equal((await as('POST', '/v1/contexts/e1/exec', { command: 'true', limits: { memoryMb: 128 } })).status, 400);
+    const bomb = await as('POST', '/v1/contexts/e1/exec', { command: 'python3 -c "x = bytearray(100 * 1024 * 1024)"', commit: 'never' });
+    assert.equal(bomb.json.oomKilled, true);
+
+    // One query at a time.
+    const slow = as('POST', '/v1/contexts/e1/exec', { command: 'sleep 1', commit: 'never' });
+    await new Promise((r) => setTimeout(r, 300));
+    const second = await as('POST', '/v1/contexts/e3/exec', { command: 'true' });
+    assert.equal(second.status, 429);
+    assert.match(second.json.error.message, /concurrentQueries/);
+    assert.equal((await slow).status, 200);
+
+    // Stored bytes: the write that crosses the quota lands; the next one is refused.
+    assert.equal((await as('POST', '/v1/contexts/e1/exec', { command: 'head -c 30000 /dev/zero > /root/big' })).json.committed, true);
+    const full = await as('POST', '/v1/contexts/e1/exec', { command: 'echo more > /root/more' });
+    assert.equal(full.status, 429);
+    assert.match(full.json.error.message, /storedBytes/);
   });
 });

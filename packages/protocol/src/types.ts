@@ -117,6 +117,8 @@ export interface Tenant {
   name: string;
   admin: boolean;
   createdAt: string;
+  /** The tenant's own quotas (absent ones are the server's defaults). */
+  quotas?: Record<string, number>;
 }
 
 export interface ApiKey {

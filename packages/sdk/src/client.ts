@@ -51,7 +51,8 @@ export class Shellbase {
 
   /** Tenants and their API keys (admin key only). */
   readonly tenants = {
-    create: (name: string): Promise<{ tenant: Tenant; apiKey: string }> => this.json('POST', '/v1/tenants', { body: { name } }),
+    create: (name: string, quotas?: Record<string, number>): Promise<{ tenant: Tenant; apiKey: string }> =>
+      this.json('POST', '/v1/tenants', { body: { name, ...(quotas ? { quotas } : {}) } }),
     list: async (): Promise<Tenant[]> => (await this.json<{ tenants: Tenant[] }>('GET', '/v1/tenants')).tenants,
     /** Another key for the tenant (rotate: create, switch clients, revoke the old one). */
     createKey: (name: string): Promise<{ key: ApiKey; apiKey: string }> =>

@@ -27,6 +27,8 @@ export interface ServerConfig {
   storeSizeGb: number;
   /** Layer chains longer than this are squashed in the background. */
   squashAbove: number;
+  /** Quotas of a tenant that sets none of its own. */
+  quotas: { contexts: number; storedBytes: number; concurrentQueries: number };
 }
 
 const env = process.env;
@@ -60,6 +62,11 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     maximums,
     storeSizeGb: num('SHELLBASE_STORE_SIZE_GB', 64),
     squashAbove: num('SHELLBASE_SQUASH_ABOVE', 24),
+    quotas: {
+      contexts: num('SHELLBASE_QUOTA_CONTEXTS', 1_000_000),
+      storedBytes: num('SHELLBASE_QUOTA_STORED_BYTES', Number.POSITIVE_INFINITY),
+      concurrentQueries: num('SHELLBASE_QUOTA_CONCURRENT_QUERIES', 64),
+    },
     ...overrides,
   };
   for (const k of Object.keys(defaults) as (keyof Limits)[]) {

@@ -29,5 +29,5 @@ export async function authenticate(md: MetadataStore, header: string | undefined
   }
   const tenant = await md.tenantForKey(hashKey(m[1]));
   if (!tenant) throw new ShellbaseError('unauthorized', 'invalid API key', { hint: 'check SHELLBASE_API_KEY' });
-  return { tenantId: tenant.id, admin: tenant.admin };
+  return { tenantId: tenant.id, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}) };
 }

@@ -10,6 +10,7 @@ import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
 import { Squasher } from './squash.js';
 import { SYSTEM_TENANT, type Caller, type EngineDeps } from './types.js';
+import { overQuota, quotasOf } from './quotas.js';
 import { checkName } from './validate.js';
 
 export interface CreateContextOptions {
@@ -53,7 +54,7 @@ export class Engine {
     this.exec_ = new ExecRunner(deps, committer, this.squasher, lookups);
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
-    this.tenants = new Tenants(deps.metadata);
+    this.tenants = new Tenants(deps.metadata, deps.config);
     this.usage = new Usage(deps.metadata);
   }
 
@@ -110,6 +111,10 @@ export class Engine {
       image = source.image;
     } else {
       head = await this.imageVersion(image);
+    }
+    const { contexts } = quotasOf(this.deps.config, caller);
+    if ((await this.deps.metadata.countContexts(caller.tenantId)) >= contexts) {
+      throw overQuota('contexts', contexts, 'delete contexts you no longer need, or ask the admin for a higher quota');
     }
     const now = new Date().toISOString();
     const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now };

@@ -6,6 +6,7 @@ import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { ContextRow, VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
+import { checkStoredBytes, overQuota, quotasOf, type Quotas } from './quotas.js';
 import type { Squasher } from './squash.js';
 import type { Caller, EngineDeps } from './types.js';
 import { checkCwd, checkEnv, resolveLimits } from './validate.js';
@@ -26,6 +27,8 @@ const MAX_RETRIES = 3;
 /** Runs queries: sandbox over a version, then commit of what it wrote. */
 export class ExecRunner {
   private readonly inflight = new Set<Promise<unknown>>();
+  /** Queries running per tenant (the concurrentQueries quota). */
+  private readonly running = new Map<string, number>();
 
   constructor(
     private readonly deps: EngineDeps,
@@ -35,9 +38,19 @@ export class ExecRunner {
   ) {}
 
   async exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
-    const p = this.execTracked(caller, name, req, hooks);
+    const quotas = quotasOf(this.deps.config, caller);
+    const running = this.running.get(caller.tenantId) ?? 0;
+    if (running >= quotas.concurrentQueries) {
+      throw overQuota('concurrentQueries', quotas.concurrentQueries, 'wait for running queries to end, or ask the admin for a higher quota');
+    }
+    this.running.set(caller.tenantId, running + 1);
+    const p = this.execTracked(caller, name, req, hooks, quotas);
     this.inflight.add(p);
-    try { return await p; } finally { this.inflight.delete(p); }
+    try { return await p; } finally {
+      this.inflight.delete(p);
+      const left = (this.running.get(caller.tenantId) ?? 1) - 1;
+      if (left > 0) this.running.set(caller.tenantId, left); else this.running.delete(caller.tenantId);
+    }
   }
 
   /** Waits for running queries to finish (shutdown). */
@@ -45,10 +58,11 @@ export class ExecRunner {
     await Promise.allSettled([...this.inflight]);
   }
 
-  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
+  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas): Promise<ExecResult> {
     const { config } = this.deps;
     const argv = commandOf(req);
-    const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, config.maximums);
+    const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, quotas.maximums);
+    await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
     const cwd = checkCwd(req.cwd ?? '/root');
     const env = checkEnv(req.env);
     // An unknown version fails before the context is created on first use.

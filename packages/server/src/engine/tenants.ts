@@ -1,13 +1,15 @@
+import type { ServerConfig } from '../config.js';
 import { ShellbaseError, notFound } from '../errors.js';
+import { checkQuotas } from './quotas.js';
 import { hashKey, newApiKey } from '../util/keys.js';
-import type { ApiKeyRow, MetadataStore, TenantRow } from '../store/metadata/types.js';
+import type { ApiKeyRow, MetadataStore, TenantQuotas, TenantRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import type { Caller } from './types.js';
 import { checkName } from './validate.js';
 
-export interface Tenant { id: string; name: string; admin: boolean; createdAt: string }
+export interface Tenant { id: string; name: string; admin: boolean; createdAt: string; quotas?: TenantQuotas }
 
-const toTenant = (t: TenantRow): Tenant => ({ id: t.id, name: t.name, admin: t.admin, createdAt: t.createdAt });
+const toTenant = (t: TenantRow): Tenant => ({ id: t.id, name: t.name, admin: t.admin, createdAt: t.createdAt, ...(t.quotas ? { quotas: t.quotas } : {}) });
 
 function requireAdmin(caller: Caller): void {
   if (!caller.admin) throw new ShellbaseError('forbidden', 'only the admin key manages tenants', { hint: 'use the key in $SHELLBASE_HOME/admin.key' });
@@ -15,12 +17,13 @@ function requireAdmin(caller: Caller): void {
 
 /** Tenants and their API keys (shown once, stored as hashes). Admin only. */
 export class Tenants {
-  constructor(private readonly md: MetadataStore) {}
+  constructor(private readonly md: MetadataStore, private readonly config: ServerConfig) {}
 
-  async create(caller: Caller, name: string): Promise<{ tenant: Tenant; apiKey: string }> {
+  async create(caller: Caller, name: string, quotas?: Record<string, unknown>): Promise<{ tenant: Tenant; apiKey: string }> {
     requireAdmin(caller);
     checkName(name, 'tenant');
     const row: TenantRow = { id: newId('t'), name, admin: false, createdAt: new Date().toISOString() };
+    if (quotas) row.quotas = checkQuotas(quotas, this.config);
     if (!(await this.md.createTenant(row))) {
       throw new ShellbaseError('already_exists', `tenant ${JSON.stringify(name)} already exists`, { hint: 'pick another name' });
     }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
 import type { LayerStore } from '../store/layers/types.js';
-import type { MetadataStore } from '../store/metadata/types.js';
+import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
 import type { Meter } from '../meter/types.js';
 import type { Runtime } from '../runtime/types.js';
 
@@ -9,6 +9,8 @@ import type { Runtime } from '../runtime/types.js';
 export interface Caller {
   tenantId: string;
   admin: boolean;
+  /** The tenant's own quotas (absent ones fall back to the server's). */
+  quotas?: TenantQuotas;
 }
 
 export interface EngineDeps {

@@ -18,6 +18,8 @@ const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes'] as cons
 /** Fills a request's limits from the defaults and refuses any above the server's maximums. */
 export function resolveLimits(asked: ExecLimits | undefined, timeoutMs: number | undefined, defaults: Limits, max: Limits): Limits {
   const out: Limits = { ...defaults };
+  // A tenant's ceilings may be below the server's defaults.
+  for (const k of Object.keys(out) as (keyof Limits)[]) out[k] = Math.min(out[k], max[k]);
   for (const key of LIMIT_KEYS) {
     const v = asked?.[key];
     if (v === undefined) continue;

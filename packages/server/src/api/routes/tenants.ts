@@ -3,9 +3,11 @@ import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
 import { Name, errorResponses } from '../schemas.js';
 
-const TenantSchema = Type.Object({ id: Type.String(), name: Type.String(), admin: Type.Boolean(), createdAt: Type.String() });
-// `quotas` (api-v1.md) is refused as an unknown field until quotas are enforced.
-const CreateTenantBody = Type.Object({ name: Name }, { additionalProperties: false });
+const TenantSchema = Type.Object({
+  id: Type.String(), name: Type.String(), admin: Type.Boolean(), createdAt: Type.String(),
+  quotas: Type.Optional(Type.Record(Type.String(), Type.Number())),
+});
+const CreateTenantBody = Type.Object({ name: Name, quotas: Type.Optional(Type.Record(Type.String(), Type.Number())) }, { additionalProperties: false });
 
 /** Tenants (admin key only): create one with its first API key, list them. */
 export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
@@ -14,7 +16,7 @@ export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
       tags: ['tenants'], body: CreateTenantBody,
       response: { 201: Type.Object({ tenant: TenantSchema, apiKey: Type.String() }), 403: errorResponses[401], ...errorResponses },
     },
-  }, async (req, reply) => reply.status(201).send(await engine.tenants.create(req.caller, req.body.name)));
+  }, async (req, reply) => reply.status(201).send(await engine.tenants.create(req.caller, req.body.name, req.body.quotas)));
 
   const TenantParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }) });
   const KeyParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }), key: Type.String({ maxLength: 64 }) });

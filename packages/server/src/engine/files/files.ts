@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { ContextRow, VersionRow } from '../../store/metadata/types.js';
 import type { Committer } from '../commit.js';
+import { checkStoredBytes, quotasOf } from '../quotas.js';
 import type { Squasher } from '../squash.js';
 import type { Caller, EngineDeps } from '../types.js';
 import { joinPath, parsePath } from './paths.js';
@@ -121,10 +122,12 @@ export class Files {
   private async change(caller: Caller, name: string, description: string,
     fill: (view: VersionView, tree: string, staging: string) => Promise<void>): Promise<{ version: string }> {
     const { layers, config } = this.deps;
+    const quotas = quotasOf(config, caller);
+    await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
     const ctx = await this.lookups.getOrCreate(caller, name);
     const base = await this.squasher.mountable(await this.lookups.version(caller, ctx.head));
     const view = await this.viewOf(base);
-    const scratch = await layers.prepare({ diskMb: config.defaults.diskMb });
+    const scratch = await layers.prepare({ diskMb: Math.min(config.defaults.diskMb, quotas.maximums.diskMb) });
     let layer;
     try {
       await fill(view, layers.scratchTree(scratch), layers.scratchStaging(scratch));

@@ -13,10 +13,25 @@ import type { Change } from '../layers/types.js';
  * - A **context** is a tenant's named pointer to a head version. Heads move
  *   only by compare-and-set (`commitVersion`, `moveHead`).
  */
+/** A tenant's own quotas; what is absent falls back to the server's defaults. */
+export interface TenantQuotas {
+  contexts?: number;
+  storedBytes?: number;
+  concurrentQueries?: number;
+  /** Ceilings on what one query may ask for. */
+  memoryMb?: number;
+  pids?: number;
+  cpus?: number;
+  diskMb?: number;
+  outputBytes?: number;
+  timeoutMs?: number;
+}
+
 export interface TenantRow {
   id: string;
   name: string;
   admin: boolean;
+  quotas?: TenantQuotas;
   createdAt: string;
 }
 
@@ -109,6 +124,7 @@ export interface MetadataStore {
 
   getContext(tenantId: string, name: string): Promise<ContextRow | null>;
   listContexts(tenantId: string): Promise<ContextRow[]>;
+  countContexts(tenantId: string): Promise<number>;
   /** Inserts a context; false if the name is taken. */
   createContext(row: ContextRow): Promise<boolean>;
   deleteContext(tenantId: string, name: string): Promise<boolean>;

@@ -59,4 +59,6 @@ export const MIGRATIONS: string[] = [
      exit_code INTEGER
    );
    CREATE INDEX usage_tenant_time ON usage(tenant_id, created_at);`,
+  // 4: per-tenant quotas (JSON; what is absent falls back to the server's defaults).
+  `ALTER TABLE tenants ADD COLUMN quotas TEXT;`,
 ];

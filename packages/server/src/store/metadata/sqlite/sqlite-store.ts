@@ -14,7 +14,7 @@ const VERSION_COLUMNS = 'id, tenant_id, parent, merged, depth, layers, cause, by
 interface ContextRecord {
   tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
 }
-interface TenantRecord { id: string; name: string; admin: number; created_at: string }
+interface TenantRecord { id: string; name: string; admin: number; created_at: string; quotas: string | null }
 
 const toVersion = (r: VersionRecord): VersionRow => ({
   id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, depth: r.depth, layers: JSON.parse(r.layers), cause: JSON.parse(r.cause),
@@ -23,7 +23,9 @@ const toVersion = (r: VersionRecord): VersionRow => ({
 const toContext = (r: ContextRecord): ContextRow => ({
   tenantId: r.tenant_id, name: r.name, head: r.head, image: r.image, createdAt: r.created_at, updatedAt: r.updated_at,
 });
-const toTenant = (r: TenantRecord): TenantRow => ({ id: r.id, name: r.name, admin: r.admin === 1, createdAt: r.created_at });
+const toTenant = (r: TenantRecord): TenantRow => ({
+  id: r.id, name: r.name, admin: r.admin === 1, createdAt: r.created_at, ...(r.quotas ? { quotas: JSON.parse(r.quotas) } : {}),
+});
 
 /** The embedded metadata store: one SQLite file in WAL mode, one connection. */
 export class SqliteMetadataStore implements MetadataStore {
@@ -63,8 +65,8 @@ export class SqliteMetadataStore implements MetadataStore {
   async close(): Promise<void> { this.db.close(); }
 
   async createTenant(t: TenantRow): Promise<boolean> {
-    return this.stmt('INSERT OR IGNORE INTO tenants (id, name, admin, created_at) VALUES (?, ?, ?, ?)')
-      .run(t.id, t.name, t.admin ? 1 : 0, t.createdAt).changes === 1;
+    return this.stmt('INSERT OR IGNORE INTO tenants (id, name, admin, created_at, quotas) VALUES (?, ?, ?, ?, ?)')
+      .run(t.id, t.name, t.admin ? 1 : 0, t.createdAt, t.quotas ? JSON.stringify(t.quotas) : null).changes === 1;
   }
 
   async listTenants(): Promise<TenantRow[]> {
@@ -120,6 +122,10 @@ export class SqliteMetadataStore implements MetadataStore {
 
   async listContexts(tenantId: string): Promise<ContextRow[]> {
     return (this.stmt('SELECT * FROM contexts WHERE tenant_id = ? ORDER BY name').all(tenantId) as ContextRecord[]).map(toContext);
+  }
+
+  async countContexts(tenantId: string): Promise<number> {
+    return (this.stmt('SELECT COUNT(*) AS n FROM contexts WHERE tenant_id = ?').get(tenantId) as { n: number }).n;
   }
 
   async createContext(c: ContextRow): Promise<boolean> {

@@ -1,0 +1,53 @@
+import type { Limits, ServerConfig } from '../config.js';
+import { ShellbaseError, invalid } from '../errors.js';
+import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
+import type { Caller } from './types.js';
+
+const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes', 'timeoutMs'] as const;
+const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', ...LIMIT_KEYS] as const;
+
+/** A tenant's quotas: its own where set, the server's otherwise. */
+export interface Quotas {
+  contexts: number;
+  storedBytes: number;
+  concurrentQueries: number;
+  /** The most one query may ask for (never above the server's maximums). */
+  maximums: Limits;
+}
+
+export function quotasOf(config: ServerConfig, caller: Caller): Quotas {
+  const own = caller.quotas ?? {};
+  const maximums = { ...config.maximums };
+  for (const k of LIMIT_KEYS) if (own[k] !== undefined) maximums[k] = Math.min(maximums[k], own[k]!);
+  return {
+    contexts: own.contexts ?? config.quotas.contexts,
+    storedBytes: own.storedBytes ?? config.quotas.storedBytes,
+    concurrentQueries: own.concurrentQueries ?? config.quotas.concurrentQueries,
+    maximums,
+  };
+}
+
+/** Validates quotas given when a tenant is made. */
+export function checkQuotas(q: Record<string, unknown>, config: ServerConfig): TenantQuotas {
+  const out: TenantQuotas = {};
+  for (const [k, v] of Object.entries(q)) {
+    if (!(KEYS as readonly string[]).includes(k)) throw invalid(`unknown quota ${JSON.stringify(k)}`, `quotas are: ${KEYS.join(', ')}`);
+    if (typeof v !== 'number' || !(v > 0)) throw invalid(`quota ${k} must be a positive number`, `pass quotas.${k} > 0`);
+    const max = (config.maximums as unknown as Record<string, number>)[k];
+    if (max !== undefined && v > max) throw invalid(`quota ${k} = ${v} is above the server's maximum`, `pass quotas.${k} ≤ ${max}`);
+    (out as Record<string, number>)[k] = v;
+  }
+  return out;
+}
+
+export function overQuota(quota: string, limit: number, hint: string): ShellbaseError {
+  return new ShellbaseError('limit_exceeded', `quota ${quota} (${limit}) reached`, { details: { quota, limit }, hint });
+}
+
+/** Refuses new writes once a tenant stores its quota (only counted when the quota is finite). */
+export async function checkStoredBytes(md: MetadataStore, tenantId: string, quotas: Quotas): Promise<void> {
+  if (!Number.isFinite(quotas.storedBytes)) return;
+  if ((await md.storedBytes(tenantId)) >= quotas.storedBytes) {
+    throw overQuota('storedBytes', quotas.storedBytes, 'delete or reset contexts to free what only they hold, or ask the admin for a higher quota');
+  }
+}
