@@ -1,15 +1,7 @@
+import type { UsageItem } from '@shellbase/protocol';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { MetadataStore } from '../store/metadata/types.js';
 import type { Caller } from './types.js';
-
-export interface UsageItem {
-  key: string;
-  queries: number;
-  cpuMs: number;
-  wallMs: number;
-  machineSeconds: number;
-  bytesStored: number;
-}
 
 export interface UsageQuery {
   from?: string;
