@@ -19,6 +19,18 @@ export function layerStoreConformance(name: string, make: () => Promise<{ store:
     } finally { await done(); }
   });
 
+  test(`${name}: release drops a scratch and tells what it held`, async () => {
+    const { store, upperOf, done } = await make();
+    try {
+      const empty = await store.prepare({ diskMb: 16 });
+      assert.equal(await store.release(empty), 0);
+      const s = await store.prepare({ diskMb: 16 });
+      writeFileSync(path.join(upperOf(s), 'five'), '12345');
+      assert.equal(await store.release(s), 5);
+      assert.equal(existsSync(upperOf(s)), false, 'a written scratch is gone, not reused');
+    } finally { await done(); }
+  });
+
   test(`${name}: commit lists every path with its type and the bytes written`, async () => {
     const { store, upperOf, done } = await make();
     try {

@@ -70,16 +70,15 @@ export class ExecRunner {
     const ctx = await this.lookups.getOrCreate(caller, name);
     let base = pinned ?? await this.lookups.version(caller, ctx.head);
     for (let retries = 0; ; retries++) {
-      const { run, layer } = await this.runOnce(base, { argv, cwd, env, stdin: req.stdin, limits }, hooks);
-      const result = resultOf(run, base.id, layer, limits);
+      const { run, layer, bytesWritten } = await this.runOnce(base, { argv, cwd, env, stdin: req.stdin, limits }, hooks, req.commit ?? 'always');
+      const result = resultOf(run, base.id, bytesWritten, limits);
       await this.deps.metadata.recordUsage({
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
-        wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten: layer?.bytes ?? 0, exitCode: run.exitCode,
+        wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
       });
       if (retries > 0) result.retries = retries;
-      if (!layer || !wantsCommit(req.commit ?? 'always', run)) {
-        if (layer) await this.deps.layers.remove(layer.layerId);
-        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, layer ? 'discarded' : 'nothing');
+      if (!layer) {
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
         return result;
       }
       const outcome = await this.committer.commit(caller.tenantId, name, base, layer, { kind: 'exec', command: describe(req) });
@@ -93,11 +92,13 @@ export class ExecRunner {
     }
   }
 
+  /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
     spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits },
     hooks: ExecHooks,
-  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null }> {
+    mode: string,
+  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number }> {
     const { layers, runtime } = this.deps;
     base = await this.squasher.mountable(base);
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
@@ -111,8 +112,9 @@ export class ExecRunner {
       await layers.discard(scratch);
       throw e;
     }
+    if (!wantsCommit(mode, run)) return { run, layer: null, bytesWritten: await layers.release(scratch) };
     const layer = await layers.commit(scratch);
-    return { run, layer };
+    return { run, layer, bytesWritten: layer?.bytes ?? 0 };
   }
 }
 
@@ -141,8 +143,7 @@ function wantsCommit(mode: string, run: SandboxResult): boolean {
   return true;
 }
 
-function resultOf(run: SandboxResult, baseId: string, layer: CommittedLayer | null, limits: Limits): ExecResult {
-  const bytesWritten = layer?.bytes ?? 0;
+function resultOf(run: SandboxResult, baseId: string, bytesWritten: number, limits: Limits): ExecResult {
   const result: ExecResult = {
     exitCode: run.exitCode,
     timedOut: run.timedOut,

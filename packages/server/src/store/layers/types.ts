@@ -58,6 +58,8 @@ export interface LayerStore {
   /** Turns the scratch into a layer; null (and the scratch dropped) when nothing was written. */
   commit(scratch: Scratch): Promise<CommittedLayer | null>;
   discard(scratch: Scratch): Promise<void>;
+  /** Drops a scratch without making a layer and says how many bytes of file data it held. */
+  release(scratch: Scratch): Promise<number>;
   /** Builds one layer equal to `layers` (bottom first) stacked; none of them may be an image. */
   squash(layers: readonly string[]): Promise<{ layerId: string; bytes: number }>;
   /** The directory of a layer's tree on this host. */

@@ -125,13 +125,31 @@ export class BtrfsLayerStore implements LayerStore {
     const untouched = readdirSync(path.join(dir, 'tree')).length === 0;
     const { changes, bytes } = untouched ? { changes: [], bytes: 0 } : await scanLayer(path.join(dir, 'tree'));
     if (changes.length === 0) {
-      // Nothing was written: the scratch is as good as new, so it goes back to the pool
-      // (a read-only query then costs no subvolume create or delete).
-      if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
-      else await this.discard(scratch);
+      await this.recycle(scratch);
       return null;
     }
     return { layerId: this.promote(dir, changes), bytes, changes };
+  }
+
+  async release(scratch: Scratch): Promise<number> {
+    const tree = path.join(this.scratchPath(scratch), 'tree');
+    if (readdirSync(tree).length === 0) {
+      await this.recycle(scratch);
+      return 0;
+    }
+    const { bytes } = await scanLayer(tree);
+    await this.discard(scratch);
+    return bytes;
+  }
+
+  /**
+   * An untouched scratch is as good as new: back to the pool (a read-only query
+   * then costs no subvolume create or delete).
+   */
+  private async recycle(scratch: Scratch): Promise<void> {
+    rmSync(path.join(this.scratchPath(scratch), 'staging'), { recursive: true, force: true });
+    if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
+    else await this.discard(scratch);
   }
 
   /**
