@@ -48,7 +48,7 @@ export class Engine {
     const committer = new Committer(deps.metadata);
     const lookups = {
       version: (caller: Caller, id: string) => this.version(caller, id),
-      getOrCreate: (caller: Caller, name: string) => this.getOrCreateContext(caller, name),
+      base: (caller: Caller, name: string, version?: string) => this.baseVersion(caller, name, version),
       head: async (caller: Caller, name: string) => this.version(caller, (await this.contextRow(caller, name)).head),
     };
     this.exec_ = new ExecRunner(deps, committer, this.squasher, lookups);
@@ -137,6 +137,17 @@ export class Engine {
       if (!(e instanceof ShellbaseError && e.code === 'already_exists')) throw e;
     }
     return this.contextRow(caller, name);
+  }
+
+  /**
+   * The version a query or file call works on: `version` if given, else the
+   * context's head. An unknown version fails before the context is created
+   * on first use, so a bad request leaves nothing behind.
+   */
+  async baseVersion(caller: Caller, name: string, version?: string): Promise<VersionRow> {
+    const pinned = version === undefined ? null : await this.version(caller, version);
+    const ctx = await this.getOrCreateContext(caller, name);
+    return pinned ?? this.version(caller, ctx.head);
   }
 
   async getContext(caller: Caller, name: string): Promise<Context> {

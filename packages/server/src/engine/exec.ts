@@ -4,7 +4,7 @@ import { invalid } from '../errors.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
-import type { ContextRow, VersionRow } from '../store/metadata/types.js';
+import type { VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from './quotas.js';
 import type { Squasher } from './squash.js';
@@ -18,7 +18,7 @@ export interface ExecHooks {
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
-  getOrCreate(caller: Caller, name: string): Promise<ContextRow>;
+  base(caller: Caller, name: string, version?: string): Promise<VersionRow>;
 }
 
 /** `onConflict: "retry"` runs the command again on the new head at most this often. */
@@ -65,10 +65,7 @@ export class ExecRunner {
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
     const cwd = checkCwd(req.cwd ?? '/root');
     const env = checkEnv(req.env);
-    // An unknown version fails before the context is created on first use.
-    const pinned = req.version === undefined ? null : await this.lookups.version(caller, req.version);
-    const ctx = await this.lookups.getOrCreate(caller, name);
-    let base = pinned ?? await this.lookups.version(caller, ctx.head);
+    let base = await this.lookups.base(caller, name, req.version);
     for (let retries = 0; ; retries++) {
       const { run, layer, bytesWritten } = await this.runOnce(base, { argv, cwd, env, stdin: req.stdin, limits }, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
@@ -139,7 +136,7 @@ function outcomeOf(run: SandboxResult): QueryOutcome {
 
 function wantsCommit(mode: string, run: SandboxResult): boolean {
   if (mode === 'never') return false;
-  if (mode === 'on-success') return run.exitCode === 0 && !run.timedOut && !run.oomKilled && !run.aborted;
+  if (mode === 'on-success') return outcomeOf(run) === 'ok';
   return true;
 }
 

@@ -1,7 +1,7 @@
 import { readlinkSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
-import type { ContextRow, VersionRow } from '../../store/metadata/types.js';
+import type { VersionRow } from '../../store/metadata/types.js';
 import type { Committer } from '../commit.js';
 import { checkStoredBytes, quotasOf } from '../quotas.js';
 import type { Squasher } from '../squash.js';
@@ -27,7 +27,7 @@ export type ReadResult =
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
-  getOrCreate(caller: Caller, name: string): Promise<ContextRow>;
+  base(caller: Caller, name: string, version?: string): Promise<VersionRow>;
 }
 
 export const statOf = (e: Entry, target?: string): FileStat => ({
@@ -49,9 +49,7 @@ export class Files {
 
   /** The view of a version (the context's head unless `version` is given). */
   async view(caller: Caller, name: string, version?: string): Promise<{ view: VersionView; version: VersionRow }> {
-    const pinned = version === undefined ? null : await this.lookups.version(caller, version);
-    const ctx = await this.lookups.getOrCreate(caller, name);
-    const v = pinned ?? (await this.lookups.version(caller, ctx.head));
+    const v = await this.lookups.base(caller, name, version);
     return { view: await this.viewOf(v), version: v };
   }
 
@@ -124,8 +122,7 @@ export class Files {
     const { layers, config } = this.deps;
     const quotas = quotasOf(config, caller);
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
-    const ctx = await this.lookups.getOrCreate(caller, name);
-    const base = await this.squasher.mountable(await this.lookups.version(caller, ctx.head));
+    const base = await this.squasher.mountable(await this.lookups.base(caller, name));
     const view = await this.viewOf(base);
     const scratch = await layers.prepare({ diskMb: Math.min(config.defaults.diskMb, quotas.maximums.diskMb) });
     let layer;

@@ -4,6 +4,7 @@ import { newId } from '../../util/ids.js';
 import type { Committer } from '../commit.js';
 import type { Files } from '../files/files.js';
 import { parsePath, joinPath } from '../files/paths.js';
+import type { VersionView } from '../files/view.js';
 import { changesBetween, diverge } from '../lineage.js';
 import { overlappingPaths } from '../overlap.js';
 import type { Caller, EngineDeps } from '../types.js';
@@ -50,8 +51,7 @@ export class History {
     const to = opts.to ? await this.lookups.version(caller, opts.to) : await this.lookups.head(caller, name);
     const from = opts.from ? await this.lookups.version(caller, opts.from)
       : to.parent ? await this.lookups.version(caller, to.parent) : to;
-    const views: [Awaited<ReturnType<Files['viewOf']>>, Awaited<ReturnType<Files['viewOf']>>] =
-      [await this.files.viewOf(from), await this.files.viewOf(to)];
+    const views: [VersionView, VersionView] = [await this.files.viewOf(from), await this.files.viewOf(to)];
     const only = opts.path === undefined ? undefined : joinPath(parsePath(opts.path));
     const changes = await diffVersions(this.deps.metadata, from, to, views, only);
     if (only === undefined) return { changes };
