@@ -119,21 +119,18 @@ export class BtrfsLayerStore implements LayerStore {
   }
 
   async commit(scratch: Scratch): Promise<CommittedLayer | null> {
-    const dir = this.scratchPath(scratch);
-    rmSync(path.join(dir, 'staging'), { recursive: true, force: true });
-    // Reads never copy anything up, so an untouched upper directory is empty: no scan needed.
-    const untouched = readdirSync(path.join(dir, 'tree')).length === 0;
-    const { changes, bytes } = untouched ? { changes: [], bytes: 0 } : await scanLayer(path.join(dir, 'tree'));
-    if (changes.length === 0) {
+    const tree = this.scratchTree(scratch);
+    if (untouched(tree)) {
       await this.recycle(scratch);
       return null;
     }
-    return { layerId: this.promote(dir, changes), bytes, changes };
+    const { changes, bytes } = await scanLayer(tree);
+    return { layerId: this.promote(this.scratchPath(scratch), changes), bytes, changes };
   }
 
   async release(scratch: Scratch): Promise<number> {
-    const tree = path.join(this.scratchPath(scratch), 'tree');
-    if (readdirSync(tree).length === 0) {
+    const tree = this.scratchTree(scratch);
+    if (untouched(tree)) {
       await this.recycle(scratch);
       return 0;
     }
@@ -158,8 +155,10 @@ export class BtrfsLayerStore implements LayerStore {
    * which views need and Node cannot read from xattrs.
    */
   private promote(dir: string, changes: Change[]): string {
-    // The overlay work directory keeps a root-only `work/work` inside; neither belongs in a layer.
+    // The overlay work directory keeps a root-only `work/work` inside; neither it nor a tar
+    // upload's staging belongs in a layer.
     rmSync(path.join(dir, 'work'), { recursive: true, force: true });
+    rmSync(path.join(dir, 'staging'), { recursive: true, force: true });
     rmdirSync(path.join(dir, 'merged'));
     const layerId = newId('l');
     // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
@@ -227,6 +226,11 @@ export class BtrfsLayerStore implements LayerStore {
     for (const s of this.pool.splice(0)) await this.discard(s);
     await closeVolume(this.opts.root, this.opts.imageFile);
   }
+}
+
+/** Reads never copy anything up, so a scratch nobody wrote to has an empty tree (no scan needed). */
+function untouched(tree: string): boolean {
+  return readdirSync(tree).length === 0;
 }
 
 async function removeSubvolumeOrTree(dir: string): Promise<void> {
