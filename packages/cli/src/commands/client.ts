@@ -1,7 +1,8 @@
 import { Shellbase } from '@shellbase/sdk';
 import { flag, type ParsedArgs } from '../args.js';
 
-const sb = () => new Shellbase();
+/** A client from SHELLBASE_URL and SHELLBASE_API_KEY (or the admin key of a server on this host). */
+export const sb = () => new Shellbase();
 
 function need(args: ParsedArgs, n: number, usage: string): string[] {
   if (args.positionals.length < n) throw new UsageError(usage);

@@ -1,11 +1,8 @@
 import { createWriteStream, readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Shellbase } from '@shellbase/sdk';
 import { flag, type ParsedArgs } from '../args.js';
-import { UsageError } from './client.js';
-
-const sb = () => new Shellbase();
+import { UsageError, sb } from './client.js';
 
 /** `CTX:/path` → [CTX, /path]; null for a local path. */
 export function remote(spec: string): [string, string] | null {
@@ -21,10 +18,14 @@ function need(spec: string | undefined, usage: string): [string, string] {
 
 /** `shellbase cat CTX:/path [--version V]`: the file's bytes on stdout. */
 export async function cat(args: ParsedArgs): Promise<number> {
-  const [ctx, path] = need(args.positionals[0], 'shellbase cat CTX:/path [--version V]');
-  const res = await sb().context(ctx).files.open(path, { version: flag(args, 'version') });
-  await pipeline(Readable.fromWeb(res.body as never), process.stdout);
+  await download(need(args.positionals[0], 'shellbase cat CTX:/path [--version V]'), '-', flag(args, 'version'));
   return 0;
+}
+
+/** Streams a context's file to a local path (`-`: stdout). */
+async function download([ctx, path]: [string, string], to: string, version?: string): Promise<void> {
+  const res = await sb().context(ctx).files.open(path, { version });
+  await pipeline(Readable.fromWeb(res.body as never), to === '-' ? process.stdout : createWriteStream(to));
 }
 
 /** `shellbase ls CTX:/dir [--version V]` */
@@ -45,8 +46,7 @@ export async function cp(args: ParsedArgs): Promise<number> {
   const src = remote(from);
   const dst = remote(to);
   if (src && !dst) {
-    const res = await sb().context(src[0]).files.open(src[1], { version: flag(args, 'version') });
-    await pipeline(Readable.fromWeb(res.body as never), to === '-' ? process.stdout : createWriteStream(to));
+    await download(src, to, flag(args, 'version'));
     return 0;
   }
   if (dst && !src) {
