@@ -31,6 +31,18 @@ export function layerStoreConformance(name: string, make: () => Promise<{ store:
     } finally { await done(); }
   });
 
+  test(`${name}: remove deletes a layer and its record of opaque directories`, async () => {
+    const { store, upperOf, done } = await make();
+    try {
+      const s = await store.prepare({ diskMb: 16 });
+      writeFileSync(path.join(upperOf(s), 'f'), 'x');
+      const layer = (await store.commit(s))!;
+      assert.equal((await store.viewLayer(layer.layerId)).opaque.size, 0);
+      await store.remove(layer.layerId);
+      assert.equal(existsSync(store.layerPath(layer.layerId)), false);
+    } finally { await done(); }
+  });
+
   test(`${name}: commit lists every path with its type and the bytes written`, async () => {
     const { store, upperOf, done } = await make();
     try {

@@ -102,12 +102,6 @@ export class Spawner {
     const out = child.stdout as unknown as { ref(): void; unref(): void };
     if (on) out.ref(); else out.unref();
   }
-
-  /** Ends the spawner (its children die with it). */
-  close(): void {
-    this.child?.stdin.end();
-    this.child = null;
-  }
 }
 
 function frame(id: number, type: string, payload: Buffer = Buffer.alloc(0)): Buffer {
