@@ -63,6 +63,7 @@ describe('SDK errors and the CLI', () => {
     assert.equal((await cli('exec', 'cli-fork', '--', 'cat /root/d')).stdout, 'data\n');
     const past = await cli('exec', 'cli-ctx', '--version', first, '--', 'test -e /root/d || echo absent');
     assert.equal(past.stdout, 'absent\n');
+    assert.match((await cli('gc')).stdout, /^dropped \d+ versions, deleted \d+ layers \(\d+ bytes\) in \d+ ms\n$/);
   });
 
   test('SDK files, diff, merge and reset', async () => {

@@ -53,6 +53,53 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     } finally { await done(); }
   });
 
+  test(`${name}: dropping versions cuts links, spares heads and frees exactly the unreferenced layers`, async () => {
+    const { md, done, root } = await setup();
+    try {
+      const layer = (id: string, bytes: number) => ({ id, kind: 'exec' as const, bytes, createdAt: now() });
+      const a = { ...version('a', root, ['image:x:1', 'la']), context: 'c' };
+      const b = { ...version('b', a, ['image:x:1', 'la', 'lb']), context: 'c' };
+      const c = { ...version('cc', b, ['image:x:1', 'la', 'lb', 'lc']), context: 'c' };
+      let head = root.id;
+      for (const [v, bytes] of [[a, 10], [b, 20], [c, 30]] as const) {
+        assert.ok(await md.commitVersion({ version: v, layer: layer(v.layers.at(-1)!, bytes), moveHead: { tenantId: 't1', context: 'c', expectedHead: head } }));
+        head = v.id;
+      }
+      const u = { ...version('u', a, ['image:x:1', 'la', 'lu']), context: 'c' };
+      assert.ok(await md.commitVersion({ version: u, layer: layer('lu', 40) }));
+      const m = { ...version('m', c, ['image:x:1', 'la', 'lb', 'lc', 'lu']), merged: 'u', context: 'c' };
+      assert.ok(await md.commitVersion({ version: m, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'cc' } }));
+      assert.equal(await md.totalLayerBytes(), 100);
+
+      const g = await md.versionGraph();
+      assert.deepEqual(g.heads, ['m']);
+      assert.deepEqual(g.versions.map((v) => v.id).sort(), ['a', 'b', 'cc', 'm', 'u'], 'image roots are not in the graph');
+      assert.deepEqual(g.versions.find((v) => v.id === 'm'), { id: 'm', tenantId: 't1', parent: 'cc', merged: 'u', context: 'c', createdAt: m.createdAt });
+
+      // Every layer is still referenced by the head: rows go, layers stay; links to dropped versions are cut.
+      const r1 = await md.dropVersions(['a', 'u', 'm'], new Set());
+      assert.equal(r1.versions, 2, 'the head m is spared');
+      assert.deepEqual(r1.layers, []);
+      assert.equal((await md.getVersion('b'))!.parent, null, 'history now starts at b');
+      assert.equal((await md.getVersion('m'))!.merged, null);
+      assert.deepEqual((await md.lineage('m', 10)).map((v) => v.id), ['m', 'cc', 'b']);
+
+      // A layer no version refers to goes, unless kept; its bytes are reported.
+      await md.commitVersion({ version: { ...version('w', root, ['image:x:1', 'lw']), context: 'c' }, layer: layer('lw', 7) });
+      const r2 = await md.dropVersions(['w'], new Set(['lw']));
+      assert.equal(r2.versions, 1);
+      assert.deepEqual(r2.layers, [], 'a kept layer keeps its row');
+      const r3 = await md.dropVersions([], new Set());
+      assert.deepEqual(r3.layers.map((l) => [l.id, l.bytes]), [['lw', 7]]);
+      assert.equal((await md.layerIds()).has('lw'), false);
+
+      // Deleting a context disowns its versions.
+      assert.ok(await md.deleteContext('t1', 'c'));
+      assert.equal((await md.getVersion('m'))!.context, null);
+      assert.deepEqual((await md.versionGraph()).heads, []);
+    } finally { await done(); }
+  });
+
   test(`${name}: a layer prefix is replaced exactly, never a longer id that starts alike`, async () => {
     const { md, done, root } = await setup();
     try {

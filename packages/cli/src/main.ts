@@ -2,7 +2,7 @@
 import { buildImage, imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
 import { ShellbaseError } from '@shellbase/sdk';
 import { parseArgs } from './args.js';
-import { UsageError, contexts, exec, fork, key, log, tenant, usage } from './commands/client.js';
+import { UsageError, contexts, exec, fork, gc, key, log, tenant, usage } from './commands/client.js';
 import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
 import { serve } from './commands/serve.js';
 
@@ -22,6 +22,7 @@ const USAGE = `shellbase: serverless sandboxes over versioned file systems
   shellbase tenant create NAME | tenant ls | tenant revoke NAME          (admin key)
   shellbase key create TENANT | key ls TENANT | key revoke TENANT KEY_ID   (admin key)
   shellbase usage [--from T] [--to T] [--group-by context|kind] [--tenant NAME]
+  shellbase gc                                                            (admin key)
   shellbase image build [NAME]
 
 Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
@@ -44,6 +45,7 @@ async function main(argv: string[]): Promise<number> {
     case 'tenant': return tenant(args);
     case 'key': return key(args);
     case 'usage': return usage(args);
+    case 'gc': return gc();
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
       {

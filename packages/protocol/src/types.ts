@@ -136,3 +136,15 @@ export interface UsageItem {
   machineSeconds: number;
   bytesStored: number;
 }
+
+/** What one garbage collection run did (`POST /v1/gc`, admin only). */
+export interface GcResult {
+  versionsDropped: number;
+  /** Layer directories deleted (including ones deferred from earlier runs). */
+  layersDeleted: number;
+  /** Bytes of the layers no version refers to any more. */
+  bytesFreed: number;
+  /** Layers unreferenced but still used by running work: deleted by a later run. */
+  deferredLayers: number;
+  ms: number;
+}

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isErrorCode, type ApiKey, type Context, type ErrorBody, type Tenant, type UsageItem } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type Context, type ErrorBody, type GcResult, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { errorFromBody } from './errors.js';
 
@@ -69,6 +69,11 @@ export class Shellbase {
   /** What the caller's queries cost over a time range, and what its versions store. */
   usage(query: { from?: string; to?: string; groupBy?: 'context' | 'kind'; tenant?: string } = {}): Promise<{ items: UsageItem[]; total: UsageItem }> {
     return this.json('GET', '/v1/usage', { query });
+  }
+
+  /** Runs garbage collection now (admin key); it also runs in the background. */
+  gc(): Promise<GcResult> {
+    return this.json('POST', '/v1/gc');
   }
 
   /** Sends a request and throws the typed error for any non-2xx answer. */

@@ -27,6 +27,8 @@ export interface ServerConfig {
   storeSizeGb: number;
   /** Layer chains longer than this are squashed in the background. */
   squashAbove: number;
+  /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
+  gc: { intervalMs: number; retentionDays: number; keepVersions: number };
   /** Quotas of a tenant that sets none of its own. */
   quotas: { contexts: number; storedBytes: number; concurrentQueries: number };
 }
@@ -62,6 +64,11 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     maximums,
     storeSizeGb: num('SHELLBASE_STORE_SIZE_GB', 64),
     squashAbove: num('SHELLBASE_SQUASH_ABOVE', 24),
+    gc: {
+      intervalMs: num('SHELLBASE_GC_INTERVAL_MS', 600_000),
+      retentionDays: num('SHELLBASE_RETENTION_DAYS', 30),
+      keepVersions: num('SHELLBASE_KEEP_VERSIONS', 10),
+    },
     quotas: {
       contexts: num('SHELLBASE_QUOTA_CONTEXTS', 1_000_000),
       storedBytes: num('SHELLBASE_QUOTA_STORED_BYTES', Number.POSITIVE_INFINITY),

@@ -6,6 +6,7 @@ import { ensureAdmin } from './api/auth.js';
 import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
+import { Pins } from './engine/pins.js';
 import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
@@ -42,9 +43,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   // Cgroups are named per data directory, so servers over different homes never touch each other's.
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
   const runtime = new BwrapRuntime(cgroupDriver(instance));
-  const meter = new PrometheusMeter();
-  const engine = new Engine({ config, metadata, layers, runtime, log, meter });
+  const meter = new PrometheusMeter({ storedBytes: () => metadata.totalLayerBytes() });
+  const engine = new Engine({ config, metadata, layers, runtime, log, meter, pins: new Pins() });
   await engine.recover();
+  engine.gc.start();
   const adminKeyFile = await ensureAdmin(metadata, config.home);
   const app = await buildApi(engine, log, meter.registry);
   await app.listen({ host: config.host, port: config.port });

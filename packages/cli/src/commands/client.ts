@@ -114,3 +114,10 @@ export async function usage(args: ParsedArgs): Promise<number> {
   console.log(row(r.total));
   return 0;
 }
+
+export async function gc(): Promise<number> {
+  const r = await sb().gc();
+  console.log(`dropped ${r.versionsDropped} versions, deleted ${r.layersDeleted} layers (${r.bytesFreed} bytes) in ${r.ms} ms` +
+    (r.deferredLayers ? `; ${r.deferredLayers} layers wait for running work` : ''));
+  return 0;
+}

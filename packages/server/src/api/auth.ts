@@ -19,8 +19,8 @@ export async function ensureAdmin(md: MetadataStore, home: string): Promise<stri
   return file;
 }
 
-/** The caller behind an `Authorization: Bearer KEY` header. */
-export async function authenticate(md: MetadataStore, header: string | undefined): Promise<Caller> {
+/** The caller behind an `Authorization: Bearer KEY` header (the request adds its hold). */
+export async function authenticate(md: MetadataStore, header: string | undefined): Promise<Omit<Caller, 'hold'>> {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   if (!m) {
     throw new ShellbaseError('unauthorized', 'missing API key', {

@@ -10,6 +10,7 @@ import { errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
+import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
@@ -47,9 +48,13 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
     const e = new ShellbaseError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { hint: 'see GET /v1/openapi.json' });
     void reply.status(404).send({ error: e.toBody() });
   });
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
     if (req.url.startsWith('/v1/') || req.url === '/v1') {
-      req.caller = await authenticate(engine.deps.metadata, req.headers.authorization);
+      const who = await authenticate(engine.deps.metadata, req.headers.authorization);
+      // What the request looks up stays pinned until its response is done, streamed bodies included.
+      const hold = engine.deps.pins.hold();
+      reply.raw.once('close', () => hold.release());
+      req.caller = { ...who, hold };
     }
   });
 
@@ -64,5 +69,6 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   historyRoutes(app, engine);
   tenantRoutes(app, engine);
   usageRoutes(app, engine);
+  gcRoutes(app, engine);
   return app;
 }

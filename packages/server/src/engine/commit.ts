@@ -45,14 +45,15 @@ export class Committer {
     const createdAt = new Date().toISOString();
     const layerRow = { id: layer.layerId, kind: 'exec' as const, bytes: layer.bytes, createdAt };
     const on = (parent: VersionRow): NewVersion => ({
-      id: newId('v'), tenantId, parent: parent.id, depth: parent.depth + 1, layers: [...parent.layers, layer.layerId],
+      id: newId('v'), tenantId, parent: parent.id, context, depth: parent.depth + 1, layers: [...parent.layers, layer.layerId],
       changes: layer.changes, cause, bytes: layer.bytes, createdAt,
     });
     for (;;) {
       const ctx = await this.md.getContext(tenantId, context);
       if (!ctx) {
-        // The context was deleted while the query ran: keep the work as an unattached version.
-        const v = on(base);
+        // The context was deleted while the query ran: the work stays readable as an unattached
+        // version that no context owns, until the next garbage collection.
+        const v = { ...on(base), context: null };
         await this.md.commitVersion({ version: v, layer: layerRow });
         return { head: v.id, version: v.id, committed: false, layerCount: v.layers.length };
       }

@@ -5,6 +5,7 @@ import type { ContextRow, NewVersion, VersionRow } from '../store/metadata/types
 import { Committer } from './commit.js';
 import { ExecRunner, type ExecHooks } from './exec.js';
 import { Files } from './files/files.js';
+import { GarbageCollector } from './gc.js';
 import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
@@ -41,6 +42,8 @@ export class Engine {
   readonly tenants: Tenants;
   /** The usage ledger, read back. */
   readonly usage: Usage;
+  /** Drops old history and unreferenced layers. */
+  readonly gc: GarbageCollector;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: EngineDeps) {
@@ -56,6 +59,7 @@ export class Engine {
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config);
     this.usage = new Usage(deps.metadata);
+    this.gc = new GarbageCollector(deps);
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */
@@ -87,10 +91,17 @@ export class Engine {
     return version;
   }
 
-  /** A version the caller may use: its own or an image's. */
+  /**
+   * A version the caller may use (its own or an image's), pinned with its
+   * layers until the caller's operation ends. The id is pinned before the row
+   * is read, so garbage collection either keeps it or has already dropped it.
+   */
   async version(caller: Caller, id: string): Promise<VersionRow> {
-    const v = typeof id === 'string' ? await this.deps.metadata.getVersion(id) : null;
-    if (!v || (v.tenantId !== caller.tenantId && v.tenantId !== SYSTEM_TENANT)) throw notFound('version', String(id));
+    if (typeof id !== 'string') throw notFound('version', String(id));
+    caller.hold.version(id);
+    const v = await this.deps.metadata.getVersion(id);
+    if (!v || (v.tenantId !== caller.tenantId && v.tenantId !== SYSTEM_TENANT)) throw notFound('version', id);
+    caller.hold.layerIds(v.layers);
     return v;
   }
 
@@ -161,6 +172,7 @@ export class Engine {
   async deleteContext(caller: Caller, name: string): Promise<void> {
     checkName(name);
     if (!(await this.deps.metadata.deleteContext(caller.tenantId, name))) throw notFound('context', name);
+    this.gc.schedule();
   }
 
   /** O(1): a new context row pointing at the same version. */
@@ -178,6 +190,7 @@ export class Engine {
   }
 
   async close(): Promise<void> {
+    await this.gc.stop();
     await this.exec_.drain();
     await this.squasher.idle();
   }

@@ -4,7 +4,9 @@ import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
 import type { Caller } from './types.js';
 
 const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes', 'timeoutMs'] as const;
-const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', ...LIMIT_KEYS] as const;
+/** History settings garbage collection reads (gc.ts); retentionDays may be 0. */
+const HISTORY_KEYS = ['retentionDays', 'keepVersions'] as const;
+const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', ...LIMIT_KEYS, ...HISTORY_KEYS] as const;
 
 /** A tenant's quotas: its own where set, the server's otherwise. */
 export interface Quotas {
@@ -32,7 +34,11 @@ export function checkQuotas(q: Record<string, unknown>, config: ServerConfig): T
   const out: TenantQuotas = {};
   for (const [k, v] of Object.entries(q)) {
     if (!(KEYS as readonly string[]).includes(k)) throw invalid(`unknown quota ${JSON.stringify(k)}`, `quotas are: ${KEYS.join(', ')}`);
-    if (typeof v !== 'number' || !(v > 0)) throw invalid(`quota ${k} must be a positive number`, `pass quotas.${k} > 0`);
+    if (k === 'retentionDays') {
+      if (typeof v !== 'number' || !(v >= 0)) throw invalid('retentionDays must be a number ≥ 0', 'pass quotas.retentionDays ≥ 0');
+    } else if (typeof v !== 'number' || !(v > 0)) {
+      throw invalid(`quota ${k} must be a positive number`, `pass quotas.${k} > 0`);
+    }
     const max = (config.maximums as unknown as Record<string, number>)[k];
     if (max !== undefined && v > max) throw invalid(`quota ${k} = ${v} is above the server's maximum`, `pass quotas.${k} ≤ ${max}`);
     (out as Record<string, number>)[k] = v;

@@ -53,8 +53,7 @@ export class Squasher {
   /** Squashes all but the newest KEEP_TOP layers of a version (one squash per layer chain at a time). */
   async squashVersion(version: VersionRow): Promise<number> {
     const { metadata, layers, log } = this.deps;
-    return this.locks.run(version.layers[1] ?? version.id, async () => {
-      const current = await metadata.getVersion(version.id);
+    return this.locks.run(version.layers[1] ?? version.id, () => this.pinned(version.id, async (current) => {
       if (!current || current.layers.length - 1 <= KEEP_TOP + 1) return 0;
       const prefix = current.layers.slice(0, current.layers.length - KEEP_TOP);
       const [image, ...rest] = prefix;
@@ -66,7 +65,20 @@ export class Squasher {
       this.deps.meter.squashed(rest.length);
       log.info({ version: version.id, layers: rest.length, rewritten, ms: Math.round(performance.now() - started) }, 'squashed layers');
       return rewritten;
-    });
+    }));
+  }
+
+  /** Runs `task` over the version's current row with the version and its layers pinned. */
+  private async pinned<T>(id: string, task: (current: VersionRow | null) => Promise<T>): Promise<T> {
+    const hold = this.deps.pins.hold();
+    try {
+      hold.version(id);
+      const current = await this.deps.metadata.getVersion(id);
+      if (current) hold.layerIds(current.layers);
+      return await task(current);
+    } finally {
+      hold.release();
+    }
   }
 
   /** Waits for running squashes (shutdown and tests). */

@@ -4,6 +4,7 @@ import type { LayerStore } from '../store/layers/types.js';
 import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
 import type { Meter } from '../meter/types.js';
 import type { Runtime } from '../runtime/types.js';
+import type { Hold, Pins } from './pins.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
 export interface Caller {
@@ -11,6 +12,8 @@ export interface Caller {
   admin: boolean;
   /** The tenant's own quotas (absent ones fall back to the server's). */
   quotas?: TenantQuotas;
+  /** Pins what this caller's operation looks up until the operation ends (see pins.ts). */
+  hold: Hold;
 }
 
 export interface EngineDeps {
@@ -20,6 +23,7 @@ export interface EngineDeps {
   runtime: Runtime;
   log: Logger;
   meter: Meter;
+  pins: Pins;
 }
 
 /** Tenant id of versions every tenant may read: the root versions of images. */

@@ -1,4 +1,5 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { GcResult } from '@shellbase/protocol';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CommitResult, Meter, QueryOutcome } from './types.js';
 
 /** The engine's meter as Prometheus metrics, served at GET /metrics. */
@@ -23,8 +24,29 @@ export class PrometheusMeter implements Meter {
     name: 'shellbase_squashed_layers_total', help: 'Layers folded into squashed layers.', registers: [this.registry],
   });
 
-  constructor() {
+  private readonly gcRuns = new Counter({
+    name: 'shellbase_gc_runs_total', help: 'Garbage collection runs.', registers: [this.registry],
+  });
+  private readonly gcVersions = new Counter({
+    name: 'shellbase_gc_versions_dropped_total', help: 'Versions dropped by garbage collection.', registers: [this.registry],
+  });
+  private readonly gcBytes = new Counter({
+    name: 'shellbase_gc_freed_bytes_total', help: 'Bytes of layers garbage collection deleted.', registers: [this.registry],
+  });
+
+  /** `storedBytes` is read at every scrape (the sum over layer rows, not a disk walk). */
+  constructor(sources: { storedBytes(): Promise<number> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'shellbase_' });
+    new Gauge({
+      name: 'shellbase_stored_bytes', help: 'Bytes of file data in stored layers (each layer once).', registers: [this.registry],
+      async collect() { this.set(await sources.storedBytes()); },
+    });
+  }
+
+  gcRan(result: GcResult): void {
+    this.gcRuns.inc();
+    this.gcVersions.inc(result.versionsDropped);
+    this.gcBytes.inc(result.bytesFreed);
   }
 
   queryEnded(outcome: QueryOutcome, wallMs: number, commit: CommitResult): void {

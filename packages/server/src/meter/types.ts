@@ -2,6 +2,8 @@
  * What the engine reports as it works, for metrics (and, with tenants,
  * the usage ledger). The engine calls these; it knows nothing of Prometheus.
  */
+import type { GcResult } from '@shellbase/protocol';
+
 export type QueryOutcome = 'ok' | 'failed' | 'timeout' | 'oom' | 'aborted';
 export type CommitResult = 'committed' | 'conflict' | 'nothing' | 'discarded';
 
@@ -9,6 +11,5 @@ export interface Meter {
   queryEnded(outcome: QueryOutcome, wallMs: number, commit: CommitResult): void;
   fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void;
   squashed(layers: number): void;
+  gcRan(result: GcResult): void;
 }
-
-export const noMeter: Meter = { queryEnded() {}, fileOperation() {}, squashed() {} };

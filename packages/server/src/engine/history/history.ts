@@ -38,7 +38,7 @@ export class History {
         const head = await this.lookups.head(caller, name);
         if (head.id === target.id) return head;
         const v: NewVersion = {
-          id: newId('v'), tenantId: caller.tenantId, parent: head.id, depth: head.depth + 1, layers: target.layers,
+          id: newId('v'), tenantId: caller.tenantId, parent: head.id, context: name, depth: head.depth + 1, layers: target.layers,
           changes: await changesBetween(this.deps.metadata, head, target), cause: { kind: 'reset', command: `reset to ${target.id}` },
           bytes: 0, createdAt: new Date().toISOString(),
         };
@@ -71,7 +71,7 @@ export class History {
       for (;;) {
         const target = await this.lookups.head(caller, name);
         const d = await diverge(this.deps.metadata, target, source);
-        if (!d) throw new ShellbaseError('failed_precondition', `${from} and ${name} share no ancestor`, { hint: 'merge forks of one context' });
+        if (!d) throw new ShellbaseError('failed_precondition', `${from} and ${name} share no ancestor`, { hint: 'merge forks of one context (history past the retention is dropped, and with it old common ancestors)' });
         if (d.ancestor.id === source.id) return { version: target.id }; // nothing new on the source side
         const moveHead = { tenantId: caller.tenantId, context: name, expectedHead: target.id };
         // Paths both sides changed the same way (as after an earlier merge) are no conflict.
@@ -99,7 +99,7 @@ export class History {
           layerRow = { id: layer.layerId, kind: 'exec' as const, bytes, createdAt: new Date().toISOString() };
         }
         const v: NewVersion = {
-          id: newId('v'), tenantId: caller.tenantId, parent: target.id, merged: source.id,
+          id: newId('v'), tenantId: caller.tenantId, parent: target.id, merged: source.id, context: name,
           depth: Math.max(target.depth, source.depth) + 1, layers, changes: d.b,
           cause: { kind: 'merge', command: `merge ${from}` }, bytes, createdAt: new Date().toISOString(),
         };

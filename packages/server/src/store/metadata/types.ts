@@ -25,6 +25,10 @@ export interface TenantQuotas {
   diskMb?: number;
   outputBytes?: number;
   timeoutMs?: number;
+  /** History older than this many days is dropped by garbage collection (0: only the newest versions stay). */
+  retentionDays?: number;
+  /** Versions of each context's history that stay whatever their age (at least 1: the head). */
+  keepVersions?: number;
 }
 
 export interface TenantRow {
@@ -78,6 +82,12 @@ export interface VersionRow {
   parent: string | null;
   /** For a merge: the merged source's head, a second parent. */
   merged?: string | null;
+  /**
+   * The context it was committed for while that context exists (null for
+   * images and once the context is deleted): owns versions no head reaches,
+   * such as conflicts.
+   */
+  context?: string | null;
   /** Greater than every parent's depth (the image version is 0); orders lineage walks. */
   depth: number;
   layers: string[];
@@ -106,6 +116,23 @@ export interface CommitVersionOptions {
   moveHead?: { tenantId: string; context: string; expectedHead: string };
 }
 
+/** A version as garbage collection sees it. */
+export interface GraphVersion {
+  id: string;
+  tenantId: string;
+  parent: string | null;
+  merged: string | null;
+  context: string | null;
+  createdAt: string;
+}
+
+export interface DropResult {
+  /** Version rows deleted. */
+  versions: number;
+  /** Layer rows deleted: no version refers to them any more. Their directories are the caller's to remove. */
+  layers: LayerRow[];
+}
+
 export interface MetadataStore {
   close(): Promise<void>;
 
@@ -127,6 +154,7 @@ export interface MetadataStore {
   countContexts(tenantId: string): Promise<number>;
   /** Inserts a context; false if the name is taken. */
   createContext(row: ContextRow): Promise<boolean>;
+  /** Deletes a context; its versions stay (forks may share them) but no longer name it. */
   deleteContext(tenantId: string, name: string): Promise<boolean>;
 
   /** Inserts the version (and layer) and moves the head, all or nothing; false if the head moved. */
@@ -148,6 +176,18 @@ export interface MetadataStore {
   storedBytes(tenantId: string): Promise<number>;
   /** Bytes of the given layers (images count 0). */
   layerBytes(layerIds: readonly string[]): Promise<number>;
+
+  /** Bytes of every stored layer (images count 0). */
+  totalLayerBytes(): Promise<number>;
+  /** Every version but the images' roots, and every context's head, read at one instant. */
+  versionGraph(): Promise<{ versions: GraphVersion[]; heads: string[] }>;
+  /**
+   * In one transaction: deletes the versions `ids` except those that are a
+   * context's head by then, cuts the parent and merged links that pointed at
+   * them (history starts at the survivor), then deletes the rows of the
+   * non-image layers no remaining version refers to, except `keepLayers`.
+   */
+  dropVersions(ids: readonly string[], keepLayers: ReadonlySet<string>): Promise<DropResult>;
 
   /** Rewrites every version whose layers start with `prefix` to start with `replacement`. */
   replaceLayerPrefix(prefix: string[], replacement: string[], layer: LayerRow): Promise<number>;

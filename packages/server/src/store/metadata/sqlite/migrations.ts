@@ -61,4 +61,8 @@ export const MIGRATIONS: string[] = [
    CREATE INDEX usage_tenant_time ON usage(tenant_id, created_at);`,
   // 4: per-tenant quotas (JSON; what is absent falls back to the server's defaults).
   `ALTER TABLE tenants ADD COLUMN quotas TEXT;`,
+  // 5: the context a version was committed for (garbage collection keeps unattached versions by it).
+  `ALTER TABLE versions ADD COLUMN context TEXT;
+   CREATE INDEX versions_context ON versions(tenant_id, context);
+   CREATE INDEX versions_merged ON versions(merged);`,
 ];

@@ -1,23 +1,24 @@
 import Database from 'better-sqlite3';
 import type { Change } from '../../layers/types.js';
 import type {
-  ApiKeyRow, ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, UsageRow, UsageTotals, VersionRow,
+  ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MetadataStore, NewVersion, TenantRow, UsageRow,
+  UsageTotals, VersionRow,
 } from '../types.js';
 import { MIGRATIONS } from './migrations.js';
 
 interface VersionRecord {
-  id: string; tenant_id: string; parent: string | null; merged: string | null; depth: number; layers: string;
+  id: string; tenant_id: string; parent: string | null; merged: string | null; context: string | null; depth: number; layers: string;
   cause: string; bytes: number; created_at: string;
 }
 /** Every column of a version but its change set. */
-const VERSION_COLUMNS = 'id, tenant_id, parent, merged, depth, layers, cause, bytes, created_at';
+const VERSION_COLUMNS = 'id, tenant_id, parent, merged, context, depth, layers, cause, bytes, created_at';
 interface ContextRecord {
   tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
 }
 interface TenantRecord { id: string; name: string; admin: number; created_at: string; quotas: string | null }
 
 const toVersion = (r: VersionRecord): VersionRow => ({
-  id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, depth: r.depth, layers: JSON.parse(r.layers), cause: JSON.parse(r.cause),
+  id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, context: r.context, depth: r.depth, layers: JSON.parse(r.layers), cause: JSON.parse(r.cause),
   bytes: r.bytes, createdAt: r.created_at,
 });
 const toContext = (r: ContextRecord): ContextRow => ({
@@ -38,6 +39,8 @@ export class SqliteMetadataStore implements MetadataStore {
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
     this.migrate();
+    // Ids garbage collection drops, per transaction (temporary tables are per connection).
+    this.db.exec('CREATE TEMP TABLE gc_drop (id TEXT PRIMARY KEY)');
   }
 
   private readonly statements = new Map<string, Database.Statement>();
@@ -136,14 +139,18 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   async deleteContext(tenantId: string, name: string): Promise<boolean> {
-    return this.stmt('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes === 1;
+    return this.db.transaction(() => {
+      if (this.stmt('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes !== 1) return false;
+      this.stmt('UPDATE versions SET context = NULL WHERE tenant_id = ? AND context = ?').run(tenantId, name);
+      return true;
+    }).immediate();
   }
 
   private insertVersion(v: NewVersion): void {
     this.stmt(
-      `INSERT INTO versions (id, tenant_id, parent, merged, depth, layers, changes, cause, bytes, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(v.id, v.tenantId, v.parent, v.merged ?? null, v.depth, JSON.stringify(v.layers),
+      `INSERT INTO versions (id, tenant_id, parent, merged, context, depth, layers, changes, cause, bytes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(v.id, v.tenantId, v.parent, v.merged ?? null, v.context ?? null, v.depth, JSON.stringify(v.layers),
       v.changes === null ? null : JSON.stringify(v.changes), JSON.stringify(v.cause), v.bytes, v.createdAt);
   }
 
@@ -237,6 +244,43 @@ export class SqliteMetadataStore implements MetadataStore {
     let total = 0;
     for (const id of new Set(layerIds)) total += (bytes.get(id) as { bytes: number } | undefined)?.bytes ?? 0;
     return total;
+  }
+
+  async totalLayerBytes(): Promise<number> {
+    return (this.stmt('SELECT COALESCE(SUM(bytes), 0) AS n FROM layers').get() as { n: number }).n;
+  }
+
+  async versionGraph(): Promise<{ versions: GraphVersion[]; heads: string[] }> {
+    return this.db.transaction(() => ({
+      versions: (this.stmt(`SELECT id, tenant_id AS tenantId, parent, merged, context, created_at AS createdAt
+        FROM versions WHERE parent IS NOT NULL OR depth > 0`).all() as GraphVersion[]),
+      heads: (this.stmt('SELECT DISTINCT head FROM contexts').all() as { head: string }[]).map((r) => r.head),
+    }))();
+  }
+
+  async dropVersions(ids: readonly string[], keepLayers: ReadonlySet<string>): Promise<DropResult> {
+    return this.db.transaction(() => {
+      this.stmt('DELETE FROM gc_drop').run();
+      const add = this.stmt('INSERT OR IGNORE INTO gc_drop (id) VALUES (?)');
+      for (const id of ids) add.run(id);
+      this.stmt('DELETE FROM gc_drop WHERE id IN (SELECT head FROM contexts)').run();
+      this.stmt('UPDATE versions SET parent = NULL WHERE parent IN (SELECT id FROM gc_drop)').run();
+      this.stmt('UPDATE versions SET merged = NULL WHERE merged IN (SELECT id FROM gc_drop)').run();
+      const versions = this.stmt('DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)').run().changes;
+      this.stmt('DELETE FROM gc_drop').run();
+      const referenced = new Set<string>(keepLayers);
+      for (const r of this.stmt('SELECT layers FROM versions').all() as { layers: string }[]) {
+        for (const id of JSON.parse(r.layers) as string[]) referenced.add(id);
+      }
+      const layers: LayerRow[] = [];
+      const remove = this.stmt('DELETE FROM layers WHERE id = ?');
+      for (const l of this.stmt(`SELECT id, kind, bytes, created_at AS createdAt FROM layers WHERE kind != 'image'`).all() as LayerRow[]) {
+        if (referenced.has(l.id)) continue;
+        remove.run(l.id);
+        layers.push(l);
+      }
+      return { versions, layers };
+    }).immediate();
   }
 
   async replaceLayerPrefix(prefix: string[], replacement: string[], layer: LayerRow): Promise<number> {
