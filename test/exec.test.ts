@@ -26,30 +26,6 @@ describe('queries: sandbox, output, commit, history', () => {
     assert.ok(r.usage.wallMs > 0 && r.usage.cpuMs >= 0 && r.usage.memoryPeakBytes > 0);
   });
 
-  test('the sandbox: namespaces, /dev, /tmp, capabilities, no_new_privs, no network', async () => {
-    const r = await t.sb.context('iso').exec([
-      'ps -e --no-headers | wc -l', 'hostname', 'echo $(ls /dev)', 'grep -E "^(NoNewPrivs|CapEff)" /proc/self/status',
-      'cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d " "', 'test -e /sys/kernel && echo sys-visible || echo no-sys',
-      'echo scratch > /tmp/t; mount | grep " /tmp " | cut -d" " -f5',
-      'mknod /x c 1 1 2>&1 | head -1', 'curl -sS -m 2 http://1.1.1.1 2>&1 | head -1',
-    ].join('; '));
-    const lines = r.stdout.trim().split('\n');
-    assert.ok(Number(lines[0]) <= 5, `only the query's own processes are visible: ${lines[0]}`);
-    assert.equal(lines[1], 'sandbox');
-    assert.deepEqual(lines[2].trim().split(' ').sort(),
-      ['core', 'fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']);
-    assert.equal(lines[3], 'CapEff:\t00000000800405fb', 'exactly the documented capability set');
-    assert.equal(lines[4], 'NoNewPrivs:\t1');
-    assert.equal(lines[5], 'lo', 'only loopback');
-    assert.equal(lines[6], 'no-sys');
-    assert.equal(lines[7], 'tmpfs');
-    assert.match(lines[8], /Operation not permitted/);
-    assert.match(lines[9], /(Could not resolve|connect|unreachable|Failed)/i);
-    assert.equal(r.committed, false, 'writes to /tmp are not part of the context');
-    const again = await t.sb.context('iso').exec('test -e /tmp/t && echo kept || echo gone');
-    assert.equal(again.stdout, 'gone\n');
-  });
-
   test('commit: a write makes a version, reads see it, and exec at an old version sees the past', async () => {
     const ctx = t.sb.context('hist');
     const w1 = await ctx.exec('echo one > /root/f');

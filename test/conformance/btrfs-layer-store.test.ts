@@ -8,7 +8,7 @@ layerStoreConformance('btrfs layer store', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-store-'));
   const root = path.join(dir, 'store');
   const store = new BtrfsLayerStore({
-    root, imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 1,
+    root, imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 1, rootId: 100_000,
   });
   await store.open();
   return {

@@ -90,6 +90,9 @@ export interface FileStat {
   type: FileType;
   size: number;
   mode: number;
+  /** Owner and group as a sandbox sees them (65534 for ids a sandbox cannot map). */
+  uid: number;
+  gid: number;
   mtime: string;
   /** A symlink's target, as stored. */
   target?: string;

@@ -1,16 +1,27 @@
 /*
- * sbx: the native helper of shellbase's runtime. Three subcommands, each one
+ * sbx: the native helper of shellbase's runtime. Five subcommands, each one
  * process where a shell pipeline would take several:
  *
- *   sbx run [--cgroup FILE]... --chdir DIR --lower L --upper U --work W
- *           --merged M -- PROGRAM ARGS...
+ *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] --chdir DIR
+ *           --lower L --upper U --work W --merged M -- PROGRAM ARGS...
  *       Joins the given cgroups (by writing "0" to each FILE, a v1 `tasks` or a
  *       v2 `cgroup.procs` file), asks to be SIGKILLed when its parent (the
  *       server) dies, enters a private mount namespace, mounts the overlay
  *       there and execs PROGRAM (bubblewrap). The overlay mount lives only in
  *       that namespace, so it vanishes with the sandbox, even after a crash.
  *       Relative paths in L, U and W are resolved from DIR, which keeps the
- *       mount options of long layer chains inside one page.
+ *       mount options of long layer chains inside one page. With --userns,
+ *       PROGRAM runs as uid/gid 0 of a new user namespace that maps ids
+ *       0..COUNT-1 to BASE..BASE+COUNT-1 on the host (after the mount: the
+ *       overlay is mounted with the host's privileges). --nofile caps open
+ *       files per process (soft and hard).
+ *
+ *   sbx userns BASE COUNT -- PROGRAM ARGS...
+ *       Only the user namespace of `run --userns`, then execs PROGRAM.
+ *
+ *   sbx shift DIR OFFSET
+ *       Adds OFFSET to every uid and gid below 65536 under DIR (DIR included),
+ *       keeping set-id bits; ids already shifted stay, so it can run again.
  *
  *   sbx scan DIR
  *       Prints every entry under DIR (an overlay upper directory or layer) as
@@ -36,9 +47,13 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <ftw.h>
+#include <grp.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -56,8 +71,97 @@ static void write_file(const char *path, const char *data) {
   close(fd);
 }
 
+static int write_map(const char *path, const char *map) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, map, strlen(map));
+  close(fd);
+  return n == (ssize_t)strlen(map) ? 0 : -1;
+}
+
+static void keep_parent(void) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("prctl");
+  if (getppid() == 1) exit(125); /* the server is already gone */
+}
+
+/* Moves this process into a new user namespace as its uid/gid 0, mapped to
+   BASE.. on the host. A process cannot write its own maps beyond its own id,
+   so a short-lived child, still privileged outside, writes them. */
+static void enter_userns(unsigned long base, unsigned long count) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) die("pipe");
+  pid_t parent = getpid(), child = fork();
+  if (child < 0) die("fork");
+  if (child == 0) {
+    char c, path[64], map[64];
+    close(p[1]);
+    if (read(p[0], &c, 1) != 1) _exit(1);
+    snprintf(map, sizeof map, "0 %lu %lu\n", base, count);
+    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)parent);
+    if (write_map(path, map) != 0) _exit(2);
+    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)parent);
+    if (write_map(path, map) != 0) _exit(3);
+    _exit(0);
+  }
+  close(p[0]);
+  if (unshare(CLONE_NEWUSER) != 0) die("unshare user namespace");
+  if (write(p[1], "x", 1) != 1) die("pipe");
+  close(p[1]);
+  int status;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    errno = EPERM;
+    die("write uid_map/gid_map");
+  }
+  if (setresgid(0, 0, 0) != 0) die("setresgid");
+  if (setgroups(0, NULL) != 0) die("setgroups");
+  if (setresuid(0, 0, 0) != 0) die("setresuid");
+  keep_parent(); /* a change of credentials clears the parent-death signal */
+}
+
+static int parse_userns(const char *spec, unsigned long *base, unsigned long *count) {
+  char *end;
+  *base = strtoul(spec, &end, 10);
+  if (*end != ':') return -1;
+  *count = strtoul(end + 1, &end, 10);
+  return (*end || *count == 0) ? -1 : 0;
+}
+
+static int cmd_userns(int argc, char **argv) {
+  unsigned long base, count;
+  char spec[64];
+  if (argc < 4 || strcmp(argv[2], "--") != 0) { fprintf(stderr, "sbx userns BASE COUNT -- PROGRAM...\n"); return 125; }
+  snprintf(spec, sizeof spec, "%s:%s", argv[0], argv[1]);
+  if (parse_userns(spec, &base, &count) != 0) { fprintf(stderr, "sbx: bad BASE COUNT\n"); return 125; }
+  keep_parent();
+  enter_userns(base, count);
+  execvp(argv[3], &argv[3]);
+  die(argv[3]);
+  return 125;
+}
+
+static unsigned long shift_offset;
+
+static int shift_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)flag; (void)ftw;
+  if (st->st_uid >= 65536 && st->st_gid >= 65536) return 0;
+  uid_t uid = st->st_uid < 65536 ? st->st_uid + shift_offset : st->st_uid;
+  gid_t gid = st->st_gid < 65536 ? st->st_gid + shift_offset : st->st_gid;
+  if (lchown(path, uid, gid) != 0) die(path);
+  /* chown clears set-user-id and set-group-id bits: put them back */
+  if (!S_ISLNK(st->st_mode) && (st->st_mode & 06000) && chmod(path, st->st_mode & 07777) != 0) die(path);
+  return 0;
+}
+
+static int cmd_shift(int argc, char **argv) {
+  if (argc != 2) { fprintf(stderr, "sbx shift DIR OFFSET\n"); return 2; }
+  shift_offset = strtoul(argv[1], NULL, 10);
+  if (nftw(argv[0], shift_entry, 64, FTW_PHYS) != 0) die(argv[0]);
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
+  unsigned long ns_base = 0, ns_count = 0;
   int i;
   for (i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) { i++; break; }
@@ -71,14 +175,19 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(argv[i], "--upper") == 0) upper = argv[++i];
     else if (strcmp(argv[i], "--work") == 0) work = argv[++i];
     else if (strcmp(argv[i], "--merged") == 0) merged = argv[++i];
-    else { fprintf(stderr, "sbx: unknown option %s\n", argv[i]); return 125; }
+    else if (strcmp(argv[i], "--userns") == 0) {
+      if (parse_userns(argv[++i], &ns_base, &ns_count) != 0) { fprintf(stderr, "sbx: bad --userns %s\n", argv[i]); return 125; }
+    } else if (strcmp(argv[i], "--nofile") == 0) {
+      unsigned long n = strtoul(argv[++i], NULL, 10);
+      struct rlimit rl = {.rlim_cur = n, .rlim_max = n};
+      if (setrlimit(RLIMIT_NOFILE, &rl) != 0) die("setrlimit nofile");
+    } else { fprintf(stderr, "sbx: unknown option %s\n", argv[i]); return 125; }
   }
   if (!chdir_to || !lower || !upper || !work || !merged || i >= argc) {
     fprintf(stderr, "sbx run: missing arguments\n");
     return 125;
   }
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("prctl");
-  if (getppid() == 1) return 125; /* the server is already gone */
+  keep_parent();
   if (unshare(CLONE_NEWNS) != 0) die("unshare");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("make / private");
   if (chdir(chdir_to) != 0) die(chdir_to);
@@ -90,6 +199,7 @@ static int cmd_run(int argc, char **argv) {
   if (mount("overlay", merged, "overlay", 0, opts) != 0) die("mount overlay");
   free(opts);
   if (chdir("/") != 0) die("chdir /");
+  if (ns_count) enter_userns(ns_base, ns_count);
   execvp(argv[i], &argv[i]);
   die(argv[i]);
   return 125;
@@ -257,6 +367,8 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "scan") == 0) return cmd_scan(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "apply") == 0) return cmd_apply(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx run|scan|apply ...\n");
+  if (argc >= 2 && strcmp(argv[1], "userns") == 0) return cmd_userns(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "shift") == 0) return cmd_shift(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx run|scan|apply|userns|shift ...\n");
   return 2;
 }

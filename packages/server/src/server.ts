@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { ensureAdmin } from './api/auth.js';
@@ -12,6 +12,7 @@ import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsLayerStore } from './store/layers/index.js';
 import { SqliteMetadataStore } from './store/metadata/index.js';
+import { SANDBOX_ROOT } from './util/idmap.js';
 import { assertNativeBuilt } from './util/native.js';
 
 export interface RunningServer {
@@ -28,16 +29,23 @@ export interface RunningServer {
  */
 export async function startServer(config: ServerConfig, log: Logger = pino({ level: process.env.SHELLBASE_LOG_LEVEL ?? 'info' })): Promise<RunningServer> {
   assertNativeBuilt();
-  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  // Others may pass through (a sandbox's user namespace reaches its root through it), not list.
+  mkdirSync(config.home, { recursive: true, mode: 0o711 });
+  chmodSync(config.home, 0o711);
   const pidFile = path.join(config.home, 'server.pid');
   claimHome(pidFile);
   const metadata = new SqliteMetadataStore(path.join(config.home, 'meta.db'));
+  // The home is passable by others; the database (key hashes) is not readable by them.
+  for (const f of ['meta.db', 'meta.db-wal', 'meta.db-shm']) {
+    if (existsSync(path.join(config.home, f))) chmodSync(path.join(config.home, f), 0o600);
+  }
   const layers = new BtrfsLayerStore({
     root: path.join(config.home, 'store'),
     imageFile: path.join(config.home, 'store.btrfs'),
     sizeGb: config.storeSizeGb,
     imagePath: (id) => imageRootfs(config.cache, id),
     defaultDiskMb: config.defaults.diskMb,
+    rootId: SANDBOX_ROOT,
   });
   await layers.open();
   // Cgroups are named per data directory, so servers over different homes never touch each other's.

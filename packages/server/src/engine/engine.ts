@@ -1,6 +1,6 @@
 import type { Context, ExecRequest, ExecResult, Version } from '@shellbase/protocol';
 import { ShellbaseError, notFound } from '../errors.js';
-import { imageBuilt, imageInfo } from '../images/index.js';
+import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
 import type { ContextRow, NewVersion, VersionRow } from '../store/metadata/types.js';
 import { Committer } from './commit.js';
 import { ExecRunner, type ExecHooks } from './exec.js';
@@ -68,6 +68,25 @@ export class Engine {
     const cgroups = await runtime.recover();
     const removed = await layers.recover(await metadata.layerIds());
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
+    await this.moveToRebuiltImages();
+  }
+
+  /**
+   * An image whose recipe changed is a new build with a new layer id (the
+   * recipe's version is the contract: version 2 stores ids shifted for user
+   * namespaces). Versions on an older build of an image move to the current
+   * build at start, so no sandbox mounts a build this server no longer makes.
+   */
+  private async moveToRebuiltImages(): Promise<void> {
+    const { config, metadata, log } = this.deps;
+    for (const id of await metadata.layerIds()) {
+      const [kind, name] = id.split(':');
+      if (kind !== 'image' || !(IMAGE_NAMES as string[]).includes(name) || !imageBuilt(config.cache, name)) continue;
+      const current = imageInfo(config.cache, name).layerId;
+      if (current === id) continue;
+      const moved = await metadata.replaceLayerPrefix([id], [current], { id: current, kind: 'image', bytes: 0, createdAt: new Date().toISOString() });
+      if (moved) log.warn({ from: id, to: current, versions: moved }, 'versions moved to the rebuilt image');
+    }
   }
 
   /** The root version of an image (made on first use of the image). */

@@ -6,10 +6,12 @@ import { readFileSync, readdirSync } from 'node:fs';
  */
 export const debianRecipe = {
   name: 'debian',
-  version: 1,
+  version: 2,
   suite: 'bookworm',
   variant: 'minbase',
   include: ['bash', 'coreutils', 'python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils'],
+  /** Added to every uid and gid: files are stored as the sandboxes' user namespace maps them (util/idmap.ts). */
+  idShift: 100_000,
 } as const;
 
 /** The Debian mirror apt is already configured with (deb822 `.sources` files or sources.list). */

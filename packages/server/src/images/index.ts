@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ShellbaseError } from '../errors.js';
-import { run } from '../util/proc.js';
+import { SBX } from '../util/native.js';
+import { run, runOk } from '../util/proc.js';
 import { configuredMirror, debianRecipe } from './debian.js';
 
 /**
@@ -79,6 +80,8 @@ export async function buildImage(cache: string, name: string, progress: (line: s
   rmSync(path.join(rootfs, 'var/cache/apt/archives'), { recursive: true, force: true });
   mkdirSync(path.join(rootfs, 'var/cache/apt/archives/partial'), { recursive: true });
   mkdirSync(path.join(rootfs, 'root'), { recursive: true });
+  progress(`shifting file ownership by ${recipe.idShift} (the sandboxes' user namespace)`);
+  await runOk(SBX, ['shift', rootfs, String(recipe.idShift)]);
   writeFileSync(path.join(tmp, 'recipe.json'), JSON.stringify({ format: 1, ...recipe, builtAt: new Date().toISOString() }, null, 2));
   rmSync(final, { recursive: true, force: true });
   renameSync(tmp, final);

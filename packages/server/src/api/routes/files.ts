@@ -15,7 +15,8 @@ const WriteQuery = Type.Object({
 const DeleteQuery = Type.Object({ recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const VersionResult = Type.Object({ version: Type.String() });
 const Stat = Type.Object({
-  type: Type.String(), size: Type.Integer(), mode: Type.Integer(), mtime: Type.String(), target: Type.Optional(Type.String()),
+  type: Type.String(), size: Type.Integer(), mode: Type.Integer(), uid: Type.Integer(), gid: Type.Integer(), mtime: Type.String(),
+  target: Type.Optional(Type.String()),
 });
 
 type P = Static<typeof FileParams>;

@@ -2,6 +2,7 @@ import { readlinkSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { VersionRow } from '../../store/metadata/types.js';
+import { sandboxId } from '../../util/idmap.js';
 import type { Committer } from '../commit.js';
 import { checkStoredBytes, quotasOf } from '../quotas.js';
 import type { Squasher } from '../squash.js';
@@ -15,6 +16,9 @@ export interface FileStat {
   type: EntryType;
   size: number;
   mode: number;
+  /** As a sandbox sees them. */
+  uid: number;
+  gid: number;
   mtime: string;
   target?: string;
 }
@@ -31,7 +35,8 @@ interface Lookups {
 }
 
 export const statOf = (e: Entry, target?: string): FileStat => ({
-  type: e.type, size: e.type === 'file' ? e.stat.size : 0, mode: e.stat.mode & 0o7777, mtime: e.stat.mtime.toISOString(),
+  type: e.type, size: e.type === 'file' ? e.stat.size : 0, mode: e.stat.mode & 0o7777,
+  uid: sandboxId(e.stat.uid), gid: sandboxId(e.stat.gid), mtime: e.stat.mtime.toISOString(),
   ...(target !== undefined ? { target } : {}),
 });
 

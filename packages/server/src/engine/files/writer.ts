@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid } from '../../errors.js';
+import { SANDBOX_ROOT } from '../../util/idmap.js';
 import { runOk } from '../../util/proc.js';
 import { notADirectory, type Entry, type VersionView } from './view.js';
 
@@ -48,7 +49,10 @@ export function place(view: VersionView, segments: readonly string[]): Placement
   throw new Error('unreachable: the root always exists');
 }
 
-/** Creates the placement's directories in a layer tree; existing ones keep their owner, mode and times. */
+/**
+ * Creates the placement's directories in a layer tree: existing ones keep
+ * their owner, mode and times; new ones belong to the sandboxes' root.
+ */
 export function makeParents(tree: string, p: Placement): string {
   let dir = tree;
   for (const a of p.ancestors) {
@@ -61,11 +65,12 @@ export function makeParents(tree: string, p: Placement): string {
   for (const m of p.missing) {
     dir = path.join(dir, m);
     mkdirSync(dir, { mode: 0o755, recursive: true });
+    chownSync(dir, SANDBOX_ROOT, SANDBOX_ROOT);
   }
   return dir;
 }
 
-/** Writes a file into a layer tree from a stream; a full disk limit is a 413. */
+/** Writes a file (owned by the sandboxes' root) into a layer tree from a stream; a full disk limit is a 413. */
 export async function writeFile(tree: string, p: Placement, body: Readable, mode: number): Promise<string> {
   const file = path.join(makeParents(tree, p), p.name);
   try {
@@ -76,6 +81,7 @@ export async function writeFile(tree: string, p: Placement, body: Readable, mode
     }
     throw e;
   }
+  chownSync(file, SANDBOX_ROOT, SANDBOX_ROOT);
   chmodSync(file, mode);
   return file;
 }

@@ -1,13 +1,16 @@
 /**
  * The bubblewrap command line of a sandbox.
  *
- * Namespaces: pid, mount, ipc, uts, net (loopback only) and cgroup.
+ * Namespaces: pid, mount, ipc, uts, net (loopback only) and cgroup, inside the
+ * user namespace `sbx run --userns` made (bwrap runs as its root, so it makes
+ * no user namespace of its own).
  * File system: the overlay as `/`, a fresh /proc, bwrap's minimal /dev (null,
  * zero, full, random, urandom, tty, pts, shm) and /tmp as a tmpfs that is not
  * part of the context. bwrap always sets no_new_privs.
  * Capabilities: the sandbox's root keeps only SANDBOX_CAPS, a subset of
  * Docker's default set without MKNOD, NET_RAW and AUDIT_WRITE (so no device
- * nodes, raw sockets or audit records).
+ * nodes, raw sockets or audit records), and holds them only in its own user
+ * namespace: over host objects it has none.
  */
 export const SANDBOX_CAPS = [
   'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID',

@@ -1,5 +1,6 @@
 import { constants } from 'node:os';
 import path from 'node:path';
+import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
 import type { CgroupDriver } from '../cgroups/index.js';
 import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
@@ -7,14 +8,18 @@ import { bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
 import { spawner } from '../../util/spawner.js';
 
+/** Open files per sandbox process (soft and hard limit): thousands, not the host's table. */
+export const OPEN_FILES = 4096;
+
 const SIGNAL_NAMES = new Map<number, string>(
   Object.entries(constants.signals).map(([name, n]) => [n, name]),
 );
 
 /**
  * Runs sandboxes with bubblewrap. Per sandbox, one process is started (by
- * the spawner, so the server itself never forks): `sbx run` joins the cgroup, mounts the overlay in a private mount namespace and
- * execs bwrap. Killing that process (timeout, abort, server death) kills the
+ * the spawner, so the server itself never forks): `sbx run` joins the cgroup,
+ * mounts the overlay in a private mount namespace, enters the sandboxes' user
+ * namespace (util/idmap.ts) and execs bwrap. Killing that process (timeout, abort, server death) kills the
  * sandbox's pid namespace and with it every process of the query.
  */
 export class BwrapRuntime implements Runtime {
@@ -37,7 +42,7 @@ export class BwrapRuntime implements Runtime {
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
     const args = ['run'];
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
-    args.push('--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
+    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
       '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
       ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd }));
 

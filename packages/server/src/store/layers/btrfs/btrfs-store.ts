@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX } from '../../../util/native.js';
@@ -9,6 +9,12 @@ import { closeVolume, openVolume } from './volume.js';
 
 /** Version of `layers/ID/meta.json`. */
 export const LAYER_META_FORMAT = 1;
+/**
+ * Version of the store as a whole (`format` at its root): 2 stores file
+ * ownership as the sandboxes' user namespace maps it; a store without the file
+ * is 1 (ids unshifted) and is shifted on open.
+ */
+export const STORE_FORMAT = 2;
 
 export interface BtrfsLayerStoreOptions {
   /** Mount point of the store's btrfs file system. */
@@ -20,6 +26,8 @@ export interface BtrfsLayerStoreOptions {
   imagePath: (layerId: string) => string;
   /** Disk limit of pre-made scratch subvolumes (the default a query gets). */
   defaultDiskMb: number;
+  /** Host uid and gid of the sandboxes' root: it owns every new tree. */
+  rootId: number;
   poolSize?: number;
 }
 
@@ -46,6 +54,17 @@ export class BtrfsLayerStore implements LayerStore {
     await openVolume(this.opts.root, this.opts.imageFile, this.opts.sizeGb);
     mkdirSync(this.scratchDir, { recursive: true });
     mkdirSync(this.layersDir, { recursive: true });
+    const formatFile = path.join(this.opts.root, 'format');
+    if (existsSync(formatFile)) {
+      const format = Number(readFileSync(formatFile, 'utf8'));
+      if (format !== STORE_FORMAT) throw new Error(`layer store ${this.opts.root} has format ${format}; this server knows ${STORE_FORMAT}`);
+      return;
+    }
+    // Format 1: trees owned by host ids. Shifting skips ids already shifted, so a crash here only repeats it.
+    for (const name of readdirSync(this.layersDir)) {
+      if (!name.endsWith('.json')) await runOk(SBX, ['shift', path.join(this.layersDir, name, 'tree'), String(this.opts.rootId)]);
+    }
+    writeFileSync(formatFile, `${STORE_FORMAT}\n`);
   }
 
   async recover(keep: ReadonlySet<string>): Promise<{ scratch: number; layers: number }> {
@@ -93,6 +112,7 @@ export class BtrfsLayerStore implements LayerStore {
     const dir = this.scratchPath(s);
     await runOk('btrfs', ['-q', 'subvolume', 'create', dir]);
     mkdirSync(path.join(dir, 'tree'));
+    chownSync(path.join(dir, 'tree'), this.opts.rootId, this.opts.rootId);
     mkdirSync(path.join(dir, 'work'));
     mkdirSync(path.join(dir, 'merged'));
     await this.setLimit(s, diskMb);
@@ -195,6 +215,7 @@ export class BtrfsLayerStore implements LayerStore {
   scratchStaging(scratch: Scratch): string {
     const dir = path.join(this.scratchPath(scratch), 'staging');
     mkdirSync(dir, { recursive: true });
+    chownSync(dir, this.opts.rootId, this.opts.rootId);
     return dir;
   }
 
