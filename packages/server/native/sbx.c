@@ -2,8 +2,8 @@
  * sbx: the native helper of shellbase's runtime. Five subcommands, each one
  * process where a shell pipeline would take several:
  *
- *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] --chdir DIR
- *           --lower L --upper U --work W --merged M -- PROGRAM ARGS...
+ *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] [--seccomp-fd N]
+ *           --chdir DIR --lower L --upper U --work W --merged M -- PROGRAM ARGS...
  *       Joins the given cgroups (by writing "0" to each FILE, a v1 `tasks` or a
  *       v2 `cgroup.procs` file), asks to be SIGKILLed when its parent (the
  *       server) dies, enters a private mount namespace, mounts the overlay
@@ -14,7 +14,8 @@
  *       PROGRAM runs as uid/gid 0 of a new user namespace that maps ids
  *       0..COUNT-1 to BASE..BASE+COUNT-1 on the host (after the mount: the
  *       overlay is mounted with the host's privileges). --nofile caps open
- *       files per process (soft and hard).
+ *       files per process (soft and hard). --seccomp-fd leaves the compiled
+ *       filter of seccomp.c open as fd N for `bwrap --seccomp N`.
  *
  *   sbx userns BASE COUNT -- PROGRAM ARGS...
  *       Only the user namespace of `run --userns`, then execs PROGRAM.
@@ -58,6 +59,8 @@
 #include <unistd.h>
 
 #define OPAQUE_XATTR "trusted.overlay.opaque"
+
+int sandbox_filter_fd(void); /* seccomp.c */
 
 static void die(const char *what) {
   fprintf(stderr, "sbx: %s: %s\n", what, strerror(errno));
@@ -177,6 +180,10 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(argv[i], "--merged") == 0) merged = argv[++i];
     else if (strcmp(argv[i], "--userns") == 0) {
       if (parse_userns(argv[++i], &ns_base, &ns_count) != 0) { fprintf(stderr, "sbx: bad --userns %s\n", argv[i]); return 125; }
+    } else if (strcmp(argv[i], "--seccomp-fd") == 0) {
+      int want = atoi(argv[++i]), fd = sandbox_filter_fd();
+      if (fd < 0 || want < 3) { errno = EINVAL; die("seccomp filter"); }
+      if (fd != want && (dup2(fd, want) != want || close(fd) != 0)) die("dup2 seccomp");
     } else if (strcmp(argv[i], "--nofile") == 0) {
       unsigned long n = strtoul(argv[++i], NULL, 10);
       struct rlimit rl = {.rlim_cur = n, .rlim_max = n};

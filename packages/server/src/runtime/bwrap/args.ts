@@ -6,7 +6,8 @@
  * no user namespace of its own).
  * File system: the overlay as `/`, a fresh /proc, bwrap's minimal /dev (null,
  * zero, full, random, urandom, tty, pts, shm) and /tmp as a tmpfs that is not
- * part of the context. bwrap always sets no_new_privs.
+ * part of the context. bwrap always sets no_new_privs, then installs the
+ * seccomp filter of native/seccomp.c (fd SECCOMP_FD) just before the exec.
  * Capabilities: the sandbox's root keeps only SANDBOX_CAPS, a subset of
  * Docker's default set without MKNOD, NET_RAW and AUDIT_WRITE (so no device
  * nodes, raw sockets or audit records), and holds them only in its own user
@@ -16,6 +17,9 @@ export const SANDBOX_CAPS = [
   'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID',
   'CAP_SETUID', 'CAP_SETPCAP', 'CAP_SETFCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT',
 ] as const;
+
+/** The file descriptor `sbx run --seccomp-fd` leaves the filter on, for `bwrap --seccomp` (native/seccomp.c). */
+export const SECCOMP_FD = 9;
 
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -37,7 +41,7 @@ export function bwrapArgs(o: BwrapArgsOptions): string[] {
   ];
   const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...o.env };
   for (const [k, v] of Object.entries(env)) args.push('--setenv', k, v);
-  args.push('--chdir', o.cwd, '--cap-drop', 'ALL');
+  args.push('--chdir', o.cwd, '--seccomp', String(SECCOMP_FD), '--cap-drop', 'ALL');
   for (const cap of SANDBOX_CAPS) args.push('--cap-add', cap);
   args.push('--', ...o.argv);
   return args;

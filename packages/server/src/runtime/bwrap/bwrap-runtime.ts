@@ -4,7 +4,7 @@ import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
 import type { CgroupDriver } from '../cgroups/index.js';
 import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
-import { bwrapArgs } from './args.js';
+import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
 import { spawner } from '../../util/spawner.js';
 
@@ -42,7 +42,7 @@ export class BwrapRuntime implements Runtime {
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
     const args = ['run'];
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
-    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
+    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
       '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
       ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd }));
 
