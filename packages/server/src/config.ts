@@ -27,6 +27,8 @@ export interface ServerConfig {
   storeSizeGb: number;
   /** Layer chains longer than this are squashed in the background. */
   squashAbove: number;
+  /** How long a client may take to send its headers, and its whole request (body included). */
+  http: { headersTimeoutMs: number; requestTimeoutMs: number };
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number };
   /** Quotas of a tenant that sets none of its own. */
@@ -64,6 +66,10 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     maximums,
     storeSizeGb: num('SHELLBASE_STORE_SIZE_GB', 64),
     squashAbove: num('SHELLBASE_SQUASH_ABOVE', 24),
+    http: {
+      headersTimeoutMs: num('SHELLBASE_HEADERS_TIMEOUT_MS', 10_000),
+      requestTimeoutMs: num('SHELLBASE_REQUEST_TIMEOUT_MS', 120_000),
+    },
     gc: {
       intervalMs: num('SHELLBASE_GC_INTERVAL_MS', 600_000),
       retentionDays: num('SHELLBASE_RETENTION_DAYS', 30),

@@ -1,4 +1,5 @@
 import swagger from '@fastify/swagger';
+import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -6,7 +7,7 @@ import type { Engine } from '../engine/engine.js';
 import type { Caller } from '../engine/types.js';
 import { ShellbaseError } from '../errors.js';
 import { authenticate } from './auth.js';
-import { errorHandler } from './errors.js';
+import { clientErrorHandler, errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
@@ -23,15 +24,28 @@ declare module 'fastify' {
 }
 
 export const BODY_LIMIT = 10 * 1024 * 1024;
+/** Request line and headers together; more is 431. */
+export const MAX_HEADER_BYTES = 16 * 1024;
 
 /** The HTTP API: parses requests into engine calls; the engine never sees Fastify. */
 export async function buildApi(engine: Engine, log: Logger, metrics: Registry): Promise<FastifyInstance> {
+  const limits = engine.deps.config.http;
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
     routerOptions: { maxParamLength: 4096 },
-    requestTimeout: 0,
     keepAliveTimeout: 5_000,
+    clientErrorHandler,
+    frameworkErrors: (err, req, reply) => errorHandler(err, req, reply),
+    // A slow client holds one socket for at most these times: its headers within headersTimeout,
+    // its whole request (not the response, which may stream for as long as a query runs) within
+    // requestTimeout. Node checks both every connectionsCheckingInterval.
+    serverFactory: (handler) => createServer({
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
+      maxHeaderSize: MAX_HEADER_BYTES,
+    }, handler),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   });
   await app.register(swagger, {
