@@ -5,6 +5,7 @@ import { imageInfo, loadConfig } from '@shellbase/server';
 import { startTestServer } from '../test/harness.ts';
 import { baselines } from './baselines.ts';
 import { print, save, type Bench } from './lib.ts';
+import { durability } from './scenarios/durability.ts';
 import { files } from './scenarios/files.ts';
 import { history } from './scenarios/history.ts';
 import { queries } from './scenarios/queries.ts';
@@ -16,7 +17,7 @@ const t = await startTestServer({ storeSizeGb: 32 });
 const b: Bench = { t, quick, n: quick ? 20 : 100, rows: [], baselines: new Map() };
 try {
   await baselines(b, imageInfo(loadConfig().cache, 'debian').rootfs);
-  for (const [name, scenario] of [['queries', queries], ['files', files], ['history', history], ['idle contexts', idleContexts]] as const) {
+  for (const [name, scenario] of [['queries', queries], ['files', files], ['history', history], ['durability', durability], ['idle contexts', idleContexts]] as const) {
     console.error(`bench: ${name} (${Math.round((performance.now() - started) / 1000)} s)`);
     await scenario(b);
   }

@@ -29,6 +29,8 @@ export interface ServerConfig {
   squashAbove: number;
   /** How long a client may take to send its headers, and its whole request (body included). */
   http: { headersTimeoutMs: number; requestTimeoutMs: number };
+  /** Sync layers and metadata before acknowledging writes (power-loss durability); off only for throw-away data. */
+  durable: boolean;
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number };
   /** Quotas of a tenant that sets none of its own. */
@@ -66,6 +68,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     maximums,
     storeSizeGb: num('SHELLBASE_STORE_SIZE_GB', 64),
     squashAbove: num('SHELLBASE_SQUASH_ABOVE', 24),
+    durable: env.SHELLBASE_DURABLE !== '0',
     http: {
       headersTimeoutMs: num('SHELLBASE_HEADERS_TIMEOUT_MS', 10_000),
       requestTimeoutMs: num('SHELLBASE_REQUEST_TIMEOUT_MS', 120_000),

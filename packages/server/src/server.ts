@@ -12,6 +12,7 @@ import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsLayerStore } from './store/layers/index.js';
 import { SqliteMetadataStore } from './store/metadata/index.js';
+import { GroupSync } from './util/group-sync.js';
 import { SANDBOX_ROOT } from './util/idmap.js';
 import { assertNativeBuilt } from './util/native.js';
 
@@ -52,7 +53,11 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
   const runtime = new BwrapRuntime(cgroupDriver(instance));
   const meter = new PrometheusMeter({ storedBytes: () => metadata.totalLayerBytes() });
-  const engine = new Engine({ config, metadata, layers, runtime, log, meter, pins: new Pins() });
+  const durability = config.durable ? {
+    layers: runner(new GroupSync(() => layers.sync())),
+    metadata: runner(new GroupSync(() => metadata.sync())),
+  } : { layers: async () => undefined, metadata: async () => undefined };
+  const engine = new Engine({ config, metadata, layers, runtime, log, meter, pins: new Pins(), durability });
   await engine.recover();
   engine.gc.start();
   const adminKeyFile = await ensureAdmin(metadata, config.home);
@@ -74,6 +79,8 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     })()),
   };
 }
+
+const runner = (g: GroupSync) => () => g.run();
 
 /** Refuses to share a data directory with a live server; takes it over from a dead one. */
 function claimHome(pidFile: string): void {

@@ -72,6 +72,12 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
     }
   });
 
+  // A write is acknowledged only once it is durable (a fork, a key, a delete, ...); commits made
+  // by queries and file writes are already synced by the engine before they return.
+  app.addHook('onSend', async (req, reply) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD' && reply.statusCode < 400) await engine.deps.durability.metadata();
+  });
+
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
   // Prometheus scrapes without a key, as it does /healthz (the server listens on loopback by default).
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>

@@ -1,6 +1,7 @@
 import type { VersionCause } from '@shellbase/protocol';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
+import type { Durability } from './types.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { changesBetween } from './lineage.js';
@@ -30,10 +31,14 @@ export interface CommitOutcome {
 export class Committer {
   private readonly locks = new KeyedLock();
 
-  constructor(private readonly md: MetadataStore) {}
+  constructor(private readonly md: MetadataStore, private readonly durability: Durability) {}
 
-  commit(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
-    return this.locked(tenantId, context, () => this.commitLocked(tenantId, context, base, layer, cause));
+  /** Commits, durably: the layer is on disk before its version refers to it, the version before this returns. */
+  async commit(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
+    await this.durability.layers();
+    const outcome = await this.locked(tenantId, context, () => this.commitLocked(tenantId, context, base, layer, cause));
+    await this.durability.metadata();
+    return outcome;
   }
 
   /** Runs `task` while no other commit to the context runs in this process. */

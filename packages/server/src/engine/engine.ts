@@ -48,7 +48,7 @@ export class Engine {
 
   constructor(readonly deps: EngineDeps) {
     this.squasher = new Squasher(deps);
-    const committer = new Committer(deps.metadata);
+    const committer = new Committer(deps.metadata, deps.durability);
     const lookups = {
       version: (caller: Caller, id: string) => this.version(caller, id),
       base: (caller: Caller, name: string, version?: string) => this.baseVersion(caller, name, version),

@@ -16,6 +16,16 @@ export interface Caller {
   hold: Hold;
 }
 
+/**
+ * Power-loss durability (docs/architecture.md, Durability): `layers()` before a
+ * metadata transaction refers to new layers, `metadata()` before a write is
+ * acknowledged. Concurrent callers share one sync.
+ */
+export interface Durability {
+  layers(): Promise<void>;
+  metadata(): Promise<void>;
+}
+
 export interface EngineDeps {
   config: ServerConfig;
   metadata: MetadataStore;
@@ -24,6 +34,7 @@ export interface EngineDeps {
   log: Logger;
   meter: Meter;
   pins: Pins;
+  durability: Durability;
 }
 
 /** Tenant id of versions every tenant may read: the root versions of images. */

@@ -97,6 +97,7 @@ export class History {
           layers = [...target.layers, layer.layerId];
           bytes = layer.bytes;
           layerRow = { id: layer.layerId, kind: 'exec' as const, bytes, createdAt: new Date().toISOString() };
+          await this.deps.durability.layers();
         }
         const v: NewVersion = {
           id: newId('v'), tenantId: caller.tenantId, parent: target.id, merged: source.id, context: name,

@@ -74,6 +74,8 @@ export interface LayerStore {
    */
   scratchStaging(scratch: Scratch): string;
   remove(layerId: string): Promise<void>;
+  /** Makes every committed layer durable (survives power loss). */
+  sync(): Promise<void>;
   /** Unmounts what `open` mounted. */
   close(): Promise<void>;
 }

@@ -135,6 +135,8 @@ export interface DropResult {
 
 export interface MetadataStore {
   close(): Promise<void>;
+  /** Makes every committed transaction durable (survives power loss, not only a crash). */
+  sync(): Promise<void>;
 
   /** Inserts a tenant; false if the name is taken. */
   createTenant(row: TenantRow): Promise<boolean>;

@@ -241,6 +241,10 @@ export class BtrfsLayerStore implements LayerStore {
     await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
   }
 
+  async sync(): Promise<void> {
+    await runOk('sync', ['--file-system', this.opts.root]);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     await this.filling;
