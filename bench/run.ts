@@ -8,6 +8,7 @@ import { print, save, type Bench } from './lib.ts';
 import { durability } from './scenarios/durability.ts';
 import { files } from './scenarios/files.ts';
 import { history } from './scenarios/history.ts';
+import { isolation } from './scenarios/isolation.ts';
 import { queries } from './scenarios/queries.ts';
 import { idleContexts } from './scenarios/scale.ts';
 
@@ -17,7 +18,7 @@ const t = await startTestServer({ storeSizeGb: 32 });
 const b: Bench = { t, quick, n: quick ? 20 : 100, rows: [], baselines: new Map() };
 try {
   await baselines(b, imageInfo(loadConfig().cache, 'debian').rootfs);
-  for (const [name, scenario] of [['queries', queries], ['files', files], ['history', history], ['durability', durability], ['idle contexts', idleContexts]] as const) {
+  for (const [name, scenario] of [['queries', queries], ['files', files], ['history', history], ['durability', durability], ['noisy neighbours', isolation], ['idle contexts', idleContexts]] as const) {
     console.error(`bench: ${name} (${Math.round((performance.now() - started) / 1000)} s)`);
     await scenario(b);
   }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -7,27 +7,7 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { Shellbase } from '@shellbase/sdk';
-import { sleep } from './harness.ts';
-
-const CLI = path.resolve('packages/cli/dist/main.js');
-
-/** A server in its own process, so that it can be killed with SIGKILL. */
-async function spawnServer(home: string): Promise<{ child: ChildProcess; sb: Shellbase }> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0'], {
-    env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (c: Buffer) => {
-      err += c.toString();
-      const m = /serving on (http:\/\/\S+)/.exec(err);
-      if (m) resolve(m[1]);
-    });
-    child.on('exit', (code) => reject(new Error(`server exited (${code}): ${err}`)));
-  });
-  return { child, sb: new Shellbase({ url, apiKey: readFileSync(path.join(home, 'admin.key'), 'utf8').trim() }) };
-}
+import { sleep, spawnServer } from './harness.ts';
 
 describe('crash safety: kill -9 at random moments', () => {
   const home = mkdtempSync(path.join(tmpdir(), 'shellbase-crash-'));
@@ -45,9 +25,10 @@ describe('crash safety: kill -9 at random moments', () => {
   });
 
   test('every head stays a complete version, every acknowledged write survives, nothing leaks', async () => {
-    const acknowledged = new Map<string, Set<number>>();
+    // Per context, the files whose writes were acknowledged (queries, file writes, merges).
+    const acknowledged = new Map<string, Set<string>>();
     let seq = 0;
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < 4; round++) {
       const { child, sb } = await spawnServer(home);
       current = child;
       await checkInvariants(home, sb, acknowledged);
@@ -55,12 +36,23 @@ describe('crash safety: kill -9 at random moments', () => {
       const workers = Array.from({ length: 4 }, async (_, w) => {
         const name = `ctx-${w}`;
         if (!acknowledged.has(name)) acknowledged.set(name, new Set());
+        const ack = acknowledged.get(name)!;
         while (!stop) {
           const k = seq++;
           try {
             const r = await sb.context(name).exec(`echo ${k} > /root/f-${k}; head -c 200k /dev/urandom > /root/blob-${w}`);
-            if (r.committed) acknowledged.get(name)!.add(k);
-            if (k % 5 === 0) await sb.context(name).fork(`${name}-fork-${k}`);
+            if (r.committed) ack.add(`f-${k}`);
+            if (k % 3 === 0) {
+              await sb.context(name).files.write(`/root/w-${k}`, `${k}`);
+              ack.add(`w-${k}`);
+            }
+            if (k % 5 === 0) {
+              // A fork that changes something and is merged back.
+              const fork = await sb.context(name).fork(`${name}-fork-${k}`);
+              await fork.exec(`echo ${k} > /root/m-${k}`);
+              await sb.context(name).merge(`${name}-fork-${k}`);
+              ack.add(`m-${k}`);
+            }
           } catch { break; /* the server died under us */ }
         }
       });
@@ -73,18 +65,24 @@ describe('crash safety: kill -9 at random moments', () => {
     const { child, sb } = await spawnServer(home);
     current = child;
     await checkInvariants(home, sb, acknowledged);
-    assert.ok([...acknowledged.values()].some((s) => s.size > 0), 'the workload made progress');
+    const all = [...acknowledged.values()].flatMap((s) => [...s]);
+    for (const kind of ['f-', 'w-', 'm-']) assert.ok(all.some((k) => k.startsWith(kind)), `the workload made progress: ${kind}*`);
   });
 });
 
-async function checkInvariants(home: string, sb: Shellbase, acknowledged: Map<string, Set<number>>): Promise<void> {
+async function checkInvariants(home: string, sb: Shellbase, acknowledged: Map<string, Set<string>>): Promise<void> {
   // Each head is a complete version: a query runs over it and sees every acknowledged write.
   for (const [name, keys] of acknowledged) {
     const r = await sb.context(name).exec('ls /root', { commit: 'never' });
     assert.equal(r.exitCode, 0, r.stderr);
     const files = new Set(r.stdout.split('\n'));
-    for (const k of keys) assert.ok(files.has(`f-${k}`), `${name}: acknowledged write ${k} is present`);
+    for (const k of keys) assert.ok(files.has(k), `${name}: acknowledged write ${k} is present`);
   }
+  // No overlay of a dead sandbox is mounted where the host sees it; only the store is.
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(home));
+  assert.deepEqual(mounts.map((l) => l.split(' ')[4]), [path.join(home, 'store')], 'no leaked mounts');
+  // Scratch space holds at most the pool of unused scratches.
+  assert.ok(readdirSync(path.join(home, 'store', 'scratch')).length <= 8, 'no leaked scratch');
   for (const c of await sb.contexts.list()) {
     assert.equal((await sb.context(c.name).exec('true', { commit: 'never' })).exitCode, 0, c.name);
   }

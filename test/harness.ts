@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -46,3 +47,23 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}): Pr
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const CLI = path.resolve('packages/cli/dist/main.js');
+
+/** A server in its own process, so that it can be killed with SIGKILL. */
+export async function spawnServer(home: string): Promise<{ child: ChildProcess; sb: Shellbase }> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0'], {
+    env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      err += c.toString();
+      const m = /serving on (http:\/\/\S+)/.exec(err);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`server exited (${code}): ${err}`)));
+  });
+  return { child, sb: new Shellbase({ url, apiKey: readFileSync(path.join(home, 'admin.key'), 'utf8').trim() }) };
+}

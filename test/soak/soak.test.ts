@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { sleep, spawnServer } from '../harness.ts';
+
+// The soak (not part of `npm test`; `npm run soak`, SHELLBASE_SOAK_MINUTES, default 10): a server
+// in its own process under full concurrency (writes, reads, file calls, forks, merges, deletes,
+// garbage collection) for that long. Its memory, descriptors and the host's mounts stay flat.
+const minutes = Number(process.env.SHELLBASE_SOAK_MINUTES ?? 10);
+const home = mkdtempSync(path.join(tmpdir(), 'shellbase-soak-'));
+let child: ChildProcess | null = null;
+after(async () => {
+  if (child && child.exitCode === null) { const done = new Promise((r) => child!.once('exit', r)); child.kill('SIGTERM'); await done; }
+  rmSync(home, { recursive: true, force: true });
+});
+
+interface Sample { at: number; rssMb: number; fds: number; mounts: number }
+
+test(`soak: ${minutes} minutes at full concurrency, flat memory, descriptors and mounts`, { timeout: (minutes + 5) * 60_000 }, async () => {
+  const s = await spawnServer(home);
+  child = s.child;
+  const { sb } = s;
+  const pid = s.child.pid!;
+  const sample = (): Sample => ({
+    at: Math.round(performance.now() / 1000),
+    rssMb: Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024),
+    fds: readdirSync(`/proc/${pid}/fd`).length,
+    mounts: readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length,
+  });
+  const end = performance.now() + minutes * 60_000;
+  const errors: string[] = [];
+  let ops = 0;
+  const workers = Array.from({ length: 8 }, async (_, w) => {
+    for (let k = 0; performance.now() < end; k++) {
+      const name = `soak-${w}`;
+      try {
+        await sb.context(name).exec(`echo ${k} > /root/f-${k % 50}; cat /root/f-* > /dev/null; head -c 64k /dev/urandom > /tmp/x`);
+        await sb.context(name).files.write(`/root/w-${k % 20}`, String(k));
+        await sb.context(name).files.read(`/root/w-${k % 20}`);
+        if (k % 10 === 0) {
+          const fork = await sb.context(name).fork(`${name}-f${k}`);
+          await fork.exec(`echo ${k} > /root/m-${k}`);
+          await sb.context(name).merge(`${name}-f${k}`);
+          await fork.delete();
+        }
+        if (w === 0 && k % 25 === 0) await sb.gc();
+        ops++;
+      } catch (e) {
+        errors.push(String(e));
+      }
+    }
+  });
+  const samples: Sample[] = [];
+  const sampler = (async () => {
+    while (performance.now() < end) { samples.push(sample()); await sleep(15_000); }
+  })();
+  await Promise.all([...workers, sampler]);
+  samples.push(sample());
+  console.log(JSON.stringify({ ops, errors: errors.length, samples }, null, 1));
+  assert.deepEqual(errors.slice(0, 5), [], 'no operation failed');
+  // Flat: after the first minute's warm-up, the last sample is within bounds of the first.
+  const base = samples.find((x) => x.at - samples[0].at >= 60) ?? samples[0];
+  const last = samples[samples.length - 1];
+  assert.ok(last.rssMb <= base.rssMb * 1.3 + 40, `memory ${base.rssMb} -> ${last.rssMb} MB`);
+  assert.ok(last.fds <= base.fds + 20, `descriptors ${base.fds} -> ${last.fds}`);
+  assert.ok(last.mounts <= base.mounts, `mounts ${base.mounts} -> ${last.mounts}`);
+  const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+  assert.ok(ps.split('\n').filter((l) => l.startsWith('bwrap')).length <= 8, 'no sandboxes pile up');
+});
