@@ -10,6 +10,7 @@ import { files } from './scenarios/files.ts';
 import { history } from './scenarios/history.ts';
 import { isolation } from './scenarios/isolation.ts';
 import { queries } from './scenarios/queries.ts';
+import { services } from './scenarios/services.ts';
 import { idleContexts } from './scenarios/scale.ts';
 
 const quick = process.argv.includes('--quick');
@@ -17,8 +18,13 @@ const started = performance.now();
 const t = await startTestServer({ storeSizeGb: 32 });
 const b: Bench = { t, quick, n: quick ? 20 : 100, rows: [], baselines: new Map() };
 try {
-  await baselines(b, imageInfo(loadConfig().cache, 'debian').rootfs);
-  for (const [name, scenario] of [['queries', queries], ['files', files], ['history', history], ['durability', durability], ['noisy neighbours', isolation], ['idle contexts', idleContexts]] as const) {
+  const rootfs = imageInfo(loadConfig().cache, 'debian').rootfs;
+  await baselines(b, rootfs);
+  const scenarios: [string, (b: Bench) => Promise<void>][] = [
+    ['queries', queries], ['files', files], ['history', history], ['durability', durability],
+    ['services', (x) => services(x, rootfs)], ['noisy neighbours', isolation], ['idle contexts', idleContexts],
+  ];
+  for (const [name, scenario] of scenarios) {
     console.error(`bench: ${name} (${Math.round((performance.now() - started) / 1000)} s)`);
     await scenario(b);
   }

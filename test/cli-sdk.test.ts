@@ -120,6 +120,16 @@ describe('SDK errors and the CLI', () => {
     assert.deepEqual(await new Shellbase({ url: t.server.url, apiKey: second }).contexts.list(), []);
   });
 
+  test('CLI serve-app defines a service; services lists it; logs prints its log', async () => {
+    const def = await cli('serve-app', 'cli-svc', 'web', '--port', '8000', '--idle', '1000', '--', 'python3 -m http.server 8000');
+    assert.equal(def.code, 0, def.stderr);
+    assert.match(def.stdout, /^http:\/\/[a-z2-7]{26}\.localhost:\d+\/\n$/);
+    assert.match((await cli('services', 'cli-svc')).stdout, /^web\s+sleeping\s+8000  http:/);
+    const logs = await cli('logs', 'cli-svc', 'web', '--tail', '5');
+    assert.deepEqual([logs.code, logs.stdout], [0, ''], 'nothing ran yet');
+    assert.equal((await cli('serve-app', 'cli-svc', 'web')).code, 2, 'usage error');
+  });
+
   test('CLI usage prints a table with a total', async () => {
     const r = await cli('usage');
     assert.equal(r.code, 0, r.stderr);

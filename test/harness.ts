@@ -20,7 +20,7 @@ export interface TestServer {
 /** A real server over a throw-away data directory (its own btrfs store, cgroups and SQLite). */
 export async function startTestServer(overrides: Partial<ServerConfig> = {}): Promise<TestServer> {
   const home = mkdtempSync(path.join(tmpdir(), 'shellbase-test-'));
-  const config = loadConfig({ home, port: 0, host: '127.0.0.1', storeSizeGb: 16, ...overrides });
+  const config = loadConfig({ home, port: 0, gatewayPort: 0, host: '127.0.0.1', storeSizeGb: 16, ...overrides });
   const server = await startServer(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const key = readFileSync(server.adminKeyFile, 'utf8').trim();
   const sb = new Shellbase({ url: server.url, apiKey: key });
@@ -52,7 +52,7 @@ const CLI = path.resolve('packages/cli/dist/main.js');
 
 /** A server in its own process, so that it can be killed with SIGKILL. */
 export async function spawnServer(home: string): Promise<{ child: ChildProcess; sb: Shellbase }> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0'], {
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0'], {
     env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -100,6 +100,25 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     } finally { await done(); }
   });
 
+  test(`${name}: services are unique per context, found by token, and go with their context`, async () => {
+    const { md, done } = await setup();
+    try {
+      const spec = { format: 1 as const, command: 'python3 -m http.server', port: 8000, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {} };
+      const row = { tenantId: 't1', context: 'c', name: 'web', token: 'tok1', spec, createdAt: now() };
+      assert.equal(await md.createService(row), true);
+      assert.equal(await md.createService({ ...row, token: 'tok2' }), false, 'one name per context');
+      assert.deepEqual(await md.getService('t1', 'c', 'web'), row);
+      assert.deepEqual(await md.serviceByToken('tok1'), row);
+      assert.equal(await md.serviceByToken('tok2'), null);
+      assert.ok(await md.createService({ ...row, name: 'db', token: 'tok3' }));
+      assert.deepEqual((await md.listServices('t1', 'c')).map((s) => s.name), ['db', 'web']);
+      assert.equal(await md.deleteService('t1', 'c', 'db'), true);
+      assert.equal(await md.deleteService('t1', 'c', 'db'), false);
+      assert.ok(await md.deleteContext('t1', 'c'));
+      assert.equal(await md.serviceByToken('tok1'), null, 'deleting a context deletes its services');
+    } finally { await done(); }
+  });
+
   test(`${name}: a layer prefix is replaced exactly, never a longer id that starts alike`, async () => {
     const { md, done, root } = await setup();
     try {

@@ -5,6 +5,7 @@ import { parseArgs } from './args.js';
 import { UsageError, contexts, exec, fork, gc, key, log, tenant, usage } from './commands/client.js';
 import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
 import { serve } from './commands/serve.js';
+import { logs, serveApp, services } from './commands/services.js';
 
 const USAGE = `shellbase: serverless sandboxes over versioned file systems
 
@@ -23,6 +24,9 @@ const USAGE = `shellbase: serverless sandboxes over versioned file systems
   shellbase key create TENANT | key ls TENANT | key revoke TENANT KEY_ID   (admin key)
   shellbase usage [--from T] [--to T] [--group-by context|kind] [--tenant NAME]
   shellbase gc                                                            (admin key)
+  shellbase serve-app CTX NAME --port P [--idle MS] [--start-timeout MS] -- CMD...
+  shellbase services CTX
+  shellbase logs CTX NAME [--tail N]
   shellbase image build [NAME]
 
 Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
@@ -46,6 +50,9 @@ async function main(argv: string[]): Promise<number> {
     case 'key': return key(args);
     case 'usage': return usage(args);
     case 'gc': return gc();
+    case 'serve-app': return serveApp(args);
+    case 'services': return services(args);
+    case 'logs': return logs(args);
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
       {

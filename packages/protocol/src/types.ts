@@ -8,7 +8,7 @@ export interface Context {
   updatedAt: string;
 }
 
-export type VersionCauseKind = 'exec' | 'write' | 'merge' | 'reset' | 'image';
+export type VersionCauseKind = 'exec' | 'write' | 'merge' | 'reset' | 'image' | 'service';
 
 export interface VersionCause {
   kind: VersionCauseKind;
@@ -136,6 +136,7 @@ export interface UsageItem {
   queries: number;
   cpuMs: number;
   wallMs: number;
+  serviceSeconds: number;
   machineSeconds: number;
   bytesStored: number;
 }
@@ -150,4 +151,33 @@ export interface GcResult {
   /** Layers unreferenced but still used by running work: deleted by a later run. */
   deferredLayers: number;
   ms: number;
+}
+
+export type ServiceState = 'sleeping' | 'starting' | 'running' | 'stopping';
+
+/** A long-running process over a context, on a URL; it runs only while it is used. */
+export interface Service {
+  name: string;
+  context: string;
+  /** As given: a string runs with bash -c, an array as argv. */
+  command: string | string[];
+  port: number;
+  /** The gateway URL (its host label is an unguessable token). */
+  url: string;
+  /** The same service through a path prefix, for clients that cannot resolve *.localhost. */
+  pathUrl: string;
+  state: ServiceState;
+  idleTimeoutMs: number;
+  createdAt: string;
+}
+
+export interface CreateServiceRequest {
+  name: string;
+  command: string | string[];
+  port: number;
+  env?: Record<string, string>;
+  idleTimeoutMs?: number;
+  /** Milliseconds the port has to open after a start (default 30 s). */
+  startTimeoutMs?: number;
+  limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
 }

@@ -1,4 +1,4 @@
-import type { Context, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Version } from '@shellbase/protocol';
+import type { Context, CreateServiceRequest, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
 import { errorFromBody } from './errors.js';
 
@@ -94,6 +94,20 @@ export class ContextHandle {
       }
     }
   }
+
+  /** Long-running processes over this context, on a gateway URL; they run only while used. */
+  readonly services = {
+    /** Defines a service (nothing starts until the first request to its URL). */
+    create: (req: CreateServiceRequest): Promise<Service> => this.sb.json('POST', this.path('/services'), { body: req }),
+    list: async (): Promise<Service[]> => (await this.sb.json<{ services: Service[] }>('GET', this.path('/services'))).services,
+    get: (name: string): Promise<Service> => this.sb.json('GET', this.path(`/services/${encodeURIComponent(name)}`)),
+    /** Puts it to sleep now; its writes commit to the context. */
+    stop: (name: string): Promise<Service> => this.sb.json('POST', this.path(`/services/${encodeURIComponent(name)}/stop`)),
+    remove: async (name: string): Promise<void> => { await this.sb.request('DELETE', this.path(`/services/${encodeURIComponent(name)}`)); },
+    /** The last lines of its stdout and stderr, across runs. */
+    logs: async (name: string, options: { tail?: number } = {}): Promise<string> =>
+      (await this.sb.request('GET', this.path(`/services/${encodeURIComponent(name)}/logs`), { query: { tail: options.tail }, accept: 'text/plain' })).text(),
+  };
 
   /** Forks this context (at its head, or at the pinned version) into a new one, in O(1). */
   async fork(newName: string, options: { version?: string } = {}): Promise<ContextHandle> {

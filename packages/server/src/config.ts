@@ -34,7 +34,7 @@ export interface ServerConfig {
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number };
   /** Quotas of a tenant that sets none of its own. */
-  quotas: { contexts: number; storedBytes: number; concurrentQueries: number };
+  quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number };
 }
 
 const env = process.env;
@@ -82,6 +82,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       contexts: num('SHELLBASE_QUOTA_CONTEXTS', 1_000_000),
       storedBytes: num('SHELLBASE_QUOTA_STORED_BYTES', Number.POSITIVE_INFINITY),
       concurrentQueries: num('SHELLBASE_QUOTA_CONCURRENT_QUERIES', 64),
+      runningServices: num('SHELLBASE_QUOTA_RUNNING_SERVICES', 16),
     },
     ...overrides,
   };

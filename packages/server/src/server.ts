@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { ensureAdmin } from './api/auth.js';
+import { startGateway } from './api/gateway.js';
 import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
@@ -18,6 +19,8 @@ import { assertNativeBuilt } from './util/native.js';
 
 export interface RunningServer {
   url: string;
+  /** Where services answer (`{token}.localhost:PORT` or `/s/{token}/`). */
+  gatewayUrl: string;
   adminKeyFile: string;
   engine: Engine;
   close(): Promise<void>;
@@ -63,13 +66,23 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const adminKeyFile = await ensureAdmin(metadata, config.home);
   const app = await buildApi(engine, log, meter.registry);
   await app.listen({ host: config.host, port: config.port });
-  const addr = app.server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : config.port;
-  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const gateway = startGateway(engine.services, log);
+  await new Promise<void>((resolve, reject) => {
+    gateway.once('error', reject);
+    gateway.listen(config.gatewayPort, config.host, () => resolve());
+  });
+  const hostPart = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const portOf = (s: typeof gateway) => { const a = s.address(); return typeof a === 'object' && a ? a.port : 0; };
+  // Port 0 (tests) means "any": services' URLs must name the port the gateway got.
+  config.gatewayPort = portOf(gateway);
+  const url = `http://${hostPart}:${portOf(app.server)}`;
+  const gatewayUrl = `http://${hostPart}:${config.gatewayPort}`;
   let closing: Promise<void> | null = null;
   return {
-    url, adminKeyFile, engine,
+    url, gatewayUrl, adminKeyFile, engine,
     close: () => (closing ??= (async () => {
+      gateway.closeAllConnections();
+      await new Promise((r) => gateway.close(r));
       await app.close();
       await engine.close();
       await runtime.close();

@@ -4,7 +4,7 @@ import { flag, type ParsedArgs } from '../args.js';
 /** A client from SHELLBASE_URL and SHELLBASE_API_KEY (or the admin key of a server on this host). */
 export const sb = () => new Shellbase();
 
-function need(args: ParsedArgs, n: number, usage: string): string[] {
+export function need(args: ParsedArgs, n: number, usage: string): string[] {
   if (args.positionals.length < n) throw new UsageError(usage);
   return args.positionals;
 }

@@ -24,6 +24,7 @@ export async function serve(args: ParsedArgs): Promise<number> {
   console.error([
     '',
     `shellbase is serving on ${server.url}`,
+    `services answer on ${server.gatewayUrl} (the gateway)`,
     `admin API key: ${server.adminKeyFile}`,
     '',
     'try it:',

@@ -13,6 +13,7 @@ import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
+import { serviceRoutes } from './routes/services.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
@@ -90,5 +91,6 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   tenantRoutes(app, engine);
   usageRoutes(app, engine);
   gcRoutes(app, engine);
+  serviceRoutes(app, engine);
   return app;
 }

@@ -6,6 +6,7 @@ import { Committer } from './commit.js';
 import { ExecRunner, type ExecHooks } from './exec.js';
 import { Files } from './files/files.js';
 import { GarbageCollector } from './gc.js';
+import { Services } from './services/services.js';
 import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
@@ -44,6 +45,8 @@ export class Engine {
   readonly usage: Usage;
   /** Drops old history and unreferenced layers. */
   readonly gc: GarbageCollector;
+  /** Long-running processes over contexts, reached through the gateway. */
+  readonly services: Services;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: EngineDeps) {
@@ -54,7 +57,13 @@ export class Engine {
       base: (caller: Caller, name: string, version?: string) => this.baseVersion(caller, name, version),
       head: async (caller: Caller, name: string) => this.version(caller, (await this.contextRow(caller, name)).head),
     };
-    this.exec_ = new ExecRunner(deps, committer, this.squasher, lookups);
+    this.services = new Services(deps, committer, {
+      getOrCreateContext: (caller, name) => this.getOrCreateContext(caller, name),
+      head: lookups.head,
+    });
+    this.exec_ = new ExecRunner(deps, committer, this.squasher, {
+      ...lookups, forwarding: (tenantId, context) => this.services.forwarding(tenantId, context),
+    });
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config);
@@ -190,6 +199,7 @@ export class Engine {
 
   async deleteContext(caller: Caller, name: string): Promise<void> {
     checkName(name);
+    await this.services.stopContext(caller.tenantId, name);
     if (!(await this.deps.metadata.deleteContext(caller.tenantId, name))) throw notFound('context', name);
     this.gc.schedule();
   }
@@ -209,6 +219,7 @@ export class Engine {
   }
 
   async close(): Promise<void> {
+    await this.services.close();
     await this.gc.stop();
     await this.exec_.drain();
     await this.squasher.idle();

@@ -7,6 +7,7 @@ import type { CommittedLayer } from '../store/layers/types.js';
 import type { VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from './quotas.js';
+import type { Forwarding } from './services/forwarding.js';
 import type { Squasher } from './squash.js';
 import type { Caller, EngineDeps } from './types.js';
 import { checkCwd, checkEnv, resolveLimits } from './validate.js';
@@ -19,6 +20,8 @@ export interface ExecHooks {
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
   base(caller: Caller, name: string, version?: string): Promise<VersionRow>;
+  /** The context's services on 127.0.0.1 inside its sandboxes (null: it has none). */
+  forwarding(tenantId: string, context: string): Promise<Forwarding | null>;
 }
 
 /** `onConflict: "retry"` runs the command again on the new head at most this often. */
@@ -67,7 +70,9 @@ export class ExecRunner {
     const env = checkEnv(req.env);
     let base = await this.lookups.base(caller, name, req.version);
     for (let retries = 0; ; retries++) {
-      const { run, layer, bytesWritten } = await this.runOnce(base, { argv, cwd, env, stdin: req.stdin, limits }, hooks, req.commit ?? 'always');
+      const fwd = await this.lookups.forwarding(caller.tenantId, name);
+      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: req.stdin, limits, binds: fwd?.binds };
+      const { run, layer, bytesWritten } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
       await this.deps.metadata.recordUsage({
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
@@ -92,7 +97,7 @@ export class ExecRunner {
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
-    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits },
+    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits; binds?: Forwarding['binds'] },
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number }> {
@@ -103,7 +108,7 @@ export class ExecRunner {
     try {
       run = await runtime.run({
         mount: layers.mountSpec(base.layers, scratch), argv: spec.argv, env: spec.env,
-        cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal,
+        cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
       });
     } catch (e) {
       await layers.discard(scratch);

@@ -6,18 +6,19 @@ import type { Caller } from './types.js';
 const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes', 'timeoutMs'] as const;
 /** History settings garbage collection reads (gc.ts); retentionDays may be 0. */
 const HISTORY_KEYS = ['retentionDays', 'keepVersions'] as const;
-const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', ...LIMIT_KEYS, ...HISTORY_KEYS] as const;
+const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', 'runningServices', ...LIMIT_KEYS, ...HISTORY_KEYS] as const;
 
 /** A tenant's quotas: its own where set, the server's otherwise. */
 export interface Quotas {
   contexts: number;
   storedBytes: number;
   concurrentQueries: number;
+  runningServices: number;
   /** The most one query may ask for (never above the server's maximums). */
   maximums: Limits;
 }
 
-export function quotasOf(config: ServerConfig, caller: Caller): Quotas {
+export function quotasOf(config: ServerConfig, caller: Pick<Caller, 'quotas'>): Quotas {
   const own = caller.quotas ?? {};
   const maximums = { ...config.maximums };
   for (const k of LIMIT_KEYS) if (own[k] !== undefined) maximums[k] = Math.min(maximums[k], own[k]!);
@@ -25,6 +26,7 @@ export function quotasOf(config: ServerConfig, caller: Caller): Quotas {
     contexts: own.contexts ?? config.quotas.contexts,
     storedBytes: own.storedBytes ?? config.quotas.storedBytes,
     concurrentQueries: own.concurrentQueries ?? config.quotas.concurrentQueries,
+    runningServices: own.runningServices ?? config.quotas.runningServices,
     maximums,
   };
 }

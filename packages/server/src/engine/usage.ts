@@ -45,13 +45,14 @@ export class Usage {
         const head = ctx && (await this.md.getVersion(ctx.head));
         if (head) bytesStored = await this.md.layerBytes(head.layers);
       }
-      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, machineSeconds: 0, bytesStored });
+      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: 0, bytesStored });
     }
     const total: UsageItem = {
       key: 'total',
       queries: items.reduce((s, i) => s + i.queries, 0),
       cpuMs: items.reduce((s, i) => s + i.cpuMs, 0),
       wallMs: items.reduce((s, i) => s + i.wallMs, 0),
+      serviceSeconds: items.reduce((s, i) => s + i.serviceSeconds, 0),
       machineSeconds: 0,
       bytesStored: await this.md.storedBytes(tenantId),
     };

@@ -24,6 +24,22 @@ export interface SandboxSpec {
   onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
   /** Aborting kills the sandbox (the result then says `aborted`). */
   signal?: AbortSignal;
+  /** Host paths to show inside, below /tmp (which is not part of the context). */
+  binds?: { source: string; target: string; readOnly?: boolean }[];
+  /**
+   * Long-running sandboxes (services): every output byte goes here as it comes,
+   * nothing is collected or capped (the result's stdout and stderr are empty).
+   */
+  stream?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  /** Called once the sandbox process started (long-running sandboxes: services). */
+  onStart?: (sandbox: RunningSandbox) => void;
+}
+
+export interface RunningSandbox {
+  /** Host pid of the sandbox's first process inside its namespaces (its network namespace is the sandbox's). */
+  innerPid(): Promise<number>;
+  /** Sends a signal to every process of the sandbox. */
+  signal(sig: NodeJS.Signals): void;
 }
 
 export interface SandboxResult {

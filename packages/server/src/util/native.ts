@@ -7,6 +7,9 @@ export const SBX = fileURLToPath(new URL('../../native/build/sbx', import.meta.u
 /** The fork server of the runtime (packages/server/native/spawner.c). */
 export const SBX_SPAWNER = fileURLToPath(new URL('../../native/build/sbx-spawner', import.meta.url));
 
+/** Runs first inside sandboxes of contexts with services (packages/server/native/forward.c). */
+export const SBX_FORWARD = fileURLToPath(new URL('../../native/build/sbx-forward', import.meta.url));
+
 export function assertNativeBuilt(): void {
-  for (const f of [SBX, SBX_SPAWNER]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
+  for (const f of [SBX, SBX_SPAWNER, SBX_FORWARD]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
 }

@@ -16,12 +16,15 @@ export interface Exit {
 export interface Spawned {
   /** Resolves once the process ended and both of its output streams closed. */
   exited: Promise<Exit>;
+  /** The process's pid, once it started. */
+  pid: Promise<number>;
   kill(): void;
   /** Stops forwarding a stream (its bytes are still read and dropped by the spawner). */
   discard(stream: 1 | 2): void;
 }
 
 interface Pending extends SpawnHandlers {
+  started(pid: number): void;
   resolve(exit: Exit): void;
   reject(err: Error): void;
 }
@@ -67,11 +70,14 @@ export class Spawner {
     const args = Buffer.from(argv.map((a) => `${a}\0`).join('') + '\0');
     const len = Buffer.alloc(4);
     len.writeUInt32LE(input.length);
-    const exited = new Promise<Exit>((resolve, reject) => this.pending.set(id, { ...handlers, resolve, reject }));
+    let started: (pid: number) => void = () => undefined;
+    const pid = new Promise<number>((resolve) => { started = resolve; });
+    const exited = new Promise<Exit>((resolve, reject) => this.pending.set(id, { ...handlers, started, resolve, reject }));
     this.hold(child, true);
     child.stdin.write(frame(id, 'S', Buffer.concat([args, len, input])));
     return {
       exited,
+      pid,
       kill: () => { if (this.pending.has(id)) child.stdin.write(frame(id, 'K')); },
       discard: (stream) => { if (this.pending.has(id)) child.stdin.write(frame(id, 'D', Buffer.from(String(stream)))); },
     };
@@ -89,7 +95,8 @@ export class Spawner {
       off += 9 + len;
       const p = this.pending.get(id);
       if (!p) continue;
-      if (type === '1') p.onStdout(payload);
+      if (type === 'P') p.started(payload.readUInt32LE(0));
+      else if (type === '1') p.onStdout(payload);
       else if (type === '2') p.onStderr(payload);
       else if (type === 'X') { this.pending.delete(id); p.resolve(decodeStatus(payload.readInt32LE(0))); }
       else if (type === 'F') { this.pending.delete(id); p.reject(new Error(`spawn failed: errno ${payload.readUInt32LE(0)}`)); }

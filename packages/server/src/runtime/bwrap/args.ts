@@ -25,6 +25,7 @@ export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 
 export interface BwrapArgsOptions {
   merged: string;
+  binds?: { source: string; target: string; readOnly?: boolean }[];
   argv: string[];
   env: Record<string, string>;
   cwd: string;
@@ -36,6 +37,11 @@ export function bwrapArgs(o: BwrapArgsOptions): string[] {
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup',
     '--bind', o.merged, '/',
     '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+    // Below /tmp: a mount point made in the overlay would become a change of the context.
+    ...(o.binds ?? []).flatMap((b) => {
+      if (!b.target.startsWith('/tmp/')) throw new Error(`bind target ${b.target} is not below /tmp`);
+      return [b.readOnly ? '--ro-bind' : '--bind', b.source, b.target];
+    }),
     '--hostname', 'sandbox',
     '--clearenv',
   ];

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import path from 'node:path';
 import { USERNS_SPEC } from '../../util/idmap.js';
@@ -44,15 +45,20 @@ export class BwrapRuntime implements Runtime {
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
     args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
       '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
-      ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd }));
+      ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd, binds: spec.binds }));
 
     const started = performance.now();
     const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
     const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
-    const spawned = spawner.start([SBX, ...args], spec.stdin, {
+    const { stream } = spec;
+    const spawned = spawner.start([SBX, ...args], spec.stdin, stream ? {
+      onStdout: (c) => stream('stdout', c),
+      onStderr: (c) => stream('stderr', c),
+    } : {
       onStdout: (c) => stdout.push(c),
       onStderr: (c) => stderr.push(c),
     });
+    spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });
 
     let timedOut = false;
     let aborted = false;
@@ -94,4 +100,23 @@ export class BwrapRuntime implements Runtime {
       this.removals.add(removal);
     }
   }
+}
+
+/**
+ * The sandbox's first process inside its namespaces: bwrap (which the spawned
+ * `sbx run` became) forks it at once. Before its exec, `sbx` has a child of its
+ * own (the one writing the user namespace maps), outside the sandbox: only
+ * children of the process once it is bwrap count.
+ */
+async function innerPid(outer: Promise<number>): Promise<number> {
+  const pid = await outer;
+  for (let i = 0; i < 400; i++) {
+    let children = '';
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'bwrap') children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    } catch { throw new Error('the sandbox ended'); }
+    if (children) return Number(children.split(' ')[0]);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error('the sandbox did not start');
 }

@@ -28,6 +28,10 @@ export function pidsOf(dir: string): number[] {
   } catch { return []; }
 }
 
+export function signalAll(dir: string, sig: NodeJS.Signals): void {
+  for (const pid of pidsOf(dir)) { try { process.kill(pid, sig); } catch { /* already gone */ } }
+}
+
 /** SIGKILLs every process in `dir` until none is left (new ones may appear while a fork bomb runs). */
 export async function killAll(dir: string): Promise<void> {
   for (let round = 0; round < 200; round++) {

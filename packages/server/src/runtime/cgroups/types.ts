@@ -18,6 +18,8 @@ export interface Cgroup {
   /** Files a process writes "0" to in order to join (one per hierarchy). */
   readonly joinFiles: string[];
   stats(): CgroupStats;
+  /** Sends a signal to every process in the cgroup, once. */
+  signal(sig: NodeJS.Signals): void;
   /** SIGKILLs every process in the cgroup until it is empty. */
   kill(): Promise<void>;
   /** Kills what is left; the cgroup is then reused or removed. */

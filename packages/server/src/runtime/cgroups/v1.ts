@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../util/ids.js';
-import { childCgroups, killAll, pidsOf, readInt, readKey, removeDir, write } from './common.js';
+import { childCgroups, killAll, pidsOf, readInt, readKey, removeDir, signalAll, write } from './common.js';
 import type { Cgroup, CgroupDriver, CgroupLimits, CgroupStats } from './types.js';
 
 const CONTROLLERS = ['memory', 'pids', 'cpu', 'cpuacct'] as const;
@@ -135,6 +135,10 @@ class CgroupV1 implements Cgroup {
       memoryPeakBytes: Math.max(0, readInt(this.file('memory', 'memory.max_usage_in_bytes')) - this.memoryBase),
       oomKilled: this.oomKills() > this.oomBase,
     };
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    signalAll(this.dirs.pids, sig);
   }
 
   async kill(): Promise<void> {

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../util/ids.js';
-import { childCgroups, killAll, readKey, readInt, removeDir, write } from './common.js';
+import { childCgroups, killAll, readKey, readInt, removeDir, signalAll, write } from './common.js';
 import type { Cgroup, CgroupDriver, CgroupLimits, CgroupStats } from './types.js';
 
 const ROOT = '/sys/fs/cgroup';
@@ -67,6 +67,10 @@ class CgroupV2 implements Cgroup {
       memoryPeakBytes: readInt(path.join(this.dir, 'memory.peak')),
       oomKilled: readKey(path.join(this.dir, 'memory.events'), 'oom_kill') > 0,
     };
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    signalAll(this.dir, sig);
   }
 
   async kill(): Promise<void> {

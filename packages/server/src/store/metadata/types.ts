@@ -18,6 +18,8 @@ export interface TenantQuotas {
   contexts?: number;
   storedBytes?: number;
   concurrentQueries?: number;
+  /** Services running (awake) at once. */
+  runningServices?: number;
   /** Ceilings on what one query may ask for. */
   memoryMb?: number;
   pids?: number;
@@ -50,7 +52,7 @@ export interface ApiKeyRow {
 export interface UsageRow {
   tenantId: string;
   context: string;
-  kind: 'query';
+  kind: 'query' | 'service';
   createdAt: string;
   cpuMs: number;
   wallMs: number;
@@ -62,6 +64,8 @@ export interface UsageRow {
 export interface UsageTotals {
   key: string;
   queries: number;
+  /** Seconds services ran (their rows' wall time). */
+  serviceSeconds: number;
   cpuMs: number;
   wallMs: number;
   bytesWritten: number;
@@ -116,6 +120,27 @@ export interface CommitVersionOptions {
   moveHead?: { tenantId: string; context: string; expectedHead: string };
 }
 
+/** What a service runs (persisted as JSON with `format`). */
+export interface ServiceSpec {
+  format: 1;
+  command: string | string[];
+  port: number;
+  env: Record<string, string>;
+  idleTimeoutMs: number;
+  startTimeoutMs: number;
+  limits: { memoryMb?: number; pids?: number; cpus?: number; diskMb?: number };
+}
+
+export interface ServiceRow {
+  tenantId: string;
+  context: string;
+  name: string;
+  /** Unguessable; names the service in gateway URLs. */
+  token: string;
+  spec: ServiceSpec;
+  createdAt: string;
+}
+
 /** A version as garbage collection sees it. */
 export interface GraphVersion {
   id: string;
@@ -156,8 +181,15 @@ export interface MetadataStore {
   countContexts(tenantId: string): Promise<number>;
   /** Inserts a context; false if the name is taken. */
   createContext(row: ContextRow): Promise<boolean>;
-  /** Deletes a context; its versions stay (forks may share them) but no longer name it. */
+  /** Deletes a context and its services; its versions stay (forks may share them) but no longer name it. */
   deleteContext(tenantId: string, name: string): Promise<boolean>;
+
+  /** Inserts a service; false if the context already has one of that name. */
+  createService(row: ServiceRow): Promise<boolean>;
+  getService(tenantId: string, context: string, name: string): Promise<ServiceRow | null>;
+  listServices(tenantId: string, context: string): Promise<ServiceRow[]>;
+  serviceByToken(token: string): Promise<ServiceRow | null>;
+  deleteService(tenantId: string, context: string, name: string): Promise<boolean>;
 
   /** Inserts the version (and layer) and moves the head, all or nothing; false if the head moved. */
   commitVersion(options: CommitVersionOptions): Promise<boolean>;

@@ -65,4 +65,14 @@ export const MIGRATIONS: string[] = [
   `ALTER TABLE versions ADD COLUMN context TEXT;
    CREATE INDEX versions_context ON versions(tenant_id, context);
    CREATE INDEX versions_merged ON versions(merged);`,
+  // 6: services (spec is JSON with its own format number; state lives in the server, not here).
+  `CREATE TABLE services (
+     tenant_id TEXT NOT NULL,
+     context TEXT NOT NULL,
+     name TEXT NOT NULL,
+     token TEXT NOT NULL UNIQUE,
+     spec TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     PRIMARY KEY (tenant_id, context, name)
+   );`,
 ];

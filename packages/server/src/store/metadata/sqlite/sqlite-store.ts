@@ -2,8 +2,8 @@ import { open, type FileHandle } from 'node:fs/promises';
 import Database from 'better-sqlite3';
 import type { Change } from '../../layers/types.js';
 import type {
-  ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MetadataStore, NewVersion, TenantRow, UsageRow,
-  UsageTotals, VersionRow,
+  ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MetadataStore, NewVersion, ServiceRow, ServiceSpec,
+  TenantRow, UsageRow, UsageTotals, VersionRow,
 } from '../types.js';
 import { MIGRATIONS } from './migrations.js';
 
@@ -16,6 +16,12 @@ const VERSION_COLUMNS = 'id, tenant_id, parent, merged, context, depth, layers, 
 interface ContextRecord {
   tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
 }
+interface ServiceRecord { tenant_id: string; context: string; name: string; token: string; spec: string; created_at: string }
+const toService = (r: ServiceRecord): ServiceRow => {
+  const spec = JSON.parse(r.spec) as ServiceSpec;
+  if (spec.format !== 1) throw new Error(`service ${r.name}: unknown spec format ${String(spec.format)}`);
+  return { tenantId: r.tenant_id, context: r.context, name: r.name, token: r.token, spec, createdAt: r.created_at };
+};
 interface TenantRecord { id: string; name: string; admin: number; created_at: string; quotas: string | null }
 
 const toVersion = (r: VersionRecord): VersionRow => ({
@@ -160,8 +166,32 @@ export class SqliteMetadataStore implements MetadataStore {
     return this.db.transaction(() => {
       if (this.stmt('DELETE FROM contexts WHERE tenant_id = ? AND name = ?').run(tenantId, name).changes !== 1) return false;
       this.stmt('UPDATE versions SET context = NULL WHERE tenant_id = ? AND context = ?').run(tenantId, name);
+      this.stmt('DELETE FROM services WHERE tenant_id = ? AND context = ?').run(tenantId, name);
       return true;
     }).immediate();
+  }
+
+  async createService(s: ServiceRow): Promise<boolean> {
+    return this.stmt('INSERT OR IGNORE INTO services (tenant_id, context, name, token, spec, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(s.tenantId, s.context, s.name, s.token, JSON.stringify(s.spec), s.createdAt).changes === 1;
+  }
+
+  async getService(tenantId: string, context: string, name: string): Promise<ServiceRow | null> {
+    const r = this.stmt('SELECT * FROM services WHERE tenant_id = ? AND context = ? AND name = ?').get(tenantId, context, name) as ServiceRecord | undefined;
+    return r ? toService(r) : null;
+  }
+
+  async listServices(tenantId: string, context: string): Promise<ServiceRow[]> {
+    return (this.stmt('SELECT * FROM services WHERE tenant_id = ? AND context = ? ORDER BY name').all(tenantId, context) as ServiceRecord[]).map(toService);
+  }
+
+  async serviceByToken(token: string): Promise<ServiceRow | null> {
+    const r = this.stmt('SELECT * FROM services WHERE token = ?').get(token) as ServiceRecord | undefined;
+    return r ? toService(r) : null;
+  }
+
+  async deleteService(tenantId: string, context: string, name: string): Promise<boolean> {
+    return this.stmt('DELETE FROM services WHERE tenant_id = ? AND context = ? AND name = ?').run(tenantId, context, name).changes === 1;
   }
 
   private insertVersion(v: NewVersion): void {
@@ -243,8 +273,8 @@ export class SqliteMetadataStore implements MetadataStore {
 
   async usageTotals(tenantId: string, from: string, to: string, groupBy: 'context' | 'kind'): Promise<UsageTotals[]> {
     const column = groupBy === 'context' ? 'context' : 'kind';
-    return this.stmt(`SELECT ${column} AS key, COUNT(*) AS queries, SUM(cpu_ms) AS cpuMs, SUM(wall_ms) AS wallMs,
-        SUM(bytes_written) AS bytesWritten
+    return this.stmt(`SELECT ${column} AS key, SUM(kind = 'query') AS queries, SUM(cpu_ms) AS cpuMs, SUM(wall_ms) AS wallMs,
+        SUM(CASE WHEN kind = 'service' THEN wall_ms ELSE 0 END) / 1000.0 AS serviceSeconds, SUM(bytes_written) AS bytesWritten
       FROM usage WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY ${column} ORDER BY ${column}`)
       .all(tenantId, from, to) as UsageTotals[];
   }

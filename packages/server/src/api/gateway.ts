@@ -1,0 +1,98 @@
+import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Services } from '../engine/services/services.js';
+import type { ServiceRun } from '../engine/services/run.js';
+import { ShellbaseError, notFound } from '../errors.js';
+
+/** Which service a request is for: `{token}.localhost[:port]` or the `/s/{token}/` prefix. */
+export function route(host: string | undefined, url: string): { token: string; path: string } | null {
+  const byHost = /^([a-z2-7]{26})\.localhost(?::\d+)?$/i.exec(host ?? '');
+  if (byHost) return { token: byHost[1].toLowerCase(), path: url };
+  const byPath = /^\/s\/([a-z2-7]{26})(\/.*|\?.*)?$/.exec(url);
+  if (byPath) return { token: byPath[1], path: byPath[2]?.startsWith('/') ? byPath[2] : `/${byPath[2] ?? ''}` };
+  return null;
+}
+
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
+
+/**
+ * The gateway: one HTTP server for every service. It wakes the service a
+ * request names, holds the request until the port accepts, and passes it
+ * through (bodies streamed both ways, so server-sent events flow; WebSocket
+ * and other upgrades become a raw byte pipe). An unknown token is a 404 that
+ * says nothing of which services exist.
+ */
+export function startGateway(services: Services, log: Logger): Server {
+  const agents = new Map<string, Agent>();
+  const agentFor = (socketPath: string) => {
+    let a = agents.get(socketPath);
+    if (!a) { a = new Agent({ keepAlive: true, maxFreeSockets: 16 }); agents.set(socketPath, a); }
+    return a;
+  };
+
+  const server = createServer((req, res) => {
+    void handle(req, res).catch((err) => fail(res, err));
+  });
+
+  async function find(req: IncomingMessage): Promise<{ run: ServiceRun; path: string }> {
+    const r = route(req.headers.host, req.url ?? '/');
+    const run = r && (await services.byToken(r.token));
+    if (!r || !run) throw notFound('service', 'this address');
+    return { run, path: r.path };
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { run, path } = await find(req);
+    const { socketPath, release } = await run.acquire();
+    res.once('close', release);
+    const headers = { ...req.headers };
+    for (const h of HOP_BY_HOP) delete headers[h];
+    const up = request({ socketPath, path, method: req.method, headers, agent: agentFor(socketPath) }, (upRes) => {
+      const out = { ...upRes.headers };
+      for (const h of HOP_BY_HOP) delete out[h];
+      res.writeHead(upRes.statusCode ?? 502, out);
+      res.flushHeaders();
+      upRes.pipe(res);
+    });
+    up.on('error', (err) => fail(res, new ShellbaseError('unavailable', `service ${run.row.name} closed the connection: ${err.message}`, { hint: 'see its logs' })));
+    res.once('close', () => { if (!res.writableFinished) up.destroy(); });
+    req.pipe(up);
+  }
+
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    void (async () => {
+      const { run, path } = await find(req);
+      const { socketPath, release } = await run.acquire();
+      const up: Socket = connect(socketPath);
+      const done = () => { release(); socket.destroy(); up.destroy(); };
+      up.once('close', done);
+      socket.once('close', done);
+      up.on('error', done);
+      socket.on('error', done);
+      const lines = [`${req.method} ${path} HTTP/1.1`];
+      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      up.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (head.length) up.write(head);
+      socket.pipe(up).pipe(socket);
+    })().catch((err: unknown) => {
+      const e = toError(err);
+      socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);
+    });
+  });
+
+  function fail(res: ServerResponse, err: unknown): void {
+    const e = toError(err);
+    if (e.code === 'internal') log.error({ err }, 'gateway error');
+    if (res.headersSent) { res.destroy(); return; }
+    res.writeHead(e.status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ error: e.toBody() }));
+  }
+
+  server.on('close', () => { for (const a of agents.values()) a.destroy(); });
+  return server;
+}
+
+function toError(err: unknown): ShellbaseError {
+  return err instanceof ShellbaseError ? err : new ShellbaseError('internal', 'internal error', { cause: err });
+}

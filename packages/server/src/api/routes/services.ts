@@ -1,0 +1,55 @@
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { Engine } from '../../engine/engine.js';
+import { Name, errorResponses } from '../schemas.js';
+
+const strict = { additionalProperties: false } as const;
+const Service = Type.Object({
+  name: Type.String(), context: Type.String(), command: Type.Union([Type.String(), Type.Array(Type.String())]),
+  port: Type.Integer(), url: Type.String(), pathUrl: Type.String(),
+  state: Type.Union([Type.Literal('sleeping'), Type.Literal('starting'), Type.Literal('running'), Type.Literal('stopping')]),
+  idleTimeoutMs: Type.Integer(), createdAt: Type.String(),
+}, { $id: 'Service' });
+const CreateServiceBody = Type.Object({
+  name: Name,
+  command: Type.Union([Type.String({ minLength: 1, maxLength: 1 << 16 }), Type.Array(Type.String(), { minItems: 1, maxItems: 4096 })]),
+  port: Type.Integer(),
+  env: Type.Optional(Type.Record(Type.String(), Type.String())),
+  idleTimeoutMs: Type.Optional(Type.Integer()),
+  startTimeoutMs: Type.Optional(Type.Integer()),
+  limits: Type.Optional(Type.Object({
+    memoryMb: Type.Optional(Type.Number()), pids: Type.Optional(Type.Number()), cpus: Type.Optional(Type.Number()), diskMb: Type.Optional(Type.Number()),
+  }, strict)),
+}, strict);
+const Params = Type.Object({ name: Type.String({ maxLength: 1024 }) });
+const SvcParams = Type.Object({ name: Type.String({ maxLength: 1024 }), svc: Type.String({ maxLength: 1024 }) });
+const LogsQuery = Type.Object({ tail: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })) }, strict);
+
+/** Services of a context: define (nothing runs), list, get, stop (sleep now), delete, logs. */
+export function serviceRoutes(app: FastifyInstance, engine: Engine): void {
+  app.addSchema(Service);
+  const base = '/v1/contexts/:name/services';
+  app.post<{ Params: Static<typeof Params>; Body: Static<typeof CreateServiceBody> }>(base, {
+    schema: { tags: ['services'], params: Params, body: CreateServiceBody, response: { 201: Service, ...errorResponses } },
+  }, async (req, reply) => reply.status(201).send(await engine.services.create(req.caller, req.params.name, req.body)));
+
+  app.get<{ Params: Static<typeof Params> }>(base, {
+    schema: { tags: ['services'], params: Params, response: { 200: Type.Object({ services: Type.Array(Service) }), ...errorResponses } },
+  }, async (req) => ({ services: await engine.services.list(req.caller, req.params.name) }));
+
+  app.get<{ Params: Static<typeof SvcParams> }>(`${base}/:svc`, {
+    schema: { tags: ['services'], params: SvcParams, response: { 200: Service, ...errorResponses } },
+  }, async (req) => engine.services.get(req.caller, req.params.name, req.params.svc));
+
+  app.post<{ Params: Static<typeof SvcParams> }>(`${base}/:svc/stop`, {
+    schema: { tags: ['services'], params: SvcParams, response: { 200: Service, ...errorResponses } },
+  }, async (req) => engine.services.stop(req.caller, req.params.name, req.params.svc));
+
+  app.delete<{ Params: Static<typeof SvcParams> }>(`${base}/:svc`, {
+    schema: { tags: ['services'], params: SvcParams, response: { 204: Type.Null(), ...errorResponses } },
+  }, async (req, reply) => { await engine.services.remove(req.caller, req.params.name, req.params.svc); return reply.status(204).send(); });
+
+  app.get<{ Params: Static<typeof SvcParams>; Querystring: Static<typeof LogsQuery> }>(`${base}/:svc/logs`, {
+    schema: { tags: ['services'], params: SvcParams, querystring: LogsQuery },
+  }, async (req, reply) => reply.type('text/plain; charset=utf-8').send(await engine.services.logs(req.caller, req.params.name, req.params.svc, req.query.tail)));
+}

@@ -1,0 +1,244 @@
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import type { ServiceState } from '@shellbase/protocol';
+import { ShellbaseError } from '../../errors.js';
+import type { RunningSandbox, SandboxResult } from '../../runtime/types.js';
+import type { Scratch } from '../../store/layers/types.js';
+import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
+import { spawner, type Spawned } from '../../util/spawner.js';
+import type { Committer } from '../commit.js';
+import type { Hold } from '../pins.js';
+import type { EngineDeps } from '../types.js';
+import { resolveLimits } from '../validate.js';
+import type { Forwarding } from './forwarding.js';
+import type { ServiceLog } from './log.js';
+
+/** SIGTERM, then this long before SIGKILL. */
+const GRACE_MS = 5_000;
+/** Longest a service may run without a stop (setTimeout's maximum). */
+const FOREVER_MS = 2 ** 31 - 1;
+
+export interface RunContext {
+  deps: EngineDeps;
+  committer: Committer;
+  /** The context's head, pinned by `hold` (the run's base). */
+  head(hold: Hold): Promise<VersionRow>;
+  log: ServiceLog;
+  /** Where the gateway reaches the service: a Unix socket bridged into the sandbox's network namespace. */
+  socketPath: string;
+  /** Throws (429) when the tenant may not run one more service now. */
+  admit(): Promise<void>;
+  /** The context's other services on 127.0.0.1 inside this one's sandbox. */
+  forwarding(): Promise<Forwarding | null>;
+}
+
+/**
+ * One service's process, its lifecycle in one place:
+ * sleeping → starting → running → stopping → sleeping.
+ * `acquire()` wakes it (one start shared by every caller meanwhile) and counts
+ * the caller as a user until it releases; with no user for `idleTimeoutMs` it
+ * stops, and what it wrote commits to the context like a query's writes.
+ */
+export class ServiceRun {
+  state: ServiceState = 'sleeping';
+  private users = 0;
+  private lastUse = Date.now();
+  private starting: Promise<void> | null = null;
+  private stopping: Promise<void> | null = null;
+  private ended: Promise<SandboxResult> | null = null;
+  private sandbox: RunningSandbox | null = null;
+  private bridge: Spawned | null = null;
+  private abort: AbortController | null = null;
+  private idleTimer: NodeJS.Timeout | null = null;
+
+  constructor(readonly row: ServiceRow, private readonly ctx: RunContext) {}
+
+  /** Wakes the service if needed; resolves once its port accepts. Call `release` when done. */
+  async acquire(): Promise<{ socketPath: string; release: () => void }> {
+    this.users++;
+    this.lastUse = Date.now();
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.users--;
+      this.lastUse = Date.now();
+    };
+    try {
+      await this.ensureRunning();
+    } catch (e) {
+      release();
+      throw e;
+    }
+    return { socketPath: this.ctx.socketPath, release };
+  }
+
+  private async ensureRunning(): Promise<void> {
+    for (;;) {
+      if (this.state === 'running') return;
+      if (this.stopping) { await this.stopping; continue; }
+      this.starting ??= this.start().finally(() => { this.starting = null; });
+      await this.starting;
+    }
+  }
+
+  private async start(): Promise<void> {
+    const { deps, log } = this.ctx;
+    const { spec } = this.row;
+    await this.ctx.admit();
+    this.state = 'starting';
+    const hold = deps.pins.hold();
+    const started = performance.now();
+    let scratch: Scratch | null = null;
+    // Once the sandbox is launched, finished() (or failed()) owns the scratch and the hold.
+    let launched = false;
+    try {
+      const base = await this.ctx.head(hold);
+      const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, deps.config.maximums);
+      scratch = await deps.layers.prepare({ diskMb: limits.diskMb });
+      const fwd = await this.ctx.forwarding();
+      const argv = [...(fwd?.prefix ?? []), ...(typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command)];
+      this.abort = new AbortController();
+      log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
+      let sandbox!: RunningSandbox;
+      this.ended = deps.runtime.run({
+        mount: deps.layers.mountSpec(base.layers, scratch), argv, cwd: '/root',
+        env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds,
+        stream: (_s, chunk) => log.append(chunk),
+        onStart: (s) => { sandbox = s; },
+      });
+      launched = true;
+      const ended = this.ended;
+      const s = scratch;
+      void ended.then((result) => this.finished(result, base, s, hold, started), (err) => this.failed(err, s, hold));
+      this.sandbox = sandbox;
+      const inner = await Promise.race([sandbox.innerPid(), ended.then(() => { throw this.exitedEarly(); })]);
+      const target = await this.waitForPort(inner, spec.port, spec.startTimeoutMs, ended);
+      rmSync(this.ctx.socketPath, { force: true });
+      this.bridge = spawner.start(['nsenter', `--net=/proc/${inner}/ns/net`, 'socat',
+        `UNIX-LISTEN:${this.ctx.socketPath},fork,unlink-early,mode=600,backlog=1024`, target], undefined, {
+        onStdout: () => undefined, onStderr: (c) => log.append(`--- shellbase: bridge: ${c.toString()}`),
+      });
+      for (let i = 0; !existsSync(this.ctx.socketPath); i++) {
+        if (i > 400) throw new Error('the gateway bridge did not start');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      this.state = 'running';
+      this.lastUse = Date.now();
+      this.idleTimer = setInterval(() => this.checkIdle(), Math.min(1000, Math.max(50, spec.idleTimeoutMs / 4)));
+      this.idleTimer.unref();
+    } catch (e) {
+      if (launched) {
+        await this.stop();
+        await this.finishing;
+      } else {
+        hold.release();
+        if (scratch) await deps.layers.discard(scratch);
+        this.state = 'sleeping';
+      }
+      if (e instanceof ShellbaseError) throw e;
+      throw this.unavailable((e as Error).message);
+    }
+  }
+
+  private checkIdle(): void {
+    if (this.state === 'running' && this.users === 0 && Date.now() - this.lastUse >= this.row.spec.idleTimeoutMs) void this.stop();
+  }
+
+  /** SIGTERM, a grace period, SIGKILL; the run's writes then commit. Resolves once it sleeps. */
+  stop(): Promise<void> {
+    if (this.state === 'sleeping' && !this.ended) return Promise.resolve();
+    this.stopping ??= (async () => {
+      this.state = 'stopping';
+      if (this.idleTimer) clearInterval(this.idleTimer);
+      this.idleTimer = null;
+      const ended = this.ended;
+      if (ended) {
+        this.sandbox?.signal('SIGTERM');
+        const timer = setTimeout(() => this.abort?.abort(), GRACE_MS);
+        await ended.catch(() => undefined);
+        clearTimeout(timer);
+        await this.finishing;
+      }
+    })().finally(() => { this.stopping = null; });
+    return this.stopping;
+  }
+
+  private finishing: Promise<void> | null = null;
+
+  /** The process ended (asked to, idle, or on its own): bridge down, writes committed, usage recorded. */
+  private finished(result: SandboxResult, base: VersionRow, scratch: Scratch, hold: Hold, started: number): Promise<void> {
+    this.finishing = (async () => {
+      const { deps, committer, log } = this.ctx;
+      this.bridge?.kill();
+      this.bridge = null;
+      rmSync(this.ctx.socketPath, { force: true });
+      if (this.idleTimer) clearInterval(this.idleTimer);
+      this.idleTimer = null;
+      log.append(`--- shellbase: exited (${result.signal ?? `code ${result.exitCode}`}) after ${Math.round(performance.now() - started)} ms\n`);
+      try {
+        const layer = await deps.layers.commit(scratch);
+        if (layer) {
+          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` });
+          if (outcome.conflict) log.append(`--- shellbase: writes conflict with the context on ${outcome.conflict.paths.join(', ')}; kept as version ${outcome.conflict.version}\n`);
+        }
+        await deps.metadata.recordUsage({
+          tenantId: this.row.tenantId, context: this.row.context, kind: 'service', createdAt: new Date().toISOString(),
+          cpuMs: result.cpuMs, wallMs: result.wallMs, memoryPeakBytes: result.memoryPeakBytes, bytesWritten: layer?.bytes ?? 0, exitCode: result.exitCode,
+        });
+      } catch (err) {
+        deps.log.error({ err, service: this.row.name }, 'committing a service run failed');
+      } finally {
+        hold.release();
+        this.ended = null;
+        this.sandbox = null;
+        this.state = 'sleeping';
+      }
+    })();
+    return this.finishing;
+  }
+
+  private async failed(err: unknown, scratch: Scratch, hold: Hold): Promise<void> {
+    this.ctx.deps.log.error({ err, service: this.row.name }, 'service sandbox failed');
+    this.ctx.log.append(`--- shellbase: sandbox failed: ${(err as Error).message}\n`);
+    await this.ctx.deps.layers.discard(scratch).catch(() => undefined);
+    hold.release();
+    this.ended = null;
+    this.state = 'sleeping';
+  }
+
+  /** Polls the sandbox's own TCP tables until something listens on `port`; the socat target for it. */
+  private async waitForPort(inner: number, port: number, timeoutMs: number, ended: Promise<unknown>): Promise<string> {
+    let exited = false;
+    void ended.then(() => { exited = true; }, () => { exited = true; });
+    const deadline = Date.now() + timeoutMs;
+    for (let delay = 5; ; delay = Math.min(50, delay * 2)) {
+      if (exited) throw this.exitedEarly();
+      if (listening(`/proc/${inner}/net/tcp`, port)) return `TCP4:127.0.0.1:${port}`;
+      if (listening(`/proc/${inner}/net/tcp6`, port)) return `TCP6:[::1]:${port}`;
+      if (Date.now() > deadline) throw this.unavailable(`nothing listened on port ${port} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+
+  private exitedEarly(): ShellbaseError {
+    return this.unavailable('the service exited before its port opened');
+  }
+
+  unavailable(message: string): ShellbaseError {
+    return new ShellbaseError('unavailable', `service ${this.row.name}: ${message}`, {
+      details: { service: this.row.name, logs: this.ctx.log.tail(20) },
+      hint: 'read the log lines in details.logs (or GET .../logs); the next request starts it again',
+    });
+  }
+}
+
+/** Whether /proc/PID/net/tcp{,6} lists a socket in LISTEN state on `port`. */
+function listening(file: string, port: number): boolean {
+  let text = '';
+  try { text = readFileSync(file, 'utf8'); } catch { return false; }
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return text.split('\n').some((l) => {
+    const f = l.trim().split(/\s+/);
+    return f[1]?.endsWith(hex) && f[3] === '0A';
+  });
+}

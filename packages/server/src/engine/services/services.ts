@@ -1,0 +1,191 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { CreateServiceRequest, Service } from '@shellbase/protocol';
+import { ShellbaseError, invalid, notFound } from '../../errors.js';
+import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
+import type { Committer } from '../commit.js';
+import type { Hold } from '../pins.js';
+import type { Caller, EngineDeps } from '../types.js';
+import { overQuota, quotasOf } from '../quotas.js';
+import { checkEnv, checkName, resolveLimits } from '../validate.js';
+import { ContextForwarding, type Forwarding } from './forwarding.js';
+import { ServiceLog } from './log.js';
+import { ServiceRun } from './run.js';
+
+interface Lookups {
+  getOrCreateContext(caller: Caller, name: string): Promise<unknown>;
+  head(caller: Caller, name: string): Promise<VersionRow>;
+}
+
+const DEFAULT_IDLE_MS = 300_000;
+const DEFAULT_START_MS = 30_000;
+
+/** A token is a DNS label: 26 characters of base32 (130 bits). */
+function newToken(): string {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
+  return [...randomBytes(26)].map((b) => alphabet[b & 31]).join('');
+}
+
+/**
+ * Services: defined by a row, run on demand by a ServiceRun (one per service
+ * while the server lives), reached through the gateway by token.
+ */
+export class Services {
+  private readonly runs = new Map<string, ServiceRun>();
+
+  private readonly forward: ContextForwarding;
+
+  constructor(private readonly deps: EngineDeps, private readonly committer: Committer, private readonly lookups: Lookups) {
+    mkdirSync(this.dir, { recursive: true, mode: 0o711 });
+    this.forward = new ContextForwarding(this.dir, (row) => this.runOf(row));
+  }
+
+  /**
+   * What a sandbox of the context needs so that the context's services (but
+   * `except`, a service itself) answer on 127.0.0.1; null when it has none.
+   */
+  async forwarding(tenantId: string, context: string, except?: string): Promise<Forwarding | null> {
+    return this.forward.forSandbox(await this.deps.metadata.listServices(tenantId, context), except);
+  }
+
+  private get dir(): string { return path.join(this.deps.config.home, 'services'); }
+
+  /** Where the gateway finds a service (its host label or path prefix carries the token). */
+  urls(token: string): { url: string; pathUrl: string } {
+    const port = this.deps.config.gatewayPort;
+    return { url: `http://${token}.localhost:${port}/`, pathUrl: `http://127.0.0.1:${port}/s/${token}/` };
+  }
+
+  async create(caller: Caller, context: string, req: CreateServiceRequest): Promise<Service> {
+    checkName(req.name, 'service');
+    const { config } = this.deps;
+    if (!Number.isInteger(req.port) || req.port < 1 || req.port > 65535) throw invalid(`port ${req.port} is out of range`, 'pass a port between 1 and 65535');
+    const command = req.command;
+    if (!(typeof command === 'string' && command.length > 0) && !(Array.isArray(command) && command.length > 0 && command.every((a) => typeof a === 'string'))) {
+      throw invalid('nothing to run', 'pass command as a string (run by bash -c) or a non-empty array (argv)');
+    }
+    const idleTimeoutMs = bounded('idleTimeoutMs', req.idleTimeoutMs ?? DEFAULT_IDLE_MS, 100, 86_400_000);
+    const startTimeoutMs = bounded('startTimeoutMs', req.startTimeoutMs ?? DEFAULT_START_MS, 100, 600_000);
+    resolveLimits(req.limits, undefined, config.defaults, config.maximums); // refuses what a query may not ask for
+    await this.lookups.getOrCreateContext(caller, context);
+    // Each service answers on 127.0.0.1:PORT inside the context's sandboxes: one port, one service.
+    const taken = (await this.deps.metadata.listServices(caller.tenantId, context)).find((s) => s.spec.port === req.port);
+    if (taken) {
+      throw new ShellbaseError('already_exists', `port ${req.port} is taken by service ${taken.name} of context ${context}`, {
+        details: { port: req.port, service: taken.name }, hint: 'use another port (the context\'s services share 127.0.0.1 inside its sandboxes)',
+      });
+    }
+    const row: ServiceRow = {
+      tenantId: caller.tenantId, context, name: req.name, token: newToken(), createdAt: new Date().toISOString(),
+      spec: { format: 1, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {} },
+    };
+    if (!(await this.deps.metadata.createService(row))) {
+      throw new ShellbaseError('already_exists', `context ${context} already has a service ${JSON.stringify(req.name)}`, {
+        details: { service: req.name }, hint: 'pick another name, or delete the existing service first',
+      });
+    }
+    return this.toService(row);
+  }
+
+  async list(caller: Caller, context: string): Promise<Service[]> {
+    checkName(context);
+    return (await this.deps.metadata.listServices(caller.tenantId, context)).map((r) => this.toService(r));
+  }
+
+  async get(caller: Caller, context: string, name: string): Promise<Service> {
+    return this.toService(await this.row(caller, context, name));
+  }
+
+  /** Puts the service to sleep now (its writes commit). */
+  async stop(caller: Caller, context: string, name: string): Promise<Service> {
+    const row = await this.row(caller, context, name);
+    await this.runs.get(row.token)?.stop();
+    return this.toService(row);
+  }
+
+  async remove(caller: Caller, context: string, name: string): Promise<void> {
+    const row = await this.row(caller, context, name);
+    await this.runs.get(row.token)?.stop();
+    this.runs.delete(row.token);
+    this.forward.close(row.token);
+    await this.deps.metadata.deleteService(caller.tenantId, context, name);
+    this.logOf(row.token).remove();
+  }
+
+  async logs(caller: Caller, context: string, name: string, tail = 100): Promise<string> {
+    const row = await this.row(caller, context, name);
+    return this.logOf(row.token).tail(bounded('tail', tail, 1, 10_000));
+  }
+
+  /** The run behind a gateway token; null for tokens no service has. */
+  async byToken(token: string): Promise<ServiceRun | null> {
+    if (!/^[a-z2-7]{26}$/.test(token)) return null;
+    const existing = this.runs.get(token);
+    if (existing) return existing;
+    const row = await this.deps.metadata.serviceByToken(token);
+    return row ? this.runOf(row) : null;
+  }
+
+  /** Stops every run of a context (before it is deleted). */
+  async stopContext(tenantId: string, context: string): Promise<void> {
+    const runs = [...this.runs.values()].filter((r) => r.row.tenantId === tenantId && r.row.context === context);
+    await Promise.all(runs.map((r) => r.stop()));
+    for (const r of runs) { this.forward.close(r.row.token); this.runs.delete(r.row.token); }
+  }
+
+  /** Server shutdown: every service goes to sleep, its writes committed. */
+  async close(): Promise<void> {
+    await Promise.all([...this.runs.values()].map((r) => r.stop()));
+    this.forward.close();
+  }
+
+  private runOf(row: ServiceRow): ServiceRun {
+    let run = this.runs.get(row.token);
+    if (!run) {
+      const caller = (hold: Hold): Caller => ({ tenantId: row.tenantId, admin: false, hold });
+      run = new ServiceRun(row, {
+        deps: this.deps, committer: this.committer, log: this.logOf(row.token),
+        head: (hold) => this.lookups.head(caller(hold), row.context),
+        admit: async () => {
+          const tenant = await this.deps.metadata.getTenant(row.tenantId);
+          const { runningServices } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
+          const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
+          if (awake >= runningServices) throw overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
+        },
+        socketPath: path.join(this.dir, `${row.token}.sock`),
+        forwarding: () => this.forwarding(row.tenantId, row.context, row.name),
+      });
+      this.runs.set(row.token, run);
+    }
+    return run;
+  }
+
+  private readonly logFiles = new Map<string, ServiceLog>();
+
+  private logOf(token: string): ServiceLog {
+    let l = this.logFiles.get(token);
+    if (!l) { l = new ServiceLog(path.join(this.dir, `${token}.log`)); this.logFiles.set(token, l); }
+    return l;
+  }
+
+  private async row(caller: Caller, context: string, name: string): Promise<ServiceRow> {
+    checkName(context);
+    checkName(name, 'service');
+    const row = await this.deps.metadata.getService(caller.tenantId, context, name);
+    if (!row) throw notFound('service', name);
+    return row;
+  }
+
+  private toService(r: ServiceRow): Service {
+    return {
+      name: r.name, context: r.context, command: r.spec.command, port: r.spec.port, ...this.urls(r.token),
+      state: this.runs.get(r.token)?.state ?? 'sleeping', idleTimeoutMs: r.spec.idleTimeoutMs, createdAt: r.createdAt,
+    };
+  }
+}
+
+function bounded(field: string, v: number, min: number, max: number): number {
+  if (!Number.isInteger(v) || v < min || v > max) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max}`);
+  return v;
+}
