@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Shellbase } from '@shellbase/sdk';
 import { after, before, describe, test } from 'node:test';
-import { startTestServer, type TestServer } from '../harness.ts';
+import { sleep, startTestServer, type TestServer } from '../harness.ts';
 
 // Threat: a query exhausts what the host shares (cpu time, processes, memory, disk, inodes, file
 // descriptors, the server's memory through output). Defence: each meets its own limit with a clear
@@ -85,6 +89,22 @@ describe('security: resource exhaustion is contained', () => {
     const r = await t.sb.context('inodes').exec(['python3', '-c', script], { limits: { diskMb: 8 }, commit: 'never', timeoutMs: 120_000 });
     assert.equal(r.stdout, 'True Disk quota exceeded\n', r.stderr);
     await stillServing();
+  });
+
+  test("a tenant's many sandboxes share one sandbox's CPU weight, so they cannot crowd out another's", async () => {
+    const key = (await t.http('POST', '/v1/tenants', { body: { name: 'crowd' } })).json.apiKey;
+    const crowd = new Shellbase({ url: t.server.url, apiKey: key });
+    const running = [...Array.from({ length: 4 }, (_, i) => crowd.context(`c${i}`).exec('sleep 1.5', { commit: 'never' })),
+      t.sb.context('alone').exec('sleep 1.5', { commit: 'never' })];
+    await sleep(700);
+    const instance = createHash('sha256').update(t.home).digest('hex').slice(0, 12);
+    const v1 = existsSync('/sys/fs/cgroup/cpu/shellbase');
+    const dir = v1 ? `/sys/fs/cgroup/cpu/shellbase/${instance}` : `/sys/fs/cgroup/shellbase/${instance}`;
+    const busy = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory())
+      .filter((e) => readFileSync(path.join(dir, e.name, 'cgroup.procs'), 'utf8').trim() !== '');
+    const weights = busy.map((e) => Number(readFileSync(path.join(dir, e.name, v1 ? 'cpu.shares' : 'cpu.weight'), 'utf8'))).sort((a, b) => a - b);
+    assert.deepEqual(weights, v1 ? [256, 256, 256, 256, 1024] : [25, 25, 25, 25, 100]);
+    await Promise.all(running);
   });
 
   test('thousands of open files meet the per-process cap', async () => {

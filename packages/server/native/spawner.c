@@ -47,6 +47,7 @@ struct proc {
 static struct proc *procs;
 static size_t nprocs, capprocs;
 static sigset_t blocked;
+static int devnull = -1;
 
 static void die(const char *what) {
   fprintf(stderr, "sbx-spawner: %s: %s\n", what, strerror(errno));
@@ -191,6 +192,8 @@ int main(void) {
   sigaddset(&chld, SIGCHLD);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) die("signalfd");
+  devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull < 0) die("/dev/null");
   static char buf[1 << 16];
   struct pollfd *fds = NULL;
   size_t capfds = 0;
@@ -212,7 +215,10 @@ int main(void) {
       for (int s = 0; s < 2; s++) {
         short ev = fds[2 + 2 * i + s].revents;
         if (!ev || procs[i].fd[s] < 0 || fds[2 + 2 * i + s].fd != procs[i].fd[s]) continue;
-        ssize_t got = read(procs[i].fd[s], buf, sizeof buf);
+        /* A discarded stream (past its output cap) goes to /dev/null without a copy through here. */
+        ssize_t got = procs[i].discard[s]
+          ? splice(procs[i].fd[s], NULL, devnull, NULL, 1 << 20, SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
+          : read(procs[i].fd[s], buf, sizeof buf);
         if (got > 0) { if (!procs[i].discard[s]) emit(procs[i].id, s ? '2' : '1', buf, (uint32_t)got); }
         else if (got == 0 || (errno != EINTR && errno != EAGAIN)) { close(procs[i].fd[s]); procs[i].fd[s] = -1; }
       }

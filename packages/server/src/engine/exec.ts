@@ -71,7 +71,7 @@ export class ExecRunner {
     let base = await this.lookups.base(caller, name, req.version);
     for (let retries = 0; ; retries++) {
       const fwd = await this.lookups.forwarding(caller.tenantId, name);
-      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: req.stdin, limits, binds: fwd?.binds };
+      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: req.stdin, limits, binds: fwd?.binds, group: caller.tenantId };
       const { run, layer, bytesWritten } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
       await this.deps.metadata.recordUsage({
@@ -97,7 +97,7 @@ export class ExecRunner {
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
-    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits; binds?: Forwarding['binds'] },
+    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits; binds?: Forwarding['binds']; group: string },
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number }> {
@@ -109,6 +109,7 @@ export class ExecRunner {
       run = await runtime.run({
         mount: layers.mountSpec(base.layers, scratch), argv: spec.argv, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
+        group: spec.group,
       });
     } catch (e) {
       await layers.discard(scratch);

@@ -24,6 +24,11 @@ export interface SandboxSpec {
   onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
   /** Aborting kills the sandbox (the result then says `aborted`). */
   signal?: AbortSignal;
+  /**
+   * Sandboxes of one group (a tenant) share one sandbox's worth of contended
+   * CPU, however many run: one tenant's many sandboxes cannot crowd out another's.
+   */
+  group?: string;
   /** Host paths to show inside, below /tmp (which is not part of the context). */
   binds?: { source: string; target: string; readOnly?: boolean }[];
   /**

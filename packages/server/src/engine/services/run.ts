@@ -102,7 +102,7 @@ export class ServiceRun {
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
         mount: deps.layers.mountSpec(base.layers, scratch), argv, cwd: '/root',
-        env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds,
+        env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds, group: this.row.tenantId,
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });
@@ -112,12 +112,11 @@ export class ServiceRun {
       void ended.then((result) => this.finished(result, base, s, hold, started), (err) => this.failed(err, s, hold));
       this.sandbox = sandbox;
       const inner = await Promise.race([sandbox.innerPid(), ended.then(() => { throw this.exitedEarly(); })]);
+      // The bridge starts while the program does (socat connects per connection, so the port need
+      // not be open yet); a program that listens on IPv6 only gets a bridge to [::1] instead.
+      this.startBridge(inner, `TCP4:127.0.0.1:${spec.port}`);
       const target = await this.waitForPort(inner, spec.port, spec.startTimeoutMs, ended);
-      rmSync(this.ctx.socketPath, { force: true });
-      this.bridge = spawner.start(['nsenter', `--net=/proc/${inner}/ns/net`, 'socat',
-        `UNIX-LISTEN:${this.ctx.socketPath},fork,unlink-early,mode=600,backlog=1024`, target], undefined, {
-        onStdout: () => undefined, onStderr: (c) => log.append(`--- shellbase: bridge: ${c.toString()}`),
-      });
+      if (!target.startsWith('TCP4:')) { this.bridge?.kill(); await this.bridge?.exited; this.startBridge(inner, target); }
       for (let i = 0; !existsSync(this.ctx.socketPath); i++) {
         if (i > 400) throw new Error('the gateway bridge did not start');
         await new Promise((r) => setTimeout(r, 5));
@@ -138,6 +137,14 @@ export class ServiceRun {
       if (e instanceof ShellbaseError) throw e;
       throw this.unavailable((e as Error).message);
     }
+  }
+
+  private startBridge(inner: number, target: string): void {
+    rmSync(this.ctx.socketPath, { force: true });
+    this.bridge = spawner.start(['nsenter', `--net=/proc/${inner}/ns/net`, 'socat',
+      `UNIX-LISTEN:${this.ctx.socketPath},fork,unlink-early,mode=600,backlog=1024`, target], undefined, {
+      onStdout: () => undefined, onStderr: (c) => this.ctx.log.append(`--- shellbase: bridge: ${c.toString()}`),
+    });
   }
 
   private checkIdle(): void {
@@ -211,12 +218,14 @@ export class ServiceRun {
     let exited = false;
     void ended.then(() => { exited = true; }, () => { exited = true; });
     const deadline = Date.now() + timeoutMs;
-    for (let delay = 5; ; delay = Math.min(50, delay * 2)) {
+    for (;;) {
       if (exited) throw this.exitedEarly();
       if (listening(`/proc/${inner}/net/tcp`, port)) return `TCP4:127.0.0.1:${port}`;
-      if (listening(`/proc/${inner}/net/tcp6`, port)) return `TCP6:[::1]:${port}`;
+      const v6 = listening(`/proc/${inner}/net/tcp6`, port);
+      // [::] usually takes IPv4 too (bindv6only=0); [::1] does not.
+      if (v6) return /^0+$/.test(v6) ? `TCP4:127.0.0.1:${port}` : `TCP6:[::1]:${port}`;
       if (Date.now() > deadline) throw this.unavailable(`nothing listened on port ${port} within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, delay));
+      await new Promise((r) => setTimeout(r, 5)); // two small file reads a poll
     }
   }
 
@@ -232,13 +241,14 @@ export class ServiceRun {
   }
 }
 
-/** Whether /proc/PID/net/tcp{,6} lists a socket in LISTEN state on `port`. */
-function listening(file: string, port: number): boolean {
+/** The (hex) address of a socket /proc/PID/net/tcp{,6} lists in LISTEN state on `port`, if any. */
+function listening(file: string, port: number): string | null {
   let text = '';
-  try { text = readFileSync(file, 'utf8'); } catch { return false; }
+  try { text = readFileSync(file, 'utf8'); } catch { return null; }
   const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-  return text.split('\n').some((l) => {
+  for (const l of text.split('\n')) {
     const f = l.trim().split(/\s+/);
-    return f[1]?.endsWith(hex) && f[3] === '0A';
-  });
+    if (f[1]?.endsWith(hex) && f[3] === '0A') return f[1].slice(0, -hex.length);
+  }
+  return null;
 }

@@ -3,7 +3,7 @@ import { constants } from 'node:os';
 import path from 'node:path';
 import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
-import type { CgroupDriver } from '../cgroups/index.js';
+import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
@@ -37,9 +37,25 @@ export class BwrapRuntime implements Runtime {
     return this.cgroups.close();
   }
 
+  /** Running sandboxes per group: their CPU weights always add up to 1. */
+  private readonly groups = new Map<string, Set<Cgroup>>();
+
+  private rebalance(group: string): void {
+    const members = this.groups.get(group);
+    if (!members) return;
+    if (members.size === 0) { this.groups.delete(group); return; }
+    for (const cg of members) cg.setWeight(1 / members.size);
+  }
+
   async run(spec: SandboxSpec): Promise<SandboxResult> {
-    const { limits } = spec;
+    const { limits, group } = spec;
     const cgroup = this.cgroups.acquire(limits);
+    if (group !== undefined) {
+      let members = this.groups.get(group);
+      if (!members) { members = new Set(); this.groups.set(group, members); }
+      members.add(cgroup);
+      this.rebalance(group);
+    }
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
     const args = ['run'];
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
@@ -95,6 +111,11 @@ export class BwrapRuntime implements Runtime {
     } finally {
       clearTimeout(timer);
       spec.signal?.removeEventListener('abort', onAbort);
+      if (group !== undefined) {
+        this.groups.get(group)?.delete(cgroup);
+        this.rebalance(group);
+        cgroup.setWeight(1);
+      }
       // Emptying the cgroup can wait for the kernel to reap; the result need not.
       const removal = cgroup.release().catch(() => undefined).finally(() => this.removals.delete(removal));
       this.removals.add(removal);

@@ -18,6 +18,8 @@ export interface Cgroup {
   /** Files a process writes "0" to in order to join (one per hierarchy). */
   readonly joinFiles: string[];
   stats(): CgroupStats;
+  /** Its share of contended CPU against sibling cgroups (1 = an ordinary sandbox's). */
+  setWeight(weight: number): void;
   /** Sends a signal to every process in the cgroup, once. */
   signal(sig: NodeJS.Signals): void;
   /** SIGKILLs every process in the cgroup until it is empty. */

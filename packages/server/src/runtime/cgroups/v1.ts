@@ -141,6 +141,15 @@ class CgroupV1 implements Cgroup {
     signalAll(this.dirs.pids, sig);
   }
 
+  private shares = 1024;
+
+  setWeight(weight: number): void {
+    const shares = Math.max(2, Math.round(1024 * weight));
+    if (shares === this.shares) return;
+    write(this.file('cpu', 'cpu.shares'), String(shares));
+    this.shares = shares;
+  }
+
   async kill(): Promise<void> {
     await killAll(this.dirs.pids);
   }

@@ -73,6 +73,10 @@ class CgroupV2 implements Cgroup {
     signalAll(this.dir, sig);
   }
 
+  setWeight(weight: number): void {
+    write(path.join(this.dir, 'cpu.weight'), String(Math.max(1, Math.min(10000, Math.round(100 * weight)))));
+  }
+
   async kill(): Promise<void> {
     const killFile = path.join(this.dir, 'cgroup.kill');
     if (existsSync(killFile)) write(killFile, '1');
