@@ -24,7 +24,8 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}): Pr
   const server = await startServer(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const key = readFileSync(server.adminKeyFile, 'utf8').trim();
   const sb = new Shellbase({ url: server.url, apiKey: key });
-  return {
+  // `server` may be replaced by a test that restarts it over the same home: always use t.server.
+  const t: TestServer = {
     server, sb, key, home, config,
     async http(method, url, opts = {}) {
       const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -33,17 +34,18 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}): Pr
       let body: string | undefined = opts.raw;
       if (opts.body !== undefined) { body = JSON.stringify(opts.body); headers['content-type'] = 'application/json'; }
       if (opts.raw !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
-      const res = await fetch(`${server.url}${url}`, { method, headers, body });
+      const res = await fetch(`${t.server.url}${url}`, { method, headers, body });
       const text = await res.text();
       let json: unknown = undefined;
       try { json = JSON.parse(text); } catch { /* not JSON */ }
       return { status: res.status, json, text, headers: res.headers };
     },
     async close() {
-      await server.close();
+      await t.server.close();
       rmSync(home, { recursive: true, force: true });
     },
   };
+  return t;
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -4,6 +4,9 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Service } from '@shellbase/protocol';
+import pino from 'pino';
+import { startServer } from '@shellbase/server';
+import { Shellbase } from '@shellbase/sdk';
 import { sleep, startTestServer, type TestServer } from './harness.ts';
 
 /** A python3 server: GET / says hello, /sse streams three events, /ws echoes raw bytes after a WebSocket handshake, /db counts rows. */
@@ -172,6 +175,21 @@ describe('services: woken by requests, asleep when idle', () => {
     assert.match(other.stdout, /rc=7\n$/, 'connection refused: no such service there');
     const plain = await t.sb.context('elsewhere').exec('test -e /tmp/.shellbase && echo forwarded || echo plain', { commit: 'never' });
     assert.equal(plain.stdout, 'plain\n', 'a context without services gets no forwarder');
+  });
+
+  test('a server restart puts running services to sleep with their writes committed', async () => {
+    const svc = await t.sb.context('restart').services.create({ name: 'w', command: 'echo started >> /root/runs; python3 -m http.server 8000', port: 8000 });
+    assert.equal((await get(svc, '/')).status, 200);
+    const { config } = t;
+    await t.server.close();
+    t.server = await startServer(config, pino({ level: 'silent' }));
+    t.sb = new Shellbase({ url: t.server.url, apiKey: t.key });
+    gateway = new URL(t.server.gatewayUrl);
+    const again = await t.sb.context('restart').services.get('w');
+    assert.equal(again.state, 'sleeping');
+    assert.equal(again.url, svc.url.replace(/:\d+\/$/, `:${gateway.port}/`), 'same token, the new gateway port');
+    assert.equal((await t.sb.context('restart').exec('cat /root/runs', { commit: 'never' })).stdout, 'started\n', 'its writes were committed on shutdown');
+    assert.equal((await get(again, '/')).status, 200, 'and it wakes again');
   });
 
   test('bad input: ports, names, unknown tokens and deleted services', async () => {
