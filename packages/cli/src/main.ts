@@ -6,6 +6,7 @@ import { UsageError, contexts, exec, fork, gc, key, log, tenant, usage } from '.
 import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
 import { serve } from './commands/serve.js';
 import { logs, serveApp, services } from './commands/services.js';
+import { mcp } from './mcp/server.js';
 
 const USAGE = `shellbase: serverless sandboxes over versioned file systems
 
@@ -27,6 +28,7 @@ const USAGE = `shellbase: serverless sandboxes over versioned file systems
   shellbase serve-app CTX NAME --port P [--idle MS] [--start-timeout MS] -- CMD...
   shellbase services CTX
   shellbase logs CTX NAME [--tail N]
+  shellbase mcp [--context NAME] [--http PORT]       MCP tools on stdio (or Streamable HTTP on 127.0.0.1:PORT/mcp)
   shellbase image build [NAME]
 
 Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
@@ -53,6 +55,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve-app': return serveApp(args);
     case 'services': return services(args);
     case 'logs': return logs(args);
+    case 'mcp': return mcp(args);
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
       {

@@ -1,0 +1,146 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { Shellbase, ShellbaseError } from '@shellbase/sdk';
+import { z } from 'zod';
+
+/** What a model gets back at most per tool call; the rest is saved or paged. */
+export const TEXT_LIMIT = 16 * 1024;
+
+type Result = { content: { type: 'text'; text: string }[]; isError?: boolean };
+const text = (t: string): Result => ({ content: [{ type: 'text', text: t }] });
+
+/** Errors become tool errors a model can act on (code, message, hint), never protocol failures. */
+async function guarded(fn: () => Promise<string>): Promise<Result> {
+  try {
+    return text(await fn());
+  } catch (e) {
+    if (e instanceof ShellbaseError) {
+      const details = e.details ? `\ndetails: ${JSON.stringify(e.details).slice(0, 2000)}` : '';
+      // The SDK's message already ends with the hint.
+      return { isError: true, content: [{ type: 'text', text: `${e.code}: ${e.message}${details}` }] };
+    }
+    return { isError: true, content: [{ type: 'text', text: `error: ${(e as Error).message}` }] };
+  }
+}
+
+/**
+ * Registers shellbase's tools. With `pinned`, every tool works on that context
+ * and takes no `context` argument.
+ */
+export function registerTools(server: McpServer, sb: Shellbase, pinned?: string): void {
+  // Required unless the session pins a context (then absent); typed as optional for both.
+  const ctxArg = (pinned ? {} : {
+    context: z.string().min(1).max(128).describe('The context (a named, versioned Debian file system); created on first use'),
+  }) as unknown as { context: z.ZodOptional<z.ZodString> };
+  const ctxOf = (a: { context?: string }) => sb.context(pinned ?? a.context!);
+  const version = z.string().max(128).optional();
+
+  server.registerTool('exec', {
+    title: 'Run a shell command',
+    description: 'Runs a shell command (bash -c) in a fresh sandbox over the context\'s current files (Debian, root, no network). '
+      + 'File changes are committed as a new version of the context; /tmp is not kept. Returns the exit code, stdout, stderr and the version. '
+      + `Output past ${TEXT_LIMIT} bytes is cut; the full output is then saved in the context and the result says where.`,
+    inputSchema: {
+      ...ctxArg, command: z.string().min(1).describe('The command, run with bash -c in /root'),
+      version: version.describe('Run over this past version instead of the head (its changes still commit to the head)'),
+      timeoutMs: z.number().int().min(1).max(600_000).optional().describe('Kill the command after this long (default 60 s)'),
+      stdin: z.string().optional(),
+    },
+  }, async (a) => guarded(async () => {
+    const ctx = ctxOf(a);
+    const r = await ctx.exec(a.command, { version: a.version, timeoutMs: a.timeoutMs, stdin: a.stdin });
+    const parts = [`exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}${r.oomKilled ? ' (out of memory)' : ''}`];
+    const body = `--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`;
+    if (body.length <= TEXT_LIMIT) parts.push(body);
+    else {
+      const file = `/root/.mcp-output/${Date.now()}.txt`;
+      await ctx.files.write(file, body);
+      parts.push(`${body.slice(0, TEXT_LIMIT)}\n[output cut at ${TEXT_LIMIT} of ${body.length} characters; all of it is in ${file}: read it with read_file and offset]`);
+    }
+    if (r.truncated) parts.push('[the command wrote more than the output cap; the rest was dropped: redirect to a file and read it with read_file]');
+    parts.push(r.conflict ? `conflict: its changes overlap others on ${r.conflict.paths.join(', ')}; kept as version ${r.conflict.version}`
+      : `version ${r.version}${r.committed ? ' (its changes were committed)' : ' (nothing changed)'}`);
+    return parts.join('\n');
+  }));
+
+  server.registerTool('read_file', {
+    title: 'Read a file',
+    description: `Reads a text file of the context without running anything. At most ${TEXT_LIMIT} bytes per call: pass offset to read further.`,
+    inputSchema: { ...ctxArg, path: z.string().min(1), version, offset: z.number().int().min(0).optional(), length: z.number().int().min(1).max(TEXT_LIMIT).optional() },
+  }, async (a) => guarded(async () => {
+    const ctx = ctxOf(a);
+    const size = (await ctx.files.stat(a.path, { version: a.version })).size;
+    const start = a.offset ?? 0;
+    const end = Math.min(size, start + (a.length ?? TEXT_LIMIT)) - 1;
+    if (size === 0 || start >= size) return `(${size} bytes; nothing at offset ${start})`;
+    const res = await ctx.files.open(a.path, { version: a.version, range: [start, end] });
+    const chunk = Buffer.from(await res.arrayBuffer()).toString('utf8');
+    return end + 1 < size ? `${chunk}\n[bytes ${start}-${end} of ${size}; pass offset=${end + 1} for more]` : chunk;
+  }));
+
+  server.registerTool('write_file', {
+    title: 'Write a file',
+    description: 'Writes (creates or replaces) a file in the context, making parent directories; commits a new version. No sandbox runs.',
+    inputSchema: { ...ctxArg, path: z.string().min(1), content: z.string(), mode: z.string().regex(/^0?[0-7]{3,4}$/).optional().describe('Octal, e.g. 0755') },
+  }, async (a) => guarded(async () => {
+    const r = await ctxOf(a).files.write(a.path, a.content, a.mode ? { mode: parseInt(a.mode, 8) } : {});
+    return `wrote ${Buffer.byteLength(a.content)} bytes to ${a.path}; version ${r.version}`;
+  }));
+
+  server.registerTool('list_dir', {
+    title: 'List a directory',
+    description: 'Lists a directory of the context: type, mode, size and name per line.',
+    inputSchema: { ...ctxArg, path: z.string().min(1), version },
+  }, async (a) => guarded(async () => {
+    const entries = await ctxOf(a).files.list(a.path, { version: a.version });
+    const lines = entries.map((e) => `${e.type.padEnd(7)} ${e.mode.toString(8).padStart(4, '0')} ${String(e.size).padStart(10)} ${e.name}`);
+    const out = lines.join('\n') || '(empty)';
+    return out.length > TEXT_LIMIT ? `${out.slice(0, TEXT_LIMIT)}\n[cut: ${entries.length} entries]` : out;
+  }));
+
+  server.registerTool('fork_context', {
+    title: 'Fork a context',
+    description: 'Makes a new context with the same files (at the head or a version), instantly. Changes to either stay apart until merged.',
+    inputSchema: { ...ctxArg, name: z.string().min(1).max(128).describe('Name of the new context'), version },
+  }, async (a) => guarded(async () => {
+    await ctxOf(a).fork(a.name, a.version ? { version: a.version } : {});
+    return `forked ${pinned ?? a.context} into ${a.name}${a.version ? ` at ${a.version}` : ''}`;
+  }));
+
+  server.registerTool('diff', {
+    title: 'Compare versions',
+    description: 'Lists paths added, modified or deleted between two versions (default: the head against its parent). '
+      + 'Versions of forks compare too. With path, also a unified diff of that file.',
+    inputSchema: { ...ctxArg, from: version, to: version, path: z.string().optional() },
+  }, async (a) => guarded(async () => {
+    const d = await ctxOf(a).diff({ from: a.from, to: a.to, path: a.path });
+    const lines = d.changes.map((c) => `${c.kind.padEnd(8)} ${c.type.padEnd(7)} ${c.path}`);
+    const out = [lines.join('\n') || '(no changes)', d.patch ? `\n${d.patch}` : ''].join('');
+    return out.length > TEXT_LIMIT ? `${out.slice(0, TEXT_LIMIT)}\n[cut: ${d.changes.length} changes; pass path for one file]` : out;
+  }));
+
+  server.registerTool('versions', {
+    title: 'List versions',
+    description: 'The context\'s versions, newest first: id, time, what made it.',
+    inputSchema: { ...ctxArg, limit: z.number().int().min(1).max(1000).optional() },
+  }, async (a) => guarded(async () => (await ctxOf(a).versions({ limit: a.limit ?? 20 }))
+    .map((v) => `${v.id} ${v.createdAt} ${v.cause.kind}${v.cause.command ? `: ${v.cause.command.slice(0, 120)}` : ''}`).join('\n')));
+
+  server.registerTool('reset', {
+    title: 'Reset to a version',
+    description: 'Makes the context\'s files those of an earlier version (as a new version: nothing is lost, reset again to undo).',
+    inputSchema: { ...ctxArg, version: z.string().min(1).max(128) },
+  }, async (a) => guarded(async () => `reset ${pinned ?? a.context} to ${a.version}; head is now ${(await ctxOf(a).reset(a.version)).head}`));
+
+  server.registerTool('start_service', {
+    title: 'Define a service',
+    description: 'Defines a long-running process (a dev server, a database) over the context, reachable on the returned URL and, '
+      + 'from the context\'s own commands, at 127.0.0.1:port. It starts on the first request and sleeps when idle; its file changes commit.',
+    inputSchema: {
+      ...ctxArg, name: z.string().min(1).max(128), command: z.string().min(1).describe('Run with bash -c; must listen on port'),
+      port: z.number().int().min(1).max(65535), idleTimeoutMs: z.number().int().min(100).max(86_400_000).optional(),
+    },
+  }, async (a) => guarded(async () => {
+    const s = await ctxOf(a).services.create({ name: a.name, command: a.command, port: a.port, ...(a.idleTimeoutMs ? { idleTimeoutMs: a.idleTimeoutMs } : {}) });
+    return `service ${s.name} defined: ${s.url} (or ${s.pathUrl}); inside the context: 127.0.0.1:${s.port}`;
+  }));
+}

@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startTestServer, type TestServer } from './harness.ts';
+
+const CLI = path.resolve('packages/cli/dist/main.js');
+type Content = { content: { type: string; text: string }[]; isError?: boolean };
+const textOf = (r: unknown) => (r as Content).content.map((c) => c.text).join('');
+
+/** The multi-step task of the issue: write a Python file, run it, fork, change the fork, diff the two. */
+async function task(client: Client, ctxArgs: (extra: Record<string, unknown>) => Record<string, unknown>, forkName: string): Promise<void> {
+  const call = async (name: string, args: Record<string, unknown>) => {
+    const r = await client.callTool({ name, arguments: ctxArgs(args) });
+    assert.ok(!(r as Content).isError, `${name}: ${textOf(r)}`);
+    return textOf(r);
+  };
+  assert.match(await call('write_file', { path: '/root/app.py', content: 'print(sum(range(10)))\n' }), /wrote 22 bytes to \/root\/app\.py; version v_/);
+  const run = await call('exec', { command: 'python3 /root/app.py && echo made > /root/out.txt' });
+  assert.match(run, /^exit code 0\n--- stdout ---\n45\n/);
+  assert.match(run, /\(its changes were committed\)$/);
+  const base = (await call('versions', { limit: 1 })).split(' ')[0];
+  assert.match(await call('fork_context', { name: forkName }), new RegExp(`into ${forkName}$`));
+  const change = await client.callTool({ name: 'write_file', arguments: { context: forkName, path: '/root/app.py', content: 'print("fork")\n' } });
+  const forkVersion = /version (v_\S+)/.exec(textOf(change))?.[1];
+  assert.ok(forkVersion, textOf(change));
+  const diff = await call('diff', { from: base, to: forkVersion, path: '/root/app.py' });
+  assert.match(diff, /^modified file +\/root\/app\.py/);
+  assert.match(diff, /-print\(sum\(range\(10\)\)\)\n\+print\("fork"\)/);
+  assert.equal(await call('read_file', { path: '/root/out.txt' }), 'made\n');
+  assert.match(await call('list_dir', { path: '/root' }), /file +0644 +22 app\.py/);
+}
+
+describe('MCP: shellbase as tools for any agent', () => {
+  let t: TestServer;
+  const env = () => ({ ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key });
+  before(async () => { t = await startTestServer(); });
+  after(async () => { await t?.close(); });
+
+  const stdio = async (...args: string[]) => {
+    const client = new Client({ name: 'test', version: '1' });
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', ...args], env: env() as Record<string, string>, stderr: 'ignore' }));
+    return client;
+  };
+
+  test('over stdio: tools listed, a multi-step task, errors as tool errors, long output saved', async () => {
+    const client = await stdio();
+    try {
+      const { tools } = await client.listTools();
+      assert.deepEqual(tools.map((x) => x.name).sort(),
+        ['diff', 'exec', 'fork_context', 'list_dir', 'read_file', 'reset', 'start_service', 'versions', 'write_file']);
+      for (const x of tools) assert.ok((x.description ?? '').length > 40, `${x.name} says what it does`);
+      await task(client, (a) => ({ context: 'agent', ...a }), 'agent-try');
+      const bad = await client.callTool({ name: 'read_file', arguments: { context: 'agent', path: '/root/nope' } });
+      assert.equal((bad as Content).isError, true);
+      assert.match(textOf(bad), /^not_found: /);
+      const long = await client.callTool({ name: 'exec', arguments: { context: 'agent', command: 'seq 1 20000' } });
+      const text = textOf(long);
+      const saved = /all of it is in (\/root\/\.mcp-output\/\d+\.txt)/.exec(text)?.[1];
+      assert.ok(saved && text.length < 20_000, text.slice(-300));
+      const rest = textOf(await client.callTool({ name: 'read_file', arguments: { context: 'agent', path: saved, offset: 100_000 } }));
+      assert.match(rest, /19999\n20000\n/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('--context pins a context: no context argument, every tool works on it', async () => {
+    const client = await stdio('--context', 'pinned');
+    try {
+      const exec = (await client.listTools()).tools.find((x) => x.name === 'exec')!;
+      assert.ok(!('context' in (exec.inputSchema.properties ?? {})));
+      assert.deepEqual(exec.inputSchema.required, ['command']);
+      await client.callTool({ name: 'exec', arguments: { command: 'echo pinned > /root/where' } });
+      assert.equal((await t.sb.context('pinned').files.read('/root/where')).toString(), 'pinned\n');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('over Streamable HTTP without a pinned context', async () => {
+    const child: ChildProcess = spawn(process.execPath, [CLI, 'mcp', '--http', '0'], { env: env(), stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let err = '';
+        child.stderr!.on('data', (c: Buffer) => { err += c; const m = /listening on (\S+)/.exec(err); if (m) resolve(m[1]); });
+        child.on('exit', (code) => reject(new Error(`mcp exited ${code}: ${err}`)));
+      });
+      const client = new Client({ name: 'test', version: '1' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+      try {
+        const exec = (await client.listTools()).tools.find((x) => x.name === 'exec')!;
+        assert.ok((exec.inputSchema.required ?? []).includes('context'), 'without a pin, tools name their context');
+        await task(client, (a) => ({ context: 'http-agent', ...a }), 'http-try');
+      } finally {
+        await client.close();
+      }
+    } finally {
+      child.kill();
+    }
+  });
+});
