@@ -73,10 +73,14 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
     }
   });
 
-  // A write is acknowledged only once it is durable (a fork, a key, a delete, ...); commits made
-  // by queries and file writes are already synced by the engine before they return.
+  // A write is acknowledged only once it is durable (a fork, a key, a delete, ...). Queries and
+  // file writes commit through the engine, which syncs before they return (a read-only query,
+  // the most common request, then pays nothing).
+  const syncedByEngine = /\/(exec|files\/\*)$/;
   app.addHook('onSend', async (req, reply) => {
-    if (req.method !== 'GET' && req.method !== 'HEAD' && reply.statusCode < 400) await engine.deps.durability.metadata();
+    if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400) return;
+    if (syncedByEngine.test(req.routeOptions.url ?? '')) return;
+    await engine.deps.durability.metadata();
   });
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
