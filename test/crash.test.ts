@@ -9,6 +9,27 @@ import Database from 'better-sqlite3';
 import { Shellbase } from '@shellbase/sdk';
 import { sleep, spawnServer } from './harness.ts';
 
+describe('a signal to the whole process group (Ctrl-C, timeout) stops the server in order', () => {
+  const home = mkdtempSync(path.join(tmpdir(), 'shellbase-stop-'));
+  after(() => {
+    // Should the stop have failed, leave nothing behind anyway.
+    if (readFileSync('/proc/self/mountinfo', 'utf8').includes(path.join(home, 'store'))) execFileSync('umount', ['--lazy', path.join(home, 'store')]);
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  test('it exits 0 with its services asleep and nothing left mounted or running', async () => {
+    const { child, sb } = await spawnServer(home, { ownGroup: true });
+    const svc = await sb.context('s').services.create({ name: 'web', command: 'python3 -m http.server 8000', port: 8000 });
+    assert.equal((await fetch(svc.pathUrl)).status, 200);
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    process.kill(-child.pid!, 'SIGTERM'); // the group: server, spawner, sandboxes, bridge
+    assert.equal(await exited, 0);
+    assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(home), 'the store is unmounted');
+    const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+    assert.ok(!ps.includes(home), 'no process of it is left');
+  });
+});
+
 describe('crash safety: kill -9 at random moments', () => {
   const home = mkdtempSync(path.join(tmpdir(), 'shellbase-crash-'));
   let current: ChildProcess | null = null;

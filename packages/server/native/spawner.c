@@ -183,6 +183,9 @@ static int handle_request(void) {
 int main(void) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("prctl");
   if (getppid() == 1) return 1;
+  /* Its own process group: a Ctrl-C or a `timeout` aimed at the server's group must leave the
+     spawner (and the sandboxes it starts) to the server, which stops them in order. */
+  if (setpgid(0, 0) != 0) die("setpgid");
   sigemptyset(&blocked);
   sigaddset(&blocked, SIGCHLD);
   sigaddset(&blocked, SIGPIPE);

@@ -15,8 +15,13 @@ export async function serve(args: ParsedArgs): Promise<number> {
   await buildImage(config.cache, 'debian', (line) => console.error(line));
   const server = await startServer(config);
   const stop = async () => {
-    await server.close();
-    process.exit(0);
+    try {
+      await server.close();
+      process.exit(0);
+    } catch (err) {
+      console.error('shellbase: stopping failed:', err);
+      process.exit(1);
+    }
   };
   process.once('SIGINT', () => void stop());
   process.once('SIGTERM', () => void stop());
