@@ -91,7 +91,7 @@ describe('security: resource exhaustion is contained', () => {
     await stillServing();
   });
 
-  test("a tenant's many sandboxes share one sandbox's CPU weight, so they cannot crowd out another's", async () => {
+  test("a tenant's many sandboxes share one sandbox's CPU weight and the tenant's cores, so they cannot crowd out another's", async () => {
     const key = (await t.http('POST', '/v1/tenants', { body: { name: 'crowd' } })).json.apiKey;
     const crowd = new Shellbase({ url: t.server.url, apiKey: key });
     const running = [...Array.from({ length: 4 }, (_, i) => crowd.context(`c${i}`).exec('sleep 1.5', { commit: 'never' })),
@@ -102,8 +102,14 @@ describe('security: resource exhaustion is contained', () => {
     const dir = v1 ? `/sys/fs/cgroup/cpu/shellbase/${instance}` : `/sys/fs/cgroup/shellbase/${instance}`;
     const busy = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory())
       .filter((e) => readFileSync(path.join(dir, e.name, 'cgroup.procs'), 'utf8').trim() !== '');
-    const weights = busy.map((e) => Number(readFileSync(path.join(dir, e.name, v1 ? 'cpu.shares' : 'cpu.weight'), 'utf8'))).sort((a, b) => a - b);
+    const read = (e: { name: string }, f: string) => readFileSync(path.join(dir, e.name, f), 'utf8').trim();
+    const weights = busy.map((e) => Number(read(e, v1 ? 'cpu.shares' : 'cpu.weight'))).sort((a, b) => a - b);
     assert.deepEqual(weights, v1 ? [256, 256, 256, 256, 1024] : [25, 25, 25, 25, 100]);
+    // Caps in µs per 100 ms: each of the four gets a quarter of the tenant's cores (below its own 1 core).
+    const quarter = Math.round(Math.min(1, t.config.quotas.tenantCpus / 4) * 100000);
+    const alone = Math.round(Math.min(1, t.config.quotas.tenantCpus) * 100000);
+    const caps = busy.map((e) => Number((v1 ? read(e, 'cpu.cfs_quota_us') : read(e, 'cpu.max').split(' ')[0]))).sort((a, b) => a - b);
+    assert.deepEqual(caps, [quarter, quarter, quarter, quarter, alone]);
     await Promise.all(running);
   });
 

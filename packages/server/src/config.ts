@@ -34,7 +34,7 @@ export interface ServerConfig {
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number };
   /** Quotas of a tenant that sets none of its own. */
-  quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number };
+  quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; tenantCpus: number };
 }
 
 const env = process.env;
@@ -83,6 +83,8 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       storedBytes: num('SHELLBASE_QUOTA_STORED_BYTES', Number.POSITIVE_INFINITY),
       concurrentQueries: num('SHELLBASE_QUOTA_CONCURRENT_QUERIES', 64),
       runningServices: num('SHELLBASE_QUOTA_RUNNING_SERVICES', 16),
+      // Half the host (at least one core) for all of one tenant's sandboxes together.
+      tenantCpus: num('SHELLBASE_QUOTA_TENANT_CPUS', Math.max(1, Math.floor(availableParallelism() / 2))),
     },
     ...overrides,
   };

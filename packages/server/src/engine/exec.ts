@@ -71,7 +71,8 @@ export class ExecRunner {
     let base = await this.lookups.base(caller, name, req.version);
     for (let retries = 0; ; retries++) {
       const fwd = await this.lookups.forwarding(caller.tenantId, name);
-      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: req.stdin, limits, binds: fwd?.binds, group: caller.tenantId };
+      const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
+      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: req.stdin, limits, binds: fwd?.binds, group };
       const { run, layer, bytesWritten } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
       await this.deps.metadata.recordUsage({
@@ -97,7 +98,7 @@ export class ExecRunner {
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
-    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits; binds?: Forwarding['binds']; group: string },
+    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits; binds?: Forwarding['binds']; group: { id: string; cpus: number } },
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number }> {

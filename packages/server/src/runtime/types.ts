@@ -26,9 +26,10 @@ export interface SandboxSpec {
   signal?: AbortSignal;
   /**
    * Sandboxes of one group (a tenant) share one sandbox's worth of contended
-   * CPU, however many run: one tenant's many sandboxes cannot crowd out another's.
+   * CPU, however many run, and at most `cpus` cores together: one tenant's many
+   * sandboxes cannot crowd out another's.
    */
-  group?: string;
+  group?: { id: string; cpus: number };
   /** Host paths to show inside, below /tmp (which is not part of the context). */
   binds?: { source: string; target: string; readOnly?: boolean }[];
   /**

@@ -25,8 +25,8 @@ export interface RunContext {
   log: ServiceLog;
   /** Where the gateway reaches the service: a Unix socket bridged into the sandbox's network namespace. */
   socketPath: string;
-  /** Throws (429) when the tenant may not run one more service now. */
-  admit(): Promise<void>;
+  /** Throws (429) when the tenant may not run one more service now; else the cores its sandboxes share. */
+  admit(): Promise<{ tenantCpus: number }>;
   /** The context's other services on 127.0.0.1 inside this one's sandbox. */
   forwarding(): Promise<Forwarding | null>;
 }
@@ -84,7 +84,7 @@ export class ServiceRun {
   private async start(): Promise<void> {
     const { deps, log } = this.ctx;
     const { spec } = this.row;
-    await this.ctx.admit();
+    const { tenantCpus } = await this.ctx.admit();
     this.state = 'starting';
     const hold = deps.pins.hold();
     const started = performance.now();
@@ -102,7 +102,7 @@ export class ServiceRun {
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
         mount: deps.layers.mountSpec(base.layers, scratch), argv, cwd: '/root',
-        env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds, group: this.row.tenantId,
+        env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });

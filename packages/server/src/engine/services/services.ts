@@ -149,9 +149,10 @@ export class Services {
         head: (hold) => this.lookups.head(caller(hold), row.context),
         admit: async () => {
           const tenant = await this.deps.metadata.getTenant(row.tenantId);
-          const { runningServices } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
+          const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
           const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
           if (awake >= runningServices) throw overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
+          return { tenantCpus };
         },
         socketPath: path.join(this.dir, `${row.token}.sock`),
         forwarding: () => this.forwarding(row.tenantId, row.context, row.name),

@@ -37,24 +37,30 @@ export class BwrapRuntime implements Runtime {
     return this.cgroups.close();
   }
 
-  /** Running sandboxes per group: their CPU weights always add up to 1. */
-  private readonly groups = new Map<string, Set<Cgroup>>();
+  /**
+   * Running sandboxes per group: their CPU weights add up to 1, and their CPU
+   * caps to the group's cores (each keeps its own limit when that is lower).
+   */
+  private readonly groups = new Map<string, Map<Cgroup, number>>();
 
-  private rebalance(group: string): void {
+  private rebalance(group: string, cores: number): void {
     const members = this.groups.get(group);
     if (!members) return;
     if (members.size === 0) { this.groups.delete(group); return; }
-    for (const cg of members) cg.setWeight(1 / members.size);
+    for (const [cg, own] of members) {
+      cg.setWeight(1 / members.size);
+      cg.setCpuCap(Math.min(own, cores / members.size));
+    }
   }
 
   async run(spec: SandboxSpec): Promise<SandboxResult> {
     const { limits, group } = spec;
     const cgroup = this.cgroups.acquire(limits);
     if (group !== undefined) {
-      let members = this.groups.get(group);
-      if (!members) { members = new Set(); this.groups.set(group, members); }
-      members.add(cgroup);
-      this.rebalance(group);
+      let members = this.groups.get(group.id);
+      if (!members) { members = new Map(); this.groups.set(group.id, members); }
+      members.set(cgroup, limits.cpus);
+      this.rebalance(group.id, group.cpus);
     }
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
     const args = ['run'];
@@ -112,9 +118,10 @@ export class BwrapRuntime implements Runtime {
       clearTimeout(timer);
       spec.signal?.removeEventListener('abort', onAbort);
       if (group !== undefined) {
-        this.groups.get(group)?.delete(cgroup);
-        this.rebalance(group);
+        this.groups.get(group.id)?.delete(cgroup);
+        this.rebalance(group.id, group.cpus);
         cgroup.setWeight(1);
+        cgroup.setCpuCap(limits.cpus);
       }
       // Emptying the cgroup can wait for the kernel to reap; the result need not.
       const removal = cgroup.release().catch(() => undefined).finally(() => this.removals.delete(removal));

@@ -20,6 +20,8 @@ export interface Cgroup {
   stats(): CgroupStats;
   /** Its share of contended CPU against sibling cgroups (1 = an ordinary sandbox's). */
   setWeight(weight: number): void;
+  /** Caps its CPU time at `cpus` cores (below its limits' cpus while its group must share). */
+  setCpuCap(cpus: number): void;
   /** Sends a signal to every process in the cgroup, once. */
   signal(sig: NodeJS.Signals): void;
   /** SIGKILLs every process in the cgroup until it is empty. */

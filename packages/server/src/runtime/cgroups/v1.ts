@@ -126,7 +126,8 @@ class CgroupV1 implements Cgroup {
     if (hasSwapLimit && !raising) write(memsw, String(bytes));
     write(this.file('pids', 'pids.max'), String(limits.pids));
     write(this.file('cpu', 'cpu.cfs_period_us'), '100000');
-    write(this.file('cpu', 'cpu.cfs_quota_us'), String(Math.round(limits.cpus * 100000)));
+    this.cap = Math.round(limits.cpus * 100000);
+    write(this.file('cpu', 'cpu.cfs_quota_us'), String(this.cap));
   }
 
   stats(): CgroupStats {
@@ -139,6 +140,15 @@ class CgroupV1 implements Cgroup {
 
   signal(sig: NodeJS.Signals): void {
     signalAll(this.dirs.pids, sig);
+  }
+
+  private cap = 0;
+
+  setCpuCap(cpus: number): void {
+    const quota = Math.max(1000, Math.round(cpus * 100000));
+    if (quota === this.cap) return;
+    write(this.file('cpu', 'cpu.cfs_quota_us'), String(quota));
+    this.cap = quota;
   }
 
   private shares = 1024;

@@ -73,6 +73,10 @@ class CgroupV2 implements Cgroup {
     signalAll(this.dir, sig);
   }
 
+  setCpuCap(cpus: number): void {
+    write(path.join(this.dir, 'cpu.max'), `${Math.max(1000, Math.round(cpus * 100000))} 100000`);
+  }
+
   setWeight(weight: number): void {
     write(path.join(this.dir, 'cpu.weight'), String(Math.max(1, Math.min(10000, Math.round(100 * weight)))));
   }

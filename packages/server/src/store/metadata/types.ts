@@ -20,6 +20,8 @@ export interface TenantQuotas {
   concurrentQueries?: number;
   /** Services running (awake) at once. */
   runningServices?: number;
+  /** Cores all its sandboxes may use together. */
+  tenantCpus?: number;
   /** Ceilings on what one query may ask for. */
   memoryMb?: number;
   pids?: number;
