@@ -53,9 +53,9 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const CLI = path.resolve('packages/cli/dist/main.js');
 
 /** A server in its own process, so that it can be killed with SIGKILL. */
-export async function spawnServer(home: string, opts: { ownGroup?: boolean } = {}): Promise<{ child: ChildProcess; sb: Shellbase }> {
+export async function spawnServer(home: string, opts: { ownGroup?: boolean; env?: Record<string, string> } = {}): Promise<{ child: ChildProcess; sb: Shellbase }> {
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0'], {
-    env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn' },
+    env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', ...opts.env },
     stdio: ['ignore', 'ignore', 'pipe'], detached: opts.ownGroup ?? false,
   });
   let err = '';
