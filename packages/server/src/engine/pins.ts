@@ -1,7 +1,7 @@
 /**
  * What running work uses, so that garbage collection leaves it alone.
  *
- * Every operation (an API request, a background squash) owns one `Hold`.
+ * Every operation (an API request, a service run, a background squash) owns one `Hold`.
  * Looking a version up through the engine pins its id *before* the row is
  * read and its layers right after, so a version an operation has seen stays
  * (with the exact layers it mounted, even if a squash rewrites the row
