@@ -96,9 +96,10 @@ describe('garbage collection', () => {
     const p = bob.context('pinned');
     const v0 = (await p.exec('echo zero > /root/0')).version;
     const v1 = (await p.exec('echo first > /root/a')).version;
+    // Started while v1 is still among the last versions (a background run may come at any time).
+    const running = p.exec('sleep 2; cat /root/a; echo z > /root/z', { version: v1 });
+    await sleep(300);
     for (let i = 0; i < 4; i++) await p.exec(`echo ${i} > /root/b${i}`);
-    const running = p.exec('sleep 1.5; cat /root/a; echo z > /root/z', { version: v1 });
-    await sleep(500);
     await t.sb.gc();
     const at = (v: string) => t.http('POST', '/v1/contexts/pinned/exec', { key: bobKey, body: { command: 'true', version: v, commit: 'never' } });
     assert.equal((await at(v0)).status, 404, 'a version below the pinned one went');
