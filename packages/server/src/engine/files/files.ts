@@ -1,4 +1,5 @@
 import { readlinkSync } from 'node:fs';
+import type { DirEntry, FileStat } from '@shellbase/protocol';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { VersionRow } from '../../store/metadata/types.js';
@@ -8,22 +9,9 @@ import { checkStoredBytes, quotasOf } from '../quotas.js';
 import type { Squasher } from '../squash.js';
 import type { Caller, EngineDeps } from '../types.js';
 import { joinPath, parsePath } from './paths.js';
-import { notADirectory, VersionView, type Entry, type EntryType } from './view.js';
+import { notADirectory, VersionView, type Entry } from './view.js';
 import { moveIntoLayer, unpackTar } from './tar.js';
 import { place, whiteout, writeFile } from './writer.js';
-
-export interface FileStat {
-  type: EntryType;
-  size: number;
-  mode: number;
-  /** As a sandbox sees them. */
-  uid: number;
-  gid: number;
-  mtime: string;
-  target?: string;
-}
-
-export interface DirEntry extends FileStat { name: string }
 
 export type ReadResult =
   | { kind: 'file'; hostPath: string; size: number; version: string }

@@ -1,5 +1,6 @@
 import { lstatSync, readdirSync, readlinkSync, type Stats } from 'node:fs';
 import path from 'node:path';
+import type { FileType } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
 import type { ViewLayer } from '../../store/layers/types.js';
 import { joinPath } from './paths.js';
@@ -7,7 +8,8 @@ import { joinPath } from './paths.js';
 /** Symlinks followed in one resolution before giving up (as Linux's ELOOP). */
 export const MAX_SYMLINK_HOPS = 40;
 
-export type EntryType = 'file' | 'dir' | 'symlink' | 'other';
+/** The wire's file types (protocol FileType). */
+export type EntryType = FileType;
 
 
 interface DirPart { layer: number; rel: string }

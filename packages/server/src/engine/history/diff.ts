@@ -4,15 +4,9 @@ import { ShellbaseError } from '../../errors.js';
 import type { MetadataStore, VersionRow } from '../../store/metadata/types.js';
 import { run } from '../../util/proc.js';
 import { changesBetween } from '../lineage.js';
-import type { Entry, EntryType, VersionView } from '../files/view.js';
+import type { DiffChange } from '@shellbase/protocol';
+import type { Entry, VersionView } from '../files/view.js';
 import { parsePath } from '../files/paths.js';
-
-export interface DiffChange {
-  path: string;
-  kind: 'added' | 'modified' | 'deleted';
-  type: EntryType;
-  size?: number;
-}
 
 const lookup = (view: VersionView, path: string): Entry | null => view.find(parsePath(path), false);
 

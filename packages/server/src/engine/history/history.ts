@@ -9,7 +9,8 @@ import { changesBetween, diverge } from '../lineage.js';
 import { overlappingPaths } from '../overlap.js';
 import type { Caller, EngineDeps } from '../types.js';
 import { checkName } from '../validate.js';
-import { differsAt, diffVersions, unifiedDiff, type DiffChange } from './diff.js';
+import type { DiffChange } from '@shellbase/protocol';
+import { differsAt, diffVersions, unifiedDiff } from './diff.js';
 import { layersAbove, materialize, mergeConflict } from './merge.js';
 
 interface Lookups {
