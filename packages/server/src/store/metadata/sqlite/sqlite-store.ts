@@ -256,13 +256,18 @@ export class SqliteMetadataStore implements MetadataStore {
     })();
   }
 
-  async layerIds(): Promise<Set<string>> {
-    const ids = new Set<string>();
-    for (const r of this.stmt('SELECT id FROM layers').all() as { id: string }[]) ids.add(r.id);
-    for (const r of this.stmt('SELECT layers FROM versions').all() as { layers: string }[]) {
+  /** Adds to `ids` every layer the versions a query selects (its `layers` column) refer to. */
+  private addVersionLayers(ids: Set<string>, sql: string, ...params: unknown[]): Set<string> {
+    for (const r of this.stmt(sql).all(...params) as { layers: string }[]) {
       for (const id of JSON.parse(r.layers) as string[]) ids.add(id);
     }
     return ids;
+  }
+
+  async layerIds(): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const r of this.stmt('SELECT id FROM layers').all() as { id: string }[]) ids.add(r.id);
+    return this.addVersionLayers(ids, 'SELECT layers FROM versions');
   }
 
   async recordUsage(u: UsageRow): Promise<void> {
@@ -280,10 +285,7 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   async storedBytes(tenantId: string): Promise<number> {
-    const ids = new Set<string>();
-    for (const r of this.stmt('SELECT layers FROM versions WHERE tenant_id = ?').all(tenantId) as { layers: string }[]) {
-      for (const id of JSON.parse(r.layers) as string[]) ids.add(id);
-    }
+    const ids = this.addVersionLayers(new Set(), 'SELECT layers FROM versions WHERE tenant_id = ?', tenantId);
     return this.layerBytes([...ids]);
   }
 
@@ -316,10 +318,7 @@ export class SqliteMetadataStore implements MetadataStore {
       this.stmt('UPDATE versions SET merged = NULL WHERE merged IN (SELECT id FROM gc_drop)').run();
       const versions = this.stmt('DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)').run().changes;
       this.stmt('DELETE FROM gc_drop').run();
-      const referenced = new Set<string>(keepLayers);
-      for (const r of this.stmt('SELECT layers FROM versions').all() as { layers: string }[]) {
-        for (const id of JSON.parse(r.layers) as string[]) referenced.add(id);
-      }
+      const referenced = this.addVersionLayers(new Set(keepLayers), 'SELECT layers FROM versions');
       const layers: LayerRow[] = [];
       const remove = this.stmt('DELETE FROM layers WHERE id = ?');
       for (const l of this.stmt(`SELECT id, kind, bytes, created_at AS createdAt FROM layers WHERE kind != 'image'`).all() as LayerRow[]) {
