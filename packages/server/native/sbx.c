@@ -17,7 +17,7 @@
  *       files per process (soft and hard). --seccomp-fd leaves the compiled
  *       filter of seccomp.c open as fd N for `bwrap --seccomp N`.
  *
- *   sbx userns BASE COUNT -- PROGRAM ARGS...
+ *   sbx userns BASE:COUNT -- PROGRAM ARGS...
  *       Only the user namespace of `run --userns`, then execs PROGRAM.
  *
  *   sbx shift DIR OFFSET
@@ -131,14 +131,12 @@ static int parse_userns(const char *spec, unsigned long *base, unsigned long *co
 
 static int cmd_userns(int argc, char **argv) {
   unsigned long base, count;
-  char spec[64];
-  if (argc < 4 || strcmp(argv[2], "--") != 0) { fprintf(stderr, "sbx userns BASE COUNT -- PROGRAM...\n"); return 125; }
-  snprintf(spec, sizeof spec, "%s:%s", argv[0], argv[1]);
-  if (parse_userns(spec, &base, &count) != 0) { fprintf(stderr, "sbx: bad BASE COUNT\n"); return 125; }
+  if (argc < 3 || strcmp(argv[1], "--") != 0) { fprintf(stderr, "sbx userns BASE:COUNT -- PROGRAM...\n"); return 125; }
+  if (parse_userns(argv[0], &base, &count) != 0) { fprintf(stderr, "sbx: bad BASE:COUNT %s\n", argv[0]); return 125; }
   keep_parent();
   enter_userns(base, count);
-  execvp(argv[3], &argv[3]);
-  die(argv[3]);
+  execvp(argv[2], &argv[2]);
+  die(argv[2]);
   return 125;
 }
 

@@ -6,7 +6,7 @@
  * as a sandbox sees them. The README reserves the range in /etc/subuid and
  * /etc/subgid (`root:100000:65536`) so that no other tool hands it out.
  */
-export const SANDBOX_IDS = { base: 100_000, count: 65_536 } as const;
+const SANDBOX_IDS = { base: 100_000, count: 65_536 } as const;
 
 /** The sandbox's root on the host. */
 export const SANDBOX_ROOT = SANDBOX_IDS.base;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { ShellbaseError } from '../../errors.js';
-import { SANDBOX_IDS } from '../../util/idmap.js';
+import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
 import { scanLayer } from '../../store/layers/scan.js';
 import { ancestorsOf, makeParents, place } from './writer.js';
@@ -27,7 +27,7 @@ export async function unpackTar(body: Readable, staging: string): Promise<void> 
     '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
     '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
   ];
-  const child = spawn(SBX, ['userns', String(SANDBOX_IDS.base), String(SANDBOX_IDS.count), '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'] });
+  const child = spawn(SBX, ['userns', USERNS_SPEC, '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => { if (stderr.length < 4096) stderr += c.toString(); });
   child.stdin.on('error', () => undefined);
