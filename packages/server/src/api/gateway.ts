@@ -1,5 +1,4 @@
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Services } from '../engine/services/services.js';
@@ -64,18 +63,9 @@ export function startGateway(services: Services, log: Logger): Server {
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     void (async () => {
       const { run, path } = await find(req);
-      const { socketPath, release } = await run.acquire();
-      const up: Socket = connect(socketPath);
-      const done = () => { release(); socket.destroy(); up.destroy(); };
-      up.once('close', done);
-      socket.once('close', done);
-      up.on('error', done);
-      socket.on('error', done);
       const lines = [`${req.method} ${path} HTTP/1.1`];
       for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
-      up.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length) up.write(head);
-      socket.pipe(up).pipe(socket);
+      await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
     })().catch((err: unknown) => {
       const e = toError(err);
       socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, copyFileSync, mkdirSync, rmSync } from 'node:fs';
-import { createServer, connect, type Server } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import type { ServiceRow } from '../../store/metadata/types.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
@@ -62,14 +62,7 @@ export class ContextForwarding {
     rmSync(file, { force: true });
     const server = createServer((inner) => {
       inner.on('error', () => inner.destroy());
-      this.runOf(row).acquire().then(({ socketPath, release }) => {
-        const up = connect(socketPath);
-        const done = () => { release(); inner.destroy(); up.destroy(); };
-        up.on('error', done);
-        up.once('close', done);
-        inner.once('close', done);
-        inner.pipe(up).pipe(inner);
-      }, () => inner.destroy());
+      this.runOf(row).pipe(inner).catch(() => inner.destroy());
     });
     this.listeners.set(row.token, server);
     await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(file, () => resolve()); });

@@ -1,4 +1,6 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { ServiceState } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
 import type { RunningSandbox, SandboxResult } from '../../runtime/types.js';
@@ -70,6 +72,23 @@ export class ServiceRun {
       throw e;
     }
     return { socketPath: this.ctx.socketPath, release };
+  }
+
+  /**
+   * Wakes the service and joins `client` to it as a byte pipe (after `preface`),
+   * holding it awake until either side closes: WebSocket upgrades through the
+   * gateway, and connections from the context's own sandboxes.
+   */
+  async pipe(client: Duplex, preface: (string | Buffer)[] = []): Promise<void> {
+    const { socketPath, release } = await this.acquire();
+    const up = connect(socketPath);
+    const done = () => { release(); client.destroy(); up.destroy(); };
+    up.once('close', done);
+    client.once('close', done);
+    up.on('error', done);
+    client.on('error', done);
+    for (const p of preface) if (p.length) up.write(p);
+    client.pipe(up).pipe(client);
   }
 
   private async ensureRunning(): Promise<void> {
