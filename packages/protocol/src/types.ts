@@ -8,7 +8,7 @@ export interface Context {
   updatedAt: string;
 }
 
-export type VersionCauseKind = 'exec' | 'write' | 'merge' | 'reset' | 'image' | 'service';
+export type VersionCauseKind = 'exec' | 'write' | 'merge' | 'reset' | 'image' | 'service' | 'machine';
 
 export interface VersionCause {
   kind: VersionCauseKind;
@@ -180,4 +180,70 @@ export interface CreateServiceRequest {
   /** Milliseconds the port has to open after a start (default 30 s). */
   startTimeoutMs?: number;
   limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
+}
+
+export type MachineState = 'starting' | 'running' | 'paused' | 'hibernated' | 'stopped';
+
+/** A microVM: its own kernel, systemd, processes and memory; restored from a snapshot, never booted in a caller's path. */
+export interface Machine {
+  id: string;
+  state: MachineState;
+  /** The context (and version) its disk was made from; absent for a machine of a bare image. */
+  context?: string;
+  version?: string;
+  image: string;
+  memoryMb: number;
+  cpus: number;
+  /** Hibernates after this long without exec, file calls or requests to its ports. */
+  idleTimeoutMs: number;
+  /** The snapshot it was restored from, when it was (forks and restores). */
+  snapshot?: string;
+  ports: MachinePort[];
+  createdAt: string;
+}
+
+export interface MachinePort {
+  port: number;
+  /** The gateway URL (its host label is an unguessable token). */
+  url: string;
+  pathUrl: string;
+}
+
+export interface CreateMachineRequest {
+  context?: string;
+  version?: string;
+  image?: string;
+  memoryMb?: number;
+  cpus?: number;
+  idleTimeoutMs?: number;
+}
+
+/** A query's request without what only contexts have (versions and commits). */
+export type MachineExecRequest = Omit<ExecRequest, 'version' | 'commit' | 'onConflict' | 'limits'> & {
+  limits?: Pick<ExecLimits, 'outputBytes'>;
+};
+
+export interface MachineExecResult {
+  exitCode: number;
+  signal?: string;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  usage: { wallMs: number };
+}
+
+export type MachineExecEvent =
+  | { type: 'stdout'; data: string }
+  | { type: 'stderr'; data: string }
+  | ({ type: 'exit' } & Omit<MachineExecResult, 'stdout' | 'stderr'>)
+  | { type: 'error'; error: import('./errors.js').ErrorBody };
+
+/** RAM, device state and disk of a machine frozen at one instant. */
+export interface MachineSnapshot {
+  id: string;
+  machine: string;
+  memoryMb: number;
+  cpus: number;
+  createdAt: string;
 }

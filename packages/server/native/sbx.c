@@ -3,12 +3,13 @@
  * process where a shell pipeline would take several:
  *
  *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] [--seccomp-fd N]
- *           --chdir DIR --lower L --upper U --work W --merged M -- PROGRAM ARGS...
+ *           [--chdir DIR --lower L --upper U --work W --merged M] -- PROGRAM ARGS...
  *       Joins the given cgroups (by writing "0" to each FILE, a v1 `tasks` or a
  *       v2 `cgroup.procs` file), asks to be SIGKILLed when its parent (the
  *       server) dies, enters a private mount namespace, mounts the overlay
  *       there and execs PROGRAM (bubblewrap). The overlay mount lives only in
  *       that namespace, so it vanishes with the sandbox, even after a crash.
+ *       Without the overlay options it only joins cgroups and sets limits.
  *       Relative paths in L, U and W are resolved from DIR, which keeps the
  *       mount options of long layer chains inside one page. With --userns,
  *       PROGRAM runs as uid/gid 0 of a new user namespace that maps ids
@@ -188,11 +189,17 @@ static int cmd_run(int argc, char **argv) {
       if (setrlimit(RLIMIT_NOFILE, &rl) != 0) die("setrlimit nofile");
     } else { fprintf(stderr, "sbx: unknown option %s\n", argv[i]); return 125; }
   }
-  if (!chdir_to || !lower || !upper || !work || !merged || i >= argc) {
+  int overlay = chdir_to || lower || upper || work || merged;
+  if ((overlay && (!chdir_to || !lower || !upper || !work || !merged)) || i >= argc) {
     fprintf(stderr, "sbx run: missing arguments\n");
     return 125;
   }
   keep_parent();
+  if (!overlay) { /* cgroups and limits only (QEMU of machines, which bwrap then confines) */
+    if (ns_count) enter_userns(ns_base, ns_count);
+    execvp(argv[i], &argv[i]);
+    die(argv[i]);
+  }
   if (unshare(CLONE_NEWNS) != 0) die("unshare");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("make / private");
   if (chdir(chdir_to) != 0) die(chdir_to);

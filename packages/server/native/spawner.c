@@ -18,6 +18,11 @@
  *                and the process was reaped.
  * The spawner exits when its stdin closes, and is SIGKILLed if the server
  * dies (its children, `sbx run`, follow through their own PDEATHSIG).
+ *
+ * The same static binary is the guest agent of machines (agent.c):
+ * `sbx-spawner --listen PORT` serves this protocol on every TCP connection
+ * it accepts; there each process gets its own session and 'K' kills its
+ * whole process group, and a closed connection leaves processes running.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,6 +53,8 @@ static struct proc *procs;
 static size_t nprocs, capprocs;
 static sigset_t blocked;
 static int devnull = -1;
+/* Guest agent mode: children lead their own sessions; 'K' kills the group. */
+static int as_agent;
 
 static void die(const char *what) {
   fprintf(stderr, "sbx-spawner: %s: %s\n", what, strerror(errno));
@@ -114,6 +121,7 @@ static void start(uint32_t id, char *payload, uint32_t len) {
   if (pid < 0) { uint32_t e = errno; emit(id, 'F', &e, 4); close(in); close(out[0]); close(out[1]); close(err[0]); close(err[1]); return; }
   if (pid == 0) {
     sigprocmask(SIG_UNBLOCK, &blocked, NULL);
+    if (as_agent) setsid();
     dup2(in, 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
@@ -172,7 +180,7 @@ static int handle_request(void) {
   struct proc *p = find(id);
   switch (head[4]) {
   case 'S': start(id, payload, len); break;
-  case 'K': if (p && !p->reaped) kill(p->pid, SIGKILL); break;
+  case 'K': if (p && !p->reaped) kill(as_agent ? -p->pid : p->pid, SIGKILL); break;
   case 'D': if (p && len == 1 && (payload[0] == '1' || payload[0] == '2')) p->discard[payload[0] - '1'] = 1; break;
   default: break;
   }
@@ -180,12 +188,9 @@ static int handle_request(void) {
   return 1;
 }
 
-int main(void) {
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("prctl");
-  if (getppid() == 1) return 1;
-  /* Its own process group: a Ctrl-C or a `timeout` aimed at the server's group must leave the
-     spawner (and the sandboxes it starts) to the server, which stops them in order. */
-  if (setpgid(0, 0) != 0) die("setpgid");
+/* Serves requests on fds 0 and 1 until fd 0 closes. */
+int spawner_serve(int agent) {
+  as_agent = agent;
   sigemptyset(&blocked);
   sigaddset(&blocked, SIGCHLD);
   sigaddset(&blocked, SIGPIPE);
@@ -230,4 +235,16 @@ int main(void) {
     for (size_t i = nprocs; i-- > 0;) finish_if_done(i);
     if (fds[0].revents && !handle_request()) return 0;
   }
+}
+
+int agent_main(int argc, char **argv);
+
+int main(int argc, char **argv) {
+  if (argc > 1) return agent_main(argc, argv);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("prctl");
+  if (getppid() == 1) return 1;
+  /* Its own process group: a Ctrl-C or a `timeout` aimed at the server's group must leave the
+     spawner (and the sandboxes it starts) to the server, which stops them in order. */
+  if (setpgid(0, 0) != 0) die("setpgid");
+  return spawner_serve(0);
 }

@@ -1,4 +1,4 @@
-import { availableParallelism } from 'node:os';
+import { availableParallelism, totalmem } from 'node:os';
 import path from 'node:path';
 
 /** A query's resource limits, all present. */
@@ -34,7 +34,24 @@ export interface ServerConfig {
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number };
   /** Quotas of a tenant that sets none of its own. */
-  quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; tenantCpus: number };
+  quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; runningMachines: number; tenantCpus: number };
+  machines: MachinesConfig;
+}
+
+export interface MachinesConfig {
+  /** `auto`: KVM where /dev/kvm exists and boots a kernel, TCG otherwise. */
+  accel: 'auto' | 'kvm' | 'tcg';
+  /** Machines running (or paused) on this host at once, whatever their tenants. */
+  maxRunning: number;
+  /** Guest RAM all running machines may have together (MiB). */
+  memoryBudgetMb: number;
+  /** The most copies one fork or restore call makes. */
+  maxFork: number;
+  defaultMemoryMb: number;
+  maxMemoryMb: number;
+  maxCpus: number;
+  /** Hibernate after this long without use, unless the machine says otherwise. */
+  defaultIdleTimeoutMs: number;
 }
 
 const env = process.env;
@@ -45,6 +62,12 @@ const num = (name: string, fallback: number): number => {
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, not ${JSON.stringify(v)}`);
   return n;
 };
+
+function accelSetting(v: string | undefined): MachinesConfig['accel'] {
+  if (v === undefined || v === '' || v === 'auto') return 'auto';
+  if (v === 'kvm' || v === 'tcg') return v;
+  throw new Error(`SHELLBASE_MACHINE_ACCEL must be auto, kvm or tcg, not ${JSON.stringify(v)}`);
+}
 
 export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig {
   const defaults: Limits = {
@@ -83,8 +106,19 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       storedBytes: num('SHELLBASE_QUOTA_STORED_BYTES', Number.POSITIVE_INFINITY),
       concurrentQueries: num('SHELLBASE_QUOTA_CONCURRENT_QUERIES', 64),
       runningServices: num('SHELLBASE_QUOTA_RUNNING_SERVICES', 16),
+      runningMachines: num('SHELLBASE_QUOTA_RUNNING_MACHINES', 4),
       // Half the host (at least one core) for all of one tenant's sandboxes together.
       tenantCpus: num('SHELLBASE_QUOTA_TENANT_CPUS', Math.max(1, Math.floor(availableParallelism() / 2))),
+    },
+    machines: {
+      accel: accelSetting(env.SHELLBASE_MACHINE_ACCEL),
+      maxRunning: num('SHELLBASE_MACHINES_MAX_RUNNING', 8),
+      memoryBudgetMb: num('SHELLBASE_MACHINES_MEMORY_MB', Math.floor(totalmem() / 2 / 2 ** 20)),
+      maxFork: num('SHELLBASE_MACHINES_MAX_FORK', 8),
+      defaultMemoryMb: 512,
+      maxMemoryMb: num('SHELLBASE_MACHINES_MAX_MEMORY_MB', 8192),
+      maxCpus: num('SHELLBASE_MACHINES_MAX_CPUS', availableParallelism()),
+      defaultIdleTimeoutMs: num('SHELLBASE_MACHINES_IDLE_MS', 600_000),
     },
     ...overrides,
   };

@@ -61,12 +61,22 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
   const engine = new Engine({ config, metadata, layers, runtime, log, meter, pins: new Pins(), durability });
-  await engine.recover();
+  try {
+    await engine.recover();
+  } catch (e) {
+    // Nothing of a failed start stays mounted.
+    await engine.close().catch(() => undefined);
+    await runtime.close().catch(() => undefined);
+    await layers.close();
+    await metadata.close();
+    rmSync(pidFile, { force: true });
+    throw e;
+  }
   engine.gc.start();
   const adminKeyFile = await ensureAdmin(metadata, config.home);
   const app = await buildApi(engine, log, meter.registry);
   await app.listen({ host: config.host, port: config.port });
-  const gateway = startGateway(engine.services, log);
+  const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? engine.machines.byPortToken(token), log);
   await new Promise<void>((resolve, reject) => {
     gateway.once('error', reject);
     gateway.listen(config.gatewayPort, config.host, () => resolve());

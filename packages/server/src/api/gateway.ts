@@ -1,8 +1,7 @@
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import type { Services } from '../engine/services/services.js';
-import type { ServiceRun } from '../engine/services/run.js';
+import type { PortTarget } from '../util/pipe.js';
 import { ShellbaseError, notFound } from '../errors.js';
 
 /** Which service a request is for: `{token}.localhost[:port]` or the `/s/{token}/` prefix. */
@@ -23,7 +22,7 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-en
  * and other upgrades become a raw byte pipe). An unknown token is a 404 that
  * says nothing of which services exist.
  */
-export function startGateway(services: Services, log: Logger): Server {
+export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, log: Logger): Server {
   const agents = new Map<string, Agent>();
   const agentFor = (socketPath: string) => {
     let a = agents.get(socketPath);
@@ -35,9 +34,9 @@ export function startGateway(services: Services, log: Logger): Server {
     void handle(req, res).catch((err) => fail(res, err));
   });
 
-  async function find(req: IncomingMessage): Promise<{ run: ServiceRun; path: string }> {
+  async function find(req: IncomingMessage): Promise<{ run: PortTarget; path: string }> {
     const r = route(req.headers.host, req.url ?? '/');
-    const run = r && (await services.byToken(r.token));
+    const run = r && (await resolve(r.token));
     if (!r || !run) throw notFound('service', 'this address');
     return { run, path: r.path };
   }
@@ -55,7 +54,7 @@ export function startGateway(services: Services, log: Logger): Server {
       res.flushHeaders();
       upRes.pipe(res);
     });
-    up.on('error', (err) => fail(res, new ShellbaseError('unavailable', `service ${run.row.name} closed the connection: ${err.message}`, { hint: 'see its logs' })));
+    up.on('error', (err) => fail(res, new ShellbaseError('unavailable', `${run.name} closed the connection: ${err.message}`, { hint: 'see its logs' })));
     res.once('close', () => { if (!res.writableFinished) up.destroy(); });
     req.pipe(up);
   }

@@ -14,6 +14,7 @@ import { fileRoutes } from './routes/files.js';
 import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
 import { serviceRoutes } from './routes/services.js';
+import { machineRoutes } from './routes/machines.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
@@ -83,7 +84,10 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
     await engine.deps.durability.metadata();
   });
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/healthz', { schema: { hide: true } }, async () => {
+    const accel = engine.machines.accel();
+    return { ok: true, machines: accel ? { accel: accel.accel, reason: accel.reason } : { accel: null, reason: 'machine assets are not built' } };
+  });
   // Prometheus scrapes without a key, as it does /healthz (the server listens on loopback by default).
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
     reply.type(metrics.contentType).send(await metrics.metrics()));
@@ -96,5 +100,6 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   usageRoutes(app, engine);
   gcRoutes(app, engine);
   serviceRoutes(app, engine);
+  machineRoutes(app, engine);
   return app;
 }

@@ -7,6 +7,7 @@ import { ExecRunner, type ExecHooks } from './exec.js';
 import { Files } from './files/files.js';
 import { GarbageCollector } from './gc.js';
 import { Services } from './services/services.js';
+import { Machines } from '../machines/machines.js';
 import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
@@ -47,6 +48,8 @@ export class Engine {
   readonly gc: GarbageCollector;
   /** Long-running processes over contexts, reached through the gateway. */
   readonly services: Services;
+  /** microVMs restored from templates and snapshots. */
+  readonly machines: Machines;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: EngineDeps) {
@@ -69,6 +72,7 @@ export class Engine {
     this.tenants = new Tenants(deps.metadata, deps.config);
     this.usage = new Usage(deps.metadata);
     this.gc = new GarbageCollector(deps);
+    this.machines = new Machines(deps, { base: lookups.base, imageVersion: (image) => this.imageVersion(image) });
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */
@@ -78,6 +82,7 @@ export class Engine {
     const removed = await layers.recover(await metadata.layerIds());
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
     await this.moveToRebuiltImages();
+    await this.machines.open();
   }
 
   /**
@@ -219,6 +224,7 @@ export class Engine {
   }
 
   async close(): Promise<void> {
+    await this.machines.close();
     await this.services.close();
     await this.gc.stop();
     await this.exec_.drain();

@@ -6,7 +6,7 @@ import type { Caller } from './types.js';
 const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes', 'timeoutMs'] as const;
 /** History settings garbage collection reads (gc.ts); retentionDays may be 0. */
 const HISTORY_KEYS = ['retentionDays', 'keepVersions'] as const;
-const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', 'runningServices', 'tenantCpus', ...LIMIT_KEYS, ...HISTORY_KEYS] as const;
+const KEYS = ['contexts', 'storedBytes', 'concurrentQueries', 'runningServices', 'runningMachines', 'tenantCpus', ...LIMIT_KEYS, ...HISTORY_KEYS] as const;
 
 /** A tenant's quotas: its own where set, the server's otherwise. */
 export interface Quotas {
@@ -14,6 +14,8 @@ export interface Quotas {
   storedBytes: number;
   concurrentQueries: number;
   runningServices: number;
+  /** Machines running, paused or starting at once (hibernated and stopped ones do not count). */
+  runningMachines: number;
   /** Cores all the tenant's sandboxes may use together. */
   tenantCpus: number;
   /** The most one query may ask for (never above the server's maximums). */
@@ -29,6 +31,7 @@ export function quotasOf(config: ServerConfig, caller: Pick<Caller, 'quotas'>): 
     storedBytes: own.storedBytes ?? config.quotas.storedBytes,
     concurrentQueries: own.concurrentQueries ?? config.quotas.concurrentQueries,
     runningServices: own.runningServices ?? config.quotas.runningServices,
+    runningMachines: own.runningMachines ?? config.quotas.runningMachines,
     tenantCpus: own.tenantCpus ?? config.quotas.tenantCpus,
     maximums,
   };

@@ -45,7 +45,7 @@ export class Usage {
         const head = ctx && (await this.md.getVersion(ctx.head));
         if (head) bytesStored = await this.md.layerBytes(head.layers);
       }
-      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: 0, bytesStored });
+      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: r.machineSeconds, bytesStored });
     }
     const total: UsageItem = {
       key: 'total',
@@ -53,7 +53,7 @@ export class Usage {
       cpuMs: items.reduce((s, i) => s + i.cpuMs, 0),
       wallMs: items.reduce((s, i) => s + i.wallMs, 0),
       serviceSeconds: items.reduce((s, i) => s + i.serviceSeconds, 0),
-      machineSeconds: 0,
+      machineSeconds: items.reduce((s, i) => s + i.machineSeconds, 0),
       bytesStored: await this.md.storedBytes(tenantId),
     };
     return { items, total };

@@ -6,10 +6,12 @@ import { readFileSync, readdirSync } from 'node:fs';
  */
 export const debianRecipe = {
   name: 'debian',
-  version: 2,
+  version: 3,
   suite: 'bookworm',
   variant: 'minbase',
-  include: ['bash', 'coreutils', 'python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils'],
+  include: ['bash', 'coreutils', 'python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils',
+    // Machines boot the same tree: systemd as PID 1, udev for its device units (queries never start them).
+    'systemd-sysv', 'udev'],
   /** Added to every uid and gid: files are stored as the sandboxes' user namespace maps them (util/idmap.ts). */
   idShift: 100_000,
 } as const;

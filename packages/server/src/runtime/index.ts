@@ -1,4 +1,5 @@
 export type { Runtime, SandboxLimits, SandboxResult, SandboxSpec } from './types.js';
-export { BwrapRuntime } from './bwrap/bwrap-runtime.js';
+export { BwrapRuntime, innerPid } from './bwrap/bwrap-runtime.js';
+export type { Cgroup } from './cgroups/types.js';
 export { cgroupDriver } from './cgroups/index.js';
 export { SANDBOX_CAPS } from './bwrap/args.js';

@@ -1,4 +1,5 @@
 import type { MountSpec } from '../store/layers/types.js';
+import type { Cgroup, CgroupLimits } from './cgroups/types.js';
 
 /**
  * The runtime runs one command in a fresh sandbox over a mount the layer
@@ -64,6 +65,8 @@ export interface SandboxResult {
 
 export interface Runtime {
   run(spec: SandboxSpec): Promise<SandboxResult>;
+  /** A cgroup with these limits for a process the runtime does not start itself (a machine's QEMU). */
+  cgroup(limits: CgroupLimits): Cgroup;
   /** Kills and removes whatever sandboxes a crashed server left behind. */
   recover(): Promise<number>;
   /** Releases what the runtime holds on the host (its parent cgroups). */

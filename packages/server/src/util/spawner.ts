@@ -1,5 +1,4 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import type { Readable, Writable } from 'node:stream';
+import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { SBX_SPAWNER } from './native.js';
 
@@ -33,53 +32,82 @@ const SIGNALS = new Map<number, NodeJS.Signals>(
   Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]),
 );
 
+/** A byte stream to a spawner: the local `sbx-spawner` process, or a machine's guest agent. */
+export interface SpawnerChannel {
+  write(frame: Buffer): void;
+  /** Whether pending work keeps the Node process alive. */
+  ref(on: boolean): void;
+  close(): void;
+}
+
+export type OpenChannel = (onData: (chunk: Buffer) => void, onClose: (why: string) => void) => SpawnerChannel;
+
+/** The local fork server, a child process of ours. */
+const localSpawner: OpenChannel = (onData, onClose) => {
+  const child = spawn(SBX_SPAWNER, [], { stdio: ['pipe', 'pipe', 'inherit'] });
+  // Only pending work keeps the process alive (a one-shot CLI command must be able to exit).
+  child.unref();
+  const out = child.stdout as unknown as { ref(): void; unref(): void };
+  out.unref();
+  child.stdout.on('data', onData);
+  child.on('exit', () => onClose('sbx-spawner exited'));
+  child.stdin.on('error', () => undefined);
+  return {
+    write: (f) => { child.stdin.write(f); },
+    ref: (on) => { if (on) out.ref(); else out.unref(); },
+    close: () => { child.stdin.end(); },
+  };
+};
+
 /**
- * Starts processes through `sbx-spawner`, one long-lived small process that
- * forks on our behalf, so the server (whose fork would copy a large address
- * space on the event loop) never forks per query or per helper tool. Frames
- * are described in native/spawner.c. Programs are looked up in PATH.
+ * Starts processes through a spawner speaking the frames of native/spawner.c.
+ * Locally that is `sbx-spawner`, one long-lived small process that forks on
+ * our behalf, so the server (whose fork would copy a large address space on
+ * the event loop) never forks per query or per helper tool; in a machine it
+ * is the same program as the guest agent. Programs are looked up in PATH.
  */
 export class Spawner {
-  private child: ChildProcessByStdio<Writable, Readable, null> | null = null;
+  private child: SpawnerChannel | null = null;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private buffered: Buffer = Buffer.alloc(0);
 
-  private ensure(): ChildProcessByStdio<Writable, Readable, null> {
+  constructor(private readonly open: OpenChannel = localSpawner) {}
+
+  private ensure(): SpawnerChannel {
     if (this.child) return this.child;
-    const child = spawn(SBX_SPAWNER, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-    // Only pending work keeps the process alive (a one-shot CLI command must be able to exit).
-    child.unref();
-    (child.stdout as unknown as { unref(): void }).unref();
-    child.stdout.on('data', (c: Buffer) => this.onData(c));
-    child.on('exit', () => {
+    const child: SpawnerChannel = this.open((c) => this.onData(c), (why) => {
       if (this.child === child) this.child = null;
       this.buffered = Buffer.alloc(0);
-      for (const p of this.pending.values()) p.reject(new Error('sbx-spawner exited'));
+      for (const p of this.pending.values()) p.reject(new Error(why));
       this.pending.clear();
     });
-    child.stdin.on('error', () => undefined);
     this.child = child;
     return child;
   }
 
-  start(argv: string[], stdin: string | undefined, handlers: SpawnHandlers): Spawned {
+  /** Drops the channel (pending work fails); the next start opens a new one. */
+  close(): void {
+    this.child?.close();
+  }
+
+  start(argv: string[], stdin: string | Buffer | undefined, handlers: SpawnHandlers): Spawned {
     const child = this.ensure();
     const id = this.nextId++ >>> 0;
-    const input = Buffer.from(stdin ?? '');
+    const input = Buffer.isBuffer(stdin) ? stdin : Buffer.from(stdin ?? '');
     const args = Buffer.from(argv.map((a) => `${a}\0`).join('') + '\0');
     const len = Buffer.alloc(4);
     len.writeUInt32LE(input.length);
     let started: (pid: number) => void = () => undefined;
     const pid = new Promise<number>((resolve) => { started = resolve; });
     const exited = new Promise<Exit>((resolve, reject) => this.pending.set(id, { ...handlers, started, resolve, reject }));
-    this.hold(child, true);
-    child.stdin.write(frame(id, 'S', Buffer.concat([args, len, input])));
+    child.ref(true);
+    child.write(frame(id, 'S', Buffer.concat([args, len, input])));
     return {
       exited,
       pid,
-      kill: () => { if (this.pending.has(id)) child.stdin.write(frame(id, 'K')); },
-      discard: (stream) => { if (this.pending.has(id)) child.stdin.write(frame(id, 'D', Buffer.from(String(stream)))); },
+      kill: () => { if (this.pending.has(id)) child.write(frame(id, 'K')); },
+      discard: (stream) => { if (this.pending.has(id)) child.write(frame(id, 'D', Buffer.from(String(stream)))); },
     };
   }
 
@@ -101,13 +129,8 @@ export class Spawner {
       else if (type === 'X') { this.pending.delete(id); p.resolve(decodeStatus(payload.readInt32LE(0))); }
       else if (type === 'F') { this.pending.delete(id); p.reject(new Error(`spawn failed: errno ${payload.readUInt32LE(0)}`)); }
     }
-    if (this.pending.size === 0 && this.child) this.hold(this.child, false);
+    if (this.pending.size === 0 && this.child) this.child.ref(false);
     this.buffered = this.buffered.subarray(off);
-  }
-
-  private hold(child: ChildProcessByStdio<Writable, Readable, null>, on: boolean): void {
-    const out = child.stdout as unknown as { ref(): void; unref(): void };
-    if (on) out.ref(); else out.unref();
   }
 }
 

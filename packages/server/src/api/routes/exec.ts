@@ -41,12 +41,13 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
   });
 }
 
-class NdjsonStream {
+/** Events of an NDJSON response that starts with its first event (queries' and machines' exec). */
+export class NdjsonStream<E = ExecEvent> {
   started = false;
 
   constructor(private readonly reply: FastifyReply) {}
 
-  send(event: ExecEvent): void {
+  send(event: E): void {
     if (!this.started) {
       this.started = true;
       this.reply.hijack();

@@ -1,11 +1,11 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ServiceState } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
 import type { RunningSandbox, SandboxResult } from '../../runtime/types.js';
 import type { Scratch } from '../../store/layers/types.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
+import { pipeThrough, type PortTarget } from '../../util/pipe.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
 import type { Committer } from '../commit.js';
 import type { Hold } from '../pins.js';
@@ -40,7 +40,7 @@ export interface RunContext {
  * the caller as a user until it releases; with no user for `idleTimeoutMs` it
  * stops, and what it wrote commits to the context like a query's writes.
  */
-export class ServiceRun {
+export class ServiceRun implements PortTarget {
   state: ServiceState = 'sleeping';
   private users = 0;
   private lastUse = Date.now();
@@ -79,17 +79,11 @@ export class ServiceRun {
    * holding it awake until either side closes: WebSocket upgrades through the
    * gateway, and connections from the context's own sandboxes.
    */
-  async pipe(client: Duplex, preface: (string | Buffer)[] = []): Promise<void> {
-    const { socketPath, release } = await this.acquire();
-    const up = connect(socketPath);
-    const done = () => { release(); client.destroy(); up.destroy(); };
-    up.once('close', done);
-    client.once('close', done);
-    up.on('error', done);
-    client.on('error', done);
-    for (const p of preface) if (p.length) up.write(p);
-    client.pipe(up).pipe(client);
+  pipe(client: Duplex, preface: (string | Buffer)[] = []): Promise<void> {
+    return pipeThrough(() => this.acquire(), client, preface);
   }
+
+  get name(): string { return `service ${this.row.name}`; }
 
   private async ensureRunning(): Promise<void> {
     for (;;) {

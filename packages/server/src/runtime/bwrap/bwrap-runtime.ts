@@ -4,6 +4,7 @@ import path from 'node:path';
 import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
 import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
+import type { CgroupLimits } from '../cgroups/types.js';
 import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
@@ -25,6 +26,10 @@ const SIGNAL_NAMES = new Map<number, string>(
  */
 export class BwrapRuntime implements Runtime {
   constructor(private readonly cgroups: CgroupDriver) {}
+
+  cgroup(limits: CgroupLimits): Cgroup {
+    return this.cgroups.acquire(limits);
+  }
 
   recover(): Promise<number> {
     return this.cgroups.recover();
@@ -134,9 +139,10 @@ export class BwrapRuntime implements Runtime {
  * The sandbox's first process inside its namespaces: bwrap (which the spawned
  * `sbx run` became) forks it at once. Before its exec, `sbx` has a child of its
  * own (the one writing the user namespace maps), outside the sandbox: only
- * children of the process once it is bwrap count.
+ * children of the process once it is bwrap count. (Machines' QEMU is started
+ * the same way: its network namespace is found here too.)
  */
-async function innerPid(outer: Promise<number>): Promise<number> {
+export async function innerPid(outer: Promise<number>): Promise<number> {
   const pid = await outer;
   for (let i = 0; i < 400; i++) {
     let children = '';

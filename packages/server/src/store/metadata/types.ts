@@ -20,6 +20,8 @@ export interface TenantQuotas {
   concurrentQueries?: number;
   /** Services running (awake) at once. */
   runningServices?: number;
+  /** Machines running (or paused) at once. */
+  runningMachines?: number;
   /** Cores all its sandboxes may use together. */
   tenantCpus?: number;
   /** Ceilings on what one query may ask for. */
@@ -54,7 +56,7 @@ export interface ApiKeyRow {
 export interface UsageRow {
   tenantId: string;
   context: string;
-  kind: 'query' | 'service';
+  kind: 'query' | 'service' | 'machine';
   createdAt: string;
   cpuMs: number;
   wallMs: number;
@@ -68,6 +70,8 @@ export interface UsageTotals {
   queries: number;
   /** Seconds services ran (their rows' wall time). */
   serviceSeconds: number;
+  /** Seconds machines ran (paused and hibernated ones cost only stored bytes). */
+  machineSeconds: number;
   cpuMs: number;
   wallMs: number;
   bytesWritten: number;
@@ -143,6 +147,60 @@ export interface ServiceRow {
   createdAt: string;
 }
 
+/** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
+export interface MachineSpec {
+  format: 1;
+  image: string;
+  context?: string;
+  version?: string;
+  memoryMb: number;
+  cpus: number;
+  idleTimeoutMs: number;
+  /** The snapshot it was restored from (forks and restores). */
+  snapshot?: string;
+  /** Its disk's qcow2 chain, writable top first. */
+  disk: string[];
+  /** Exposed guest ports; each token names one in gateway URLs. */
+  ports: { port: number; token: string }[];
+}
+
+export type MachineRowState = 'starting' | 'running' | 'paused' | 'hibernated' | 'stopped';
+
+export interface MachineRow {
+  id: string;
+  tenantId: string;
+  state: MachineRowState;
+  spec: MachineSpec;
+  createdAt: string;
+}
+
+/** A machine frozen at one instant: RAM file, device state, disk chain (read-only from then on). */
+export interface SnapshotSpec {
+  format: 1;
+  image: string;
+  context?: string;
+  version?: string;
+  memoryMb: number;
+  cpus: number;
+  idleTimeoutMs: number;
+  disk: string[];
+  ram: string;
+  state: string;
+  /** The QEMU build, machine type and accelerator it was taken with: it restores only under the same. */
+  qemu: string;
+  machineType: string;
+  accel: string;
+  ports: number[];
+}
+
+export interface SnapshotRow {
+  id: string;
+  tenantId: string;
+  machineId: string;
+  spec: SnapshotSpec;
+  createdAt: string;
+}
+
 /** A version as garbage collection sees it. */
 export interface GraphVersion {
   id: string;
@@ -192,6 +250,19 @@ export interface MetadataStore {
   listServices(tenantId: string, context: string): Promise<ServiceRow[]>;
   serviceByToken(token: string): Promise<ServiceRow | null>;
   deleteService(tenantId: string, context: string, name: string): Promise<boolean>;
+
+  createMachine(row: MachineRow): Promise<void>;
+  getMachine(tenantId: string, id: string): Promise<MachineRow | null>;
+  /** A tenant's machines, or every machine (crash recovery). */
+  listMachines(tenantId?: string): Promise<MachineRow[]>;
+  /** Writes state and spec (and the port tokens the spec names). */
+  updateMachine(row: MachineRow): Promise<void>;
+  deleteMachine(tenantId: string, id: string): Promise<boolean>;
+  machineByPortToken(token: string): Promise<{ machine: MachineRow; port: number } | null>;
+  createSnapshot(row: SnapshotRow): Promise<void>;
+  getSnapshot(tenantId: string, id: string): Promise<SnapshotRow | null>;
+  listSnapshots(tenantId?: string): Promise<SnapshotRow[]>;
+  deleteSnapshot(tenantId: string, id: string): Promise<boolean>;
 
   /** Inserts the version (and layer) and moves the head, all or nothing; false if the head moved. */
   commitVersion(options: CommitVersionOptions): Promise<boolean>;

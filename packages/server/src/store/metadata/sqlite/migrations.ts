@@ -75,4 +75,28 @@ export const MIGRATIONS: string[] = [
      created_at TEXT NOT NULL,
      PRIMARY KEY (tenant_id, context, name)
    );`,
+  // 7: machines and their snapshots (specs are JSON with their own format number), and the
+  //    gateway tokens of machines' exposed ports.
+  `CREATE TABLE machines (
+     id TEXT PRIMARY KEY,
+     tenant_id TEXT NOT NULL,
+     state TEXT NOT NULL,
+     spec TEXT NOT NULL,
+     created_at TEXT NOT NULL
+   );
+   CREATE INDEX machines_tenant ON machines(tenant_id);
+   CREATE TABLE machine_ports (
+     token TEXT PRIMARY KEY,
+     machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+     port INTEGER NOT NULL
+   );
+   CREATE INDEX machine_ports_machine ON machine_ports(machine_id);
+   CREATE TABLE machine_snapshots (
+     id TEXT PRIMARY KEY,
+     tenant_id TEXT NOT NULL,
+     machine_id TEXT NOT NULL,
+     spec TEXT NOT NULL,
+     created_at TEXT NOT NULL
+   );
+   CREATE INDEX machine_snapshots_tenant ON machine_snapshots(tenant_id);`,
 ];

@@ -2,9 +2,10 @@ import { open, type FileHandle } from 'node:fs/promises';
 import Database from 'better-sqlite3';
 import type { Change } from '../../layers/types.js';
 import type {
-  ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MetadataStore, NewVersion, ServiceRow, ServiceSpec,
-  TenantRow, UsageRow, UsageTotals, VersionRow,
+  ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MachineRow, MetadataStore, NewVersion, ServiceRow, ServiceSpec,
+  SnapshotRow, TenantRow, UsageRow, UsageTotals, VersionRow,
 } from '../types.js';
+import { SqliteMachines } from './machines.js';
 import { MIGRATIONS } from './migrations.js';
 
 interface VersionRecord {
@@ -48,7 +49,21 @@ export class SqliteMetadataStore implements MetadataStore {
     this.migrate();
     // Ids garbage collection drops, per transaction (temporary tables are per connection).
     this.db.exec('CREATE TEMP TABLE gc_drop (id TEXT PRIMARY KEY)');
+    this.machines = new SqliteMachines(this.db, (sql) => this.stmt(sql));
   }
+
+  private readonly machines: SqliteMachines;
+
+  async createMachine(row: MachineRow): Promise<void> { this.machines.create(row); }
+  async getMachine(tenantId: string, id: string): Promise<MachineRow | null> { return this.machines.get(tenantId, id); }
+  async listMachines(tenantId?: string): Promise<MachineRow[]> { return this.machines.list(tenantId); }
+  async updateMachine(row: MachineRow): Promise<void> { this.machines.update(row); }
+  async deleteMachine(tenantId: string, id: string): Promise<boolean> { return this.machines.delete(tenantId, id); }
+  async machineByPortToken(token: string): Promise<{ machine: MachineRow; port: number } | null> { return this.machines.byPortToken(token); }
+  async createSnapshot(row: SnapshotRow): Promise<void> { this.machines.createSnapshot(row); }
+  async getSnapshot(tenantId: string, id: string): Promise<SnapshotRow | null> { return this.machines.getSnapshot(tenantId, id); }
+  async listSnapshots(tenantId?: string): Promise<SnapshotRow[]> { return this.machines.listSnapshots(tenantId); }
+  async deleteSnapshot(tenantId: string, id: string): Promise<boolean> { return this.machines.deleteSnapshot(tenantId, id); }
 
   private readonly statements = new Map<string, Database.Statement>();
 
@@ -279,7 +294,8 @@ export class SqliteMetadataStore implements MetadataStore {
   async usageTotals(tenantId: string, from: string, to: string, groupBy: 'context' | 'kind'): Promise<UsageTotals[]> {
     const column = groupBy === 'context' ? 'context' : 'kind';
     return this.stmt(`SELECT ${column} AS key, SUM(kind = 'query') AS queries, SUM(cpu_ms) AS cpuMs, SUM(wall_ms) AS wallMs,
-        SUM(CASE WHEN kind = 'service' THEN wall_ms ELSE 0 END) / 1000.0 AS serviceSeconds, SUM(bytes_written) AS bytesWritten
+        SUM(CASE WHEN kind = 'service' THEN wall_ms ELSE 0 END) / 1000.0 AS serviceSeconds,
+        SUM(CASE WHEN kind = 'machine' THEN wall_ms ELSE 0 END) / 1000.0 AS machineSeconds, SUM(bytes_written) AS bytesWritten
       FROM usage WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY ${column} ORDER BY ${column}`)
       .all(tenantId, from, to) as UsageTotals[];
   }

@@ -1,0 +1,136 @@
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { MachineExecEvent } from '@shellbase/protocol';
+import type { Engine } from '../../engine/engine.js';
+import { ShellbaseError } from '../../errors.js';
+import { toShellbaseError } from '../errors.js';
+import { ExecLimits, errorResponses } from '../schemas.js';
+import { NdjsonStream } from './exec.js';
+
+const strict = { additionalProperties: false } as const;
+const Port = Type.Object({ port: Type.Integer(), url: Type.String(), pathUrl: Type.String() });
+const Machine = Type.Object({
+  id: Type.String(),
+  state: Type.Union(['starting', 'running', 'paused', 'hibernated', 'stopped'].map((s) => Type.Literal(s))),
+  context: Type.Optional(Type.String()), version: Type.Optional(Type.String()), image: Type.String(),
+  memoryMb: Type.Integer(), cpus: Type.Integer(), idleTimeoutMs: Type.Integer(), snapshot: Type.Optional(Type.String()),
+  ports: Type.Array(Port), createdAt: Type.String(),
+}, { $id: 'Machine' });
+const Snapshot = Type.Object({ id: Type.String(), machine: Type.String(), memoryMb: Type.Integer(), cpus: Type.Integer(), createdAt: Type.String() }, { $id: 'MachineSnapshot' });
+const CreateBody = Type.Object({
+  context: Type.Optional(Type.String({ maxLength: 1024 })), version: Type.Optional(Type.String({ maxLength: 128 })),
+  image: Type.Optional(Type.String({ maxLength: 64 })), memoryMb: Type.Optional(Type.Integer()), cpus: Type.Optional(Type.Integer()),
+  idleTimeoutMs: Type.Optional(Type.Integer()),
+}, strict);
+const ExecBody = Type.Object({
+  command: Type.Optional(Type.String({ maxLength: 1 << 20 })),
+  argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 4096 })),
+  stdin: Type.Optional(Type.String()),
+  env: Type.Optional(Type.Record(Type.String(), Type.String())),
+  cwd: Type.Optional(Type.String({ maxLength: 4096 })),
+  timeoutMs: Type.Optional(Type.Number()),
+  limits: Type.Optional(Type.Pick(ExecLimits, ['outputBytes'])),
+}, strict);
+const ExecResult = Type.Object({
+  exitCode: Type.Integer(), signal: Type.Optional(Type.String()), timedOut: Type.Boolean(),
+  stdout: Type.String(), stderr: Type.String(), truncated: Type.Boolean(), usage: Type.Object({ wallMs: Type.Number() }),
+});
+const Id = Type.Object({ id: Type.String({ maxLength: 128 }) });
+const FileParams = Type.Object({ id: Type.String({ maxLength: 128 }), '*': Type.String() });
+const CountBody = Type.Object({ count: Type.Optional(Type.Integer()) }, strict);
+const Machines = Type.Object({ machines: Type.Array(Machine) });
+const NDJSON = 'application/x-ndjson';
+
+/** Machines: create, list, get, exec, files, pause/resume/stop/delete, snapshot, restore, fork, ports. */
+export function machineRoutes(app: FastifyInstance, engine: Engine): void {
+  const m = engine.machines;
+  app.addSchema(Machine);
+  app.addSchema(Snapshot);
+  const tags = ['machines'];
+  app.post<{ Body: Static<typeof CreateBody> }>('/v1/machines', {
+    schema: { tags, body: CreateBody, response: { 201: Machine, ...errorResponses } },
+  }, async (req, reply) => reply.status(201).send(await m.create(req.caller, req.body)));
+
+  app.get('/v1/machines', { schema: { tags, response: { 200: Machines, ...errorResponses } } }, async (req) => ({ machines: await m.list(req.caller) }));
+
+  app.get<{ Params: Static<typeof Id> }>('/v1/machines/:id', {
+    schema: { tags, params: Id, response: { 200: Machine, ...errorResponses } },
+  }, async (req) => m.get(req.caller, req.params.id));
+
+  for (const step of ['pause', 'resume', 'stop'] as const) {
+    app.post<{ Params: Static<typeof Id> }>(`/v1/machines/:id/${step}`, {
+      schema: { tags, params: Id, response: { 200: Machine, ...errorResponses } },
+    }, async (req) => m[step](req.caller, req.params.id));
+  }
+
+  app.delete<{ Params: Static<typeof Id> }>('/v1/machines/:id', {
+    schema: { tags, params: Id, response: { 204: Type.Null(), ...errorResponses } },
+  }, async (req, reply) => { await m.remove(req.caller, req.params.id); return reply.status(204).send(); });
+
+  app.post<{ Params: Static<typeof Id>; Body: Static<typeof ExecBody> }>('/v1/machines/:id/exec', {
+    schema: { tags, params: Id, body: ExecBody, response: { 200: ExecResult, ...errorResponses } },
+  }, async (req, reply) => {
+    const abort = new AbortController();
+    reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+    if (!(req.headers.accept ?? '').includes(NDJSON)) return m.exec(req.caller, req.params.id, req.body, { signal: abort.signal });
+    const out = new NdjsonStream<MachineExecEvent>(reply);
+    try {
+      const { stdout: _o, stderr: _e, ...exit } = await m.exec(req.caller, req.params.id, req.body, { signal: abort.signal, onOutput: (type, data) => out.send({ type, data }) });
+      out.send({ type: 'exit', ...exit });
+    } catch (err) {
+      if (!out.started) throw err;
+      out.send({ type: 'error', error: toShellbaseError(err).toBody() });
+    }
+    out.end();
+    return reply;
+  });
+
+  app.get<{ Params: Static<typeof FileParams> }>('/v1/machines/:id/files/*', {
+    schema: { tags, params: FileParams, response: { ...errorResponses } },
+  }, async (req, reply) => {
+    const r = await m.io.read(req.caller, req.params.id, `/${req.params['*']}`);
+    if (r.kind === 'dir') return reply.send({ entries: r.entries });
+    return reply.type('application/octet-stream').send(r.data);
+  });
+
+  void app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: 64 << 20 }, (_req, body, done) => done(null, body));
+    scope.put<{ Params: Static<typeof FileParams>; Querystring: { mode?: string } }>('/v1/machines/:id/files/*', {
+      schema: { tags, params: FileParams, querystring: Type.Object({ mode: Type.Optional(Type.String({ pattern: '^0?[0-7]{3,4}$' })) }, strict), response: { 204: Type.Null(), ...errorResponses } },
+    }, async (req, reply) => {
+      const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      await m.io.write(req.caller, req.params.id, `/${req.params['*']}`, body, req.query.mode ? parseInt(req.query.mode, 8) : 0o644);
+      return reply.status(204).send();
+    });
+  });
+
+  app.post<{ Params: Static<typeof Id> }>('/v1/machines/:id/snapshot', {
+    schema: { tags, params: Id, response: { 200: Type.Object({ snapshot: Type.String() }), ...errorResponses } },
+  }, async (req) => ({ snapshot: (await m.snapshot(req.caller, req.params.id)).id }));
+
+  app.get('/v1/snapshots', { schema: { tags, response: { 200: Type.Object({ snapshots: Type.Array(Snapshot) }), ...errorResponses } } },
+    async (req) => ({ snapshots: await m.listSnapshots(req.caller) }));
+
+  app.delete<{ Params: Static<typeof Id> }>('/v1/snapshots/:id', {
+    schema: { tags, params: Id, response: { 204: Type.Null(), ...errorResponses } },
+  }, async (req, reply) => { await m.deleteSnapshot(req.caller, req.params.id); return reply.status(204).send(); });
+
+  app.post<{ Params: Static<typeof Id>; Body: Static<typeof CountBody> }>('/v1/snapshots/:id/machines', {
+    schema: { tags, params: Id, body: CountBody, response: { 201: Machines, ...errorResponses } },
+  }, async (req, reply) => reply.status(201).send({ machines: await m.restore(req.caller, req.params.id, req.body?.count ?? 1) }));
+
+  app.post<{ Params: Static<typeof Id>; Body: Static<typeof CountBody> }>('/v1/machines/:id/fork', {
+    schema: { tags, params: Id, body: CountBody, response: { 201: Machines, ...errorResponses } },
+  }, async (req, reply) => reply.status(201).send({ machines: await m.fork(req.caller, req.params.id, req.body?.count ?? 1) }));
+
+  app.post<{ Params: Static<typeof Id>; Body: { port: number } }>('/v1/machines/:id/ports', {
+    schema: { tags, params: Id, body: Type.Object({ port: Type.Integer() }, strict), response: { 200: Type.Object({ url: Type.String(), pathUrl: Type.String() }), ...errorResponses } },
+  }, async (req) => m.expose(req.caller, req.params.id, req.body.port));
+
+  app.post<{ Params: Static<typeof Id>; Body: { context: string } }>('/v1/machines/:id/commit', {
+    schema: { tags, params: Id, body: Type.Object({ context: Type.String({ maxLength: 1024 }) }, strict), response: { 200: Type.Object({ version: Type.String() }), ...errorResponses } },
+  }, async () => {
+    throw new ShellbaseError('unavailable', 'committing a machine\'s disk into a context is not built yet', { hint: 'see docs/status.md' });
+  });
+}

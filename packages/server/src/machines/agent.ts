@@ -1,0 +1,103 @@
+import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import type { MachineExecResult } from '@shellbase/protocol';
+import { Spawner, type OpenChannel } from '../util/spawner.js';
+
+/** Where the agent and its helpers live in the guest (machines/disk.ts installs them). */
+export const GUEST_AGENT = '/usr/lib/shellbase/sbx-spawner';
+
+export interface AgentExec {
+  argv: string[];
+  stdin?: string | Buffer;
+  env?: Record<string, string>;
+  cwd?: string;
+  timeoutMs: number;
+  outputBytes: number;
+  signal?: AbortSignal;
+  onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
+}
+
+/** Raw result of a guest process (bytes, for file reads). */
+export interface RawResult { exitCode: number; signal?: string; timedOut: boolean; aborted: boolean; stdout: Buffer; stderr: Buffer; truncated: boolean; wallMs: number }
+
+/**
+ * The host side of the guest agent: the spawner protocol over a TCP
+ * connection to the agent (through a Unix socket bridged into QEMU's network
+ * namespace). One connection per QEMU process: a restored or forked machine
+ * gets a new one, so no stream ever resumes in the middle of a frame.
+ */
+export class Agent {
+  private readonly spawner: Spawner;
+
+  constructor(socketPath: string) {
+    const open: OpenChannel = (onData, onClose) => {
+      const s = connect(socketPath);
+      s.setNoDelay(true);
+      s.on('data', onData);
+      s.on('error', () => undefined);
+      s.on('close', () => onClose('the connection to the machine\'s agent closed'));
+      return { write: (f) => { s.write(f); }, ref: (on) => { if (on) s.ref(); else s.unref(); }, close: () => { s.destroy(); } };
+    };
+    this.spawner = new Spawner(open);
+  }
+
+  close(): void {
+    this.spawner.close();
+  }
+
+  /** Runs argv in the guest (its own session; the whole group is killed on timeout or abort). */
+  async run(req: AgentExec): Promise<RawResult> {
+    const started = performance.now();
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let sizes = [0, 0];
+    let truncated = false;
+    const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', ...req.env };
+    const argv = ['/usr/bin/env', '-i', '-C', req.cwd ?? '/root', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...req.argv];
+    const keep = (i: 0 | 1, chunks: Buffer[]) => (c: Buffer) => {
+      const room = req.outputBytes - sizes[i];
+      if (room <= 0) { truncated = true; return; }
+      const piece = Buffer.from(c.subarray(0, room));
+      if (piece.length < c.length) truncated = true;
+      sizes = i === 0 ? [sizes[0] + piece.length, sizes[1]] : [sizes[0], sizes[1] + piece.length];
+      chunks.push(piece);
+      req.onOutput?.(i === 0 ? 'stdout' : 'stderr', piece.toString());
+    };
+    const p = this.spawner.start(argv, req.stdin, { onStdout: keep(0, out), onStderr: keep(1, err) });
+    let timedOut = false;
+    let aborted = false;
+    const timer = setTimeout(() => { timedOut = true; p.kill(); }, req.timeoutMs);
+    const onAbort = () => { aborted = true; p.kill(); };
+    req.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const exit = await p.exited;
+      return {
+        exitCode: exit.code ?? 128 + signalNumber(exit.signal), ...(exit.signal ? { signal: exit.signal } : {}),
+        timedOut, aborted, stdout: Buffer.concat(out), stderr: Buffer.concat(err), truncated, wallMs: Math.round(performance.now() - started),
+      };
+    } finally {
+      clearTimeout(timer);
+      req.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async exec(req: AgentExec): Promise<MachineExecResult> {
+    const r = await this.run(req);
+    return {
+      exitCode: r.exitCode, ...(r.signal ? { signal: r.signal } : {}), timedOut: r.timedOut,
+      stdout: r.stdout.toString(), stderr: r.stderr.toString(), truncated: r.truncated, usage: { wallMs: r.wallMs },
+    };
+  }
+
+  /** After a restore: the guest's clock to now, fresh entropy into its random pool, reseeded at once. */
+  async settle(): Promise<void> {
+    const ns = BigInt(Date.now()) * 1_000_000n;
+    const r = await this.run({ argv: [GUEST_AGENT, '--settle', String(ns)], stdin: randomBytes(64), timeoutMs: 30_000, outputBytes: 4096 });
+    if (r.exitCode !== 0) throw new Error(`settling the guest failed: ${r.stderr.toString().trim()}`);
+  }
+}
+
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15 };
+function signalNumber(sig: string | null): number {
+  return (sig && SIGNALS[sig]) || 9;
+}

@@ -1,0 +1,103 @@
+import { createHash } from 'node:crypto';
+import { chownSync, existsSync, lchownSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { LayerStore } from '../store/layers/types.js';
+import { SANDBOX_ROOT, USERNS_SPEC } from '../util/idmap.js';
+import { SBX, SBX_SPAWNER } from '../util/native.js';
+import { runOk } from '../util/proc.js';
+import { GUEST_AGENT } from './agent.js';
+import { AGENT_PORT } from './qemu.js';
+
+/** The size of a machine's disk as its guest sees it (sparse: only written blocks take space). */
+export const DISK_GB = 8;
+
+const AGENT_UNIT = `[Unit]
+Description=shellbase guest agent
+DefaultDependencies=no
+After=local-fs.target
+
+[Service]
+ExecStart=${GUEST_AGENT} --listen ${AGENT_PORT}
+Restart=always
+RestartSec=100ms
+
+[Install]
+WantedBy=multi-user.target
+`;
+
+/**
+ * What shellbase adds on top of a version to make it a machine's disk: the
+ * guest agent (the static spawner), its systemd unit, and a hostname. A layer
+ * in overlay format with the sandboxes' shifted ids, stacked on top of the
+ * version's layers. Cached per agent build: `$SHELLBASE_CACHE/machines/guest/HASH`.
+ */
+export function guestLayer(cache: string): { dir: string; hash: string } {
+  const agent = readFileSync(SBX_SPAWNER);
+  const hash = createHash('sha256').update(agent).update(AGENT_UNIT).digest('hex').slice(0, 12);
+  const dir = path.join(cache, 'machines', 'guest', hash);
+  if (existsSync(dir)) return { dir, hash };
+  const tmp = `${dir}.${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  const files: [string, string | Buffer, number][] = [
+    [GUEST_AGENT, agent, 0o755],
+    ['/etc/systemd/system/shellbase-agent.service', AGENT_UNIT, 0o644],
+    ['/etc/hostname', 'machine\n', 0o644],
+  ];
+  const own = (p: string) => chownSync(p, SANDBOX_ROOT, SANDBOX_ROOT);
+  const mkdirs = (rel: string) => {
+    let at = tmp;
+    mkdirSync(at, { recursive: true });
+    own(at);
+    for (const part of rel.split('/').filter(Boolean)) {
+      at = path.join(at, part);
+      if (!existsSync(at)) { mkdirSync(at, { mode: 0o755 }); own(at); }
+    }
+  };
+  for (const [p, content, mode] of files) {
+    mkdirs(path.dirname(p));
+    writeFileSync(path.join(tmp, p), content, { mode });
+    own(path.join(tmp, p));
+  }
+  mkdirs('/etc/systemd/system/multi-user.target.wants');
+  const link = path.join(tmp, 'etc/systemd/system/multi-user.target.wants/shellbase-agent.service');
+  symlinkSync('/etc/systemd/system/shellbase-agent.service', link);
+  lchownSync(link, SANDBOX_ROOT, SANDBOX_ROOT);
+  mkdirSync(path.dirname(dir), { recursive: true });
+  try { renameSync(tmp, dir); } catch { rmSync(tmp, { recursive: true, force: true }); } // another server won the race
+  return { dir, hash };
+}
+
+/**
+ * Makes `out`, a sparse raw ext4 image, from `layers` (bottom first) with the
+ * guest layer on top. `mkfs.ext4 -d` reads the merged tree inside the
+ * sandboxes' user namespace, so the disk holds ids as the guest sees them
+ * (root is 0 again); nothing of the tree is mounted on the host outside a
+ * private mount namespace that ends with the command.
+ */
+export async function buildDisk(layers: LayerStore, versionLayers: readonly string[], guestDir: string, out: string): Promise<void> {
+  const scratch = await layers.prepare({ diskMb: 64 });
+  try {
+    const spec = layers.mountSpec(versionLayers, scratch);
+    writeFileSync(out, '');
+    chownSync(out, SANDBOX_ROOT, SANDBOX_ROOT);
+    await runOk(SBX, ['run', '--userns', USERNS_SPEC, '--chdir', spec.chdir, '--lower', `${guestDir}:${spec.lower}`, '--upper', spec.upper,
+      '--work', spec.work, '--merged', spec.merged, '--',
+      'mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', path.join(spec.chdir, spec.merged), out, `${DISK_GB}G`]);
+  } finally {
+    await layers.discard(scratch);
+  }
+}
+
+/** A new qcow2 overlay at `file` over `backing` (the top of a frozen chain). */
+export async function overlay(backing: string, file: string, cwd?: string): Promise<void> {
+  const format = backing.endsWith('.raw') ? 'raw' : 'qcow2';
+  const args = ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', format, file];
+  // A relative backing path is resolved from the overlay's directory, and must exist there when checked.
+  await runOk('sh', ['-c', 'cd "$1" && shift && exec qemu-img "$@"', 'sh', cwd ?? path.dirname(file), ...args]);
+}
+
+/** Copies a RAM file keeping its holes (pages the guest never touched take no space). */
+export async function copySparse(from: string, to: string): Promise<void> {
+  await runOk('cp', ['--sparse=always', from, to]);
+}
+

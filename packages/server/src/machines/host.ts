@@ -1,0 +1,84 @@
+import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import type { Runtime, Cgroup } from '../runtime/index.js';
+import { runOk, run } from '../util/proc.js';
+import { chooseAccel, type AccelChoice } from './accel.js';
+import type { MachineAssets } from './assets.js';
+import { guestLayer } from './disk.js';
+import { AGENT_PORT, type Accel } from './qemu.js';
+
+/** What QEMU itself may use beyond the guest's RAM (TCG's code cache, device buffers, threads). */
+const QEMU_OVERHEAD_MB = 768;
+
+/**
+ * What every machine on this host shares: the assets, the accelerator, the
+ * guest layer, and the RAM directory, a tmpfs of the machines' budget at
+ * `$SHELLBASE_HOME/machines/ram` whose files QEMU maps as guest memory (a
+ * fork copies one file). Its contents do not survive the server: a running
+ * machine is hibernated to disk when the server stops, and is stopped by a crash.
+ */
+export class MachineHost {
+  readonly agentPort = AGENT_PORT;
+  readonly guest: { dir: string; hash: string };
+
+  private constructor(
+    readonly assets: MachineAssets,
+    readonly accel: AccelChoice,
+    readonly root: string,
+    readonly ramDir: string,
+    private readonly runtime: Runtime,
+    guest: { dir: string; hash: string },
+  ) {
+    this.guest = guest;
+  }
+
+  static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: Runtime }): Promise<MachineHost> {
+    const accel = await chooseAccel(o.cache, o.assets, o.accel);
+    const guest = guestLayer(o.cache);
+    const root = path.join(o.home, 'machines');
+    const ramDir = path.join(root, 'ram');
+    mkdirSync(ramDir, { recursive: true, mode: 0o700 });
+    await unmountRam(ramDir); // a crashed server's RAM files are gone with its machines
+    await runOk('mount', ['-t', 'tmpfs', '-o', `size=${o.budgetMb + 256}m,mode=0700`, 'shellbase-ram', ramDir]);
+    return new MachineHost(o.assets, accel, root, ramDir, o.runtime, guest);
+  }
+
+  /** A tenant's machine files: `disks/` (qcow2 chains), `snapshots/`, `templates/` (of its versions). */
+  tenantDir(tenantId: string): string {
+    const d = path.join(this.root, 'tenants', tenantId);
+    mkdirSync(d, { recursive: true, mode: 0o700 });
+    return d;
+  }
+
+  disksDir(tenantId: string): string {
+    const d = path.join(this.tenantDir(tenantId), 'disks');
+    mkdirSync(d, { recursive: true, mode: 0o700 });
+    return d;
+  }
+
+  /** One machine's sockets (short paths: Unix sockets allow 107 bytes), console log, hibernation files. */
+  runDir(machineId: string): string {
+    const d = path.join(this.root, 'run', machineId);
+    mkdirSync(d, { recursive: true, mode: 0o700 });
+    return d;
+  }
+
+  /** The cgroup of one QEMU process. */
+  cgroup(memoryMb: number, cpus: number): Cgroup {
+    return this.runtime.cgroup({ memoryMb: memoryMb + QEMU_OVERHEAD_MB, pids: 512, cpus });
+  }
+
+  /** Unmounts the RAM directory (every QEMU must have ended). */
+  async close(): Promise<void> {
+    await unmountRam(this.ramDir);
+  }
+}
+
+async function unmountRam(dir: string): Promise<void> {
+  const mounted = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === dir);
+  if (mounted) {
+    const r = await run('umount', [dir]);
+    if (r.code !== 0) await runOk('umount', ['-l', dir]);
+  }
+  for (const f of readdirSync(dir)) rmSync(path.join(dir, f), { force: true });
+}

@@ -1,0 +1,105 @@
+import type { MachineExecRequest, MachineExecResult } from '@shellbase/protocol';
+import type { ServerConfig } from '../config.js';
+import { ShellbaseError, invalid } from '../errors.js';
+import type { Caller } from '../engine/types.js';
+import { checkCwd, checkEnv } from '../engine/validate.js';
+import { pipeThrough, type PortTarget } from '../util/pipe.js';
+import type { MachineRun } from './run.js';
+
+type Running = (caller: Caller, id: string) => Promise<{ run: MachineRun; release: () => void }>;
+
+
+/** Reads larger than this go through a query of the machine's disk instead (commit, or a context read). */
+const MAX_FILE_BYTES = 64 << 20;
+
+/**
+ * Commands and files of live machines, through the guest agent. A call
+ * counts as use: it wakes a hibernated machine and holds off its hibernation.
+ */
+export class MachineIo {
+  constructor(private readonly running: Running, private readonly config: ServerConfig) {}
+
+  async exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void }): Promise<MachineExecResult> {
+    const argv = req.argv ?? (typeof req.command === 'string' && req.command.length > 0 ? ['bash', '-c', req.command] : undefined);
+    if (!argv || argv.length === 0 || !argv.every((a) => typeof a === 'string')) throw invalid('nothing to run', 'pass command (run by bash -c) or argv');
+    if (argv.some((a) => a.includes('\0'))) throw invalid('argv holds a NUL byte', 'remove NUL bytes from the command');
+    const max = this.config.maximums;
+    const timeoutMs = req.timeoutMs ?? this.config.defaults.timeoutMs;
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > max.timeoutMs) throw invalid(`timeoutMs = ${timeoutMs} is out of range`, `pass timeoutMs between 1 and ${max.timeoutMs}`);
+    const outputBytes = req.limits?.outputBytes ?? this.config.defaults.outputBytes;
+    if (!Number.isInteger(outputBytes) || outputBytes < 1 || outputBytes > max.outputBytes) throw invalid(`limits.outputBytes = ${outputBytes} is out of range`, `pass limits.outputBytes between 1 and ${max.outputBytes}`);
+    const env = checkEnv(req.env);
+    const cwd = req.cwd === undefined ? '/root' : checkCwd(req.cwd);
+    const { run, release } = await this.running(caller, id);
+    try {
+      return await run.agent!.exec({ argv, stdin: req.stdin, env, cwd, timeoutMs, outputBytes, signal: hooks.signal, onOutput: hooks.onOutput });
+    } catch (e) {
+      throw this.lost(run, e);
+    } finally {
+      release();
+    }
+  }
+
+  /** A file of the live machine (directories: their entries, one per line, `/` after subdirectories). */
+  async read(caller: Caller, id: string, file: string): Promise<{ kind: 'file'; data: Buffer } | { kind: 'dir'; entries: string[] }> {
+    const p = guestPath(file);
+    const { run, release } = await this.running(caller, id);
+    try {
+      const r = await run.agent!.run({
+        argv: ['sh', '-c', 'if [ -d "$1" ]; then echo D; cd "$1" && ls -1Ap; elif [ -e "$1" ]; then echo F; exec cat -- "$1"; else echo "no such file: $1" >&2; exit 2; fi', 'sh', p],
+        timeoutMs: 60_000, outputBytes: MAX_FILE_BYTES + 2,
+      });
+      if (r.exitCode === 2) throw new ShellbaseError('not_found', `no file ${p} in machine ${id}`, { details: { path: p } });
+      if (r.exitCode !== 0) throw new ShellbaseError('failed_precondition', `reading ${p} failed: ${r.stderr.toString().trim()}`, { details: { path: p } });
+      if (r.truncated) throw new ShellbaseError('payload_too_large', `${p} is larger than ${MAX_FILE_BYTES} bytes`, { hint: 'read it in parts with exec (dd, head, tail)' });
+      const kind = r.stdout.subarray(0, 2).toString();
+      if (kind === 'D\n') return { kind: 'dir', entries: r.stdout.subarray(2).toString().split('\n').filter(Boolean) };
+      return { kind: 'file', data: r.stdout.subarray(2) };
+    } catch (e) {
+      throw this.lost(run, e);
+    } finally {
+      release();
+    }
+  }
+
+  /** Writes a file of the live machine (parents made), as root, mode 0644 unless given. */
+  async write(caller: Caller, id: string, file: string, data: Buffer, mode = 0o644): Promise<void> {
+    const p = guestPath(file);
+    if (data.length > MAX_FILE_BYTES) throw new ShellbaseError('payload_too_large', `files written into machines are at most ${MAX_FILE_BYTES} bytes`);
+    const { run, release } = await this.running(caller, id);
+    try {
+      const r = await run.agent!.run({
+        argv: ['sh', '-c', 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"', 'sh', p, mode.toString(8)],
+        stdin: data, timeoutMs: 60_000, outputBytes: 64 * 1024,
+      });
+      if (r.exitCode !== 0) throw new ShellbaseError('failed_precondition', `writing ${p} failed: ${r.stderr.toString().trim()}`, { details: { path: p } });
+    } catch (e) {
+      throw this.lost(run, e);
+    } finally {
+      release();
+    }
+  }
+
+  portTarget(run: MachineRun, port: number): PortTarget {
+    const acquire = async () => {
+      const release = await run.acquire();
+      return { socketPath: run.portSocket(port), release };
+    };
+    return {
+      name: `machine ${run.row.id} port ${port}`,
+      acquire,
+      pipe: (client, preface) => pipeThrough(acquire, client, preface),
+    };
+  }
+
+  /** The agent's connection broke: the machine went away under the call. */
+  private lost(run: MachineRun, e: unknown): unknown {
+    if (e instanceof ShellbaseError) return e;
+    return new ShellbaseError('unavailable', `machine ${run.row.id}: ${(e as Error).message}`, { details: { machine: run.row.id, state: run.state }, hint: 'see its state; a stopped machine keeps its disk' });
+  }
+}
+
+function guestPath(p: string): string {
+  if (typeof p !== 'string' || !p.startsWith('/') || p.includes('\0') || p.length > 4096) throw invalid(`invalid path ${JSON.stringify(p)}`, 'pass an absolute path inside the machine');
+  return p;
+}

@@ -1,0 +1,394 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
+import { ShellbaseError, invalid, notFound } from '../errors.js';
+import type { Caller, EngineDeps } from '../engine/types.js';
+import { overQuota, quotasOf } from '../engine/quotas.js';
+import { checkName } from '../engine/validate.js';
+import type { MachineRow, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import { newId } from '../util/ids.js';
+import type { AccelChoice } from './accel.js';
+import { findAssets } from './assets.js';
+import { overlay } from './disk.js';
+import { MachineHost } from './host.js';
+import type { PortTarget } from '../util/pipe.js';
+import { MachineIo } from './io.js';
+import { MACHINE_TYPE, qemuBuild } from './qemu.js';
+import { MachineRun } from './run.js';
+import { Templates } from './templates.js';
+
+export interface MachineLookups {
+  /** The version a machine starts from (pinned by the caller's hold). */
+  base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
+  imageVersion(image: string): Promise<VersionRow>;
+}
+
+/** A token is a DNS label: 26 characters of base32 (130 bits), like services'. */
+function newToken(): string {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
+  return [...randomBytes(26)].map((b) => alphabet[b & 31]).join('');
+}
+
+function bounded(field: string, v: number, min: number, max: number): number {
+  if (!Number.isInteger(v) || v < min || v > max) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max}`);
+  return v;
+}
+
+/**
+ * Machines: rows in the metadata store, one MachineRun per machine while the
+ * server lives. Every machine is restored from a template or a snapshot, so
+ * none boots in a caller's path; `io` runs commands and file calls in them.
+ */
+export class Machines {
+  private host_: MachineHost | null = null;
+  private opening: Promise<MachineHost> | null = null;
+  private templates: Templates | null = null;
+  private readonly runs = new Map<string, MachineRun>();
+  readonly io: MachineIo;
+
+  constructor(private readonly deps: EngineDeps, private readonly lookups: MachineLookups) {
+    this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
+  }
+
+  /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
+  async open(): Promise<void> {
+    if (findAssets(this.deps.config.cache)) await this.host();
+    for (const row of await this.deps.metadata.listMachines()) {
+      if (row.state === 'hibernated' && existsSync(path.join(this.deps.config.home, 'machines', 'run', row.id, 'state.bin'))) continue;
+      if (row.state !== 'stopped') {
+        await this.deps.metadata.updateMachine({ ...row, state: 'stopped' });
+        this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
+      }
+    }
+  }
+
+  /** The accelerator machines use (healthz), null while the machine assets are not built. */
+  accel(): AccelChoice | null { return this.host_?.accel ?? null; }
+
+  private host(): Promise<MachineHost> {
+    if (this.host_) return Promise.resolve(this.host_);
+    const { config, runtime, log, layers } = this.deps;
+    const assets = findAssets(config.cache);
+    if (!assets) {
+      return Promise.reject(new ShellbaseError('failed_precondition', 'machine assets (kernel, initramfs) are not built on this host', {
+        hint: 'run `npm run setup` (or `shellbase machine assets`) first',
+      }));
+    }
+    this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime })
+      .then((h) => { this.host_ = h; this.templates = new Templates(h, layers, log); return h; })
+      .finally(() => { this.opening = null; });
+    return this.opening;
+  }
+
+  async create(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
+    const m = this.deps.config.machines;
+    const memoryMb = bounded('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
+    const cpus = bounded('cpus', req.cpus ?? 1, 1, m.maxCpus);
+    const idleTimeoutMs = bounded('idleTimeoutMs', req.idleTimeoutMs ?? m.defaultIdleTimeoutMs, 100, 7 * 86_400_000);
+    let version: VersionRow;
+    let image = req.image ?? 'debian';
+    if (req.context !== undefined) {
+      version = await this.lookups.base(caller, checkName(req.context), req.version);
+    } else {
+      if (req.version !== undefined) throw invalid('version needs a context', 'pass context with version');
+      version = await this.lookups.imageVersion(image);
+    }
+    if (req.context !== undefined) image = (await this.deps.metadata.getContext(caller.tenantId, req.context))?.image ?? image;
+    const host = await this.host();
+    await this.admit(caller, memoryMb, 1);
+    const root = req.context === undefined ? path.join(this.deps.config.cache, 'machines', 'templates') : path.join(host.tenantDir(caller.tenantId), 'templates');
+    const tpl = await this.templates!.get({ root, layers: version.layers, memoryMb, cpus }).catch((e: Error) => {
+      throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' });
+    });
+    const id = newId('m');
+    const disk = path.join(host.disksDir(caller.tenantId), `${id}-${newId('d')}.qcow2`);
+    await overlay(tpl.disk, disk);
+    const row: MachineRow = {
+      id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
+      spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [] },
+    };
+    return this.toMachine(await this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }));
+  }
+
+  /** Inserts the row and restores the machine; on failure nothing of it is left. */
+  private async start(row: MachineRow, src: { ram: string; state: string; readable: string[] }): Promise<MachineRun> {
+    await this.deps.metadata.createMachine(row);
+    const run = this.runOf(row);
+    try {
+      await run.serial(() => run.restore(src));
+    } catch (e) {
+      await this.discard(run);
+      if (e instanceof ShellbaseError) throw e;
+      throw new ShellbaseError('unavailable', `machine ${row.id} did not start: ${(e as Error).message}`, { hint: 'try again; if it persists, the server log has the reason' });
+    }
+    return run;
+  }
+
+  private async discard(run: MachineRun): Promise<void> {
+    await run.destroy();
+    this.runs.delete(run.row.id);
+    await this.deps.metadata.deleteMachine(run.row.tenantId, run.row.id);
+    this.collectDisks(run.row.tenantId);
+  }
+
+  /** Refuses a start that would pass the tenant's quota, the host's cap or its memory budget. */
+  private async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<void> {
+    const live = [...this.runs.values()].filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
+    const { runningMachines } = quotasOf(this.deps.config, caller);
+    const mine = live.filter((r) => r.row.tenantId === caller.tenantId).length;
+    if (mine + count > runningMachines) throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves)');
+    this.hostRoom(memoryMb, count);
+  }
+
+  /** Refuses a start that would pass the host's cap on machines or its memory budget. */
+  private hostRoom(memoryMb: number, count: number): void {
+    const m = this.deps.config.machines;
+    const live = [...this.runs.values()].filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
+    if (live.length + count > m.maxRunning) {
+      throw new ShellbaseError('limit_exceeded', `this host runs at most ${m.maxRunning} machines at once`, { details: { limit: m.maxRunning }, hint: 'try again when machines hibernate, or stop some' });
+    }
+    const used = live.reduce((s, r) => s + r.row.spec.memoryMb, 0);
+    if (used + memoryMb * count > m.memoryBudgetMb) {
+      throw new ShellbaseError('limit_exceeded', `the host's machine memory budget (${m.memoryBudgetMb} MiB) has ${m.memoryBudgetMb - used} MiB left; ${memoryMb * count} MiB asked`, {
+        details: { budgetMb: m.memoryBudgetMb, usedMb: used }, hint: 'ask for less memory or fewer copies, or stop machines first',
+      });
+    }
+  }
+
+  private runOf(row: MachineRow): MachineRun {
+    let run = this.runs.get(row.id);
+    if (!run) {
+      run = new MachineRun(row, {
+        host: this.host_!,
+        save: (r) => this.deps.metadata.updateMachine(r),
+        meter: (r, wallMs, cpuMs) => this.deps.metadata.recordUsage({
+          tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
+          cpuMs, wallMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null,
+        }),
+        admit: (r) => this.hostRoom(r.spec.memoryMb, 1),
+      });
+      this.runs.set(row.id, run);
+    }
+    return run;
+  }
+
+  private async row(caller: Caller, id: string): Promise<MachineRow> {
+    if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound('machine', String(id));
+    const row = this.runs.get(id)?.row ?? (await this.deps.metadata.getMachine(caller.tenantId, id));
+    if (!row || row.tenantId !== caller.tenantId) throw notFound('machine', id);
+    return row;
+  }
+
+  private async runFor(caller: Caller, id: string): Promise<MachineRun> {
+    const row = await this.row(caller, id);
+    if (row.state !== 'stopped') await this.host();
+    return this.runOf(row);
+  }
+
+  /** A machine that runs (woken from hibernation if need be), counted as used until `release`. */
+  private async running(caller: Caller, id: string): Promise<{ run: MachineRun; release: () => void }> {
+    const run = await this.runFor(caller, id);
+    const release = await run.acquire();
+    return { run, release };
+  }
+
+  async get(caller: Caller, id: string): Promise<Machine> { return this.toMachine(await this.runFor(caller, id)); }
+
+  async list(caller: Caller): Promise<Machine[]> {
+    return (await this.deps.metadata.listMachines(caller.tenantId)).map((r) => this.toMachine(this.runs.get(r.id) ?? r));
+  }
+
+  async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
+  async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
+  async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
+
+  private async step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
+    const run = await this.runFor(caller, id);
+    await run.serial(() => f(run));
+    return this.toMachine(run);
+  }
+
+  async remove(caller: Caller, id: string): Promise<void> {
+    const run = await this.runFor(caller, id);
+    await run.serial(() => this.discard(run));
+  }
+
+  /** RAM, devices and disk of a running machine at one instant, kept until deleted. */
+  async snapshot(caller: Caller, id: string): Promise<MachineSnapshot> {
+    const run = await this.runFor(caller, id);
+    if (run.state === 'hibernated') await run.acquire().then((release) => release());
+    const snap = await this.freeze(caller, run, false);
+    return this.toSnapshot(snap);
+  }
+
+  private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
+    const host = await this.host();
+    const sid = newId('s');
+    const dir = path.join(host.tenantDir(caller.tenantId), 'snapshots', sid);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const ram = temporary ? path.join(host.ramDir, `${sid}.ram`) : path.join(dir, 'ram');
+    const state = path.join(dir, 'state.bin');
+    let disk: string[];
+    try {
+      disk = await run.serial(() => run.freeze({ ram, state }));
+    } catch (e) {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(ram, { force: true });
+      throw e;
+    }
+    const spec = run.row.spec;
+    const row: SnapshotRow = {
+      id: sid, tenantId: caller.tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
+      spec: { format: 1, image: spec.image, ...(spec.context ? { context: spec.context, version: spec.version } : {}), memoryMb: spec.memoryMb, cpus: spec.cpus,
+        idleTimeoutMs: spec.idleTimeoutMs, disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
+    };
+    if (!temporary) await this.deps.metadata.createSnapshot(row);
+    return row;
+  }
+
+  /** N machines from a snapshot, each with its own disk overlay, RAM copy and port URLs. */
+  async restore(caller: Caller, snapshotId: string, count = 1): Promise<Machine[]> {
+    if (typeof snapshotId !== 'string' || !/^s_[a-z0-9]{1,64}$/.test(snapshotId)) throw notFound('snapshot', String(snapshotId));
+    const snap = await this.deps.metadata.getSnapshot(caller.tenantId, snapshotId);
+    if (!snap) throw notFound('snapshot', snapshotId);
+    return (await this.spawnFrom(caller, snap, count)).map((r) => this.toMachine(r));
+  }
+
+  /** N copies of a running machine with its memory, processes and disk at one instant; it keeps running. */
+  async fork(caller: Caller, id: string, count = 1): Promise<Machine[]> {
+    const run = await this.runFor(caller, id);
+    this.checkCount(count);
+    await this.admit(caller, run.row.spec.memoryMb, count);
+    if (run.state === 'hibernated') await run.acquire().then((release) => release());
+    const snap = await this.freeze(caller, run, true);
+    try {
+      return (await this.spawnFrom(caller, snap, count)).map((r) => this.toMachine(r));
+    } finally {
+      rmSync(snap.spec.ram, { force: true });
+      rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
+    }
+  }
+
+  private checkCount(count: number): void {
+    bounded('count', count, 1, this.deps.config.machines.maxFork);
+  }
+
+  private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number): Promise<MachineRun[]> {
+    this.checkCount(count);
+    const host = await this.host();
+    const s = snap.spec;
+    const here = { qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel };
+    for (const k of ['qemu', 'machineType', 'accel'] as const) {
+      if (s[k] !== here[k]) {
+        throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} was taken with ${k} ${JSON.stringify(s[k])}; this host has ${JSON.stringify(here[k])}`, {
+          details: { snapshot: snap.id, [k]: s[k] }, hint: 'restore it on a host with the same QEMU build and accelerator, or start from a context instead',
+        });
+      }
+    }
+    for (const f of [s.ram, s.state, ...s.disk]) {
+      if (!existsSync(f)) throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} is incomplete (${path.basename(f)} is missing)`, { hint: 'delete it and take a new one' });
+    }
+    await this.admit(caller, s.memoryMb, count);
+    const out: MachineRun[] = [];
+    try {
+      for (let i = 0; i < count; i++) {
+        const id = newId('m');
+        const disk = path.join(host.disksDir(caller.tenantId), `${id}-${newId('d')}.qcow2`);
+        await overlay(s.disk[0], disk);
+        const row: MachineRow = {
+          id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
+          spec: { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
+            idleTimeoutMs: s.idleTimeoutMs, snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken() })) },
+        };
+        out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)] }));
+      }
+    } catch (e) {
+      for (const r of out) await this.discard(r);
+      throw e;
+    }
+    return out;
+  }
+
+  async deleteSnapshot(caller: Caller, id: string): Promise<void> {
+    const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.getSnapshot(caller.tenantId, id) : null;
+    if (!snap) throw notFound('snapshot', String(id));
+    await this.deps.metadata.deleteSnapshot(caller.tenantId, id);
+    rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
+    this.collectDisks(caller.tenantId);
+  }
+
+  async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
+    return (await this.deps.metadata.listSnapshots(caller.tenantId)).map((s) => this.toSnapshot(s));
+  }
+
+  /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
+  async expose(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
+    bounded('port', port, 1, 65535);
+    if (port === this.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
+    const run = await this.runFor(caller, id);
+    return run.serial(async () => {
+      const spec = run.row.spec;
+      let entry = spec.ports.find((p) => p.port === port);
+      if (!entry) {
+        entry = { port, token: newToken() };
+        if (run.vm) { await run.vm.forward(port); await run.vm.bridge(run.portSocket(port), port); }
+        run.row = { ...run.row, spec: { ...spec, ports: [...spec.ports, entry] } };
+        await this.deps.metadata.updateMachine(run.row);
+      }
+      return this.urls(entry.token);
+    });
+  }
+
+  /** The gateway's view of an exposed port; null for tokens no machine has. */
+  async byPortToken(token: string): Promise<PortTarget | null> {
+    const found = await this.deps.metadata.machineByPortToken(token);
+    if (!found) return null;
+    const run = this.runOf(this.runs.get(found.machine.id)?.row ?? found.machine);
+    return this.io.portTarget(run, found.port);
+  }
+
+  private urls(token: string): { url: string; pathUrl: string } {
+    const port = this.deps.config.gatewayPort;
+    return { url: `http://${token}.localhost:${port}/`, pathUrl: `http://127.0.0.1:${port}/s/${token}/` };
+  }
+
+  /** Deletes disk files of the tenant's that no machine or snapshot chain names any more. */
+  private collectDisks(tenantId: string): void {
+    void (async () => {
+      const keep = new Set<string>();
+      for (const m of await this.deps.metadata.listMachines(tenantId)) for (const d of m.spec.disk) keep.add(d);
+      for (const s of await this.deps.metadata.listSnapshots(tenantId)) for (const d of s.spec.disk) keep.add(d);
+      const dir = path.join(this.deps.config.home, 'machines', 'tenants', tenantId, 'disks');
+      if (!existsSync(dir)) return;
+      for (const f of readdirSync(dir)) if (!keep.has(path.join(dir, f))) rmSync(path.join(dir, f), { force: true });
+    })().catch((err) => this.deps.log.error({ err }, 'collecting machine disks failed'));
+  }
+
+  /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
+  async close(): Promise<void> {
+    await Promise.all([...this.runs.values()].map((r) => r.serial(async () => {
+      if (r.state === 'paused') await r.resume();
+      if (r.state === 'running') await r.hibernate();
+    }).catch(async (err) => { this.deps.log.error({ err, machine: r.row.id }, 'hibernating at shutdown failed'); await r.destroy(); })));
+    await this.host_?.close();
+  }
+
+  private toMachine(r: MachineRun | MachineRow): Machine {
+    const row = r instanceof MachineRun ? r.row : r;
+    const s = row.spec;
+    return {
+      id: row.id, state: row.state, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
+      idleTimeoutMs: s.idleTimeoutMs, ...(s.snapshot ? { snapshot: s.snapshot } : {}), ports: s.ports.map((p) => ({ port: p.port, ...this.urls(p.token) })), createdAt: row.createdAt,
+    };
+  }
+
+  private toSnapshot(s: SnapshotRow): MachineSnapshot {
+    return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, createdAt: s.createdAt };
+  }
+
+  /** Runs a command in a machine (woken if hibernated). */
+  exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void } = {}): Promise<MachineExecResult> {
+    return this.io.exec(caller, id, req, hooks);
+  }
+}

@@ -1,0 +1,229 @@
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { innerPid, type Cgroup } from '../runtime/index.js';
+import { SBX } from '../util/native.js';
+import { runOk } from '../util/proc.js';
+import { spawner, type Spawned } from '../util/spawner.js';
+import type { MachineAssets } from './assets.js';
+import { Qmp, QmpError } from './qmp.js';
+
+/** The guest agent's port (the guest side of `hostfwd`, and inside QEMU's network namespace). */
+export const AGENT_PORT = 7000;
+export type Accel = 'kvm' | 'tcg';
+
+/** `-M microvm`: no PCI, no firmware tables to speak of, virtio over MMIO. Part of every snapshot's identity. */
+export const MACHINE_TYPE = 'microvm';
+
+let build: string | null = null;
+/** This host's QEMU build (`qemu-system-x86_64 --version`): a snapshot restores only on the same one. */
+export async function qemuBuild(): Promise<string> {
+  build ??= (await runOk('qemu-system-x86_64', ['--version'])).toString().split('\n')[0].trim();
+  return build;
+}
+
+/** The host's TSC in kHz: told to the guest so its clock needs no calibration against a (slow, emulated) PIT. */
+function tscKhz(): number | null {
+  const m = /cpu MHz\s*:\s*([\d.]+)/.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+  return m ? Math.round(Number(m[1]) * 1000) : null;
+}
+
+export interface LaunchSpec {
+  assets: MachineAssets;
+  accel: Accel;
+  memoryMb: number;
+  cpus: number;
+  /** The machine's RAM: a file in the RAM directory (tmpfs), mapped shared so it can be copied for forks. */
+  ram: string;
+  /** The writable top of the disk's qcow2 chain. */
+  disk: string;
+  /** Where QMP's socket, the console log and the bridges' sockets go. */
+  runDir: string;
+  /** Visible read-write inside QEMU's confinement (the tenant's machine files, the RAM file). */
+  writable: string[];
+  /** Visible read-only (assets, templates that back the disk, the state file to restore). */
+  readable: string[];
+  /** Guest ports forwarded from 127.0.0.1 inside QEMU's network namespace. */
+  ports: number[];
+  /** Restore device state from this file (written by `saveState`) instead of booting. */
+  incoming?: string;
+  cgroup?: Cgroup;
+  /** Kernel command line additions (the accelerator probe). */
+  append?: string;
+}
+
+export function qemuArgs(spec: LaunchSpec): string[] {
+  const khz = tscKhz();
+  const append = ['console=ttyS0', 'panic=-1', 'quiet', ...(khz ? [`tsc_early_khz=${khz}`, 'tsc=reliable'] : []), spec.append ?? ''].filter(Boolean).join(' ');
+  const fwd = [AGENT_PORT, ...spec.ports].map((p) => `hostfwd=tcp:127.0.0.1:${p}-:${p}`).join(',');
+  return [
+    '-M', `${MACHINE_TYPE},memory-backend=mem`,
+    '-object', `memory-backend-file,id=mem,size=${spec.memoryMb}M,mem-path=${spec.ram},share=on`,
+    '-accel', spec.accel === 'kvm' ? 'kvm' : 'tcg,tb-size=128',
+    '-cpu', spec.accel === 'kvm' ? 'host' : 'max',
+    '-m', `${spec.memoryMb}M`, '-smp', String(spec.cpus),
+    '-nodefaults', '-no-user-config', '-nographic', '-no-reboot',
+    '-chardev', `file,id=con,path=${path.join(spec.runDir, 'console.log')},append=on`, '-serial', 'chardev:con',
+    '-kernel', spec.assets.vmlinux, '-initrd', spec.assets.initrd, '-append', append,
+    '-blockdev', `driver=qcow2,node-name=disk,file.driver=file,file.filename=${spec.disk}`,
+    '-device', 'virtio-blk-device,drive=disk',
+    // restrict=on: the guest reaches nothing (no host, no internet); only the forwards reach it.
+    '-netdev', `user,id=net,restrict=on,${fwd}`, '-device', 'virtio-net-device,netdev=net',
+    '-device', 'virtio-rng-device',
+    '-qmp', `unix:${path.join(spec.runDir, 'qmp.sock')},server=on,wait=off`,
+    ...(spec.incoming ? ['-incoming', 'defer'] : []),
+  ];
+}
+
+/**
+ * Like Firecracker's jailer: QEMU runs in its own pid, network, ipc and uts
+ * namespaces with no capabilities, sees /usr and only the files of its own
+ * machine, and sits in a cgroup that caps its memory, threads and CPU.
+ */
+function confined(spec: LaunchSpec, argv: string[]): string[] {
+  const outer = ['run', ...(spec.cgroup?.joinFiles.flatMap((f) => ['--cgroup', f]) ?? []), '--nofile', '1024', '--'];
+  const bw = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
+    '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64',
+    '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/sbin', '/sbin', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  if (spec.accel === 'kvm') bw.push('--dev-bind', '/dev/kvm', '/dev/kvm');
+  for (const r of new Set([spec.assets.dir, ...spec.readable])) bw.push('--ro-bind', r, r);
+  for (const w of new Set(spec.writable)) bw.push('--bind', w, w);
+  return [SBX, ...outer, ...bw, '--', ...argv];
+}
+
+/** One running QEMU process and its QMP connection. */
+export class QemuVm {
+  private readonly bridges: Spawned[] = [];
+  private console = '';
+
+  private constructor(readonly spec: LaunchSpec, private readonly proc: Spawned, readonly qmp: Qmp, readonly netnsPid: number, readonly exited: Promise<string>) {
+    // However it ends (asked to, killed, or the guest powered off): bridges down, cgroup released.
+    void exited.then(() => this.cleanup());
+  }
+
+  private cleaned: Promise<void> | null = null;
+  private cleanup(): Promise<void> {
+    this.cleaned ??= (async () => {
+      this.qmp.close();
+      for (const b of this.bridges.splice(0)) b.kill();
+      await this.spec.cgroup?.release().catch(() => undefined);
+    })();
+    return this.cleaned;
+  }
+
+  static async launch(spec: LaunchSpec): Promise<QemuVm> {
+    rmSync(path.join(spec.runDir, 'qmp.sock'), { force: true });
+    let stderr = '';
+    const proc = spawner.start(confined(spec, ['qemu-system-x86_64', ...qemuArgs(spec)]), undefined, {
+      onStdout: () => undefined, onStderr: (c) => { stderr = (stderr + c.toString()).slice(-4000); },
+    });
+    const exited = proc.exited.then((e) => stderr.trim() || `QEMU exited (${e.signal ?? `code ${e.code}`})`, (e: Error) => e.message);
+    try {
+      const qmp = await Promise.race([
+        Qmp.connect(path.join(spec.runDir, 'qmp.sock'), 30_000),
+        exited.then((why) => { throw new Error(why); }),
+      ]);
+      const ns = await innerPid(proc.pid);
+      const vm = new QemuVm(spec, proc, qmp, ns, exited);
+      await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+      return vm;
+    } catch (e) {
+      proc.kill();
+      await proc.exited.catch(() => undefined);
+      await spec.cgroup?.release().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Set once the server ended QEMU itself (quit or kill), so its exit is no surprise. */
+  exitedOnPurpose = false;
+
+  cpuMs(): number { return this.spec.cgroup?.stats().cpuMs ?? 0; }
+
+  stop(): Promise<unknown> { return this.qmp.execute('stop'); }
+  cont(): Promise<unknown> { return this.qmp.execute('cont'); }
+
+  /** Writes device state (RAM stays in the shared file: x-ignore-shared) while the VM is stopped. */
+  async saveState(file: string): Promise<void> {
+    await this.qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
+    await this.migration();
+  }
+
+  /** Restores device state from `file` (the VM was launched with `incoming`); the VM stays paused. */
+  async loadState(file: string): Promise<void> {
+    await this.qmp.execute('migrate-incoming', { uri: `exec:cat ${shellQuote(file)}` });
+    await this.migration();
+  }
+
+  private async migration(): Promise<void> {
+    for (let i = 0; ; i++) {
+      const r = await this.qmp.execute<{ status?: string; 'error-desc'?: string }>('query-migrate');
+      if (r.status === 'completed') return;
+      if (r.status === 'failed' || r.status === 'cancelled') throw new QmpError(`migration ${r.status}: ${r['error-desc'] ?? 'no reason given'}`);
+      await new Promise((res) => setTimeout(res, i < 20 ? 2 : 10));
+    }
+  }
+
+  private node = 'disk';
+
+  /**
+   * Freezes the disk at this instant: `overlay` (a new qcow2 file backed by
+   * the current top, made by the caller) takes the writes from now on, and
+   * the current top becomes read-only. Call while stopped.
+   */
+  async snapshotDisk(overlay: string): Promise<void> {
+    const node = `disk${Date.now().toString(36)}`;
+    await this.qmp.execute('blockdev-add', { driver: 'qcow2', 'node-name': node, file: { driver: 'file', filename: overlay }, backing: null });
+    await this.qmp.execute('blockdev-snapshot', { node: this.node, overlay: node });
+    this.node = node;
+  }
+
+  /** Forwards guest `port` from 127.0.0.1 in QEMU's network namespace (a running VM; restores get it on the command line). */
+  async forward(port: number): Promise<void> {
+    const out = await this.qmp.human(`hostfwd_add net tcp:127.0.0.1:${port}-:${port}`);
+    if (out.trim()) throw new QmpError(out.trim());
+  }
+
+  /** A Unix socket on the host that reaches `port` on 127.0.0.1 inside QEMU's network namespace. */
+  async bridge(socketPath: string, port: number): Promise<void> {
+    rmSync(socketPath, { force: true });
+    const b = spawner.start(['nsenter', `--net=/proc/${this.netnsPid}/ns/net`, 'socat',
+      `UNIX-LISTEN:${socketPath},fork,unlink-early,mode=600,backlog=256`, `TCP4:127.0.0.1:${port}`], undefined, {
+      onStdout: () => undefined, onStderr: () => undefined,
+    });
+    this.bridges.push(b);
+    for (let i = 0; !existsSync(socketPath); i++) {
+      if (i > 400) throw new Error(`the bridge to port ${port} did not start`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  /** Ends QEMU now (the disk file is consistent with what the guest flushed). */
+  async quit(): Promise<void> {
+    this.exitedOnPurpose = true;
+    await this.qmp.execute('quit').catch(() => undefined);
+    await this.end();
+  }
+
+  async kill(): Promise<void> {
+    this.exitedOnPurpose = true;
+    this.proc.kill();
+    await this.end();
+  }
+
+  private async end(): Promise<void> {
+    const timer = setTimeout(() => this.proc.kill(), 10_000);
+    await this.exited;
+    clearTimeout(timer);
+    await this.cleanup();
+  }
+
+  /** The last lines the guest printed on its console (for errors). */
+  consoleTail(): string {
+    try { this.console = readFileSync(path.join(this.spec.runDir, 'console.log'), 'utf8').slice(-2000); } catch { /* none yet */ }
+    return this.console;
+  }
+}
+
+function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}

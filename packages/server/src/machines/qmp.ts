@@ -1,0 +1,104 @@
+import { connect, type Socket } from 'node:net';
+
+/** A QMP error reply, or the connection failing. */
+export class QmpError extends Error {
+  constructor(message: string, readonly qmpClass?: string) { super(message); }
+}
+
+interface Waiting { resolve(v: unknown): void; reject(e: Error): void }
+
+/**
+ * A client of QEMU's machine protocol (JSON lines over a Unix socket): one
+ * command at a time in flight is not required; replies are matched by id.
+ * Events are passed to `onEvent`.
+ */
+export class Qmp {
+  private readonly waiting = new Map<number, Waiting>();
+  private nextId = 1;
+  private buffered = '';
+  private closed: Error | null = null;
+
+  private constructor(private readonly socket: Socket, private readonly onEvent: (name: string, data: unknown) => void) {
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => this.onData(chunk));
+    socket.on('error', (e) => this.fail(e));
+    socket.on('close', () => this.fail(new QmpError('QEMU closed its QMP socket')));
+  }
+
+  /** Connects (retrying while QEMU creates the socket), reads the greeting, negotiates capabilities. */
+  static async connect(socketPath: string, timeoutMs: number, onEvent: (name: string, data: unknown) => void = () => undefined): Promise<Qmp> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const socket = await new Promise<Socket>((resolve, reject) => {
+          const s = connect(socketPath);
+          s.once('connect', () => { s.removeAllListeners('error'); resolve(s); });
+          s.once('error', reject);
+        });
+        const greeted = new Promise<void>((resolve, reject) => {
+          let text = '';
+          const onData = (c: Buffer) => {
+            text += c.toString();
+            if (text.includes('\n')) { socket.off('data', onData); socket.unshift(Buffer.from(text.slice(text.indexOf('\n') + 1))); resolve(); }
+          };
+          socket.on('data', onData);
+          socket.on('error', reject);
+          socket.once('close', () => reject(new QmpError('QEMU closed QMP before its greeting')));
+        });
+        await greeted.catch((e) => { socket.destroy(); throw e; });
+        socket.removeAllListeners('error');
+        socket.removeAllListeners('close');
+        const qmp = new Qmp(socket, onEvent);
+        await qmp.execute('qmp_capabilities');
+        return qmp;
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if ((code !== 'ENOENT' && code !== 'ECONNREFUSED') || Date.now() > deadline) throw e;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+  }
+
+  execute<T = unknown>(command: string, args?: Record<string, unknown>): Promise<T> {
+    if (this.closed) return Promise.reject(this.closed);
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.socket.write(`${JSON.stringify({ execute: command, ...(args ? { arguments: args } : {}), id })}\n`);
+    });
+  }
+
+  /** A monitor command QMP lacks (e.g. `hostfwd_add`); its output is the command's error text, if any. */
+  async human(commandLine: string): Promise<string> {
+    return this.execute<string>('human-monitor-command', { 'command-line': commandLine });
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+
+  private onData(chunk: string): void {
+    this.buffered += chunk;
+    let nl: number;
+    while ((nl = this.buffered.indexOf('\n')) >= 0) {
+      const line = this.buffered.slice(0, nl).trim();
+      this.buffered = this.buffered.slice(nl + 1);
+      if (!line) continue;
+      let msg: { id?: number; return?: unknown; error?: { class: string; desc: string }; event?: string; data?: unknown };
+      try { msg = JSON.parse(line); } catch { continue; }
+      if (msg.event) { this.onEvent(msg.event, msg.data); continue; }
+      const w = typeof msg.id === 'number' ? this.waiting.get(msg.id) : undefined;
+      if (!w) continue;
+      this.waiting.delete(msg.id!);
+      if (msg.error) w.reject(new QmpError(msg.error.desc, msg.error.class));
+      else w.resolve(msg.return);
+    }
+  }
+
+  private fail(e: Error): void {
+    if (this.closed) return;
+    this.closed = e instanceof QmpError ? e : new QmpError(e.message);
+    for (const w of this.waiting.values()) w.reject(this.closed);
+    this.waiting.clear();
+  }
+}

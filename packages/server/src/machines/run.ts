@@ -1,0 +1,263 @@
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import type { MachineState } from '@shellbase/protocol';
+import { ShellbaseError } from '../errors.js';
+import type { MachineRow } from '../store/metadata/types.js';
+import { newId } from '../util/ids.js';
+import { Agent } from './agent.js';
+import { copySparse, overlay } from './disk.js';
+import type { MachineHost } from './host.js';
+import { QemuVm } from './qemu.js';
+
+/** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
+export interface RestoreSource {
+  ram: string;
+  state: string;
+  /** Directories QEMU must read (the frozen disk chain's files, the state file). */
+  readable: string[];
+}
+
+export interface RunHooks {
+  host: MachineHost;
+  /** Persists the row (state and spec). */
+  save(row: MachineRow): Promise<void>;
+  /** A segment of running time ended: meter it. */
+  meter(row: MachineRow, wallMs: number, cpuMs: number): Promise<void>;
+  /** Whether another machine may run now (throws 429 otherwise). */
+  admit(row: MachineRow): void;
+}
+
+/**
+ * One machine's process and lifecycle: starting → running ⇄ paused,
+ * running → hibernated → (next use) running, and stopped. Lifecycle steps
+ * run one at a time (`serial`); execs and port traffic count as users, and a
+ * machine with no user for `idleTimeoutMs` hibernates.
+ */
+export class MachineRun {
+  vm: QemuVm | null = null;
+  agent: Agent | null = null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private users = 0;
+  private lastUse = Date.now();
+  private idleTimer: NodeJS.Timeout | null = null;
+  private since = 0;
+  private cpuAtStart = 0;
+
+  constructor(public row: MachineRow, private readonly hooks: RunHooks) {}
+
+  get state(): MachineState { return this.row.state; }
+  /** Its sockets, console log and (hibernated) RAM and device state. */
+  get dir(): string { return this.hooks.host.runDir(this.row.id); }
+  get ramFile(): string { return path.join(this.hooks.host.ramDir, `${this.row.id}.ram`); }
+  portSocket(port: number): string { return path.join(this.dir, `port-${port}.sock`); }
+
+  /** Runs lifecycle steps one after another. */
+  serial<T>(step: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(step, step);
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Restores the machine from `src` onto a disk whose writable top is `row.spec.disk[0]`. */
+  async restore(src: RestoreSource): Promise<void> {
+    const { host } = this.hooks;
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    await copySparse(src.ram, this.ramFile);
+    const spec = this.row.spec;
+    const disks = host.disksDir(this.row.tenantId);
+    // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
+    const chain = spec.disk.map((d) => path.dirname(d)).filter((d) => d !== disks);
+    try {
+      this.vm = await QemuVm.launch({
+        assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
+        runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable],
+        ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus),
+      });
+      await this.vm.loadState(src.state);
+      await this.vm.cont();
+      void this.vm.exited.then(() => this.onExit());
+      await this.vm.bridge(path.join(this.dir, 'agent.sock'), host.agentPort);
+      for (const p of spec.ports) await this.vm.bridge(this.portSocket(p.port), p.port);
+      this.agent = new Agent(path.join(this.dir, 'agent.sock'));
+      await this.agent.settle();
+    } catch (e) {
+      await this.vm?.kill();
+      this.vm = null;
+      this.agent?.close();
+      this.agent = null;
+      rmSync(this.ramFile, { force: true });
+      throw e;
+    }
+    this.since = Date.now();
+    this.cpuAtStart = this.vm.cpuMs();
+    await this.setState('running');
+    this.lastUse = Date.now();
+    this.idleTimer = setInterval(() => this.checkIdle(), Math.min(1000, Math.max(50, spec.idleTimeoutMs / 4)));
+    this.idleTimer.unref();
+  }
+
+  /** Counts a user (exec, file call, port traffic) while the machine runs; wakes it from hibernation. */
+  async acquire(): Promise<() => void> {
+    this.users++;
+    let released = false;
+    const release = () => { if (!released) { released = true; this.users--; this.lastUse = Date.now(); } };
+    try {
+      if (this.row.state === 'hibernated') await this.serial(() => this.wake());
+      if (this.row.state !== 'running') throw this.notRunning();
+    } catch (e) {
+      release();
+      throw e;
+    }
+    this.lastUse = Date.now();
+    return release;
+  }
+
+  notRunning(): ShellbaseError {
+    const hint = this.row.state === 'paused' ? 'resume it first (POST .../resume)' : 'create a new machine, or fork or restore one from a snapshot';
+    return new ShellbaseError('failed_precondition', `machine ${this.row.id} is ${this.row.state}`, { details: { machine: this.row.id, state: this.row.state }, hint });
+  }
+
+  private checkIdle(): void {
+    if (this.row.state === 'running' && this.users === 0 && Date.now() - this.lastUse >= this.row.spec.idleTimeoutMs) {
+      void this.serial(() => (this.row.state === 'running' && this.users === 0 ? this.hibernate() : Promise.resolve())).catch(() => undefined);
+    }
+  }
+
+  async pause(): Promise<void> {
+    if (this.row.state === 'paused') return;
+    if (this.row.state !== 'running') throw this.notRunning();
+    await this.vm!.stop();
+    await this.endSegment();
+    await this.setState('paused');
+  }
+
+  async resume(): Promise<void> {
+    if (this.row.state === 'hibernated') return this.wake();
+    if (this.row.state === 'running') return;
+    if (this.row.state !== 'paused') throw this.notRunning();
+    await this.vm!.cont();
+    this.since = Date.now();
+    this.cpuAtStart = this.vm!.cpuMs();
+    this.lastUse = Date.now();
+    await this.setState('running');
+  }
+
+  /**
+   * Freezes RAM, devices and disk at one instant into `into` (its RAM file
+   * and state file), then lets the machine go on. The disk's current top
+   * becomes read-only (the snapshot's chain); a new overlay takes the writes.
+   * Returns the frozen chain. Milliseconds of pause: that is the fork's cost.
+   */
+  async freeze(into: { ram: string; state: string }): Promise<string[]> {
+    if (this.row.state !== 'running' && this.row.state !== 'paused') throw this.notRunning();
+    const vm = this.vm!;
+    const frozen = [...this.row.spec.disk];
+    const next = path.join(path.dirname(frozen[0]), `${this.row.id}-${newId('d')}.qcow2`);
+    await overlay(frozen[0], next);
+    const wasRunning = this.row.state === 'running';
+    if (wasRunning) await vm.stop();
+    try {
+      await vm.snapshotDisk(next);
+      this.row.spec.disk = [next, ...frozen];
+      // QEMU writes only inside its own directory; the state moves to the snapshot's after.
+      const state = path.join(this.dir, 'frozen-state.bin');
+      await vm.saveState(state);
+      renameSync(state, into.state);
+      await copySparse(this.ramFile, into.ram);
+    } finally {
+      if (wasRunning) await vm.cont();
+    }
+    await this.hooks.save(this.row);
+    return frozen;
+  }
+
+  /** RAM and device state to the machine's directory, QEMU ended, memory freed. */
+  async hibernate(): Promise<void> {
+    if (this.row.state === 'hibernated' || this.row.state === 'stopped') return;
+    const vm = this.vm!;
+    this.agent?.close();
+    if (this.row.state === 'running') { await vm.stop(); await this.endSegment(); }
+    await vm.saveState(path.join(this.dir, 'state.bin'));
+    await vm.quit();
+    this.vm = null;
+    this.agent = null;
+    await copySparse(this.ramFile, path.join(this.dir, 'ram'));
+    rmSync(this.ramFile, { force: true });
+    this.stopTimer();
+    await this.setState('hibernated');
+  }
+
+  private async wake(): Promise<void> {
+    if (this.row.state !== 'hibernated') return;
+    this.hooks.admit(this.row);
+    await this.setState('starting');
+    try {
+      await this.restore({ ram: path.join(this.dir, 'ram'), state: path.join(this.dir, 'state.bin'), readable: [] });
+    } catch (e) {
+      await this.setState('hibernated');
+      throw e;
+    }
+    rmSync(path.join(this.dir, 'ram'), { force: true });
+    rmSync(path.join(this.dir, 'state.bin'), { force: true });
+  }
+
+  /** Powers the machine off (after a guest `sync`); its disk stays, its memory is gone. */
+  async stop(): Promise<void> {
+    if (this.row.state === 'stopped') return;
+    if (this.vm) {
+      if (this.row.state === 'paused') await this.vm.cont().catch(() => undefined);
+      await this.agent?.run({ argv: ['sync'], timeoutMs: 10_000, outputBytes: 1024 }).catch(() => undefined);
+      this.agent?.close();
+      if (this.row.state === 'running' || this.row.state === 'paused') await this.endSegment();
+      await this.vm.quit();
+    }
+    this.vm = null;
+    this.agent = null;
+    this.stopTimer();
+    rmSync(this.ramFile, { force: true });
+    for (const f of ['ram', 'state.bin']) rmSync(path.join(this.dir, f), { force: true });
+    await this.setState('stopped');
+  }
+
+  /** Ends QEMU at once and removes the machine's run files (its row and disks are the caller's). */
+  async destroy(): Promise<void> {
+    this.stopTimer();
+    this.agent?.close();
+    if (this.vm && this.row.state === 'running') await this.endSegment();
+    await this.vm?.kill();
+    this.vm = null;
+    rmSync(this.ramFile, { force: true });
+    if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** QEMU ended without being asked (the guest powered off, or it crashed). */
+  private onExit(): void {
+    if (!this.vm || this.vm.exitedOnPurpose) return;
+    void this.serial(async () => {
+      if (!this.vm || this.vm.exitedOnPurpose) return;
+      this.vm = null;
+      this.agent?.close();
+      this.agent = null;
+      this.stopTimer();
+      if (this.row.state === 'running') await this.endSegment();
+      rmSync(this.ramFile, { force: true });
+      await this.setState('stopped');
+    });
+  }
+
+  private stopTimer(): void {
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    this.idleTimer = null;
+  }
+
+  private async endSegment(): Promise<void> {
+    const wall = Date.now() - this.since;
+    const cpu = Math.max(0, (this.vm?.cpuMs() ?? this.cpuAtStart) - this.cpuAtStart);
+    await this.hooks.meter(this.row, wall, cpu);
+  }
+
+  private async setState(state: MachineState): Promise<void> {
+    this.row = { ...this.row, state };
+    await this.hooks.save(this.row);
+  }
+}

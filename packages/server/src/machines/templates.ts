@@ -1,0 +1,136 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { LayerStore } from '../store/layers/types.js';
+import { Agent } from './agent.js';
+import { buildDisk, copySparse, overlay } from './disk.js';
+import type { MachineHost } from './host.js';
+import { MACHINE_TYPE, QemuVm, qemuBuild } from './qemu.js';
+
+/** Bump when what a template holds or how it is made changes. */
+const TEMPLATE_FORMAT = 1;
+/** A TCG boot of Debian with systemd takes ~40 s here; KVM a few. */
+const BOOT_TIMEOUT_MS = 300_000;
+
+/** A booted machine frozen once systemd was up: every machine of its source starts here. */
+export interface Template {
+  dir: string;
+  /** Frozen top of its disk chain (a qcow2 over `base.raw`). */
+  disk: string;
+  ram: string;
+  state: string;
+}
+
+export interface TemplateSource {
+  /** Where to keep it: the cache for images (shared by every tenant), the tenant's directory for versions. */
+  root: string;
+  /** The layers of the image or version, bottom first. */
+  layers: readonly string[];
+  memoryMb: number;
+  cpus: number;
+}
+
+/**
+ * Templates, built the first time a source (image or version) and size is
+ * used: make the disk, boot it, wait until systemd says the system is up,
+ * then save RAM, device state and disk. Built in a `.building` directory and
+ * renamed into place, so a crash never leaves one that looks complete.
+ */
+export class Templates {
+  private readonly building = new Map<string, Promise<Template>>();
+
+  constructor(private readonly host: MachineHost, private readonly layers: LayerStore, private readonly log: Logger) {}
+
+  async key(src: TemplateSource): Promise<string> {
+    const { assets, accel, guest } = this.host;
+    return createHash('sha256').update(JSON.stringify({
+      format: TEMPLATE_FORMAT, layers: src.layers, assets: assets.tag, guest: guest.hash, qemu: await qemuBuild(), type: MACHINE_TYPE,
+      accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus,
+    })).digest('hex').slice(0, 16);
+  }
+
+  /** The template for `src`, building it now if there is none (one build per key at a time). */
+  async get(src: TemplateSource): Promise<Template> {
+    const key = await this.key(src);
+    const dir = path.join(src.root, key);
+    const at = (d: string): Template => ({ dir: d, disk: path.join(d, 'disk.qcow2'), ram: path.join(d, 'ram'), state: path.join(d, 'state.bin') });
+    if (existsSync(path.join(dir, 'info.json'))) return at(dir);
+    let p = this.building.get(dir);
+    if (!p) {
+      p = this.build(src, dir).then(() => at(dir)).finally(() => this.building.delete(dir));
+      this.building.set(dir, p);
+    }
+    return p;
+  }
+
+  private async build(src: TemplateSource, dir: string): Promise<void> {
+    const started = Date.now();
+    const tmp = `${dir}.building-${process.pid}`;
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { recursive: true });
+    const ram = path.join(this.host.ramDir, `template-${path.basename(dir)}-${process.pid}.ram`);
+    this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
+    let vm: QemuVm | null = null;
+    try {
+      await buildDisk(this.layers, src.layers, this.host.guest.dir, path.join(tmp, 'base.raw'));
+      // Relative: the chain must survive the rename below.
+      await overlay('base.raw', path.join(tmp, 'disk.qcow2'), tmp);
+      writeFileSync(ram, ''); // QEMU sizes it; it must exist to be bound into QEMU's confinement
+      vm = await QemuVm.launch({
+        assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ram, disk: path.join(tmp, 'disk.qcow2'),
+        runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus),
+      });
+      const agentSock = path.join(tmp, 'agent.sock');
+      await vm.bridge(agentSock, this.host.agentPort);
+      await this.waitForSystemd(new Agent(agentSock), vm, started);
+      await vm.stop();
+      await vm.saveState(path.join(tmp, 'state.bin'));
+      await vm.quit();
+      vm = null;
+      await copySparse(ram, path.join(tmp, 'ram'));
+      writeFileSync(path.join(tmp, 'info.json'), JSON.stringify({
+        format: TEMPLATE_FORMAT, layers: src.layers, memoryMb: src.memoryMb, cpus: src.cpus, qemu: await qemuBuild(),
+        accel: this.host.accel.accel, builtAt: new Date().toISOString(), bootMs: Date.now() - started,
+      }, null, 2));
+      for (const f of ['agent.sock', 'qmp.sock']) rmSync(path.join(tmp, f), { force: true });
+      if (existsSync(path.join(dir, 'info.json'))) rmSync(tmp, { recursive: true, force: true });
+      else { rmSync(dir, { recursive: true, force: true }); renameSync(tmp, dir); }
+      this.log.info({ template: path.basename(dir), ms: Date.now() - started }, 'machine template ready');
+    } catch (e) {
+      const tail = vm?.consoleTail() ?? readTail(path.join(tmp, 'console.log'));
+      await vm?.kill();
+      rmSync(tmp, { recursive: true, force: true });
+      throw new Error(`building a machine template failed: ${(e as Error).message}${tail ? `\nconsole:\n${tail}` : ''}`);
+    } finally {
+      rmSync(ram, { force: true });
+    }
+  }
+
+  /** Polls the agent until `systemctl is-system-running --wait` answers running (or degraded). */
+  private async waitForSystemd(agent: Agent, vm: QemuVm, started: number): Promise<void> {
+    let exited = false;
+    void vm.exited.then(() => { exited = true; });
+    try {
+      for (;;) {
+        if (exited) throw new Error(`QEMU exited during the boot: ${await vm.exited}`);
+        if (Date.now() - started > BOOT_TIMEOUT_MS) throw new Error(`systemd was not up after ${BOOT_TIMEOUT_MS / 1000} s`);
+        try {
+          const r = await agent.run({ argv: ['systemctl', 'is-system-running', '--wait'], timeoutMs: BOOT_TIMEOUT_MS, outputBytes: 4096 });
+          const said = r.stdout.toString().trim();
+          if (said === 'running' || said === 'degraded') return;
+          throw new Error(`systemd says ${said || r.stderr.toString().trim()}`);
+        } catch (e) {
+          if (!/agent|closed|ECONN/.test((e as Error).message)) throw e;
+          await new Promise((r) => setTimeout(r, 500)); // the agent is not listening yet
+        }
+      }
+    } finally {
+      agent.close();
+    }
+  }
+}
+
+function readTail(file: string): string {
+  try { return readFileSync(file, 'utf8').slice(-2000); } catch { return ''; }
+}
