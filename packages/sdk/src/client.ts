@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isErrorCode, type ApiKey, type Context, type ErrorBody, type GcResult, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
+import { machinesApi } from './machine.js';
 import { errorFromBody } from './errors.js';
 
 export interface ShellbaseOptions {
@@ -48,6 +49,9 @@ export class Shellbase {
       this.json('POST', '/v1/contexts', { body }),
     delete: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/contexts/${encodeURIComponent(name)}`); },
   };
+
+  /** Machines (microVMs): `await sb.machines.create()` then `machine.exec(...)`, `machine.fork(2)`. */
+  readonly machines = machinesApi(this);
 
   /** Tenants and their API keys (admin key only). */
   readonly tenants = {

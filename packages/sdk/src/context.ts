@@ -1,6 +1,6 @@
 import type { Context, CreateServiceRequest, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
-import { errorFromBody } from './errors.js';
+import { ndjson } from './ndjson.js';
 
 export type ExecOptions = Omit<ExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
 
@@ -78,21 +78,7 @@ export class ContextHandle {
     const res = await this.sb.request('POST', this.path('/exec'), {
       body: this.body(command, options), accept: 'application/x-ndjson', signal: options.signal,
     });
-    if (!res.body) return;
-    const decoder = new TextDecoder();
-    let buffered = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let nl: number;
-      while ((nl = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        if (!line) continue;
-        const event = JSON.parse(line) as ExecEvent;
-        if (event.type === 'error') throw errorFromBody(event.error, 500);
-        yield event;
-      }
-    }
+    yield* ndjson<ExecEvent>(res);
   }
 
   /** Long-running processes over this context, on a gateway URL; they run only while used. */

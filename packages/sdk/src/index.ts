@@ -1,4 +1,6 @@
 export { Shellbase, type ShellbaseOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
+export { MachineHandle, type MachineExecOptions } from './machine.js';
 export * from './errors.js';
-export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version } from '@shellbase/protocol';
+export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
+  Machine, MachineExecEvent, MachineExecResult, MachineSnapshot, CreateMachineRequest } from '@shellbase/protocol';

@@ -186,7 +186,8 @@ export class QemuVm {
   /** A Unix socket on the host that reaches `port` on 127.0.0.1 inside QEMU's network namespace. */
   async bridge(socketPath: string, port: number): Promise<void> {
     rmSync(socketPath, { force: true });
-    const b = spawner.start(['nsenter', `--net=/proc/${this.netnsPid}/ns/net`, 'socat',
+    // Through `sbx run` (no overlay): the bridge dies with the server, even killed with -9.
+    const b = spawner.start([SBX, 'run', '--', 'nsenter', `--net=/proc/${this.netnsPid}/ns/net`, 'socat',
       `UNIX-LISTEN:${socketPath},fork,unlink-early,mode=600,backlog=256`, `TCP4:127.0.0.1:${port}`], undefined, {
       onStdout: () => undefined, onStderr: () => undefined,
     });

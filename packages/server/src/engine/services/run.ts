@@ -5,6 +5,7 @@ import { ShellbaseError } from '../../errors.js';
 import type { RunningSandbox, SandboxResult } from '../../runtime/types.js';
 import type { Scratch } from '../../store/layers/types.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
+import { SBX } from '../../util/native.js';
 import { pipeThrough, type PortTarget } from '../../util/pipe.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
 import type { Committer } from '../commit.js';
@@ -154,7 +155,8 @@ export class ServiceRun implements PortTarget {
 
   private startBridge(inner: number, target: string): void {
     rmSync(this.ctx.socketPath, { force: true });
-    this.bridge = spawner.start(['nsenter', `--net=/proc/${inner}/ns/net`, 'socat',
+    // Through `sbx run` (no overlay): the bridge dies with the server, even killed with -9.
+    this.bridge = spawner.start([SBX, 'run', '--', 'nsenter', `--net=/proc/${inner}/ns/net`, 'socat',
       `UNIX-LISTEN:${this.ctx.socketPath},fork,unlink-early,mode=600,backlog=1024`, target], undefined, {
       onStdout: () => undefined, onStderr: (c) => this.ctx.log.append(`--- shellbase: bridge: ${c.toString()}`),
     });
