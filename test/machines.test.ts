@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { MachineHandle } from '@shellbase/sdk';
-import { sleep, startTestServer, type TestServer } from './harness.ts';
+import pino from 'pino';
+import { startServer } from '@shellbase/server';
+import { Shellbase, type MachineHandle } from '@shellbase/sdk';
+import { sleep, spawnServer, startTestServer, type TestServer } from './harness.ts';
 
 // Machines under TCG (no working KVM here): a restore takes seconds, not milliseconds. At most two
 // VMs run at once. The first create on a fresh host builds the debian template (one boot, ~30-60 s).
@@ -105,6 +108,151 @@ describe('machines', { timeout: 900_000 }, () => {
       }
     } finally {
       await src.remove();
+    }
+  });
+
+  test('an idle machine hibernates (memory to disk, QEMU gone) and the next exec wakes it with its processes', async () => {
+    const m = await t.sb.machines.create({ idleTimeoutMs: 1000 });
+    try {
+      await m.exec(COUNTER);
+      await sleep(300);
+      const pid = (await m.exec('pgrep -f "echo \\$i" | head -1')).stdout.trim();
+      const before = await counter(m);
+      for (let i = 0; (await m.info()).state !== 'hibernated'; i++) {
+        assert.ok(i < 100, 'it hibernates within ~10 s of idling');
+        await sleep(100);
+      }
+      assert.equal(qemus(t.home).length, 0, 'no QEMU runs for a hibernated machine');
+      const after = await counter(m); // wakes it
+      assert.equal((await m.info()).state, 'running');
+      assert.ok(after >= before, `the counter went on from ${before} (now ${after})`);
+      assert.equal((await m.exec('pgrep -f "echo \\$i" | head -1')).stdout.trim(), pid, 'the same process');
+    } finally {
+      await m.remove();
+    }
+  });
+
+  test('pause stops the CPUs, resume goes on; a stopped machine refuses exec; delete leaves no process or file', async () => {
+    const m = await t.sb.machines.create();
+    const uptime = async () => Number((await m.exec('cut -d" " -f1 /proc/uptime')).stdout);
+    const [u1, t1] = [await uptime(), Date.now()];
+    assert.equal((await m.pause()).state, 'paused');
+    await assert.rejects(m.exec('true'), (e: Error & { code?: string }) => e.code === 'failed_precondition' && /paused/.test(e.message));
+    await sleep(3000);
+    assert.equal((await m.resume()).state, 'running');
+    const [u2, t2] = [await uptime(), Date.now()];
+    assert.ok(u2 - u1 < (t2 - t1) / 1000 - 2, `the guest's clock stood still while paused (guest ${u2 - u1} s, host ${(t2 - t1) / 1000} s)`);
+    await m.exec('echo kept > /root/kept');
+    assert.equal((await m.stop()).state, 'stopped');
+    await assert.rejects(m.exec('true'), (e: Error & { code?: string }) => e.code === 'failed_precondition');
+    assert.equal(qemus(t.home).length, 0);
+    await m.remove();
+    await assert.rejects(m.info(), (e: Error & { code?: string }) => e.code === 'not_found');
+    assert.deepEqual(readdirSync(path.join(t.home, 'machines', 'run')), []);
+    assert.deepEqual(readdirSync(path.join(t.home, 'machines', 'ram')), []);
+    assert.deepEqual(readdirSync(path.join(t.home, 'machines', 'tenants', 't_admin', 'disks')), []);
+  });
+
+  test('snapshot, then restore: the copy has the memory of the moment; the usage ledger counts machine seconds', async () => {
+    const m = await t.sb.machines.create();
+    let copy: MachineHandle | undefined;
+    try {
+      await m.exec('echo at-snapshot > /dev/shm/mem-only');
+      const snap = await m.snapshot();
+      await m.exec('echo later > /dev/shm/mem-only');
+      await m.stop();
+      [copy] = await t.sb.machines.restore(snap, 1);
+      assert.equal((await copy.exec('cat /dev/shm/mem-only')).stdout, 'at-snapshot\n', 'tmpfs content lives only in RAM');
+      assert.ok((await t.sb.machines.snapshots()).some((s) => s.id === snap));
+      await t.sb.machines.deleteSnapshot(snap);
+      await assert.rejects(t.sb.machines.restore(snap), (e: Error & { code?: string }) => e.code === 'not_found');
+      const usage = await t.sb.usage({ groupBy: 'kind' });
+      const machine = usage.items.find((i) => i.key === 'machine');
+      assert.ok(machine && machine.machineSeconds > 0, JSON.stringify(usage.items));
+    } finally {
+      await copy?.remove();
+      await m.remove();
+    }
+  });
+
+  test('a machine of a context version boots that tree (ids as the sandbox sees them)', async () => {
+    const ctx = t.sb.context('machine-src');
+    await ctx.exec('useradd -m alice && echo from-context > /home/alice/note && chown alice /home/alice/note');
+    const m = await t.sb.machines.create({ context: 'machine-src' });
+    try {
+      const info = await m.info();
+      assert.equal(info.context, 'machine-src');
+      assert.equal(info.version, (await ctx.info()).head);
+      assert.equal((await m.exec('cat /home/alice/note; stat -c %U /home/alice/note; su alice -c whoami')).stdout, 'from-context\nalice\nalice\n');
+    } finally {
+      await m.remove();
+    }
+  });
+
+  test('a server restart hibernates running machines; they wake with their processes; a crash stops them', async () => {
+    const m = await t.sb.machines.create();
+    await m.exec(COUNTER);
+    await sleep(300);
+    const before = await counter(m);
+    const { config } = t;
+    await t.server.close();
+    assert.equal(qemus(t.home).length, 0);
+    t.server = await startServer(config, pino({ level: 'silent' }));
+    t.sb = new Shellbase({ url: t.server.url, apiKey: t.key });
+    const again = t.sb.machines.get(m.id);
+    assert.equal((await again.info()).state, 'hibernated');
+    assert.ok(await counter(again) >= before, 'the counter survived the restart');
+    // A crash: the server dies with SIGKILL; QEMU and its bridges follow it, the disk stays.
+    await t.server.close();
+    const spawned = await spawnServer(t.home);
+    const crashed = spawned.sb.machines.get(m.id);
+    await crashed.exec('echo on-disk > /root/kept; sync');
+    assert.equal(qemus(t.home).length, 1);
+    spawned.child.kill('SIGKILL');
+    await new Promise((r) => spawned.child.once('exit', r));
+    for (let i = 0; qemus(t.home).length > 0; i++) { assert.ok(i < 50, 'QEMU dies with the server'); await sleep(100); }
+    t.server = await startServer(config, pino({ level: 'silent' }));
+    t.sb = new Shellbase({ url: t.server.url, apiKey: t.key });
+    assert.equal((await t.sb.machines.get(m.id).info()).state, 'stopped', 'its memory is gone; the machine says so');
+    await t.sb.machines.get(m.id).remove();
+  });
+
+  test('bad input: unknown or foreign machines, counts and memory over the caps, ports of the agent, corrupt snapshots', async () => {
+    const other = await t.sb.tenants.create('machines-other');
+    const theirs = new Shellbase({ url: t.server.url, apiKey: other.apiKey });
+    for (const [method, url, body, status] of [
+      ['GET', '/v1/machines/m_nope', undefined, 404],
+      ['GET', '/v1/machines/..%2f..', undefined, 404],
+      ['POST', '/v1/machines', { memoryMb: 64 }, 400],
+      ['POST', '/v1/machines', { memoryMb: 1 << 20 }, 400],
+      ['POST', '/v1/machines', { cpus: 0 }, 400],
+      ['POST', '/v1/machines', { version: 'v_x' }, 400],
+      ['POST', '/v1/machines', { context: 'no/such' }, 400],
+      ['POST', '/v1/snapshots/s_nope/machines', { count: 1 }, 404],
+    ] as const) {
+      const r = await t.http(method, url, { body });
+      assert.equal(r.status, status, `${method} ${url} ${JSON.stringify(body)}: ${r.text}`);
+      assert.ok(r.json?.error?.code, r.text);
+    }
+    const m = await t.sb.machines.create();
+    try {
+      await assert.rejects(theirs.machines.get(m.id).exec('true'), (e: Error & { code?: string }) => e.code === 'not_found');
+      assert.equal((await t.http('POST', `/v1/machines/${m.id}/fork`, { body: { count: 1000 } })).status, 400);
+      const big = await t.http('POST', `/v1/machines/${m.id}/fork`, { body: { count: 8 } });
+      assert.equal(big.status, 429, big.text);
+      assert.equal((await t.http('POST', `/v1/machines/${m.id}/ports`, { body: { port: 7000 } })).status, 400);
+      const snap = await m.snapshot();
+      const dir = path.join(t.home, 'machines', 'tenants', 't_admin', 'snapshots', snap);
+      writeFileSync(path.join(dir, 'state.bin'), 'not a QEMU stream');
+      const bad = await t.http('POST', `/v1/snapshots/${snap}/machines`, { body: { count: 1 } });
+      assert.equal(bad.status, 503, bad.text);
+      assert.equal((await t.sb.machines.list()).length, 1, 'nothing half-created');
+      assert.equal(qemus(t.home).length, 1, 'no orphaned QEMU');
+      rmSync(path.join(dir, 'ram'));
+      const gone = await t.http('POST', `/v1/snapshots/${snap}/machines`, { body: { count: 1 } });
+      assert.equal(gone.status, 412, gone.text);
+    } finally {
+      await m.remove();
     }
   });
 });

@@ -74,16 +74,22 @@ export function guestLayer(cache: string): { dir: string; hash: string } {
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.
  */
-export async function buildDisk(layers: LayerStore, versionLayers: readonly string[], guestDir: string, out: string): Promise<void> {
+export async function buildDisk(layers: LayerStore, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
   const scratch = await layers.prepare({ diskMb: 64 });
+  // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
+  mkdirSync(staging, { recursive: true, mode: 0o711 });
+  const made = path.join(staging, `${path.basename(path.dirname(out))}.raw`);
   try {
     const spec = layers.mountSpec(versionLayers, scratch);
-    writeFileSync(out, '');
-    chownSync(out, SANDBOX_ROOT, SANDBOX_ROOT);
+    writeFileSync(made, '', { mode: 0o600 });
+    chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
     await runOk(SBX, ['run', '--userns', USERNS_SPEC, '--chdir', spec.chdir, '--lower', `${guestDir}:${spec.lower}`, '--upper', spec.upper,
       '--work', spec.work, '--merged', spec.merged, '--',
-      'mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', path.join(spec.chdir, spec.merged), out, `${DISK_GB}G`]);
+      'mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', path.join(spec.chdir, spec.merged), made, `${DISK_GB}G`]);
+    chownSync(made, 0, 0);
+    try { renameSync(made, out); } catch { await copySparse(made, out); } // another file system (the cache)
   } finally {
+    rmSync(made, { force: true });
     await layers.discard(scratch);
   }
 }

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Runtime, Cgroup } from '../runtime/index.js';
 import { runOk, run } from '../util/proc.js';
@@ -37,6 +37,9 @@ export class MachineHost {
     const guest = guestLayer(o.cache);
     const root = path.join(o.home, 'machines');
     const ramDir = path.join(root, 'ram');
+    // Passable (not listable) by the sandboxes' root: disks are made from `build/` (machines/disk.ts).
+    mkdirSync(root, { recursive: true, mode: 0o711 });
+    chmodSync(root, 0o711);
     mkdirSync(ramDir, { recursive: true, mode: 0o700 });
     await unmountRam(ramDir); // a crashed server's RAM files are gone with its machines
     await runOk('mount', ['-t', 'tmpfs', '-o', `size=${o.budgetMb + 256}m,mode=0700`, 'shellbase-ram', ramDir]);

@@ -73,7 +73,7 @@ export class Templates {
     this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
     let vm: QemuVm | null = null;
     try {
-      await buildDisk(this.layers, src.layers, this.host.guest.dir, path.join(tmp, 'base.raw'));
+      await buildDisk(this.layers, src.layers, this.host.guest.dir, path.join(tmp, 'base.raw'), path.join(this.host.root, 'build'));
       // Relative: the chain must survive the rename below.
       await overlay('base.raw', path.join(tmp, 'disk.qcow2'), tmp);
       writeFileSync(ram, ''); // QEMU sizes it; it must exist to be bound into QEMU's confinement
