@@ -177,13 +177,34 @@ describe('machines', { timeout: 900_000 }, () => {
 
   test('a machine of a context version boots that tree (ids as the sandbox sees them)', async () => {
     const ctx = t.sb.context('machine-src');
-    await ctx.exec('useradd -m alice && echo from-context > /home/alice/note && chown alice /home/alice/note');
+    // One version for this test and the next (a version's first machine boots its template once).
+    await ctx.exec('useradd -m alice && echo from-context > /home/alice/note && chown alice /home/alice/note; echo old > /root/modified; echo doomed > /root/deleted; mkdir -p /srv/keep');
     const m = await t.sb.machines.create({ context: 'machine-src' });
     try {
       const info = await m.info();
       assert.equal(info.context, 'machine-src');
       assert.equal(info.version, (await ctx.info()).head);
       assert.equal((await m.exec('cat /home/alice/note; stat -c %U /home/alice/note; su alice -c whoami')).stdout, 'from-context\nalice\nalice\n');
+    } finally {
+      await m.remove();
+    }
+  });
+
+  test('commit: only what the machine changed becomes a version of a context (new, modified, deleted, ids kept)', async () => {
+    const ctx = t.sb.context('machine-src');
+    const m = await t.sb.machines.create({ context: 'machine-src' });
+    try {
+      await m.exec('echo new > /root/modified; rm /root/deleted; useradd bob; echo hi > /srv/keep/bob.txt; chown bob /srv/keep/bob.txt; echo mem > /tmp/not-committed');
+      const version = await m.commit('machine-src');
+      assert.equal((await ctx.info()).head, version);
+      const [v] = await ctx.versions({ limit: 1 });
+      assert.equal(v.cause.kind, 'machine');
+      const r = await ctx.exec('cat /root/modified; test -e /root/deleted || echo deleted; stat -c %U /srv/keep/bob.txt; test -e /tmp/not-committed || echo tmp-skipped', { commit: 'never' });
+      assert.equal(r.stdout, 'new\ndeleted\nbob\ntmp-skipped\n');
+      const diff = await ctx.diff();
+      const paths = diff.changes.map((c) => c.path);
+      assert.ok(paths.includes('/root/modified') && paths.includes('/root/deleted'), JSON.stringify(paths));
+      assert.ok(!paths.some((p) => p.startsWith('/usr/bin')), 'untouched files do not travel');
     } finally {
       await m.remove();
     }

@@ -72,7 +72,9 @@ export class Engine {
     this.tenants = new Tenants(deps.metadata, deps.config);
     this.usage = new Usage(deps.metadata);
     this.gc = new GarbageCollector(deps);
-    this.machines = new Machines(deps, { base: lookups.base, imageVersion: (image) => this.imageVersion(image) });
+    this.machines = new Machines(deps, {
+      base: lookups.base, imageVersion: (image) => this.imageVersion(image), exec: (caller, name, req, hooks) => this.exec(caller, name, req, hooks),
+    });
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */

@@ -1,4 +1,4 @@
-import type { ExecRequest, ExecResult } from '@shellbase/protocol';
+import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
 import type { Limits } from '../config.js';
 import { invalid } from '../errors.js';
 import type { QueryOutcome } from '../meter/types.js';
@@ -15,6 +15,9 @@ import { checkCwd, checkEnv, resolveLimits } from './validate.js';
 export interface ExecHooks {
   onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
   signal?: AbortSignal;
+  /** Engine-internal callers (a machine's commit): binary stdin instead of `req.stdin`, and the version's cause. */
+  stdin?: Buffer;
+  cause?: VersionCause;
 }
 
 interface Lookups {
@@ -72,7 +75,7 @@ export class ExecRunner {
     for (let retries = 0; ; retries++) {
       const fwd = await this.lookups.forwarding(caller.tenantId, name);
       const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
-      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: req.stdin, limits, binds: fwd?.binds, group };
+      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: hooks.stdin ?? req.stdin, limits, binds: fwd?.binds, group };
       const { run, layer, bytesWritten } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
       await this.deps.metadata.recordUsage({
@@ -84,7 +87,7 @@ export class ExecRunner {
         this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
         return result;
       }
-      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, { kind: 'exec', command: describe(req) });
+      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req) });
       applyOutcome(result, outcome);
       this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
       if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
@@ -98,7 +101,7 @@ export class ExecRunner {
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
-    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string; limits: Limits; binds?: Forwarding['binds']; group: { id: string; cpus: number } },
+    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string | Buffer; limits: Limits; binds?: Forwarding['binds']; group: { id: string; cpus: number } },
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number }> {

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
+import type { CreateMachineRequest, ExecRequest, ExecResult, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
+import type { ExecHooks } from '../engine/exec.js';
+import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { Caller, EngineDeps } from '../engine/types.js';
 import { overQuota, quotasOf } from '../engine/quotas.js';
@@ -22,6 +24,8 @@ export interface MachineLookups {
   /** The version a machine starts from (pinned by the caller's hold). */
   base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
   imageVersion(image: string): Promise<VersionRow>;
+  /** A query of a context (a machine's commit applies its changes through one). */
+  exec(caller: Caller, context: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult>;
 }
 
 /** A token is a DNS label: 26 characters of base32 (130 bits), like services'. */
@@ -385,6 +389,18 @@ export class Machines {
 
   private toSnapshot(s: SnapshotRow): MachineSnapshot {
     return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, createdAt: s.createdAt };
+  }
+
+  /** The machine's disk (its changes since its template) as a new version of `context`. */
+  async commit(caller: Caller, id: string, context: string): Promise<{ version: string }> {
+    checkName(context);
+    const run = await this.runFor(caller, id);
+    const release = await run.acquire();
+    try {
+      return { version: await commitMachine(caller, run, context, this.lookups.exec) };
+    } finally {
+      release();
+    }
   }
 
   /** Runs a command in a machine (woken if hibernated). */

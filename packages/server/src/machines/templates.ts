@@ -7,11 +7,23 @@ import { Agent } from './agent.js';
 import { buildDisk, copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import { MACHINE_TYPE, QemuVm, qemuBuild } from './qemu.js';
+import { PRUNED } from './commit.js';
 
 /** Bump when what a template holds or how it is made changes. */
-const TEMPLATE_FORMAT = 1;
+const TEMPLATE_FORMAT = 2;
 /** A TCG boot of Debian with systemd takes ~40 s here; KVM a few. */
 const BOOT_TIMEOUT_MS = 300_000;
+
+/**
+ * Run in the template's guest before it is frozen: the paths of the booted
+ * disk (sorted, NUL-separated) and a time stamp. A machine's commit sends what
+ * changed after the stamp and what of the list is gone (machines/commit.ts).
+ */
+export const RECORD_BASE = `set -e
+mkdir -p /var/lib/shellbase
+find / -xdev -mindepth 1 \\( ${PRUNED} \\) -prune -o -print0 | LC_ALL=C sort -z > /var/lib/shellbase/base.list
+touch /var/lib/shellbase/stamp
+sync`;
 
 /** A booted machine frozen once systemd was up: every machine of its source starts here. */
 export interface Template {
@@ -83,7 +95,14 @@ export class Templates {
       });
       const agentSock = path.join(tmp, 'agent.sock');
       await vm.bridge(agentSock, this.host.agentPort);
-      await this.waitForSystemd(new Agent(agentSock), vm, started);
+      const agent = new Agent(agentSock);
+      try {
+        await this.waitForSystemd(agent, vm, started);
+        const base = await agent.run({ argv: ['bash', '-c', RECORD_BASE], timeoutMs: BOOT_TIMEOUT_MS, outputBytes: 64 * 1024 });
+        if (base.exitCode !== 0) throw new Error(`recording the disk's paths failed: ${base.stderr.toString().trim()}`);
+      } finally {
+        agent.close();
+      }
       await vm.stop();
       await vm.saveState(path.join(tmp, 'state.bin'));
       await vm.quit();
@@ -111,22 +130,18 @@ export class Templates {
   private async waitForSystemd(agent: Agent, vm: QemuVm, started: number): Promise<void> {
     let exited = false;
     void vm.exited.then(() => { exited = true; });
-    try {
-      for (;;) {
-        if (exited) throw new Error(`QEMU exited during the boot: ${await vm.exited}`);
-        if (Date.now() - started > BOOT_TIMEOUT_MS) throw new Error(`systemd was not up after ${BOOT_TIMEOUT_MS / 1000} s`);
-        try {
-          const r = await agent.run({ argv: ['systemctl', 'is-system-running', '--wait'], timeoutMs: BOOT_TIMEOUT_MS, outputBytes: 4096 });
-          const said = r.stdout.toString().trim();
-          if (said === 'running' || said === 'degraded') return;
-          throw new Error(`systemd says ${said || r.stderr.toString().trim()}`);
-        } catch (e) {
-          if (!/agent|closed|ECONN/.test((e as Error).message)) throw e;
-          await new Promise((r) => setTimeout(r, 500)); // the agent is not listening yet
-        }
+    for (;;) {
+      if (exited) throw new Error(`QEMU exited during the boot: ${await vm.exited}`);
+      if (Date.now() - started > BOOT_TIMEOUT_MS) throw new Error(`systemd was not up after ${BOOT_TIMEOUT_MS / 1000} s`);
+      try {
+        const r = await agent.run({ argv: ['systemctl', 'is-system-running', '--wait'], timeoutMs: BOOT_TIMEOUT_MS, outputBytes: 4096 });
+        const said = r.stdout.toString().trim();
+        if (said === 'running' || said === 'degraded') return;
+        throw new Error(`systemd says ${said || r.stderr.toString().trim()}`);
+      } catch (e) {
+        if (!/agent|closed|ECONN/.test((e as Error).message)) throw e;
+        await new Promise((r) => setTimeout(r, 500)); // the agent is not listening yet
       }
-    } finally {
-      agent.close();
     }
   }
 }

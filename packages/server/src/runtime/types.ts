@@ -19,7 +19,7 @@ export interface SandboxSpec {
   argv: string[];
   env: Record<string, string>;
   cwd: string;
-  stdin?: string;
+  stdin?: string | Buffer;
   limits: SandboxLimits;
   /** Receives output as it happens (already capped at `limits.outputBytes` per stream). */
   onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;

@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { MachineExecEvent } from '@shellbase/protocol';
 import type { Engine } from '../../engine/engine.js';
-import { ShellbaseError } from '../../errors.js';
 import { toShellbaseError } from '../errors.js';
 import { ExecLimits, errorResponses } from '../schemas.js';
 import { NdjsonStream } from './exec.js';
@@ -130,7 +129,5 @@ export function machineRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post<{ Params: Static<typeof Id>; Body: { context: string } }>('/v1/machines/:id/commit', {
     schema: { tags, params: Id, body: Type.Object({ context: Type.String({ maxLength: 1024 }) }, strict), response: { 200: Type.Object({ version: Type.String() }), ...errorResponses } },
-  }, async () => {
-    throw new ShellbaseError('unavailable', 'committing a machine\'s disk into a context is not built yet', { hint: 'see docs/status.md' });
-  });
+  }, async (req) => m.commit(req.caller, req.params.id, req.body.context));
 }
