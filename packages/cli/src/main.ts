@@ -6,6 +6,7 @@ import { UsageError, contexts, exec, fork, gc, key, log, tenant, usage } from '.
 import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
 import { serve } from './commands/serve.js';
 import { logs, serveApp, services } from './commands/services.js';
+import { machine } from './commands/machines.js';
 import { mcp } from './mcp/server.js';
 
 const USAGE = `shellbase: serverless sandboxes over versioned file systems
@@ -29,6 +30,7 @@ const USAGE = `shellbase: serverless sandboxes over versioned file systems
   shellbase services CTX
   shellbase logs CTX NAME [--tail N]
   shellbase mcp [--context NAME] [--http PORT]       MCP tools on stdio (or Streamable HTTP on 127.0.0.1:PORT/mcp)
+  shellbase machine create|ls|exec|fork|snapshot|restore|pause|resume|stop|rm|expose|commit|assets  (see shellbase machine)
   shellbase image build [NAME]
 
 Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
@@ -56,6 +58,7 @@ async function main(argv: string[]): Promise<number> {
     case 'services': return services(args);
     case 'logs': return logs(args);
     case 'mcp': return mcp(args);
+    case 'machine': return machine(args);
     case 'image':
       if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
       {

@@ -1,26 +1,8 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { Shellbase, ShellbaseError } from '@shellbase/sdk';
+import type { Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
-
-/** What a model gets back at most per tool call; the rest is saved or paged. */
-export const TEXT_LIMIT = 16 * 1024;
-
-type Result = { content: { type: 'text'; text: string }[]; isError?: boolean };
-const text = (t: string): Result => ({ content: [{ type: 'text', text: t }] });
-
-/** Errors become tool errors a model can act on (code, message, hint), never protocol failures. */
-async function guarded(fn: () => Promise<string>): Promise<Result> {
-  try {
-    return text(await fn());
-  } catch (e) {
-    if (e instanceof ShellbaseError) {
-      const details = e.details ? `\ndetails: ${JSON.stringify(e.details).slice(0, 2000)}` : '';
-      // The SDK's message already ends with the hint.
-      return { isError: true, content: [{ type: 'text', text: `${e.code}: ${e.message}${details}` }] };
-    }
-    return { isError: true, content: [{ type: 'text', text: `error: ${(e as Error).message}` }] };
-  }
-}
+import { registerMachineTools } from './machine-tools.js';
+import { TEXT_LIMIT, guarded } from './result.js';
 
 /**
  * Registers shellbase's tools. With `pinned`, every tool works on that context
@@ -143,4 +125,6 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
     const s = await ctxOf(a).services.create({ name: a.name, command: a.command, port: a.port, ...(a.idleTimeoutMs ? { idleTimeoutMs: a.idleTimeoutMs } : {}) });
     return `service ${s.name} defined: ${s.url} (or ${s.pathUrl}); inside the context: 127.0.0.1:${s.port}`;
   }));
+
+  registerMachineTools(server, sb, pinned);
 }

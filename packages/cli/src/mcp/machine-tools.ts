@@ -1,0 +1,58 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Shellbase } from '@shellbase/sdk';
+import { z } from 'zod';
+import { TEXT_LIMIT, guarded } from './result.js';
+
+const machineId = z.string().min(1).max(128).describe('The machine\'s id (m_...)');
+
+/**
+ * Tools for machines: full Debian computers (their own kernel, systemd,
+ * processes and memory) for work that needs state between commands.
+ */
+export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: string): void {
+  server.registerTool('create_machine', {
+    title: 'Start a machine',
+    description: 'Starts a microVM (Debian with systemd, root, no network) from a context\'s files, restored from a snapshot in about a second. '
+      + 'Unlike exec, its processes and memory persist between commands: start servers, keep shells, fork it. It hibernates when idle and wakes on the next call. Returns its id.',
+    inputSchema: {
+      context: z.string().min(1).max(128).optional().describe(pinned ? `Default: ${pinned}` : 'Its disk starts as this context\'s files (default: a bare Debian)'),
+      memoryMb: z.number().int().min(128).max(65536).optional(),
+    },
+  }, async (a) => guarded(async () => {
+    const context = a.context ?? pinned;
+    const m = await sb.machines.create({ ...(context ? { context } : {}), ...(a.memoryMb ? { memoryMb: a.memoryMb } : {}) });
+    return `machine ${m.id} is running${context ? ` (disk from ${context})` : ''}; use machine_exec, machine_fork, delete_machine`;
+  }));
+
+  server.registerTool('machine_exec', {
+    title: 'Run a command in a machine',
+    description: 'Runs a shell command (bash -c, as root in /root) in a running machine; background processes keep running after it returns. '
+      + `Returns the exit code, stdout and stderr (each cut at ${TEXT_LIMIT} characters).`,
+    inputSchema: { machine: machineId, command: z.string().min(1), timeoutMs: z.number().int().min(1).max(600_000).optional(), stdin: z.string().optional() },
+  }, async (a) => guarded(async () => {
+    const r = await sb.machines.get(a.machine).exec(a.command, { timeoutMs: a.timeoutMs, stdin: a.stdin });
+    const cut = (s: string) => (s.length > TEXT_LIMIT ? `${s.slice(0, TEXT_LIMIT)}\n[cut at ${TEXT_LIMIT} of ${s.length} characters: redirect to a file and read parts of it]` : s);
+    return `exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}\n--- stdout ---\n${cut(r.stdout)}\n--- stderr ---\n${cut(r.stderr)}`;
+  }));
+
+  server.registerTool('machine_fork', {
+    title: 'Fork a machine',
+    description: 'Makes copies of a running machine with the same memory, processes and disk at one instant (the source keeps running): '
+      + 'try several approaches from one state. Returns the new machines\' ids.',
+    inputSchema: { machine: machineId, count: z.number().int().min(1).max(8).optional() },
+  }, async (a) => guarded(async () => {
+    const forks = await sb.machines.get(a.machine).fork(a.count ?? 1);
+    return `forked ${a.machine} into ${forks.map((f) => f.id).join(', ')}`;
+  }));
+
+  server.registerTool('delete_machine', {
+    title: 'Delete a machine',
+    description: 'Stops a machine and deletes it with its disk and memory (commit it into a context first to keep its files).',
+    inputSchema: { machine: machineId, commitTo: z.string().min(1).max(128).optional().describe('Commit its changed files into this context first') },
+  }, async (a) => guarded(async () => {
+    const m = sb.machines.get(a.machine);
+    const version = a.commitTo ? await m.commit(a.commitTo) : undefined;
+    await m.remove();
+    return `deleted ${a.machine}${version ? ` after committing its changes to ${a.commitTo} as version ${version}` : ''}`;
+  }));
+}
