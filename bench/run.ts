@@ -11,6 +11,7 @@ import { history } from './scenarios/history.ts';
 import { isolation } from './scenarios/isolation.ts';
 import { queries } from './scenarios/queries.ts';
 import { services } from './scenarios/services.ts';
+import { machines } from './scenarios/machines.ts';
 import { idleContexts } from './scenarios/scale.ts';
 
 const quick = process.argv.includes('--quick');
@@ -23,8 +24,11 @@ try {
   const scenarios: [string, (b: Bench) => Promise<void>][] = [
     ['queries', queries], ['files', files], ['history', history], ['durability', durability],
     ['services', (x) => services(x, rootfs)], ['noisy neighbours', isolation], ['idle contexts', idleContexts],
+    ['machines', machines],
   ];
-  for (const [name, scenario] of scenarios) {
+  // `--only NAME` (repeatable) runs just those scenarios (results.json then holds only theirs).
+  const only = process.argv.flatMap((a, i) => (process.argv[i - 1] === '--only' ? [a] : []));
+  for (const [name, scenario] of scenarios.filter(([name]) => only.length === 0 || only.includes(name))) {
     console.error(`bench: ${name} (${Math.round((performance.now() - started) / 1000)} s)`);
     await scenario(b);
   }

@@ -1,5 +1,5 @@
 /*
- * sbx: the native helper of shellbase's runtime. Five subcommands, each one
+ * sbx: the native helper of shellbase's runtime. Six subcommands, each one
  * process where a shell pipeline would take several:
  *
  *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] [--seccomp-fd N]
@@ -34,6 +34,9 @@
  *       Applies layer SRC onto the directory DST the way overlayfs would stack
  *       SRC above it, keeping whiteouts and opaque markers (DST stays a layer
  *       in overlay format). Files are reflinked where the file system allows.
+ *
+ *   sbx copy SRC DST
+ *       Copies a sparse file keeping its holes, in two threads (copy.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -375,12 +378,15 @@ static int cmd_apply(int argc, char **argv) {
   return 0;
 }
 
+int cmd_copy(int argc, char **argv); /* copy.c */
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "scan") == 0) return cmd_scan(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "apply") == 0) return cmd_apply(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "userns") == 0) return cmd_userns(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "shift") == 0) return cmd_shift(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx run|scan|apply|userns|shift ...\n");
+  if (argc >= 2 && strcmp(argv[1], "copy") == 0) return cmd_copy(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx run|scan|apply|userns|shift|copy ...\n");
   return 2;
 }

@@ -17,7 +17,7 @@ import { MachineHost } from './host.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
 import { MACHINE_TYPE, qemuBuild } from './qemu.js';
-import { MachineRun } from './run.js';
+import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
 
 export interface MachineLookups {
@@ -50,6 +50,8 @@ export class Machines {
   private templates: Templates | null = null;
   private readonly runs = new Map<string, MachineRun>();
   readonly io: MachineIo;
+  /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
+  readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
 
   constructor(private readonly deps: EngineDeps, private readonly lookups: MachineLookups) {
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
@@ -116,7 +118,7 @@ export class Machines {
   }
 
   /** Inserts the row and restores the machine; on failure nothing of it is left. */
-  private async start(row: MachineRow, src: { ram: string; state: string; readable: string[] }): Promise<MachineRun> {
+  private async start(row: MachineRow, src: RestoreSource): Promise<MachineRun> {
     await this.deps.metadata.createMachine(row);
     const run = this.runOf(row);
     try {
@@ -171,6 +173,7 @@ export class Machines {
           cpuMs, wallMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null,
         }),
         admit: (r) => this.hostRoom(r.spec.memoryMb, 1),
+        step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
       });
       this.runs.set(row.id, run);
     }
@@ -267,7 +270,7 @@ export class Machines {
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, true);
     try {
-      return (await this.spawnFrom(caller, snap, count)).map((r) => this.toMachine(r));
+      return (await this.spawnFrom(caller, snap, count, true)).map((r) => this.toMachine(r));
     } finally {
       rmSync(snap.spec.ram, { force: true });
       rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
@@ -278,7 +281,8 @@ export class Machines {
     bounded('count', count, 1, this.deps.config.machines.maxFork);
   }
 
-  private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number): Promise<MachineRun[]> {
+  /** `temporary`: the snapshot is a fork's, and its RAM file goes to the last copy. */
+  private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number, temporary = false): Promise<MachineRun[]> {
     this.checkCount(count);
     const host = await this.host();
     const s = snap.spec;
@@ -305,7 +309,7 @@ export class Machines {
           spec: { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
             idleTimeoutMs: s.idleTimeoutMs, snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken() })) },
         };
-        out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)] }));
+        out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }));
       }
     } catch (e) {
       for (const r of out) await this.discard(r);

@@ -12,6 +12,8 @@ import { QemuVm } from './qemu.js';
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
 export interface RestoreSource {
   ram: string;
+  /** The RAM file is a throw-away copy this machine may take (a rename, not a copy). */
+  takeRam?: boolean;
   state: string;
   /** Directories QEMU must read (the frozen disk chain's files, the state file). */
   readable: string[];
@@ -25,6 +27,8 @@ export interface RunHooks {
   meter(row: MachineRow, wallMs: number, cpuMs: number): Promise<void>;
   /** Whether another machine may run now (throws 429 otherwise). */
   admit(row: MachineRow): void;
+  /** A lifecycle step took `ms` (metrics). */
+  step(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
 }
 
 /**
@@ -61,8 +65,10 @@ export class MachineRun {
   /** Restores the machine from `src` onto a disk whose writable top is `row.spec.disk[0]`. */
   async restore(src: RestoreSource): Promise<void> {
     const { host } = this.hooks;
+    const t0 = performance.now();
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    await copySparse(src.ram, this.ramFile);
+    if (src.takeRam) renameSync(src.ram, this.ramFile);
+    else await copySparse(src.ram, this.ramFile);
     const spec = this.row.spec;
     const disks = host.disksDir(this.row.tenantId);
     // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
@@ -91,6 +97,7 @@ export class MachineRun {
     this.since = Date.now();
     this.cpuAtStart = this.vm.cpuMs();
     await this.setState('running');
+    this.hooks.step('restore', performance.now() - t0);
     this.lastUse = Date.now();
     this.idleTimer = setInterval(() => this.checkIdle(), Math.min(1000, Math.max(50, spec.idleTimeoutMs / 4)));
     this.idleTimer.unref();
@@ -155,6 +162,7 @@ export class MachineRun {
     const next = path.join(path.dirname(frozen[0]), `${this.row.id}-${newId('d')}.qcow2`);
     await overlay(frozen[0], next);
     const wasRunning = this.row.state === 'running';
+    const t0 = performance.now();
     if (wasRunning) await vm.stop();
     try {
       await vm.snapshotDisk(next);
@@ -166,6 +174,7 @@ export class MachineRun {
       await copySparse(this.ramFile, into.ram);
     } finally {
       if (wasRunning) await vm.cont();
+      this.hooks.step('freeze', performance.now() - t0);
     }
     await this.hooks.save(this.row);
     return frozen;
@@ -175,6 +184,7 @@ export class MachineRun {
   async hibernate(): Promise<void> {
     if (this.row.state === 'hibernated' || this.row.state === 'stopped') return;
     const vm = this.vm!;
+    const t0 = performance.now();
     this.agent?.close();
     if (this.row.state === 'running') { await vm.stop(); await this.endSegment(); }
     await vm.saveState(path.join(this.dir, 'state.bin'));
@@ -185,6 +195,7 @@ export class MachineRun {
     rmSync(this.ramFile, { force: true });
     this.stopTimer();
     await this.setState('hibernated');
+    this.hooks.step('hibernate', performance.now() - t0);
   }
 
   private async wake(): Promise<void> {

@@ -13,6 +13,10 @@ export class PrometheusMeter implements Meter {
     name: 'shellbase_query_duration_seconds', help: 'Wall time of a query sandbox, from start to exit.',
     buckets: [0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300], registers: [this.registry],
   });
+  private readonly machineSteps = new Histogram({
+    name: 'shellbase_machine_step_seconds', help: 'Machine restores (to a running guest), freezes (the source\'s pause in a fork or snapshot) and hibernations.',
+    labelNames: ['step'] as const, buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30], registers: [this.registry],
+  });
   private readonly files = new Counter({
     name: 'shellbase_file_operations_total', help: 'Files API operations (no sandbox).',
     labelNames: ['op'] as const, registers: [this.registry],
@@ -52,6 +56,10 @@ export class PrometheusMeter implements Meter {
   queryEnded(outcome: QueryOutcome, wallMs: number, commit: CommitResult): void {
     this.queries.inc({ outcome, commit });
     this.queryDuration.observe(wallMs / 1000);
+  }
+
+  machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void {
+    this.machineSteps.observe({ step }, ms / 1000);
   }
 
   fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void {

@@ -12,4 +12,6 @@ export interface Meter {
   fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void;
   squashed(layers: number): void;
   gcRan(result: GcResult): void;
+  /** A machine lifecycle step ended: how long it took (a freeze is the pause a fork or snapshot costs its source). */
+  machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
 }

@@ -1,0 +1,52 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { latency, value, type Bench } from '../lib.ts';
+
+/**
+ * Scenario 11, machines (512 MiB, 1 vCPU, systemd, 100 MiB of it in use): create from the debian
+ * template, the source's pause in a fork, and a fork answering exec, each
+ * against one boot of the same disk to systemd (the template's build, read
+ * from its info.json). At most two VMs run at once; under TCG every figure
+ * is seconds-scale, so n is small.
+ */
+export async function machines(b: Bench): Promise<void> {
+  const { t } = b;
+  const n = b.quick ? 3 : 10;
+  const warm = await t.sb.machines.create(); // builds the template on a fresh host
+  await warm.remove();
+  const accel = t.server.engine.machines.accel()?.accel ?? 'none';
+  const tplRoot = path.join(t.config.cache, 'machines', 'templates');
+  const boots = readdirSync(tplRoot).filter((d) => !d.includes('.building')).map((d) => {
+    try { return JSON.parse(readFileSync(path.join(tplRoot, d, 'info.json'), 'utf8')) as { bootMs: number; accel: string; memoryMb: number }; } catch { return null; }
+  }).filter((i) => i && i.accel === accel && i.memoryMb === 512);
+  const boot = Math.max(...boots.map((i) => i!.bootMs));
+  b.baselines.set('machine boot', boot);
+  value(b, `machines (${accel}): boot of the debian disk to systemd up (template build, baseline)`, 'once', boot, 'ms');
+
+  const create: number[] = [];
+  const runs = { idle: { pause: [] as number[], ready: [] as number[] }, busy: { pause: [] as number[], ready: [] as number[] } };
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const src = await t.sb.machines.create();
+    create.push(performance.now() - t0);
+    try {
+      for (const kind of ['idle', 'busy'] as const) {
+        // Busy: 100 MiB of files in RAM (/dev/shm) and a process waiting, on top of systemd's own.
+        if (kind === 'busy') await src.exec('dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1');
+        const t1 = performance.now();
+        const [fork] = await src.fork(1);
+        await fork.exec('true');
+        runs[kind].ready.push(performance.now() - t1);
+        runs[kind].pause.push(t.server.engine.machines.lastStep.freeze);
+        await fork.remove();
+      }
+    } finally {
+      await src.remove();
+    }
+  }
+  latency(b, `machines (${accel}): create from the template until exec can run`, create, 'machine boot');
+  for (const [kind, what] of [['idle', 'systemd only'], ['busy', '100 MiB more in use']] as const) {
+    latency(b, `machines (${accel}): source paused by a fork (512 MiB, ${what})`, runs[kind].pause);
+    latency(b, `machines (${accel}): fork call until the fork answers exec (${what})`, runs[kind].ready, 'machine boot');
+  }
+}
