@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import Database from 'better-sqlite3';
 import pino from 'pino';
 import { startServer } from '@shellbase/server';
 import { Shellbase, type MachineHandle } from '@shellbase/sdk';
@@ -85,8 +86,8 @@ describe('machines', { timeout: 900_000 }, () => {
     }
   });
 
-  test('a systemd service and an exposed port survive a fork; the fork answers on its own URL', async () => {
-    const src = await t.sb.machines.create();
+  test('a systemd service and an exposed port survive a fork; the fork answers on its own URL; a request wakes a hibernated machine', async () => {
+    const src = await t.sb.machines.create({ idleTimeoutMs: 2000 });
     try {
       // python3 needs ~10 s to listen under TCG: wait for its socket in the guest.
       const started = await src.exec('mkdir -p /srv && echo source > /srv/who && systemd-run --unit=web --property=WorkingDirectory=/srv python3 -m http.server 8080 && '
@@ -106,6 +107,9 @@ describe('machines', { timeout: 900_000 }, () => {
       } finally {
         await fork.remove();
       }
+      for (let i = 0; (await src.info()).state !== 'hibernated'; i++) { assert.ok(i < 100); await sleep(100); }
+      assert.equal(await get(pathUrl), 'source\n', 'the request woke it');
+      assert.equal((await src.info()).state, 'running');
     } finally {
       await src.remove();
     }
@@ -262,6 +266,15 @@ describe('machines', { timeout: 900_000 }, () => {
       const big = await t.http('POST', `/v1/machines/${m.id}/fork`, { body: { count: 8 } });
       assert.equal(big.status, 429, big.text);
       assert.equal((await t.http('POST', `/v1/machines/${m.id}/ports`, { body: { port: 7000 } })).status, 400);
+      const budget = t.config.machines.memoryBudgetMb;
+      t.config.machines.memoryBudgetMb = 700;
+      try {
+        const over = await t.http('POST', '/v1/machines', { body: { memoryMb: 512 } });
+        assert.equal(over.status, 429, over.text);
+        assert.match(over.json.error.message, /memory budget/);
+      } finally {
+        t.config.machines.memoryBudgetMb = budget;
+      }
       const snap = await m.snapshot();
       const dir = path.join(t.home, 'machines', 'tenants', 't_admin', 'snapshots', snap);
       writeFileSync(path.join(dir, 'state.bin'), 'not a QEMU stream');
@@ -272,6 +285,13 @@ describe('machines', { timeout: 900_000 }, () => {
       rmSync(path.join(dir, 'ram'));
       const gone = await t.http('POST', `/v1/snapshots/${snap}/machines`, { body: { count: 1 } });
       assert.equal(gone.status, 412, gone.text);
+      // Taken by another QEMU build: refused before anything starts.
+      const db = new Database(path.join(t.home, 'meta.db'));
+      db.prepare(`UPDATE machine_snapshots SET spec = json_set(spec, '$.qemu', 'QEMU emulator version 0.1') WHERE id = ?`).run(snap);
+      db.close();
+      const other = await t.http('POST', `/v1/snapshots/${snap}/machines`, { body: { count: 1 } });
+      assert.equal(other.status, 412, other.text);
+      assert.match(other.json.error.message, /QEMU emulator version 0\.1/);
     } finally {
       await m.remove();
     }

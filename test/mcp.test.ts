@@ -63,19 +63,6 @@ describe('MCP: shellbase as tools for any agent', () => {
       assert.ok(saved && text.length < 20_000, text.slice(-300));
       const rest = textOf(await client.callTool({ name: 'read_file', arguments: { context: 'agent', path: saved, offset: 100_000 } }));
       assert.match(rest, /19999\n20000\n/);
-      // A machine keeps state between calls, forks with it, and commits its files on the way out.
-      const made = textOf(await client.callTool({ name: 'create_machine', arguments: {} }));
-      const id = /machine (m_\w+) is running/.exec(made)?.[1];
-      assert.ok(id, made);
-      const call = async (name: string, args: Record<string, unknown>) => textOf(await client.callTool({ name, arguments: args }));
-      await call('machine_exec', { machine: id, command: 'echo kept-in-memory > /dev/shm/state' });
-      const fork = /into (m_\w+)/.exec(await call('machine_fork', { machine: id }))?.[1];
-      assert.ok(fork);
-      assert.match(await call('machine_exec', { machine: fork, command: 'cat /dev/shm/state' }), /exit code 0\n--- stdout ---\nkept-in-memory/);
-      await call('machine_exec', { machine: fork, command: 'echo from-a-machine > /root/machine.txt' });
-      assert.match(await call('delete_machine', { machine: fork, commitTo: 'agent' }), /after committing its changes to agent/);
-      assert.match(await call('delete_machine', { machine: id }), /^deleted/);
-      assert.match(await call('read_file', { context: 'agent', path: '/root/machine.txt' }), /from-a-machine/);
     } finally {
       await client.close();
     }
