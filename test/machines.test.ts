@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pino from 'pino';
@@ -10,6 +12,8 @@ import { sleep, spawnServer, startTestServer, type TestServer } from './harness.
 
 // Machines under TCG (no working KVM here): a restore takes seconds, not milliseconds. At most two
 // VMs run at once. The first create on a fresh host builds the debian template (one boot, ~30-60 s).
+const CLI = path.resolve('packages/cli/dist/main.js');
+const run = promisify(execFile);
 const COUNTER = "setsid -f sh -c 'i=0; while true; do i=$((i+1)); echo $i > /run/counter; sleep 0.1; done' >/dev/null 2>&1";
 const counter = async (m: MachineHandle) => Number((await m.exec('cat /run/counter')).stdout.trim());
 /** QEMU processes serving this test server's home. */
@@ -240,6 +244,22 @@ describe('machines', { timeout: 900_000 }, () => {
     t.sb = new Shellbase({ url: t.server.url, apiKey: t.key });
     assert.equal((await t.sb.machines.get(m.id).info()).state, 'stopped', 'its memory is gone; the machine says so');
     await t.sb.machines.get(m.id).remove();
+  });
+
+  test('the CLI: machine create, exec (exit code passed on), fork, ls, rm', async () => {
+    const env = { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key };
+    const cli = async (...args: string[]) => {
+      try { return { code: 0, ...(await run(process.execPath, [CLI, 'machine', ...args], { env })) }; } catch (e) { return e as { code: number; stdout: string; stderr: string }; }
+    };
+    const id = (await cli('create')).stdout.trim();
+    assert.match(id, /^m_\w+$/);
+    const r = await cli('exec', id, '--', 'echo out; echo err >&2; exit 4');
+    assert.deepEqual([r.code, r.stdout, r.stderr], [4, 'out\n', 'err\n']);
+    const fork = (await cli('fork', id)).stdout.trim();
+    assert.match(fork, /^m_\w+$/);
+    assert.match((await cli('ls')).stdout, new RegExp(`${fork}\\s+running`));
+    for (const m of [fork, id]) assert.equal((await cli('rm', m)).code, 0);
+    assert.equal((await cli('ls')).stdout, '');
   });
 
   test('bad input: unknown or foreign machines, counts and memory over the caps, ports of the agent, corrupt snapshots', async () => {

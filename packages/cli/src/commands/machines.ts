@@ -18,7 +18,10 @@ export async function machine(args: ParsedArgs): Promise<number> {
   const id = () => { if (!rest[0]) throw new UsageError(USAGE); return rest[0]; };
   switch (sub) {
     case 'assets':
-      await buildAssets(loadConfig().cache, (l) => console.error(l));
+      {
+        const a = await buildAssets(loadConfig().cache, (l) => console.error(l));
+        console.error(`machine assets: ${a.dir} (kernel ${a.kernel})`);
+      }
       return 0;
     case 'create': {
       const m = await client.machines.create({
