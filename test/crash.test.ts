@@ -99,9 +99,11 @@ async function checkInvariants(home: string, sb: Shellbase, acknowledged: Map<st
     const files = new Set(r.stdout.split('\n'));
     for (const k of keys) assert.ok(files.has(k), `${name}: acknowledged write ${k} is present`);
   }
-  // No overlay of a dead sandbox is mounted where the host sees it; only the store is.
+  // No overlay of a dead sandbox is mounted where the host sees it; only the store is, and the
+  // machines' RAM directory (remounted empty by the restarted server).
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(home));
-  assert.deepEqual(mounts.map((l) => l.split(' ')[4]), [path.join(home, 'store')], 'no leaked mounts');
+  assert.deepEqual(mounts.map((l) => l.split(' ')[4]).filter((m) => m !== path.join(home, 'machines', 'ram')), [path.join(home, 'store')], 'no leaked mounts');
+  assert.ok(mounts.filter((l) => l.split(' ')[4] === path.join(home, 'machines', 'ram')).length <= 1, 'one RAM directory mount, not one per start');
   // Scratch space holds at most the pool of unused scratches.
   assert.ok(readdirSync(path.join(home, 'store', 'scratch')).length <= 8, 'no leaked scratch');
   for (const c of await sb.contexts.list()) {

@@ -172,11 +172,14 @@ describe('machines', { timeout: 900_000 }, () => {
       [copy] = await t.sb.machines.restore(snap, 1);
       assert.equal((await copy.exec('cat /dev/shm/mem-only')).stdout, 'at-snapshot\n', 'tmpfs content lives only in RAM');
       assert.ok((await t.sb.machines.snapshots()).some((s) => s.id === snap));
-      await t.sb.machines.deleteSnapshot(snap);
-      await assert.rejects(t.sb.machines.restore(snap), (e: Error & { code?: string }) => e.code === 'not_found');
       const usage = await t.sb.usage({ groupBy: 'kind' });
       const machine = usage.items.find((i) => i.key === 'machine');
       assert.ok(machine && machine.machineSeconds > 0, JSON.stringify(usage.items));
+      assert.ok(Math.abs(machine.machineMbSeconds - machine.machineSeconds * 512) < 1, 'memory-seconds: 512 MiB for each second');
+      assert.ok(usage.total.bytesStored > 50 << 20, `the snapshot's memory counts as stored (${usage.total.bytesStored})`);
+      await t.sb.machines.deleteSnapshot(snap);
+      await assert.rejects(t.sb.machines.restore(snap), (e: Error & { code?: string }) => e.code === 'not_found');
+      assert.ok((await t.sb.usage()).total.bytesStored < usage.total.bytesStored - (50 << 20), 'and stops counting once deleted');
     } finally {
       await copy?.remove();
       await m.remove();

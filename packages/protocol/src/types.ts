@@ -138,6 +138,9 @@ export interface UsageItem {
   wallMs: number;
   serviceSeconds: number;
   machineSeconds: number;
+  /** Machines' running time weighted by their memory (MiB × seconds). */
+  machineMbSeconds: number;
+  /** Layers (per context: its head's; in the total: every distinct layer) and, in the total, machines' disks, snapshots and hibernated memory. */
   bytesStored: number;
 }
 

@@ -70,11 +70,11 @@ export class Engine {
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config);
-    this.usage = new Usage(deps.metadata);
     this.gc = new GarbageCollector(deps);
     this.machines = new Machines(deps, {
       base: lookups.base, imageVersion: (image) => this.imageVersion(image), exec: (caller, name, req, hooks) => this.exec(caller, name, req, hooks),
     });
+    this.usage = new Usage(deps.metadata, (tenantId) => this.machines.storedBytes(tenantId));
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */

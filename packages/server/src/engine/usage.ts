@@ -23,7 +23,8 @@ function time(value: string | undefined, fallback: string, field: string): strin
  * and what its versions store. Idle contexts add nothing but stored bytes.
  */
 export class Usage {
-  constructor(private readonly md: MetadataStore) {}
+  /** `machineBytes`: what a tenant's machines hold on disk (their disks, snapshots, hibernated memory). */
+  constructor(private readonly md: MetadataStore, private readonly machineBytes: (tenantId: string) => Promise<number> = async () => 0) {}
 
   async summary(caller: Caller, q: UsageQuery): Promise<{ items: UsageItem[]; total: UsageItem }> {
     let tenantId = caller.tenantId;
@@ -45,7 +46,7 @@ export class Usage {
         const head = ctx && (await this.md.getVersion(ctx.head));
         if (head) bytesStored = await this.md.layerBytes(head.layers);
       }
-      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: r.machineSeconds, bytesStored });
+      items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: r.machineSeconds, machineMbSeconds: r.machineMbSeconds, bytesStored });
     }
     const total: UsageItem = {
       key: 'total',
@@ -54,7 +55,8 @@ export class Usage {
       wallMs: items.reduce((s, i) => s + i.wallMs, 0),
       serviceSeconds: items.reduce((s, i) => s + i.serviceSeconds, 0),
       machineSeconds: items.reduce((s, i) => s + i.machineSeconds, 0),
-      bytesStored: await this.md.storedBytes(tenantId),
+      machineMbSeconds: items.reduce((s, i) => s + i.machineMbSeconds, 0),
+      bytesStored: await this.md.storedBytes(tenantId) + await this.machineBytes(tenantId),
     };
     return { items, total };
   }

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, ExecRequest, ExecResult, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
 import type { ExecHooks } from '../engine/exec.js';
 import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { Caller, EngineDeps } from '../engine/types.js';
-import { overQuota, quotasOf } from '../engine/quotas.js';
 import { checkName } from '../engine/validate.js';
 import type { MachineRow, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
@@ -17,6 +16,7 @@ import { MachineHost } from './host.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
 import { MACHINE_TYPE, qemuBuild } from './qemu.js';
+import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
 
@@ -32,6 +32,19 @@ export interface MachineLookups {
 function newToken(): string {
   const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
   return [...randomBytes(26)].map((b) => alphabet[b & 31]).join('');
+}
+
+/** Bytes allocated on disk under `dir` (sparse files count what they hold). */
+function allocated(dir: string): number {
+  let total = 0;
+  let entries: Dirent[] = [];
+  try { entries = readdirSync(dir, { withFileTypes: true }); } catch { return 0; }
+  for (const e of entries) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) total += allocated(p);
+    else if (e.isFile()) { try { total += statSync(p).blocks * 512; } catch { /* gone meanwhile */ } }
+  }
+  return total;
 }
 
 function bounded(field: string, v: number, min: number, max: number): number {
@@ -135,31 +148,12 @@ export class Machines {
     await run.destroy();
     this.runs.delete(run.row.id);
     await this.deps.metadata.deleteMachine(run.row.tenantId, run.row.id);
-    this.collectDisks(run.row.tenantId);
+    await this.collectDisks(run.row.tenantId, run.row.spec.disk);
   }
 
   /** Refuses a start that would pass the tenant's quota, the host's cap or its memory budget. */
   private async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<void> {
-    const live = [...this.runs.values()].filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
-    const { runningMachines } = quotasOf(this.deps.config, caller);
-    const mine = live.filter((r) => r.row.tenantId === caller.tenantId).length;
-    if (mine + count > runningMachines) throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves)');
-    this.hostRoom(memoryMb, count);
-  }
-
-  /** Refuses a start that would pass the host's cap on machines or its memory budget. */
-  private hostRoom(memoryMb: number, count: number): void {
-    const m = this.deps.config.machines;
-    const live = [...this.runs.values()].filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
-    if (live.length + count > m.maxRunning) {
-      throw new ShellbaseError('limit_exceeded', `this host runs at most ${m.maxRunning} machines at once`, { details: { limit: m.maxRunning }, hint: 'try again when machines hibernate, or stop some' });
-    }
-    const used = live.reduce((s, r) => s + r.row.spec.memoryMb, 0);
-    if (used + memoryMb * count > m.memoryBudgetMb) {
-      throw new ShellbaseError('limit_exceeded', `the host's machine memory budget (${m.memoryBudgetMb} MiB) has ${m.memoryBudgetMb - used} MiB left; ${memoryMb * count} MiB asked`, {
-        details: { budgetMb: m.memoryBudgetMb, usedMb: used }, hint: 'ask for less memory or fewer copies, or stop machines first',
-      });
-    }
+    admit(this.deps.config, [...this.runs.values()], caller, memoryMb, count);
   }
 
   private runOf(row: MachineRow): MachineRun {
@@ -172,7 +166,7 @@ export class Machines {
           tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
           cpuMs, wallMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null,
         }),
-        admit: (r) => this.hostRoom(r.spec.memoryMb, 1),
+        admit: (r) => hostRoom(this.deps.config.machines, [...this.runs.values()], r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
       });
       this.runs.set(row.id, run);
@@ -189,7 +183,7 @@ export class Machines {
 
   private async runFor(caller: Caller, id: string): Promise<MachineRun> {
     const row = await this.row(caller, id);
-    if (row.state !== 'stopped') await this.host();
+    await this.host();
     return this.runOf(row);
   }
 
@@ -323,7 +317,7 @@ export class Machines {
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.deleteSnapshot(caller.tenantId, id);
     rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
-    this.collectDisks(caller.tenantId);
+    await this.collectDisks(caller.tenantId, snap.spec.disk);
   }
 
   async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
@@ -361,16 +355,21 @@ export class Machines {
     return { url: `http://${token}.localhost:${port}/`, pathUrl: `http://127.0.0.1:${port}/s/${token}/` };
   }
 
-  /** Deletes disk files of the tenant's that no machine or snapshot chain names any more. */
-  private collectDisks(tenantId: string): void {
-    void (async () => {
+  /**
+   * Deletes the files of a deleted machine's or snapshot's disk chain that no other machine or
+   * snapshot of the tenant names (frozen layers are shared by forks). Only files of the tenant's
+   * own disk directory: templates stay.
+   */
+  private async collectDisks(tenantId: string, chain: readonly string[]): Promise<void> {
+    try {
       const keep = new Set<string>();
       for (const m of await this.deps.metadata.listMachines(tenantId)) for (const d of m.spec.disk) keep.add(d);
       for (const s of await this.deps.metadata.listSnapshots(tenantId)) for (const d of s.spec.disk) keep.add(d);
       const dir = path.join(this.deps.config.home, 'machines', 'tenants', tenantId, 'disks');
-      if (!existsSync(dir)) return;
-      for (const f of readdirSync(dir)) if (!keep.has(path.join(dir, f))) rmSync(path.join(dir, f), { force: true });
-    })().catch((err) => this.deps.log.error({ err }, 'collecting machine disks failed'));
+      for (const file of chain) if (path.dirname(file) === dir && !keep.has(file)) rmSync(file, { force: true });
+    } catch (err) {
+      this.deps.log.error({ err }, 'collecting machine disks failed');
+    }
   }
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
@@ -405,6 +404,14 @@ export class Machines {
     } finally {
       release();
     }
+  }
+
+  /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
+  async storedBytes(tenantId: string): Promise<number> {
+    const root = path.join(this.deps.config.home, 'machines');
+    let total = allocated(path.join(root, 'tenants', tenantId));
+    for (const m of await this.deps.metadata.listMachines(tenantId)) if (m.state === 'hibernated') total += allocated(path.join(root, 'run', m.id));
+    return total;
   }
 
   /** Runs a command in a machine (woken if hibernated). */

@@ -109,7 +109,9 @@ export class MachineRun {
     let released = false;
     const release = () => { if (!released) { released = true; this.users--; this.lastUse = Date.now(); } };
     try {
-      if (this.row.state === 'hibernated') await this.serial(() => this.wake());
+      // Behind any lifecycle step in progress (a hibernation that began just before this call ends
+      // first, then this wakes the machine again).
+      await this.serial(() => (this.row.state === 'hibernated' ? this.wake() : Promise.resolve()));
       if (this.row.state !== 'running') throw this.notRunning();
     } catch (e) {
       release();

@@ -72,6 +72,8 @@ export interface UsageTotals {
   serviceSeconds: number;
   /** Seconds machines ran (paused and hibernated ones cost only stored bytes). */
   machineSeconds: number;
+  /** Machine seconds weighted by memory (MiB): a machine row's memory_peak_bytes is its guest RAM. */
+  machineMbSeconds: number;
   cpuMs: number;
   wallMs: number;
   bytesWritten: number;

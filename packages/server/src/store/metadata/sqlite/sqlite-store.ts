@@ -295,7 +295,8 @@ export class SqliteMetadataStore implements MetadataStore {
     const column = groupBy === 'context' ? 'context' : 'kind';
     return this.stmt(`SELECT ${column} AS key, SUM(kind = 'query') AS queries, SUM(cpu_ms) AS cpuMs, SUM(wall_ms) AS wallMs,
         SUM(CASE WHEN kind = 'service' THEN wall_ms ELSE 0 END) / 1000.0 AS serviceSeconds,
-        SUM(CASE WHEN kind = 'machine' THEN wall_ms ELSE 0 END) / 1000.0 AS machineSeconds, SUM(bytes_written) AS bytesWritten
+        SUM(CASE WHEN kind = 'machine' THEN wall_ms ELSE 0 END) / 1000.0 AS machineSeconds,
+        SUM(CASE WHEN kind = 'machine' THEN wall_ms / 1000.0 * memory_peak_bytes / 1048576 ELSE 0 END) AS machineMbSeconds, SUM(bytes_written) AS bytesWritten
       FROM usage WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY ${column} ORDER BY ${column}`)
       .all(tenantId, from, to) as UsageTotals[];
   }

@@ -1,0 +1,30 @@
+import type { MachinesConfig, ServerConfig } from '../config.js';
+import { ShellbaseError } from '../errors.js';
+import { overQuota, quotasOf } from '../engine/quotas.js';
+import type { Caller } from '../engine/types.js';
+import type { MachineRun } from './run.js';
+
+/** Machines that hold memory and count against the caps: running, paused, or starting. */
+const live = (runs: readonly MachineRun[]) => runs.filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
+
+/** Refuses `count` more machines of `memoryMb` over the tenant's `runningMachines`, the host's cap or its memory budget. */
+export function admit(config: ServerConfig, runs: readonly MachineRun[], caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): void {
+  const { runningMachines } = quotasOf(config, caller);
+  const mine = live(runs).filter((r) => r.row.tenantId === caller.tenantId).length;
+  if (mine + count > runningMachines) throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves)');
+  hostRoom(config.machines, runs, memoryMb, count);
+}
+
+/** Refuses a start that would pass the host's cap on machines or its memory budget (a wake checks only this). */
+export function hostRoom(m: MachinesConfig, runs: readonly MachineRun[], memoryMb: number, count: number): void {
+  const running = live(runs);
+  if (running.length + count > m.maxRunning) {
+    throw new ShellbaseError('limit_exceeded', `this host runs at most ${m.maxRunning} machines at once`, { details: { limit: m.maxRunning }, hint: 'try again when machines hibernate, or stop some' });
+  }
+  const used = running.reduce((s, r) => s + r.row.spec.memoryMb, 0);
+  if (used + memoryMb * count > m.memoryBudgetMb) {
+    throw new ShellbaseError('limit_exceeded', `the host's machine memory budget (${m.memoryBudgetMb} MiB) has ${m.memoryBudgetMb - used} MiB left; ${memoryMb * count} MiB asked`, {
+      details: { budgetMb: m.memoryBudgetMb, usedMb: used }, hint: 'ask for less memory or fewer copies, or stop machines first',
+    });
+  }
+}
