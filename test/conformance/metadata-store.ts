@@ -119,6 +119,36 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     } finally { await done(); }
   });
 
+  test(`${name}: machines belong to their tenant, port tokens follow their spec, snapshots outlive their machine`, async () => {
+    const { md, done } = await setup();
+    try {
+      const shape = { format: 1 as const, image: 'debian', memoryMb: 512, cpus: 1, idleTimeoutMs: 1000 };
+      const row = { id: 'm_1', tenantId: 't1', state: 'starting' as const, createdAt: now(), spec: { ...shape, disk: ['/d/1.qcow2'], ports: [{ port: 80, token: 'p1' }] } };
+      await md.createMachine(row);
+      assert.deepEqual(await md.getMachine('t1', 'm_1'), row);
+      assert.equal(await md.getMachine('t2', 'm_1'), null, 'another tenant sees nothing');
+      assert.deepEqual((await md.machineByPortToken('p1'))?.port, 80);
+      const moved = { ...row, state: 'running' as const, spec: { ...row.spec, ports: [{ port: 8080, token: 'p2' }] } };
+      await md.updateMachine(moved);
+      assert.equal(await md.machineByPortToken('p1'), null, 'a token the spec no longer names is gone');
+      assert.deepEqual(await md.machineByPortToken('p2'), { machine: moved, port: 8080 });
+      await md.createMachine({ ...row, id: 'm_2', tenantId: 't2', spec: { ...row.spec, ports: [] } });
+      assert.deepEqual((await md.listMachines('t1')).map((m) => m.id), ['m_1']);
+      assert.deepEqual((await md.listMachines()).map((m) => m.id).sort(), ['m_1', 'm_2']);
+      const snap = { id: 's_1', tenantId: 't1', machineId: 'm_1', createdAt: now(),
+        spec: { ...shape, disk: ['/d/0.qcow2'], ram: '/s/ram', state: '/s/state.bin', qemu: 'QEMU 7.2', machineType: 'microvm', accel: 'tcg', ports: [8080] } };
+      await md.createSnapshot(snap);
+      assert.equal(await md.deleteMachine('t2', 'm_1'), false, 'only by its tenant');
+      assert.equal(await md.deleteMachine('t1', 'm_1'), true);
+      assert.equal(await md.machineByPortToken('p2'), null);
+      assert.deepEqual(await md.getSnapshot('t1', 's_1'), snap);
+      assert.equal(await md.getSnapshot('t2', 's_1'), null);
+      assert.deepEqual((await md.listSnapshots('t1')).map((s) => s.id), ['s_1']);
+      assert.equal(await md.deleteSnapshot('t1', 's_1'), true);
+      assert.equal(await md.deleteSnapshot('t1', 's_1'), false);
+    } finally { await done(); }
+  });
+
   test(`${name}: a layer prefix is replaced exactly, never a longer id that starts alike`, async () => {
     const { md, done, root } = await setup();
     try {

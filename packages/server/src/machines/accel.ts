@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { release } from 'node:os';
 import path from 'node:path';
 import { spawner } from '../util/spawner.js';
@@ -32,7 +32,7 @@ export async function chooseAccel(cache: string, assets: MachineAssets, setting:
     ? { accel: 'kvm', reason: '/dev/kvm booted the probe kernel' }
     : { accel: 'tcg', reason: '/dev/kvm exists but did not boot the probe kernel (nested virtualisation?)' };
   mkdirSync(path.dirname(file), { recursive: true });
-  if (existsSync(path.dirname(file))) writeFileSync(file, JSON.stringify({ key, ...choice }, null, 2));
+  writeFileSync(file, JSON.stringify({ key, ...choice }, null, 2));
   return choice;
 }
 

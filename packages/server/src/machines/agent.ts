@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
+import { constants } from 'node:os';
 import type { MachineExecResult } from '@shellbase/protocol';
 import { Spawner, type OpenChannel } from '../util/spawner.js';
 
@@ -97,7 +98,7 @@ export class Agent {
   }
 }
 
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15 };
-function signalNumber(sig: string | null): number {
-  return (sig && SIGNALS[sig]) || 9;
+/** As shells report a command a signal ended: 128 + its number. */
+function signalNumber(sig: NodeJS.Signals | null): number {
+  return (sig && constants.signals[sig]) || constants.signals.SIGKILL;
 }

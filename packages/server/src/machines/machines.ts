@@ -7,7 +7,7 @@ import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { Caller, EngineDeps } from '../engine/types.js';
 import { checkName } from '../engine/validate.js';
-import type { MachineRow, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { MachineRow, MachineShape, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import type { AccelChoice } from './accel.js';
 import { findAssets } from './assets.js';
@@ -32,6 +32,11 @@ export interface MachineLookups {
 function newToken(): string {
   const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
   return [...randomBytes(26)].map((b) => alphabet[b & 31]).join('');
+}
+
+/** The fields a machine and its snapshots share (and nothing else of either). */
+function shapeOf(s: MachineShape): MachineShape {
+  return { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus, idleTimeoutMs: s.idleTimeoutMs };
 }
 
 /** Bytes allocated on disk under `dir` (sparse files count what they hold). */
@@ -241,8 +246,7 @@ export class Machines {
     const spec = run.row.spec;
     const row: SnapshotRow = {
       id: sid, tenantId: caller.tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
-      spec: { format: 1, image: spec.image, ...(spec.context ? { context: spec.context, version: spec.version } : {}), memoryMb: spec.memoryMb, cpus: spec.cpus,
-        idleTimeoutMs: spec.idleTimeoutMs, disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
+      spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
     };
     if (!temporary) await this.deps.metadata.createSnapshot(row);
     return row;
@@ -300,8 +304,7 @@ export class Machines {
         await overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-          spec: { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
-            idleTimeoutMs: s.idleTimeoutMs, snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken() })) },
+          spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken() })) },
         };
         out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }));
       }

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Static } from 'typebox';
-import type { ExecEvent } from '@shellbase/protocol';
 import type { Engine } from '../../engine/engine.js';
 import { toShellbaseError } from '../errors.js';
 import { ExecBody, ExecResult, NameParams, errorResponses } from '../schemas.js';
@@ -19,35 +18,41 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
       tags: ['queries'], params: NameParams, body: ExecBody,
       response: { 200: ExecResult, ...errorResponses },
     },
-  }, async (req, reply) => {
-    const abort = new AbortController();
-    reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
-    const stream = (req.headers.accept ?? '').includes(NDJSON);
-    if (!stream) return engine.exec(req.caller, req.params.name, req.body, { signal: abort.signal });
-
-    const out = new NdjsonStream(reply);
-    try {
-      const { stdout: _o, stderr: _e, ...exit } = await engine.exec(req.caller, req.params.name, req.body, {
-        signal: abort.signal,
-        onOutput: (type, data) => out.send({ type, data }),
-      });
-      out.send({ type: 'exit', ...exit });
-    } catch (err) {
-      if (!out.started) throw err;
-      out.send({ type: 'error', error: toShellbaseError(err).toBody() });
-    }
-    out.end();
-    return reply;
-  });
+  }, async (req, reply) => respondExec(req.headers.accept, reply, (hooks) => engine.exec(req.caller, req.params.name, req.body, hooks)));
 }
 
-/** Events of an NDJSON response that starts with its first event (queries' and machines' exec). */
-export class NdjsonStream<E = ExecEvent> {
+type Hooks = { signal: AbortSignal; onOutput?: (type: 'stdout' | 'stderr', data: string) => void };
+
+/**
+ * Answers an exec (a query's or a machine's): the result as JSON, or with
+ * `Accept: application/x-ndjson` its output as it happens and an `exit` event.
+ * A client that goes away aborts the command.
+ */
+export async function respondExec<R extends { stdout: string; stderr: string }>(
+  accept: string | undefined, reply: FastifyReply, run: (hooks: Hooks) => Promise<R>,
+): Promise<R | FastifyReply> {
+  const abort = new AbortController();
+  reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+  if (!(accept ?? '').includes(NDJSON)) return run({ signal: abort.signal });
+  const out = new NdjsonStream(reply);
+  try {
+    const { stdout: _o, stderr: _e, ...exit } = await run({ signal: abort.signal, onOutput: (type, data) => out.send({ type, data }) });
+    out.send({ type: 'exit', ...exit });
+  } catch (err) {
+    if (!out.started) throw err;
+    out.send({ type: 'error', error: toShellbaseError(err).toBody() });
+  }
+  out.end();
+  return reply;
+}
+
+/** Events of an NDJSON response that starts with its first event. */
+class NdjsonStream {
   started = false;
 
   constructor(private readonly reply: FastifyReply) {}
 
-  send(event: E): void {
+  send(event: { type: string } & Record<string, unknown>): void {
     if (!this.started) {
       this.started = true;
       this.reply.hijack();

@@ -1,10 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { MachineExecEvent } from '@shellbase/protocol';
 import type { Engine } from '../../engine/engine.js';
-import { toShellbaseError } from '../errors.js';
 import { ExecLimits, errorResponses } from '../schemas.js';
-import { NdjsonStream } from './exec.js';
+import { respondExec } from './exec.js';
 
 const strict = { additionalProperties: false } as const;
 const Port = Type.Object({ port: Type.Integer(), url: Type.String(), pathUrl: Type.String() });
@@ -38,7 +36,6 @@ const Id = Type.Object({ id: Type.String({ maxLength: 128 }) });
 const FileParams = Type.Object({ id: Type.String({ maxLength: 128 }), '*': Type.String() });
 const CountBody = Type.Object({ count: Type.Optional(Type.Integer()) }, strict);
 const Machines = Type.Object({ machines: Type.Array(Machine) });
-const NDJSON = 'application/x-ndjson';
 
 /** Machines: create, list, get, exec, files, pause/resume/stop/delete, snapshot, restore, fork, ports. */
 export function machineRoutes(app: FastifyInstance, engine: Engine): void {
@@ -68,21 +65,7 @@ export function machineRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post<{ Params: Static<typeof Id>; Body: Static<typeof ExecBody> }>('/v1/machines/:id/exec', {
     schema: { tags, params: Id, body: ExecBody, response: { 200: ExecResult, ...errorResponses } },
-  }, async (req, reply) => {
-    const abort = new AbortController();
-    reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
-    if (!(req.headers.accept ?? '').includes(NDJSON)) return m.exec(req.caller, req.params.id, req.body, { signal: abort.signal });
-    const out = new NdjsonStream<MachineExecEvent>(reply);
-    try {
-      const { stdout: _o, stderr: _e, ...exit } = await m.exec(req.caller, req.params.id, req.body, { signal: abort.signal, onOutput: (type, data) => out.send({ type, data }) });
-      out.send({ type: 'exit', ...exit });
-    } catch (err) {
-      if (!out.started) throw err;
-      out.send({ type: 'error', error: toShellbaseError(err).toBody() });
-    }
-    out.end();
-    return reply;
-  });
+  }, async (req, reply) => respondExec(req.headers.accept, reply, (hooks) => m.exec(req.caller, req.params.id, req.body, hooks)));
 
   app.get<{ Params: Static<typeof FileParams> }>('/v1/machines/:id/files/*', {
     schema: { tags, params: FileParams, response: { ...errorResponses } },

@@ -149,8 +149,8 @@ export interface ServiceRow {
   createdAt: string;
 }
 
-/** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
-export interface MachineSpec {
+/** What a machine is made of and made from; a snapshot keeps it for the machines it restores. */
+export interface MachineShape {
   format: 1;
   image: string;
   context?: string;
@@ -158,6 +158,10 @@ export interface MachineSpec {
   memoryMb: number;
   cpus: number;
   idleTimeoutMs: number;
+}
+
+/** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
+export interface MachineSpec extends MachineShape {
   /** The snapshot it was restored from (forks and restores). */
   snapshot?: string;
   /** Its disk's qcow2 chain, writable top first. */
@@ -177,14 +181,7 @@ export interface MachineRow {
 }
 
 /** A machine frozen at one instant: RAM file, device state, disk chain (read-only from then on). */
-export interface SnapshotSpec {
-  format: 1;
-  image: string;
-  context?: string;
-  version?: string;
-  memoryMb: number;
-  cpus: number;
-  idleTimeoutMs: number;
+export interface SnapshotSpec extends MachineShape {
   disk: string[];
   ram: string;
   state: string;
