@@ -121,7 +121,9 @@ export class Machines {
     if (req.context !== undefined) image = (await this.deps.metadata.getContext(caller.tenantId, req.context))?.image ?? image;
     const host = await this.host();
     await this.admit(caller, memoryMb, 1);
-    const root = req.context === undefined ? path.join(this.deps.config.cache, 'machines', 'templates') : path.join(host.tenantDir(caller.tenantId), 'templates');
+    // An image's tree (a context never written to included) is everyone's: its template is in the cache.
+    const shared = version.layers.length === 1 && version.layers[0].startsWith('image:');
+    const root = shared ? path.join(this.deps.config.cache, 'machines', 'templates') : path.join(host.tenantDir(caller.tenantId), 'templates');
     const tpl = await this.templates!.get({ root, layers: version.layers, memoryMb, cpus }).catch((e: Error) => {
       throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' });
     });
