@@ -25,7 +25,9 @@ export async function isolation(b: Bench): Promise<void> {
   const n = Math.ceil(b.n / 2);
   b.baselines.set('idle server', latency(b, "another tenant's query true, idle server (baseline)", await time(n, () => ctx.exec('true'))));
   let stop = false;
-  const attacks = ATTACKS.map(async ([name, command, limits]) => {
+  // SHELLBASE_BENCH_ATTACKS="fork bomb,disk fill" runs only those (to find which one costs what).
+  const only = process.env.SHELLBASE_BENCH_ATTACKS?.split(',').map((s) => s.trim());
+  const attacks = ATTACKS.filter(([name]) => !only || only.includes(name)).map(async ([name, command, limits]) => {
     while (!stop) await attacker.context(name.replace(' ', '-')).exec(command, { limits, timeoutMs: 10_000, commit: 'never' }).catch(() => undefined);
   });
   await new Promise((r) => setTimeout(r, 1500)); // let every attack get going
