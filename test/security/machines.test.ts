@@ -40,6 +40,8 @@ describe('security: machines', { timeout: 600_000 }, () => {
       assert.match(status, /^CapEff:\s+0+$/m, 'no effective capabilities');
       assert.match(status, /^CapPrm:\s+0+$/m, 'none permitted');
       assert.match(status, /^NoNewPrivs:\s+1$/m, 'and no exec gains any back (root\'s exec included)');
+      const accel = (await (await fetch(`${t.server.url}/healthz`)).json() as { machines: { accel: string } }).machines.accel;
+      if (accel === 'tcg') assert.match(status, /^Uid:\s+100000\s+100000\s+100000\s+100000$/m, 'not host root: the sandboxes\' root, in their user namespace');
       for (const ns of ['net', 'pid', 'mnt', 'ipc', 'uts']) {
         assert.notEqual(readlinkSync(`/proc/${pid}/ns/${ns}`), readlinkSync(`/proc/self/ns/${ns}`), `its own ${ns} namespace`);
       }

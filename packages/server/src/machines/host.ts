@@ -1,4 +1,5 @@
-import { chmodSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { SANDBOX_ROOT } from '../util/idmap.js';
 import path from 'node:path';
 import type { Runtime, Cgroup } from '../runtime/index.js';
 import { runOk, run } from '../util/proc.js';
@@ -6,6 +7,12 @@ import { chooseAccel, type AccelChoice } from './accel.js';
 import type { MachineAssets } from './assets.js';
 import { guestLayer } from './disk.js';
 import { AGENT_PORT, type Accel } from './qemu.js';
+
+/**
+ * QEMU runs as the sandboxes' root (host uid 100000, in a user namespace) under TCG; under KVM it
+ * stays host root without capabilities, since /dev/kvm is root's (docs/security.md, threat 15).
+ */
+const QEMU_UID = SANDBOX_ROOT;
 
 /** What QEMU itself may use beyond the guest's RAM (TCG's code cache, device buffers, threads). */
 const QEMU_OVERHEAD_MB = 768;
@@ -20,6 +27,8 @@ const QEMU_OVERHEAD_MB = 768;
 export class MachineHost {
   readonly agentPort = AGENT_PORT;
   readonly guest: { dir: string; hash: string };
+  /** The host uid QEMU runs as: what it writes must be this uid's. */
+  readonly uid: number;
 
   private constructor(
     readonly assets: MachineAssets,
@@ -30,6 +39,12 @@ export class MachineHost {
     guest: { dir: string; hash: string },
   ) {
     this.guest = guest;
+    this.uid = accel.accel === 'tcg' ? QEMU_UID : 0;
+  }
+
+  /** Hands a file or directory QEMU writes to the uid QEMU runs as. */
+  give(file: string): void {
+    if (this.uid !== 0) chownSync(file, this.uid, this.uid);
   }
 
   static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: Runtime }): Promise<MachineHost> {
@@ -40,29 +55,37 @@ export class MachineHost {
     // Passable (not listable) by the sandboxes' root: disks are made from `build/` (machines/disk.ts).
     mkdirSync(root, { recursive: true, mode: 0o711 });
     chmodSync(root, 0o711);
-    mkdirSync(ramDir, { recursive: true, mode: 0o700 });
+    // Passable by QEMU's uid (which owns the RAM files in it), not listable.
+    mkdirSync(ramDir, { recursive: true, mode: 0o711 });
     await unmountRam(ramDir); // a crashed server's RAM files are gone with its machines
-    await runOk('mount', ['-t', 'tmpfs', '-o', `size=${o.budgetMb + 256}m,mode=0700`, 'shellbase-ram', ramDir]);
+    await runOk('mount', ['-t', 'tmpfs', '-o', `size=${o.budgetMb + 256}m,mode=0711`, 'shellbase-ram', ramDir]);
     return new MachineHost(o.assets, accel, root, ramDir, o.runtime, guest);
   }
 
   /** A tenant's machine files: `disks/` (qcow2 chains), `snapshots/`, `templates/` (of its versions). */
   tenantDir(tenantId: string): string {
     const d = path.join(this.root, 'tenants', tenantId);
-    mkdirSync(d, { recursive: true, mode: 0o700 });
+    // Passable by QEMU's uid, which reads the frozen parts of disk chains and snapshots' state in it.
+    mkdirSync(d, { recursive: true, mode: 0o711 });
+    chmodSync(d, 0o711);
     return d;
   }
 
   disksDir(tenantId: string): string {
     const d = path.join(this.tenantDir(tenantId), 'disks');
-    mkdirSync(d, { recursive: true, mode: 0o700 });
+    mkdirSync(d, { recursive: true, mode: 0o711 });
+    chmodSync(d, 0o711);
     return d;
   }
 
   /** One machine's sockets (short paths: Unix sockets allow 107 bytes), console log, hibernation files. */
   runDir(machineId: string): string {
     const d = path.join(this.root, 'run', machineId);
-    mkdirSync(d, { recursive: true, mode: 0o700 });
+    if (!existsSync(d)) {
+      mkdirSync(path.dirname(d), { recursive: true, mode: 0o711 });
+      mkdirSync(d, { mode: 0o700 });
+      this.give(d);
+    }
     return d;
   }
 

@@ -234,7 +234,8 @@ export class Machines {
     const host = await this.host();
     const sid = newId('s');
     const dir = path.join(host.tenantDir(caller.tenantId), 'snapshots', sid);
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Passable: the QEMU of each restored copy reads its state file here.
+    mkdirSync(dir, { recursive: true, mode: 0o711 });
     const ram = temporary ? path.join(host.ramDir, `${sid}.ram`) : path.join(dir, 'ram');
     const state = path.join(dir, 'state.bin');
     let disk: string[];

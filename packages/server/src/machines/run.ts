@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineState } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
@@ -66,9 +66,10 @@ export class MachineRun {
   async restore(src: RestoreSource): Promise<void> {
     const { host } = this.hooks;
     const t0 = performance.now();
-    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     if (src.takeRam) renameSync(src.ram, this.ramFile);
     else await copySparse(src.ram, this.ramFile);
+    host.give(this.ramFile);
+    host.give(this.row.spec.disk[0]);
     const spec = this.row.spec;
     const disks = host.disksDir(this.row.tenantId);
     // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
@@ -76,7 +77,7 @@ export class MachineRun {
     try {
       this.vm = await QemuVm.launch({
         assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
-        runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable],
+        runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable], userns: host.uid !== 0,
         ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus),
       });
       await this.vm.loadState(src.state);
@@ -163,6 +164,7 @@ export class MachineRun {
     const frozen = [...this.row.spec.disk];
     const next = path.join(path.dirname(frozen[0]), `${this.row.id}-${newId('d')}.qcow2`);
     await overlay(frozen[0], next);
+    this.hooks.host.give(next);
     const wasRunning = this.row.state === 'running';
     const t0 = performance.now();
     if (wasRunning) await vm.stop();

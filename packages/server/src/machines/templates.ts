@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { LayerStore } from '../store/layers/types.js';
@@ -10,7 +10,7 @@ import { MACHINE_TYPE, QemuVm, qemuBuild } from './qemu.js';
 import { PRUNED } from './commit.js';
 
 /** Bump when what a template holds or how it is made changes. */
-const TEMPLATE_FORMAT = 2;
+const TEMPLATE_FORMAT = 3;
 /** A TCG boot of Debian with systemd takes ~40 s here; KVM a few. */
 const BOOT_TIMEOUT_MS = 300_000;
 
@@ -81,17 +81,21 @@ export class Templates {
     const tmp = `${dir}.building-${process.pid}`;
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
+    this.host.give(tmp);
     const ram = path.join(this.host.ramDir, `template-${path.basename(dir)}-${process.pid}.ram`);
     this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
     let vm: QemuVm | null = null;
     try {
       await buildDisk(this.layers, src.layers, this.host.guest.dir, path.join(tmp, 'base.raw'), path.join(this.host.root, 'build'));
       // Relative: the chain must survive the rename below.
+      chmodSync(path.join(tmp, 'base.raw'), 0o644); // every machine's QEMU reads it
       await overlay('base.raw', path.join(tmp, 'disk.qcow2'), tmp);
+      this.host.give(path.join(tmp, 'disk.qcow2'));
       writeFileSync(ram, ''); // QEMU sizes it; it must exist to be bound into QEMU's confinement
+      this.host.give(ram);
       vm = await QemuVm.launch({
         assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ram, disk: path.join(tmp, 'disk.qcow2'),
-        runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus),
+        runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus), userns: this.host.uid !== 0,
       });
       const agentSock = path.join(tmp, 'agent.sock');
       await vm.bridge(agentSock, this.host.agentPort);
