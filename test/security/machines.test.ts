@@ -41,7 +41,7 @@ describe('security: machines', { timeout: 600_000 }, () => {
       assert.match(status, /^CapPrm:\s+0+$/m, 'none permitted');
       assert.match(status, /^NoNewPrivs:\s+1$/m, 'and no exec gains any back (root\'s exec included)');
       const accel = (await (await fetch(`${t.server.url}/healthz`)).json() as { machines: { accel: string } }).machines.accel;
-      if (accel === 'tcg') assert.match(status, /^Uid:\s+100000\s+100000\s+100000\s+100000$/m, 'not host root: the sandboxes\' root, in their user namespace');
+      if (accel === 'tcg') assert.match(status, /^Uid:\s+165536\s+165536\s+165536\s+165536$/m, 'not host root, nor the sandboxes\' root: an id of its own');
       for (const ns of ['net', 'pid', 'mnt', 'ipc', 'uts']) {
         assert.notEqual(readlinkSync(`/proc/${pid}/ns/${ns}`), readlinkSync(`/proc/self/ns/${ns}`), `its own ${ns} namespace`);
       }

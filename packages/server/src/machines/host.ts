@@ -1,6 +1,6 @@
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { SANDBOX_ROOT } from '../util/idmap.js';
 import path from 'node:path';
+import { MACHINE_ROOT } from '../util/idmap.js';
 import type { Runtime, Cgroup } from '../runtime/index.js';
 import { runOk, run } from '../util/proc.js';
 import { chooseAccel, type AccelChoice } from './accel.js';
@@ -9,10 +9,10 @@ import { guestLayer } from './disk.js';
 import { AGENT_PORT, type Accel } from './qemu.js';
 
 /**
- * QEMU runs as the sandboxes' root (host uid 100000, in a user namespace) under TCG; under KVM it
- * stays host root without capabilities, since /dev/kvm is root's (docs/security.md, threat 15).
+ * QEMU runs as host uid 165536 (root of a user namespace that maps only it) under TCG; under KVM
+ * it stays host root without capabilities, since /dev/kvm is root's (docs/security.md, threat 15).
  */
-const QEMU_UID = SANDBOX_ROOT;
+const QEMU_UID = MACHINE_ROOT;
 
 /** What QEMU itself may use beyond the guest's RAM (TCG's code cache, device buffers, threads). */
 const QEMU_OVERHEAD_MB = 768;

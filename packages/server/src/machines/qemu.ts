@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { innerPid, type Cgroup } from '../runtime/index.js';
-import { USERNS_SPEC } from '../util/idmap.js';
+import { MACHINE_USERNS_SPEC } from '../util/idmap.js';
 import { SBX } from '../util/native.js';
 import { runOk } from '../util/proc.js';
 import { spawner, type Spawned } from '../util/spawner.js';
@@ -50,7 +50,7 @@ export interface LaunchSpec {
   cgroup?: Cgroup;
   /** Kernel command line additions (the accelerator probe). */
   append?: string;
-  /** Run as the sandboxes' root in their user namespace (host uid 100000), not as host root. */
+  /** Run as root of a user namespace that maps only host uid 165536 (util/idmap.ts), not as host root. */
   userns?: boolean;
 }
 
@@ -81,11 +81,11 @@ export function qemuArgs(spec: LaunchSpec): string[] {
  * Like Firecracker's jailer: QEMU runs in its own pid, network, ipc and uts
  * namespaces with no capabilities, sees /usr and only the files of its own
  * machine, and sits in a cgroup that caps its memory, threads and CPU. With
- * `userns` it is also not host root: uid 0 of the sandboxes' user namespace.
+ * `userns` it is also not host root: uid 0 of a namespace mapping only 165536.
  */
 function confined(spec: LaunchSpec, argv: string[]): string[] {
   const outer = ['run', ...(spec.cgroup?.joinFiles.flatMap((f) => ['--cgroup', f]) ?? []), '--nofile', '1024',
-    ...(spec.userns ? ['--userns', USERNS_SPEC] : []), '--'];
+    ...(spec.userns ? ['--userns', MACHINE_USERNS_SPEC] : []), '--'];
   const bw = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
     '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64',
     '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/sbin', '/sbin', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];

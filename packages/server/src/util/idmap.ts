@@ -19,3 +19,12 @@ export function sandboxId(hostId: number): number {
 
 /** `sbx run --userns` / `sbx userns` value. */
 export const USERNS_SPEC = `${SANDBOX_IDS.base}:${SANDBOX_IDS.count}`;
+
+/**
+ * The one id machines' QEMU runs as (under TCG): root of a user namespace
+ * that maps only it, just past the sandboxes' range, so that neither a
+ * sandbox nor a QEMU that got out of its namespaces owns the other's files.
+ * The README reserves it too (`root:165536:1`).
+ */
+export const MACHINE_ROOT = SANDBOX_IDS.base + SANDBOX_IDS.count;
+export const MACHINE_USERNS_SPEC = `${MACHINE_ROOT}:1`;
