@@ -24,7 +24,8 @@ find / -xdev -mindepth 1 \\( ${PRUNED} \\) -prune -o -print0 | LC_ALL=C sort -z 
 LC_ALL=C comm -z -23 /var/lib/shellbase/base.list /run/shellbase-now > /run/shellbase-deleted
 stat -c %s /run/shellbase-deleted
 cat /run/shellbase-deleted
-tar --null --no-recursion -T /run/shellbase-changed --numeric-owner -cpf - 2>/dev/null
+# 1: a file changed while it was read (a log being written): its bytes at that moment are kept.
+tar --null --no-recursion -T /run/shellbase-changed --numeric-owner --ignore-failed-read -cpf - 2>/dev/null || test $? -eq 1
 rm -f /run/shellbase-changed /run/shellbase-now /run/shellbase-deleted`;
 
 /** In a query of the context: the deletions, then the tar, as the guest's root wrote them. */
