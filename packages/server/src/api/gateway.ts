@@ -16,11 +16,12 @@ export function route(host: string | undefined, url: string): { token: string; p
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
 
 /**
- * The gateway: one HTTP server for every service. It wakes the service a
- * request names, holds the request until the port accepts, and passes it
- * through (bodies streamed both ways, so server-sent events flow; WebSocket
- * and other upgrades become a raw byte pipe). An unknown token is a 404 that
- * says nothing of which services exist.
+ * The gateway: one HTTP server for every service and every exposed machine
+ * port (`resolve` finds what a token names). It wakes the target a request
+ * names, holds the request until its port accepts, and passes it through
+ * (bodies streamed both ways, so server-sent events flow; WebSocket and other
+ * upgrades become a raw byte pipe). An unknown token is a 404 that says
+ * nothing of which targets exist.
  */
 export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, log: Logger): Server {
   const agents = new Map<string, Agent>();
