@@ -57,6 +57,7 @@ describe('HTTP API: auth, errors and contexts', () => {
       ['POST', '/v1/contexts', { name: 'ok', image: 'nope' }, 400],
       ['POST', '/v1/contexts', { name: 'ok', from: { context: 'missing' } }, 404],
       ['POST', '/v1/contexts/ok/exec', { command: 'true', timeoutMs: 0 }, 400],
+      ['POST', '/v1/contexts/ok/exec', { argv: ['echo', 'a\u0000b'] }, 400],
       ['POST', '/v1/contexts/ok/exec', { command: 'true', timeoutMs: 10_000_000 }, 400],
       ['POST', '/v1/contexts/ok/exec', { command: 'true', limits: { memoryMb: 1e9 } }, 400],
       ['POST', '/v1/contexts/ok/exec', { command: 'true', limits: { pids: -1 } }, 400],

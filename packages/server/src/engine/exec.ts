@@ -1,6 +1,5 @@
 import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
 import type { Limits } from '../config.js';
-import { invalid } from '../errors.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
@@ -10,7 +9,7 @@ import { checkStoredBytes, overQuota, quotasOf, type Quotas } from './quotas.js'
 import type { Forwarding } from './services/forwarding.js';
 import type { Squasher } from './squash.js';
 import type { Caller, EngineDeps } from './types.js';
-import { checkCwd, checkEnv, resolveLimits } from './validate.js';
+import { checkCommand, checkCwd, checkEnv, resolveLimits } from './validate.js';
 
 export interface ExecHooks {
   onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
@@ -66,7 +65,7 @@ export class ExecRunner {
 
   private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas): Promise<ExecResult> {
     const { config } = this.deps;
-    const argv = commandOf(req);
+    const argv = checkCommand(req);
     const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, quotas.maximums);
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
     const cwd = checkCwd(req.cwd ?? '/root');
@@ -123,13 +122,6 @@ export class ExecRunner {
     const layer = await layers.commit(scratch);
     return { run, layer, bytesWritten: layer?.bytes ?? 0 };
   }
-}
-
-function commandOf(req: ExecRequest): string[] {
-  if (req.command !== undefined && req.argv !== undefined) throw invalid('pass either command or argv, not both', 'command runs as bash -c COMMAND; argv runs as given');
-  if (typeof req.command === 'string' && req.command.length > 0) return ['bash', '-c', req.command];
-  if (Array.isArray(req.argv) && req.argv.length > 0) return req.argv;
-  throw invalid('nothing to run', 'pass command (run by bash -c) or argv (a non-empty array)');
 }
 
 function describe(req: ExecRequest): string {

@@ -58,3 +58,23 @@ export function checkEnv(env: Record<string, string> | undefined): Record<string
   }
   return env ?? {};
 }
+
+/** An integer setting between `min` and `max`, or a 400 that names the field and the range. */
+export function checkRange(field: string, v: number, min: number, max: number): number {
+  if (!Number.isInteger(v) || v < min || v > max) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max}`);
+  return v;
+}
+
+/**
+ * What a query or a machine's exec runs: `command` with bash -c, or `argv` as given; never both,
+ * never empty, and without NUL bytes (the spawner's frames end each argument at one).
+ */
+export function checkCommand(req: { command?: string; argv?: string[] }): string[] {
+  if (req.command !== undefined && req.argv !== undefined) throw invalid('pass either command or argv, not both', 'command runs as bash -c COMMAND; argv runs as given');
+  let argv: string[] | undefined;
+  if (typeof req.command === 'string' && req.command.length > 0) argv = ['bash', '-c', req.command];
+  else if (Array.isArray(req.argv) && req.argv.length > 0 && req.argv.every((a) => typeof a === 'string')) argv = req.argv;
+  if (!argv) throw invalid('nothing to run', 'pass command (run by bash -c) or argv (a non-empty array of strings)');
+  if (argv.some((a) => a.includes('\0'))) throw invalid('the command holds a NUL byte', 'remove NUL bytes from command or argv');
+  return argv;
+}

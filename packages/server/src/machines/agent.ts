@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { constants } from 'node:os';
 import type { MachineExecResult } from '@shellbase/protocol';
+import { DEFAULT_PATH } from '../runtime/index.js';
 import { Spawner, type OpenChannel } from '../util/spawner.js';
 
 /** Where the agent and its helpers live in the guest (machines/disk.ts installs them). */
@@ -53,7 +54,7 @@ export class Agent {
     const err: Buffer[] = [];
     let sizes = [0, 0];
     let truncated = false;
-    const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', ...req.env };
+    const env = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...req.env };
     const argv = ['/usr/bin/env', '-i', '-C', req.cwd ?? '/root', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...req.argv];
     const keep = (i: 0 | 1, chunks: Buffer[]) => (c: Buffer) => {
       const room = req.outputBytes - sizes[i];

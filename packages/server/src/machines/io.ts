@@ -2,12 +2,12 @@ import type { MachineExecRequest, MachineExecResult } from '@shellbase/protocol'
 import type { ServerConfig } from '../config.js';
 import { ShellbaseError, invalid } from '../errors.js';
 import type { Caller } from '../engine/types.js';
-import { checkCwd, checkEnv } from '../engine/validate.js';
+import { quotasOf } from '../engine/quotas.js';
+import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../engine/validate.js';
 import { pipeThrough, type PortTarget } from '../util/pipe.js';
 import type { MachineRun } from './run.js';
 
 type Running = (caller: Caller, id: string) => Promise<{ run: MachineRun; release: () => void }>;
-
 
 /** Reads larger than this go through a query of the machine's disk instead (commit, or a context read). */
 const MAX_FILE_BYTES = 64 << 20;
@@ -20,14 +20,11 @@ export class MachineIo {
   constructor(private readonly running: Running, private readonly config: ServerConfig) {}
 
   async exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void }): Promise<MachineExecResult> {
-    const argv = req.argv ?? (typeof req.command === 'string' && req.command.length > 0 ? ['bash', '-c', req.command] : undefined);
-    if (!argv || argv.length === 0 || !argv.every((a) => typeof a === 'string')) throw invalid('nothing to run', 'pass command (run by bash -c) or argv');
-    if (argv.some((a) => a.includes('\0'))) throw invalid('argv holds a NUL byte', 'remove NUL bytes from the command');
-    const max = this.config.maximums;
-    const timeoutMs = req.timeoutMs ?? this.config.defaults.timeoutMs;
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > max.timeoutMs) throw invalid(`timeoutMs = ${timeoutMs} is out of range`, `pass timeoutMs between 1 and ${max.timeoutMs}`);
-    const outputBytes = req.limits?.outputBytes ?? this.config.defaults.outputBytes;
-    if (!Number.isInteger(outputBytes) || outputBytes < 1 || outputBytes > max.outputBytes) throw invalid(`limits.outputBytes = ${outputBytes} is out of range`, `pass limits.outputBytes between 1 and ${max.outputBytes}`);
+    const argv = checkCommand(req);
+    // A query's defaults and the tenant's ceilings; output is capped at 1 byte or more.
+    const { maximums } = quotasOf(this.config, caller);
+    const { timeoutMs, outputBytes: defaultOutput } = resolveLimits(undefined, req.timeoutMs, this.config.defaults, maximums);
+    const outputBytes = checkRange('limits.outputBytes', req.limits?.outputBytes ?? defaultOutput, 1, maximums.outputBytes);
     const env = checkEnv(req.env);
     const cwd = req.cwd === undefined ? '/root' : checkCwd(req.cwd);
     const { run, release } = await this.running(caller, id);

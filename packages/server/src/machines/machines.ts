@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, ExecRequest, ExecResult, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
@@ -6,7 +5,8 @@ import type { ExecHooks } from '../engine/exec.js';
 import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { Caller, EngineDeps } from '../engine/types.js';
-import { checkName } from '../engine/validate.js';
+import { checkName, checkRange } from '../engine/validate.js';
+import { gatewayUrls, newToken } from '../util/tokens.js';
 import type { MachineRow, MachineShape, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import type { AccelChoice } from './accel.js';
@@ -28,11 +28,6 @@ export interface MachineLookups {
   exec(caller: Caller, context: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult>;
 }
 
-/** A token is a DNS label: 26 characters of base32 (130 bits), like services'. */
-function newToken(): string {
-  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
-  return [...randomBytes(26)].map((b) => alphabet[b & 31]).join('');
-}
 
 /** The fields a machine and its snapshots share (and nothing else of either). */
 function shapeOf(s: MachineShape): MachineShape {
@@ -52,10 +47,6 @@ function allocated(dir: string): number {
   return total;
 }
 
-function bounded(field: string, v: number, min: number, max: number): number {
-  if (!Number.isInteger(v) || v < min || v > max) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max}`);
-  return v;
-}
 
 /**
  * Machines: rows in the metadata store, one MachineRun per machine while the
@@ -107,9 +98,9 @@ export class Machines {
 
   async create(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
     const m = this.deps.config.machines;
-    const memoryMb = bounded('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
-    const cpus = bounded('cpus', req.cpus ?? 1, 1, m.maxCpus);
-    const idleTimeoutMs = bounded('idleTimeoutMs', req.idleTimeoutMs ?? m.defaultIdleTimeoutMs, 100, 7 * 86_400_000);
+    const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
+    const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
+    const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? m.defaultIdleTimeoutMs, 100, 7 * 86_400_000);
     let version: VersionRow;
     let image = req.image ?? 'debian';
     if (req.context !== undefined) {
@@ -279,7 +270,7 @@ export class Machines {
   }
 
   private checkCount(count: number): void {
-    bounded('count', count, 1, this.deps.config.machines.maxFork);
+    checkRange('count', count, 1, this.deps.config.machines.maxFork);
   }
 
   /** `temporary`: the snapshot is a fork's, and its RAM file goes to the last copy. */
@@ -332,7 +323,7 @@ export class Machines {
 
   /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
   async expose(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
-    bounded('port', port, 1, 65535);
+    checkRange('port', port, 1, 65535);
     if (port === this.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
     const run = await this.runFor(caller, id);
     return run.serial(async () => {
@@ -357,8 +348,7 @@ export class Machines {
   }
 
   private urls(token: string): { url: string; pathUrl: string } {
-    const port = this.deps.config.gatewayPort;
-    return { url: `http://${token}.localhost:${port}/`, pathUrl: `http://127.0.0.1:${port}/s/${token}/` };
+    return gatewayUrls(this.deps.config.gatewayPort, token);
   }
 
   /**

@@ -98,7 +98,6 @@ function confined(spec: LaunchSpec, argv: string[]): string[] {
 /** One running QEMU process and its QMP connection. */
 export class QemuVm {
   private readonly bridges: Spawned[] = [];
-  private console = '';
 
   private constructor(readonly spec: LaunchSpec, private readonly proc: Spawned, readonly qmp: Qmp, readonly netnsPid: number, readonly exited: Promise<string>) {
     // However it ends (asked to, killed, or the guest powered off): bridges down, cgroup released.
@@ -223,11 +222,11 @@ export class QemuVm {
     await this.cleanup();
   }
 
-  /** The last lines the guest printed on its console (for errors). */
-  consoleTail(): string {
-    try { this.console = readFileSync(path.join(this.spec.runDir, 'console.log'), 'utf8').slice(-2000); } catch { /* none yet */ }
-    return this.console;
-  }
+}
+
+/** The last lines a guest printed on its serial console, in its run directory (for errors). */
+export function consoleTail(runDir: string): string {
+  try { return readFileSync(path.join(runDir, 'console.log'), 'utf8').slice(-2000); } catch { return ''; }
 }
 
 function shellQuote(s: string): string {

@@ -193,11 +193,8 @@ export class MachineRun {
     if (this.row.state === 'running') { await vm.stop(); await this.endSegment(); }
     await vm.saveState(path.join(this.dir, 'state.bin'));
     await vm.quit();
-    this.vm = null;
-    this.agent = null;
     await copySparse(this.ramFile, path.join(this.dir, 'ram'));
-    rmSync(this.ramFile, { force: true });
-    this.stopTimer();
+    this.dropProcess();
     await this.setState('hibernated');
     this.hooks.step('hibernate', performance.now() - t0);
   }
@@ -226,22 +223,16 @@ export class MachineRun {
       if (this.row.state === 'running' || this.row.state === 'paused') await this.endSegment();
       await this.vm.quit();
     }
-    this.vm = null;
-    this.agent = null;
-    this.stopTimer();
-    rmSync(this.ramFile, { force: true });
+    this.dropProcess();
     for (const f of ['ram', 'state.bin']) rmSync(path.join(this.dir, f), { force: true });
     await this.setState('stopped');
   }
 
   /** Ends QEMU at once and removes the machine's run files (its row and disks are the caller's). */
   async destroy(): Promise<void> {
-    this.stopTimer();
-    this.agent?.close();
     if (this.vm && this.row.state === 'running') await this.endSegment();
     await this.vm?.kill();
-    this.vm = null;
-    rmSync(this.ramFile, { force: true });
+    this.dropProcess();
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -250,19 +241,20 @@ export class MachineRun {
     if (!this.vm || this.vm.exitedOnPurpose) return;
     void this.serial(async () => {
       if (!this.vm || this.vm.exitedOnPurpose) return;
-      this.vm = null;
-      this.agent?.close();
-      this.agent = null;
-      this.stopTimer();
       if (this.row.state === 'running') await this.endSegment();
-      rmSync(this.ramFile, { force: true });
+      this.dropProcess();
       await this.setState('stopped');
     });
   }
 
-  private stopTimer(): void {
+  /** QEMU is gone (or going): its agent connection, idle timer and RAM file go with it. */
+  private dropProcess(): void {
+    this.agent?.close();
+    this.agent = null;
+    this.vm = null;
     if (this.idleTimer) clearInterval(this.idleTimer);
     this.idleTimer = null;
+    rmSync(this.ramFile, { force: true });
   }
 
   private async endSegment(): Promise<void> {

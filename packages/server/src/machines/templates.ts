@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { LayerStore } from '../store/layers/types.js';
 import { Agent } from './agent.js';
 import { buildDisk, copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
-import { MACHINE_TYPE, QemuVm, qemuBuild } from './qemu.js';
+import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from './qemu.js';
 import { PRUNED } from './commit.js';
 
 /** Bump when what a template holds or how it is made changes. */
@@ -121,7 +121,7 @@ export class Templates {
       else { rmSync(dir, { recursive: true, force: true }); renameSync(tmp, dir); }
       this.log.info({ template: path.basename(dir), ms: Date.now() - started }, 'machine template ready');
     } catch (e) {
-      const tail = vm?.consoleTail() ?? readTail(path.join(tmp, 'console.log'));
+      const tail = consoleTail(tmp);
       await vm?.kill();
       rmSync(tmp, { recursive: true, force: true });
       throw new Error(`building a machine template failed: ${(e as Error).message}${tail ? `\nconsole:\n${tail}` : ''}`);
@@ -148,8 +148,4 @@ export class Templates {
       }
     }
   }
-}
-
-function readTail(file: string): string {
-  try { return readFileSync(file, 'utf8').slice(-2000); } catch { return ''; }
 }

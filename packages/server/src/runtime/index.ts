@@ -2,4 +2,4 @@ export type { Runtime, SandboxLimits, SandboxResult, SandboxSpec } from './types
 export { BwrapRuntime, innerPid } from './bwrap/bwrap-runtime.js';
 export type { Cgroup } from './cgroups/types.js';
 export { cgroupDriver } from './cgroups/index.js';
-export { SANDBOX_CAPS } from './bwrap/args.js';
+export { DEFAULT_PATH, SANDBOX_CAPS } from './bwrap/args.js';

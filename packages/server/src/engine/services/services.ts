@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateServiceRequest, Service } from '@shellbase/protocol';
@@ -8,7 +7,8 @@ import type { Committer } from '../commit.js';
 import type { Hold } from '../pins.js';
 import type { Caller, EngineDeps } from '../types.js';
 import { overQuota, quotasOf } from '../quotas.js';
-import { checkEnv, checkName, resolveLimits } from '../validate.js';
+import { newToken, gatewayUrls } from '../../util/tokens.js';
+import { checkEnv, checkName, checkRange, resolveLimits } from '../validate.js';
 import { ContextForwarding, type Forwarding } from './forwarding.js';
 import { ServiceLog } from './log.js';
 import { ServiceRun } from './run.js';
@@ -21,11 +21,6 @@ interface Lookups {
 const DEFAULT_IDLE_MS = 300_000;
 const DEFAULT_START_MS = 30_000;
 
-/** A token is a DNS label: 26 characters of base32 (130 bits). */
-function newToken(): string {
-  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
-  return [...randomBytes(26)].map((b) => alphabet[b & 31]).join('');
-}
 
 /**
  * Services: defined by a row, run on demand by a ServiceRun (one per service
@@ -53,20 +48,19 @@ export class Services {
 
   /** Where the gateway finds a service (its host label or path prefix carries the token). */
   urls(token: string): { url: string; pathUrl: string } {
-    const port = this.deps.config.gatewayPort;
-    return { url: `http://${token}.localhost:${port}/`, pathUrl: `http://127.0.0.1:${port}/s/${token}/` };
+    return gatewayUrls(this.deps.config.gatewayPort, token);
   }
 
   async create(caller: Caller, context: string, req: CreateServiceRequest): Promise<Service> {
     checkName(req.name, 'service');
     const { config } = this.deps;
-    if (!Number.isInteger(req.port) || req.port < 1 || req.port > 65535) throw invalid(`port ${req.port} is out of range`, 'pass a port between 1 and 65535');
+    checkRange('port', req.port, 1, 65535);
     const command = req.command;
     if (!(typeof command === 'string' && command.length > 0) && !(Array.isArray(command) && command.length > 0 && command.every((a) => typeof a === 'string'))) {
       throw invalid('nothing to run', 'pass command as a string (run by bash -c) or a non-empty array (argv)');
     }
-    const idleTimeoutMs = bounded('idleTimeoutMs', req.idleTimeoutMs ?? DEFAULT_IDLE_MS, 100, 86_400_000);
-    const startTimeoutMs = bounded('startTimeoutMs', req.startTimeoutMs ?? DEFAULT_START_MS, 100, 600_000);
+    const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? DEFAULT_IDLE_MS, 100, 86_400_000);
+    const startTimeoutMs = checkRange('startTimeoutMs', req.startTimeoutMs ?? DEFAULT_START_MS, 100, 600_000);
     resolveLimits(req.limits, undefined, config.defaults, config.maximums); // refuses what a query may not ask for
     await this.lookups.getOrCreateContext(caller, context);
     // Each service answers on 127.0.0.1:PORT inside the context's sandboxes: one port, one service.
@@ -115,7 +109,7 @@ export class Services {
 
   async logs(caller: Caller, context: string, name: string, tail = 100): Promise<string> {
     const row = await this.row(caller, context, name);
-    return this.logOf(row.token).tail(bounded('tail', tail, 1, 10_000));
+    return this.logOf(row.token).tail(checkRange('tail', tail, 1, 10_000));
   }
 
   /** The run behind a gateway token; null for tokens no service has. */
@@ -186,7 +180,3 @@ export class Services {
   }
 }
 
-function bounded(field: string, v: number, min: number, max: number): number {
-  if (!Number.isInteger(v) || v < min || v > max) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max}`);
-  return v;
-}
