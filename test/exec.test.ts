@@ -54,6 +54,17 @@ describe('queries: sandbox, output, commit, history', () => {
     assert.equal((await ctx.exec('ls /a /b /c /d 2>/dev/null | tr "\\n" " "')).stdout, '/c /d ');
   });
 
+  test("a query's own syncs stop at its overlay (volatile); its scratch serves the next query", async () => {
+    // The commit makes a query's writes durable (syncfs of the store); a sync inside the sandbox,
+    // or the overlay's unmount, must not wait for other queries' dirty data in the store.
+    const ctx = t.sb.context('volatile');
+    const r = await ctx.exec('echo x > /x; sync; python3 -c "import os; f = open(\'/x\', \'a\'); os.fsync(f.fileno())"; grep " / / " /proc/self/mountinfo');
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.match(r.stdout, / - overlay overlay .*fsync=volatile/);
+    // Read-only queries hand their scratch back to the pool: the next mounts over it again.
+    for (let i = 0; i < 6; i++) assert.equal((await ctx.exec('cat /x')).stdout, 'x\n');
+  });
+
   test('exec at a past version with commit rebases onto the head', async () => {
     const ctx = t.sb.context('past');
     const first = await ctx.exec('echo 1 > /one');

@@ -209,7 +209,7 @@ static int cmd_run(int argc, char **argv) {
   size_t len = strlen(lower) + strlen(upper) + strlen(work) + 128;
   char *opts = malloc(len);
   if (!opts) die("malloc");
-  snprintf(opts, len, "lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,index=off,metacopy=off",
+  snprintf(opts, len, "lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,index=off,metacopy=off,volatile",
            lower, upper, work);
   if (mount("overlay", merged, "overlay", 0, opts) != 0) die("mount overlay");
   free(opts);

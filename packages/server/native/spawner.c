@@ -11,7 +11,7 @@
  *                spawner never blocks on a child that does not read)
  *            'K' kill: SIGKILL the process
  *            'D' discard: payload "1" or "2"; stop forwarding that stream
- *                (the bytes are still read and dropped)
+ *                (the bytes are still read and dropped, at a bounded pace)
  * Events:    'P' started (u32 pid), 'F' failed (u32 errno),
  *            '1' stdout bytes, '2' stderr bytes,
  *            'X' ended (i32 wait status), sent once both streams hit EOF
@@ -38,6 +38,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 struct proc {
@@ -45,6 +46,7 @@ struct proc {
   pid_t pid;
   int fd[2];        /* stdout, stderr read ends; -1 at EOF */
   int discard[2];
+  long long drain_at[2]; /* a discarded stream is next read at this time (monotonic ms) */
   int reaped;
   int status;
 };
@@ -167,6 +169,19 @@ static void reap(void) {
   }
 }
 
+/*
+ * Past its cap a stream is drained at most every DISCARD_DRAIN_MS from a pipe of
+ * DISCARD_PIPE_BYTES: a flood then costs this loop ~100 wake-ups a second, not one per write,
+ * and the command's writes slow to that pace (~100 MiB/s) instead of running the host's CPU.
+ */
+enum { DISCARD_PIPE_BYTES = 1 << 20, DISCARD_DRAIN_MS = 10 };
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int handle_request(void) {
   char head[9];
   if (!read_full(head, 9)) return 0;
@@ -181,7 +196,13 @@ static int handle_request(void) {
   switch (head[4]) {
   case 'S': start(id, payload, len); break;
   case 'K': if (p && !p->reaped) kill(as_agent ? -p->pid : p->pid, SIGKILL); break;
-  case 'D': if (p && len == 1 && (payload[0] == '1' || payload[0] == '2')) p->discard[payload[0] - '1'] = 1; break;
+  case 'D':
+    if (p && len == 1 && (payload[0] == '1' || payload[0] == '2')) {
+      int s = payload[0] - '1';
+      p->discard[s] = 1;
+      if (p->fd[s] >= 0) fcntl(p->fd[s], F_SETPIPE_SZ, DISCARD_PIPE_BYTES);
+    }
+    break;
   default: break;
   }
   free(payload);
@@ -210,10 +231,17 @@ int spawner_serve(int agent) {
     if (n > capfds) { capfds = n * 2; fds = realloc(fds, capfds * sizeof *fds); if (!fds) die("realloc"); }
     fds[0] = (struct pollfd){ .fd = 0, .events = POLLIN };
     fds[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+    long long now = now_ms();
+    int timeout = -1;
     for (size_t i = 0; i < nprocs; i++)
-      for (int s = 0; s < 2; s++) fds[2 + 2 * i + s] = (struct pollfd){ .fd = procs[i].fd[s], .events = POLLIN };
+      for (int s = 0; s < 2; s++) {
+        int fd = procs[i].fd[s];
+        long long wait = procs[i].discard[s] ? procs[i].drain_at[s] - now : 0;
+        if (fd >= 0 && wait > 0) { fd = -1; if (timeout < 0 || wait < timeout) timeout = (int)wait; }
+        fds[2 + 2 * i + s] = (struct pollfd){ .fd = fd, .events = POLLIN };
+      }
     size_t watched = nprocs;
-    if (poll(fds, n, -1) < 0) { if (errno == EINTR) continue; die("poll"); }
+    if (poll(fds, n, timeout) < 0) { if (errno == EINTR) continue; die("poll"); }
     if (fds[1].revents) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) > 0) {}
@@ -225,8 +253,9 @@ int spawner_serve(int agent) {
         if (!ev || procs[i].fd[s] < 0 || fds[2 + 2 * i + s].fd != procs[i].fd[s]) continue;
         /* A discarded stream (past its output cap) goes to /dev/null without a copy through here. */
         ssize_t got = procs[i].discard[s]
-          ? splice(procs[i].fd[s], NULL, devnull, NULL, 1 << 20, SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
+          ? splice(procs[i].fd[s], NULL, devnull, NULL, DISCARD_PIPE_BYTES, SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
           : read(procs[i].fd[s], buf, sizeof buf);
+        if (procs[i].discard[s]) procs[i].drain_at[s] = now_ms() + DISCARD_DRAIN_MS;
         if (got > 0) { if (!procs[i].discard[s]) emit(procs[i].id, s ? '2' : '1', buf, (uint32_t)got); }
         else if (got == 0 || (errno != EINTR && errno != EAGAIN)) { close(procs[i].fd[s]); procs[i].fd[s] = -1; }
       }

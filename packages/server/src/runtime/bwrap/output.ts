@@ -10,17 +10,21 @@ export class CappedOutput {
   private text = '';
   truncated = false;
 
-  /** `onFull` is called once, when the cap is reached: the producer may stop sending. */
+  /**
+   * `onFull` is called once, with the first byte past the cap (also when an earlier chunk
+   * ended exactly on it): the producer may stop sending.
+   */
   constructor(private readonly cap: number, private readonly emit?: (data: string) => void, private readonly onFull?: () => void) {}
 
   push(chunk: Buffer): void {
-    if (this.kept >= this.cap) { this.truncated = true; return; }
-    let part = chunk;
-    if (this.kept + chunk.length > this.cap) {
-      part = chunk.subarray(0, this.cap - this.kept);
+    if (chunk.length === 0) return;
+    const room = this.cap - this.kept;
+    if (chunk.length > room) {
+      if (!this.truncated) this.onFull?.();
       this.truncated = true;
-      this.onFull?.();
     }
+    if (room <= 0) return;
+    const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
     this.kept += part.length;
     this.add(this.decoder.write(part));
   }

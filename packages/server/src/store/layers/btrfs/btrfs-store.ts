@@ -1,4 +1,5 @@
-import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chown, mkdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX } from '../../../util/native.js';
@@ -37,6 +38,9 @@ export interface BtrfsLayerStoreOptions {
  * per-query disk limit, since XFS/ext4 project quotas are not available on
  * these kernels. Committing renames the subvolume to `layers/ID` (zero copy).
  * Subvolume creation costs a process start, so a few are made ahead of use.
+ * What the query path changes in the store goes through the thread pool
+ * (fs/promises): a btrfs operation can wait for a transaction commit (another
+ * query's disk fill forces some), which must not stall the event loop.
  */
 export class BtrfsLayerStore implements LayerStore {
   private pool: Scratch[] = [];
@@ -111,10 +115,10 @@ export class BtrfsLayerStore implements LayerStore {
     const s: Scratch = { id: newId('s'), diskMb };
     const dir = this.scratchPath(s);
     await runOk('btrfs', ['-q', 'subvolume', 'create', dir]);
-    mkdirSync(path.join(dir, 'tree'));
-    chownSync(path.join(dir, 'tree'), this.opts.rootId, this.opts.rootId);
-    mkdirSync(path.join(dir, 'work'));
-    mkdirSync(path.join(dir, 'merged'));
+    await mkdir(path.join(dir, 'tree'));
+    await chown(path.join(dir, 'tree'), this.opts.rootId, this.opts.rootId);
+    await mkdir(path.join(dir, 'work'));
+    await mkdir(path.join(dir, 'merged'));
     await this.setLimit(s, diskMb);
     return s;
   }
@@ -145,7 +149,7 @@ export class BtrfsLayerStore implements LayerStore {
       return null;
     }
     const { changes, bytes } = await scanLayer(tree);
-    return { layerId: this.promote(this.scratchPath(scratch), changes), bytes, changes };
+    return { layerId: await this.promote(this.scratchPath(scratch), changes), bytes, changes };
   }
 
   async release(scratch: Scratch): Promise<number> {
@@ -164,7 +168,9 @@ export class BtrfsLayerStore implements LayerStore {
    * then costs no subvolume create or delete).
    */
   private async recycle(scratch: Scratch): Promise<void> {
-    rmSync(path.join(this.scratchPath(scratch), 'staging'), { recursive: true, force: true });
+    await rm(path.join(this.scratchPath(scratch), 'staging'), { recursive: true, force: true });
+    // The overlay is mounted `volatile` (sbx.c), which marks its work directory so that it refuses a second mount.
+    await rm(path.join(this.scratchPath(scratch), 'work', 'work', 'incompat'), { recursive: true, force: true });
     if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
     else await this.discard(scratch);
   }
@@ -174,17 +180,17 @@ export class BtrfsLayerStore implements LayerStore {
    * copy), beside its `ID.json` (LAYER_META_FORMAT): the opaque directories,
    * which views need and Node cannot read from xattrs.
    */
-  private promote(dir: string, changes: Change[]): string {
+  private async promote(dir: string, changes: Change[]): Promise<string> {
     // The overlay work directory keeps a root-only `work/work` inside; neither it nor a tar
     // upload's staging belongs in a layer.
-    rmSync(path.join(dir, 'work'), { recursive: true, force: true });
-    rmSync(path.join(dir, 'staging'), { recursive: true, force: true });
-    rmdirSync(path.join(dir, 'merged'));
+    await rm(path.join(dir, 'work'), { recursive: true, force: true });
+    await rm(path.join(dir, 'staging'), { recursive: true, force: true });
+    await rmdir(path.join(dir, 'merged'));
     const layerId = newId('l');
     // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
     const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
-    writeFileSync(this.metaPath(layerId), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
-    renameSync(dir, path.join(this.layersDir, layerId));
+    await writeFile(this.metaPath(layerId), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
+    await rename(dir, path.join(this.layersDir, layerId));
     return layerId;
   }
 
@@ -205,7 +211,7 @@ export class BtrfsLayerStore implements LayerStore {
       await runOk(SBX, ['apply', this.layerPath(id), path.join(dir, 'tree')]);
     }
     const { bytes, changes } = await scanLayer(path.join(dir, 'tree'));
-    return { layerId: this.promote(dir, changes), bytes };
+    return { layerId: await this.promote(dir, changes), bytes };
   }
 
   scratchTree(scratch: Scratch): string {
@@ -237,7 +243,7 @@ export class BtrfsLayerStore implements LayerStore {
   async remove(layerId: string): Promise<void> {
     if (layerId.startsWith('image:')) return;
     this.views.delete(layerId);
-    rmSync(this.metaPath(layerId), { force: true });
+    await rm(this.metaPath(layerId), { force: true });
     await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
   }
 
