@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,9 +15,9 @@ export async function baselines(b: Bench, rootfs: string): Promise<void> {
   try {
     for (const d of ['up', 'work', 'merged']) mkdirSync(path.join(dir, d));
     b.baselines.set('fork+exec', latency(b, 'baseline: fork+exec /bin/true', await time(b.n, () => spawnSync('/bin/true'))));
-    const bwrap = await time(b.n, () => spawnSync(SBX, ['run', '--chdir', dir, '--lower', rootfs, '--upper', 'up',
+    const bwrap = await time(b.n, () => ok(spawnSync(SBX, ['run', '--chdir', dir, '--lower', rootfs, '--upper', 'up',
       '--work', 'work', '--merged', 'merged', '--', 'bwrap', '--unshare-all', '--die-with-parent', '--bind',
-      path.join(dir, 'merged'), '/', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true']));
+      path.join(dir, 'merged'), '/', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'])));
     b.baselines.set('bare bwrap', latency(b, 'baseline: bare bwrap true over the same overlay', bwrap));
     const bundle = path.join(dir, 'bundle');
     mkdirSync(bundle);
@@ -28,7 +28,7 @@ export async function baselines(b: Bench, rootfs: string): Promise<void> {
       config.process.terminal = false;
       writeFileSync(path.join(bundle, 'config.json'), JSON.stringify(config));
       let i = 0;
-      const runc = await time(Math.ceil(b.n / 2), () => spawnSync('runc', ['run', '--bundle', bundle, `sb-bench-${process.pid}-${i++}`]));
+      const runc = await time(Math.ceil(b.n / 2), () => ok(spawnSync('runc', ['run', '--bundle', bundle, `sb-bench-${process.pid}-${i++}`])));
       b.baselines.set('runc', latency(b, 'baseline: runc run true over the same rootfs', runc));
     } else {
       console.error('runc is not installed: its baseline is left out');
@@ -36,4 +36,9 @@ export async function baselines(b: Bench, rootfs: string): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A baseline that failed would time its failure: stop the bench instead. */
+function ok(r: SpawnSyncReturns<Buffer>): void {
+  if (r.status !== 0) throw new Error(`baseline command failed (${r.status ?? r.signal}): ${String(r.stderr).trim()}`);
 }

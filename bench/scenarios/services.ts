@@ -38,8 +38,11 @@ export async function services(b: Bench, rootfs: string): Promise<void> {
       port++;
       const child = spawn(SBX, ['run', '--chdir', dir, '--lower', rootfs, '--upper', 'up', '--work', 'work', '--merged', 'merged', '--',
         'bwrap', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--bind', path.join(dir, 'merged'), '/',
-        '--proc', '/proc', '--dev', '/dev', '--chdir', '/root', '--', 'python3', '-m', 'http.server', String(port), '--bind', '127.0.0.1'], { stdio: 'ignore' });
+        '--proc', '/proc', '--dev', '/dev', '--chdir', '/root', '--', 'python3', '-m', 'http.server', String(port), '--bind', '127.0.0.1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (c) => { stderr += String(c); });
       for (;;) {
+        if (child.exitCode !== null) throw new Error(`the bare http.server baseline ended (${child.exitCode}): ${stderr.trim()}`);
         try { await get({ port, path: '/' }); break; } catch { await new Promise((r) => setTimeout(r, 5)); }
       }
       child.kill('SIGKILL');

@@ -164,6 +164,22 @@ static int cmd_shift(int argc, char **argv) {
   return 0;
 }
 
+/*
+ * The overlay is mounted `volatile`: syncs inside the sandbox and its unmount do not flush the
+ * store (a query's writes become durable at its commit). Such a mount leaves a marker in the work
+ * directory that refuses the next mount over it; a scratch handed to another query (or a
+ * service's next run) clears it first. A scratch never survives a crash, so a marker left by
+ * one never meets a mount.
+ */
+static void clear_volatile_marker(const char *work) {
+  static const char *const parts[] = {"/work/incompat/volatile/dirty", "/work/incompat/volatile", "/work/incompat"};
+  char path[4096];
+  for (int k = 0; k < 3; k++) {
+    if ((size_t)snprintf(path, sizeof path, "%s%s", work, parts[k]) >= sizeof path) die("work path too long");
+    if ((k == 0 ? unlink(path) : rmdir(path)) != 0 && errno != ENOENT) die(path);
+  }
+}
+
 static int cmd_run(int argc, char **argv) {
   const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
   unsigned long ns_base = 0, ns_count = 0;
@@ -211,6 +227,7 @@ static int cmd_run(int argc, char **argv) {
   if (!opts) die("malloc");
   snprintf(opts, len, "lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,index=off,metacopy=off,volatile",
            lower, upper, work);
+  clear_volatile_marker(work);
   if (mount("overlay", merged, "overlay", 0, opts) != 0) die("mount overlay");
   free(opts);
   if (chdir("/") != 0) die("chdir /");

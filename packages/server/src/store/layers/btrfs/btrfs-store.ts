@@ -169,8 +169,6 @@ export class BtrfsLayerStore implements LayerStore {
    */
   private async recycle(scratch: Scratch): Promise<void> {
     await rm(path.join(this.scratchPath(scratch), 'staging'), { recursive: true, force: true });
-    // The overlay is mounted `volatile` (sbx.c), which marks its work directory so that it refuses a second mount.
-    await rm(path.join(this.scratchPath(scratch), 'work', 'work', 'incompat'), { recursive: true, force: true });
     if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
     else await this.discard(scratch);
   }
