@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
@@ -219,6 +219,28 @@ describe('machines', { timeout: 900_000 }, () => {
     } finally {
       await m.remove();
     }
+  });
+
+  test("garbage collection deletes a version's template once no machine stands on it and nobody used it for a while", async () => {
+    const tenants = path.join(t.home, 'machines', 'tenants');
+    const [root] = readdirSync(tenants).map((id) => path.join(tenants, id, 'templates')).filter((d) => existsSync(d));
+    const [template] = readdirSync(root);
+    assert.ok(template, 'the tests above built one template of machine-src');
+    const gc = async () => (await t.http('POST', '/v1/gc')).json.templatesDeleted as number;
+    const age = () => { const old = new Date(Date.now() - 2 * 86_400_000); utimesSync(path.join(root, template, 'info.json'), old, old); };
+    assert.equal(await gc(), 0, 'no machine stands on it, but the last test used it a moment ago: kept as a cache');
+    // A machine of that version stands on it (the template's restore is quick: no boot).
+    const [, before] = await t.sb.context('machine-src').versions({ limit: 2 });
+    const m = await t.sb.machines.create({ context: 'machine-src', version: before.id });
+    mkdirSync(path.join(root, `${template}x.building-1`)); // what a crash during a build leaves
+    age();
+    assert.equal(await gc(), 0);
+    assert.ok(existsSync(path.join(root, template, 'disk.qcow2')), 'kept while a machine stands on it');
+    assert.ok(!existsSync(path.join(root, `${template}x.building-1`)), 'a dead build is cleared');
+    assert.equal((await m.exec('cat /home/alice/note')).stdout, 'from-context\n');
+    await m.remove();
+    assert.equal(await gc(), 1, 'unused for two days and nothing stands on it');
+    assert.deepEqual(readdirSync(root), []);
   });
 
   test('a server restart hibernates running machines; they wake with their processes; a crash stops them', async () => {

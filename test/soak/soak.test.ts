@@ -17,7 +17,7 @@ after(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-interface Sample { at: number; rssMb: number; heapMb: number; fds: number; mounts: number }
+interface Sample { at: number; rssMb: number; heapMb: number; heapTotalMb: number; externalMb: number; anonMb: number; fds: number; mounts: number }
 
 const HEAP_LIMIT_MB = 128;
 
@@ -28,17 +28,23 @@ test(`soak: ${minutes} minutes at full concurrency, flat memory, descriptors and
   child = s.child;
   const { sb } = s;
   const pid = s.child.pid!;
-  const heapMb = async () => {
-    const text = await (await fetch(`${sb.url}/metrics`)).text();
-    return Math.round(Number(/^shellbase_nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1]) / 1e6);
+  const metricMb = (text: string, name: string) => Math.round(Number(new RegExp(`^shellbase_${name} (\\S+)$`, 'm').exec(text)?.[1]) / 1e6);
+  const kbMb = (text: string, key: string) => Math.round(Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1]) / 1024);
+  const sample = async (): Promise<Sample> => {
+    const metrics = await (await fetch(`${sb.url}/metrics`)).text();
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    return {
+      at: Math.round(performance.now() / 1000),
+      heapMb: metricMb(metrics, 'nodejs_heap_size_used_bytes'),
+      heapTotalMb: metricMb(metrics, 'nodejs_heap_size_total_bytes'),
+      // Buffers and native objects V8 knows of, and anonymous memory (heap, V8, malloc) as the kernel counts it.
+      externalMb: metricMb(metrics, 'nodejs_external_memory_bytes'),
+      anonMb: kbMb(status, 'RssAnon'),
+      rssMb: kbMb(status, 'VmRSS'),
+      fds: readdirSync(`/proc/${pid}/fd`).length,
+      mounts: readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length,
+    };
   };
-  const sample = async (): Promise<Sample> => ({
-    at: Math.round(performance.now() / 1000),
-    heapMb: await heapMb(),
-    rssMb: Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024),
-    fds: readdirSync(`/proc/${pid}/fd`).length,
-    mounts: readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length,
-  });
   const end = performance.now() + minutes * 60_000;
   const errors: string[] = [];
   let ops = 0;

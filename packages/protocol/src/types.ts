@@ -153,6 +153,8 @@ export interface GcResult {
   bytesFreed: number;
   /** Layers unreferenced but still used by running work: deleted by a later run. */
   deferredLayers: number;
+  /** Machine templates of tenants' versions that nothing stood on and nobody used for a while. */
+  templatesDeleted: number;
   ms: number;
 }
 

@@ -52,6 +52,8 @@ export interface MachinesConfig {
   maxCpus: number;
   /** Hibernate after this long without use, unless the machine says otherwise. */
   defaultIdleTimeoutMs: number;
+  /** A template of a tenant's version that no machine or snapshot stands on goes after this long unused. */
+  templateIdleMs: number;
 }
 
 const env = process.env;
@@ -119,6 +121,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       maxMemoryMb: num('SHELLBASE_MACHINES_MAX_MEMORY_MB', 8192),
       maxCpus: num('SHELLBASE_MACHINES_MAX_CPUS', availableParallelism()),
       defaultIdleTimeoutMs: num('SHELLBASE_MACHINES_IDLE_MS', 600_000),
+      templateIdleMs: num('SHELLBASE_MACHINES_TEMPLATE_IDLE_MS', 86_400_000),
     },
     ...overrides,
   };

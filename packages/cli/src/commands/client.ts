@@ -118,6 +118,7 @@ export async function usage(args: ParsedArgs): Promise<number> {
 export async function gc(): Promise<number> {
   const r = await sb().gc();
   console.log(`dropped ${r.versionsDropped} versions, deleted ${r.layersDeleted} layers (${r.bytesFreed} bytes) in ${r.ms} ms` +
+    (r.templatesDeleted ? `, deleted ${r.templatesDeleted} machine templates` : '') +
     (r.deferredLayers ? `; ${r.deferredLayers} layers wait for running work` : ''));
   return 0;
 }

@@ -70,7 +70,7 @@ export class Engine {
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config);
-    this.gc = new GarbageCollector(deps);
+    this.gc = new GarbageCollector(deps, () => this.machines.collectTemplates());
     this.machines = new Machines(deps, {
       base: lookups.base, imageVersion: (image) => this.imageVersion(image), exec: (caller, name, req, hooks) => this.exec(caller, name, req, hooks),
     });

@@ -101,7 +101,8 @@ export class GarbageCollector {
   /** Layers whose rows are gone but whose directories were pinned at the last run. */
   private readonly deferred = new Set<string>();
 
-  constructor(private readonly deps: EngineDeps) {}
+  /** `templates` collects machines' templates nothing stands on any more (Machines.collectTemplates). */
+  constructor(private readonly deps: EngineDeps, private readonly templates: () => Promise<number> = async () => 0) {}
 
   /** Runs every `intervalMs` from now on. */
   start(): void {
@@ -151,15 +152,17 @@ export class GarbageCollector {
       this.deferred.delete(id);
       layersDeleted++;
     }
+    const templatesDeleted = await this.templates().catch((err) => { log.error({ err }, 'collecting machine templates failed'); return 0; });
     const result: GcResult = {
       versionsDropped: dropped.versions,
       layersDeleted,
+      templatesDeleted,
       bytesFreed: dropped.layers.reduce((n, l) => n + l.bytes, 0),
       deferredLayers: this.deferred.size,
       ms: Math.round(performance.now() - started),
     };
     meter.gcRan(result);
-    if (result.versionsDropped || result.layersDeleted) log.info(result, 'garbage collected');
+    if (result.versionsDropped || result.layersDeleted || result.templatesDeleted) log.info(result, 'garbage collected');
     return result;
   }
 

@@ -115,17 +115,34 @@ export class Machines {
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.
     const shared = version.layers.length === 1 && version.layers[0].startsWith('image:');
     const root = shared ? path.join(this.deps.config.cache, 'machines', 'templates') : path.join(host.tenantDir(caller.tenantId), 'templates');
-    const tpl = await this.templates!.get({ root, layers: version.layers, memoryMb, cpus }).catch((e: Error) => {
-      throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' });
-    });
-    const id = newId('m');
-    const disk = path.join(host.disksDir(caller.tenantId), `${id}-${newId('d')}.qcow2`);
-    await overlay(tpl.disk, disk);
-    const row: MachineRow = {
-      id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-      spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [] },
-    };
-    return this.toMachine(await this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }));
+    const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
+    const run = await this.templates!.use({ root, layers: version.layers, memoryMb, cpus }, async (tpl) => {
+      const id = newId('m');
+      const disk = path.join(host.disksDir(caller.tenantId), `${id}-${newId('d')}.qcow2`);
+      await overlay(tpl.disk, disk);
+      const row: MachineRow = {
+        id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
+        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [] },
+      };
+      return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] });
+    }, built);
+    return this.toMachine(run);
+  }
+
+  /**
+   * Garbage collection of templates of tenants' versions (machines/templates.ts, `collect`): those
+   * no machine or snapshot stands on, unused for `templateIdleMs`. Images' templates live in the
+   * cache, which other servers on the host may share: they stay.
+   */
+  async collectTemplates(): Promise<number> {
+    if (!this.templates) return 0;
+    const inUse = new Set<string>();
+    for (const m of await this.deps.metadata.listMachines()) for (const d of m.spec.disk) inUse.add(path.dirname(d));
+    for (const s of await this.deps.metadata.listSnapshots()) for (const d of s.spec.disk) inUse.add(path.dirname(d));
+    const tenants = path.join(this.deps.config.home, 'machines', 'tenants');
+    let names: string[] = [];
+    try { names = readdirSync(tenants); } catch { return 0; }
+    return this.templates.collect(names.map((t) => path.join(tenants, t, 'templates')), inUse, this.deps.config.machines.templateIdleMs);
   }
 
   /** Inserts the row and restores the machine; on failure nothing of it is left. */

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { LayerStore } from '../store/layers/types.js';
@@ -51,6 +52,8 @@ export interface TemplateSource {
  */
 export class Templates {
   private readonly building = new Map<string, Promise<Template>>();
+  /** Templates handed out whose machine may not have its metadata row yet (never collected). */
+  private readonly held = new Map<string, number>();
 
   constructor(private readonly host: MachineHost, private readonly layers: LayerStore, private readonly log: Logger) {}
 
@@ -62,18 +65,68 @@ export class Templates {
     })).digest('hex').slice(0, 16);
   }
 
-  /** The template for `src`, building it now if there is none (one build per key at a time). */
-  async get(src: TemplateSource): Promise<Template> {
-    const key = await this.key(src);
-    const dir = path.join(src.root, key);
+  /**
+   * Runs `fn` with the template for `src`, building it now if there is none (one build per key
+   * at a time; a failed build goes to `failed`). The template counts as used now, and is not
+   * collected while `fn` runs.
+   */
+  async use<T>(src: TemplateSource, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
+    const dir = path.join(src.root, await this.key(src));
+    this.held.set(dir, (this.held.get(dir) ?? 0) + 1);
+    try {
+      return await fn(await this.get(dir, src).catch(failed));
+    } finally {
+      const n = (this.held.get(dir) ?? 1) - 1;
+      if (n > 0) this.held.set(dir, n); else this.held.delete(dir);
+    }
+  }
+
+  private async get(dir: string, src: TemplateSource): Promise<Template> {
     const at = (d: string): Template => ({ dir: d, disk: path.join(d, 'disk.qcow2'), ram: path.join(d, 'ram'), state: path.join(d, 'state.bin') });
-    if (existsSync(path.join(dir, 'info.json'))) return at(dir);
+    const info = path.join(dir, 'info.json');
+    if (existsSync(info)) {
+      const now = new Date();
+      utimesSync(info, now, now); // when it was last used: collect() reads it
+      return at(dir);
+    }
     let p = this.building.get(dir);
     if (!p) {
       p = this.build(src, dir).then(() => at(dir)).finally(() => this.building.delete(dir));
       this.building.set(dir, p);
     }
     return p;
+  }
+
+  /**
+   * Deletes the templates under `roots` (directories only this server uses) that no machine or
+   * snapshot stands on (`inUse`: template directories their disk chains name) and nobody used
+   * for `idleMs`, and builds a crash left behind. Returns how many templates went.
+   */
+  async collect(roots: readonly string[], inUse: ReadonlySet<string>, idleMs: number): Promise<number> {
+    let deleted = 0;
+    for (const root of roots) {
+      let names: string[] = [];
+      try { names = readdirSync(root); } catch { continue; }
+      for (const name of names) {
+        const dir = path.join(root, name);
+        if (name.includes('.deleting-')) { await rm(dir, { recursive: true, force: true }); continue; }
+        const building = name.indexOf('.building-');
+        if (building >= 0) {
+          if (!this.building.has(path.join(root, name.slice(0, building)))) await rm(dir, { recursive: true, force: true });
+          continue;
+        }
+        if (inUse.has(dir) || this.held.has(dir) || this.building.has(dir)) continue;
+        let lastUsed = 0;
+        try { lastUsed = statSync(path.join(dir, 'info.json')).mtimeMs; } catch { /* incomplete: never used */ }
+        if (Date.now() - lastUsed < idleMs) continue;
+        // Out of the way at once (a create meanwhile builds it anew), then deleted.
+        const doomed = `${dir}.deleting-${process.pid}`;
+        renameSync(dir, doomed);
+        await rm(doomed, { recursive: true, force: true });
+        deleted++;
+      }
+    }
+    return deleted;
   }
 
   private async build(src: TemplateSource, dir: string): Promise<void> {

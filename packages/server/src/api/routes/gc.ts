@@ -6,7 +6,7 @@ import { errorResponses } from '../schemas.js';
 
 const GcResult = Type.Object({
   versionsDropped: Type.Integer(), layersDeleted: Type.Integer(), bytesFreed: Type.Number(),
-  deferredLayers: Type.Integer(), ms: Type.Number(),
+  deferredLayers: Type.Integer(), templatesDeleted: Type.Integer(), ms: Type.Number(),
 });
 
 /** POST /v1/gc (admin key): one garbage collection run now; it also runs in the background. */
