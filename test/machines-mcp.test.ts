@@ -31,6 +31,11 @@ describe('MCP machine tools', { timeout: 600_000 }, () => {
       assert.match(await call('delete_machine', { machine: id }), /^deleted/);
       assert.match(await call('machine_exec', { machine: fork, command: 'cat /dev/shm/state' }), /exit code 0\n--- stdout ---\nkept-in-memory/);
       await call('machine_exec', { machine: fork, command: 'echo from-a-machine > /root/machine.txt' });
+      // Long output: the start in the result, all of it in a file of the machine.
+      const long = await call('machine_exec', { machine: fork, command: 'seq 1 20000' });
+      const saved = /all of it is in (\/root\/\.mcp-output\/\d+\.txt)/.exec(long)?.[1];
+      assert.ok(saved, long.slice(-300));
+      assert.match(await call('machine_exec', { machine: fork, command: `grep -c . ${saved}; grep -x 20000 ${saved}` }), /--- stdout ---\n20002\n20000\n\n--- stderr ---/);
       assert.match(await call('delete_machine', { machine: fork, commitTo: 'agent' }), /after committing its changes to agent/);
       assert.match(await call('read_file', { context: 'agent', path: '/root/machine.txt' }), /from-a-machine/);
       const gone = await client.callTool({ name: 'machine_exec', arguments: { machine: fork, command: 'true' } });

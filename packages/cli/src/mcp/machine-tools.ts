@@ -1,7 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
-import { TEXT_LIMIT, guarded } from './result.js';
+import { TEXT_LIMIT, fitted, guarded } from './result.js';
 
 const machineId = z.string().min(1).max(128).describe('The machine\'s id (m_...)');
 
@@ -27,12 +27,14 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
   server.registerTool('machine_exec', {
     title: 'Run a command in a machine',
     description: 'Runs a shell command (bash -c, as root in /root) in a running machine; background processes keep running after it returns. '
-      + `Returns the exit code, stdout and stderr (each cut at ${TEXT_LIMIT} characters).`,
+      + `Returns the exit code, stdout and stderr. Output past ${TEXT_LIMIT} bytes is cut; the full output is then saved in the machine and the result says where.`,
     inputSchema: { machine: machineId, command: z.string().min(1), timeoutMs: z.number().int().min(1).max(600_000).optional(), stdin: z.string().optional() },
   }, async (a) => guarded(async () => {
-    const r = await sb.machines.get(a.machine).exec(a.command, { timeoutMs: a.timeoutMs, stdin: a.stdin });
-    const cut = (s: string) => (s.length > TEXT_LIMIT ? `${s.slice(0, TEXT_LIMIT)}\n[cut at ${TEXT_LIMIT} of ${s.length} characters: redirect to a file and read parts of it]` : s);
-    return `exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}\n--- stdout ---\n${cut(r.stdout)}\n--- stderr ---\n${cut(r.stderr)}`;
+    const m = sb.machines.get(a.machine);
+    const r = await m.exec(a.command, { timeoutMs: a.timeoutMs, stdin: a.stdin });
+    const body = await fitted(`--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`, (file, text) => m.files.write(file, text),
+      'read parts of it with machine_exec (sed -n, tail)');
+    return `exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}\n${body}`;
   }));
 
   server.registerTool('machine_fork', {

@@ -3,6 +3,17 @@ import { ShellbaseError } from '@shellbase/sdk';
 /** What a model gets back at most per tool call; the rest is saved or paged. */
 export const TEXT_LIMIT = 16 * 1024;
 
+/**
+ * A command's output for a model: whole when it fits in TEXT_LIMIT, else its start, with all of
+ * it saved by `save` in a file whose path (and `how` to read it) the result names.
+ */
+export async function fitted(body: string, save: (file: string, text: string) => Promise<void>, how: string): Promise<string> {
+  if (body.length <= TEXT_LIMIT) return body;
+  const file = `/root/.mcp-output/${Date.now()}.txt`;
+  await save(file, body);
+  return `${body.slice(0, TEXT_LIMIT)}\n[output cut at ${TEXT_LIMIT} of ${body.length} characters; all of it is in ${file}: ${how}]`;
+}
+
 type Result = { content: { type: 'text'; text: string }[]; isError?: boolean };
 const text = (t: string): Result => ({ content: [{ type: 'text', text: t }] });
 

@@ -2,7 +2,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
 import { registerMachineTools } from './machine-tools.js';
-import { TEXT_LIMIT, guarded } from './result.js';
+import { TEXT_LIMIT, fitted, guarded } from './result.js';
 
 /**
  * Registers shellbase's tools. With `pinned`, every tool works on that context
@@ -32,12 +32,7 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
     const r = await ctx.exec(a.command, { version: a.version, timeoutMs: a.timeoutMs, stdin: a.stdin });
     const parts = [`exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}${r.oomKilled ? ' (out of memory)' : ''}`];
     const body = `--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`;
-    if (body.length <= TEXT_LIMIT) parts.push(body);
-    else {
-      const file = `/root/.mcp-output/${Date.now()}.txt`;
-      await ctx.files.write(file, body);
-      parts.push(`${body.slice(0, TEXT_LIMIT)}\n[output cut at ${TEXT_LIMIT} of ${body.length} characters; all of it is in ${file}: read it with read_file and offset]`);
-    }
+    parts.push(await fitted(body, async (file, text) => { await ctx.files.write(file, text); }, 'read it with read_file and offset'));
     if (r.truncated) parts.push('[the command wrote more than the output cap; the rest was dropped: redirect to a file and read it with read_file]');
     parts.push(r.conflict ? `conflict: its changes overlap others on ${r.conflict.paths.join(', ')}; kept as version ${r.conflict.version}`
       : `version ${r.version}${r.committed ? ' (its changes were committed)' : ' (nothing changed)'}`);
