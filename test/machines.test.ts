@@ -43,6 +43,11 @@ describe('machines', { timeout: 900_000 }, () => {
       for await (const e of m.execStream(['bash', '-c', 'echo one; sleep 0.3; echo two'])) events.push(e);
       assert.deepEqual(events.filter((e) => e.type === 'stdout').map((e) => (e as { data: string }).data).join(''), 'one\ntwo\n');
       assert.equal(events.at(-1)?.type, 'exit');
+      // Multi-byte characters split across reads (3-byte writes, pauses between) arrive whole in the stream.
+      const halves = 'import sys, time\nb = "é".encode() * 1500\nfor i in range(0, len(b), 3):\n  sys.stdout.buffer.write(b[i:i + 3]); sys.stdout.buffer.flush()\n  if i % 300 == 0: time.sleep(0.01)';
+      const accents = [];
+      for await (const e of m.execStream(['python3', '-c', halves])) if (e.type === 'stdout') accents.push(e.data);
+      assert.equal(accents.join(''), 'é'.repeat(1500));
       const big = await m.exec('head -c 100000 /dev/zero | tr "\\0" x', { limits: { outputBytes: 1000 } });
       assert.equal(big.stdout.length, 1000);
       assert.equal(big.truncated, true);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { constants } from 'node:os';
+import { StringDecoder } from 'node:string_decoder';
 import type { MachineExecResult } from '@shellbase/protocol';
 import { DEFAULT_PATH } from '../runtime/index.js';
 import { Spawner, type OpenChannel } from '../util/spawner.js';
@@ -52,18 +53,23 @@ export class Agent {
     const started = performance.now();
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    let sizes = [0, 0];
-    let truncated = false;
+    const sizes = [0, 0];
+    const dropping = [false, false];
+    const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')];
+    const names = ['stdout', 'stderr'] as const;
     const env = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...req.env };
     const argv = ['/usr/bin/env', '-i', '-C', req.cwd ?? '/root', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...req.argv];
+    // Up to the cap, kept (a copy: the frame's buffer is not ours to hold); with the first byte past
+    // it, the guest's agent is told to stop sending that stream.
     const keep = (i: 0 | 1, chunks: Buffer[]) => (c: Buffer) => {
       const room = req.outputBytes - sizes[i];
-      if (room <= 0) { truncated = true; return; }
+      if (c.length > room && !dropping[i]) { dropping[i] = true; p.discard(i === 0 ? 1 : 2); }
+      if (room <= 0) return;
       const piece = Buffer.from(c.subarray(0, room));
-      if (piece.length < c.length) truncated = true;
-      sizes = i === 0 ? [sizes[0] + piece.length, sizes[1]] : [sizes[0], sizes[1] + piece.length];
+      sizes[i] += piece.length;
       chunks.push(piece);
-      req.onOutput?.(i === 0 ? 'stdout' : 'stderr', piece.toString());
+      const text = req.onOutput ? decoders[i].write(piece) : '';
+      if (text) req.onOutput!(names[i], text);
     };
     const p = this.spawner.start(argv, req.stdin, { onStdout: keep(0, out), onStderr: keep(1, err) });
     let timedOut = false;
@@ -73,6 +79,8 @@ export class Agent {
     req.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const exit = await p.exited;
+      for (const i of [0, 1] as const) { const rest = req.onOutput ? decoders[i].end() : ''; if (rest) req.onOutput!(names[i], rest); }
+      const truncated = dropping[0] || dropping[1];
       return {
         exitCode: exit.code ?? 128 + signalNumber(exit.signal), ...(exit.signal ? { signal: exit.signal } : {}),
         timedOut, aborted, stdout: Buffer.concat(out), stderr: Buffer.concat(err), truncated, wallMs: Math.round(performance.now() - started),
