@@ -167,9 +167,9 @@ static int cmd_shift(int argc, char **argv) {
 /*
  * The overlay is mounted `volatile`: syncs inside the sandbox and its unmount do not flush the
  * store (a query's writes become durable at its commit). Such a mount leaves a marker in the work
- * directory that refuses the next mount over it; a scratch handed to another query (or a
- * service's next run) clears it first. A scratch never survives a crash, so a marker left by
- * one never meets a mount.
+ * directory that refuses the next mount over it; it is cleared before each mount, so a reused
+ * work directory (a pooled scratch) mounts again. A scratch never survives a crash, so a marker
+ * a crash left never meets a mount.
  */
 static void clear_volatile_marker(const char *work) {
   static const char *const parts[] = {"/work/incompat/volatile/dirty", "/work/incompat/volatile", "/work/incompat"};
