@@ -80,7 +80,19 @@ describe('files: reads from the layer store agree with the sandbox', () => {
   });
 
   test('bad paths: NUL, empty segments, too long, loops', async () => {
+    // A symlink to a name no file system holds: a typed error, not a 500.
+    await t.sb.context('paths').exec(`ln -s ${'y'.repeat(300)} /fx/toolong`);
+    const link = await t.http('GET', '/v1/contexts/paths/files/fx/toolong');
+    assert.equal(link.status, 400, link.text.slice(0, 200));
+    // A tree deeper than PATH_MAX cannot become a layer: a typed error, and the context does not move.
+    const head = (await t.sb.context('paths').info()).head;
+    const deep = await t.http('POST', '/v1/contexts/paths/exec', { body: { command: `d=/fx; for i in $(seq 1 40); do d=$d/${'d'.repeat(120)}; done; mkdir -p $d && touch $d/deep` } });
+    assert.equal(deep.status, 400, deep.text.slice(0, 200));
+    assert.match(deep.json.error.message, /longer than 4096 bytes/);
+    assert.equal((await t.http('GET', `/v1/contexts/paths/files/fx/${'n'.repeat(255)}`)).status, 404, 'a name of 255 bytes is fine');
+    assert.equal((await t.sb.context('paths').info()).head, head);
     for (const [url, status] of [
+      [`/v1/contexts/paths/files/fx/${'n'.repeat(256)}`, 400],
       ['/v1/contexts/paths/files/fx%00x', 400], ['/v1/contexts/paths/files/fx//dir', 400],
       [`/v1/contexts/paths/files/${'a/'.repeat(2100)}x`, 400], ['/v1/contexts/paths/files/fx/loop1', 400],
       ['/v1/contexts/paths/files/fx/dir/sub/file/x', 400],

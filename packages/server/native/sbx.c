@@ -251,6 +251,9 @@ static char type_of(const char *path, const struct stat *st) {
   return 'o';
 }
 
+/* `sbx scan`'s exit code for a tree holding a path longer than PATH_MAX (the engine refuses it). */
+enum { SCAN_TOO_DEEP = 3 };
+
 static void scan_dir(char *path, size_t root_len) {
   DIR *d = opendir(path);
   if (!d) die(path);
@@ -258,7 +261,7 @@ static void scan_dir(char *path, size_t root_len) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    if (base + 1 + strlen(e->d_name) >= PATH_MAX) { errno = ENAMETOOLONG; die(path); }
+    if (base + 1 + strlen(e->d_name) >= PATH_MAX) { fprintf(stderr, "sbx: a path is deeper than %d bytes\n", PATH_MAX); exit(SCAN_TOO_DEEP); }
     path[base] = '/';
     strcpy(path + base + 1, e->d_name);
     struct stat st;

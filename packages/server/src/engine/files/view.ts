@@ -1,7 +1,7 @@
 import { lstatSync, readdirSync, readlinkSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { FileType } from '@shellbase/protocol';
-import { ShellbaseError } from '../../errors.js';
+import { ShellbaseError, invalid } from '../../errors.js';
 import type { ViewLayer } from '../../store/layers/types.js';
 import { joinPath } from './paths.js';
 
@@ -34,6 +34,8 @@ function lstatOrNull(p: string): Stats | null {
   try { return lstatSync(p); } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    // A tree deeper than the host's PATH_MAX below the layer, or a symlink to an over-long name.
+    if (code === 'ENAMETOOLONG') throw invalid('the path resolves to a name or depth the files API cannot reach', 'read it with a query (exec) instead');
     throw e;
   }
 }

@@ -1,5 +1,6 @@
+import { ShellbaseError } from '../../errors.js';
 import { SBX } from '../../util/native.js';
-import { runOk } from '../../util/proc.js';
+import { run } from '../../util/proc.js';
 import type { Change, ChangeType } from './types.js';
 
 export interface ScanResult {
@@ -8,8 +9,18 @@ export interface ScanResult {
 }
 
 /** Lists every entry of a layer tree with `sbx scan` (one process, no per-file syscalls from JS). */
+/** `sbx scan`'s exit code for a path longer than PATH_MAX (native/sbx.c, SCAN_TOO_DEEP). */
+const TOO_DEEP = 3;
+
 export async function scanLayer(dir: string): Promise<ScanResult> {
-  const out = await runOk(SBX, ['scan', dir]);
+  const r = await run(SBX, ['scan', dir]);
+  if (r.code === TOO_DEEP) {
+    throw new ShellbaseError('invalid_argument', 'the command left a path longer than 4096 bytes; a layer cannot hold it', {
+      hint: 'keep paths under 4096 bytes from /, or remove the deep tree before the command ends',
+    });
+  }
+  if (r.code !== 0) throw new Error(`${SBX} scan ${dir} failed (${r.code ?? r.signal}): ${r.stderr.trim()}`);
+  const out = r.stdout;
   const changes: Change[] = [];
   let bytes = 0;
   let start = 0;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX } from '../../../util/native.js';
 import { runOk } from '../../../util/proc.js';
-import { scanLayer } from '../scan.js';
+import { scanLayer, type ScanResult } from '../scan.js';
 import type { Change, CommittedLayer, LayerStore, MountSpec, Scratch, ViewLayer } from '../types.js';
 import { closeVolume, openVolume } from './volume.js';
 
@@ -148,7 +148,7 @@ export class BtrfsLayerStore implements LayerStore {
       await this.recycle(scratch);
       return null;
     }
-    const { changes, bytes } = await scanLayer(tree);
+    const { changes, bytes } = await this.scanOrDiscard(scratch);
     return { layerId: await this.promote(this.scratchPath(scratch), changes), bytes, changes };
   }
 
@@ -158,9 +158,19 @@ export class BtrfsLayerStore implements LayerStore {
       await this.recycle(scratch);
       return 0;
     }
-    const { bytes } = await scanLayer(tree);
+    const { bytes } = await this.scanOrDiscard(scratch);
     await this.discard(scratch);
     return bytes;
+  }
+
+  /** A scratch that cannot be scanned (a path too deep) is dropped, and the error goes on. */
+  private async scanOrDiscard(scratch: Scratch): Promise<ScanResult> {
+    try {
+      return await scanLayer(this.scratchTree(scratch));
+    } catch (e) {
+      await this.discard(scratch);
+      throw e;
+    }
   }
 
   /**
