@@ -86,11 +86,14 @@ describe('files: reads from the layer store agree with the sandbox', () => {
     assert.equal(link.status, 400, link.text.slice(0, 200));
     // A tree deeper than PATH_MAX cannot become a layer: a typed error, and the context does not move.
     const head = (await t.sb.context('paths').info()).head;
+    const queries = async () => (await t.sb.usage({ groupBy: 'context' })).items.find((i) => i.key === 'paths')?.queries ?? 0;
+    const ran = await queries();
     const deep = await t.http('POST', '/v1/contexts/paths/exec', { body: { command: `d=/fx; for i in $(seq 1 40); do d=$d/${'d'.repeat(120)}; done; mkdir -p $d && touch $d/deep` } });
     assert.equal(deep.status, 400, deep.text.slice(0, 200));
     assert.match(deep.json.error.message, /longer than 4096 bytes/);
     assert.equal((await t.http('GET', `/v1/contexts/paths/files/fx/${'n'.repeat(255)}`)).status, 404, 'a name of 255 bytes is fine');
     assert.equal((await t.sb.context('paths').info()).head, head);
+    assert.equal(await queries(), ran + 1, 'the refused query is metered: it ran');
     for (const [url, status] of [
       [`/v1/contexts/paths/files/fx/${'n'.repeat(256)}`, 400],
       ['/v1/contexts/paths/files/fx%00x', 400], ['/v1/contexts/paths/files/fx//dir', 400],

@@ -75,12 +75,13 @@ export class ExecRunner {
       const fwd = await this.lookups.forwarding(caller.tenantId, name);
       const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
       const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: hooks.stdin ?? req.stdin, limits, binds: fwd?.binds, group };
-      const { run, layer, bytesWritten } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
+      const { run, layer, bytesWritten, refused } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
       await this.deps.metadata.recordUsage({
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
         wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
       });
+      if (refused) throw refused;
       if (retries > 0) result.retries = retries;
       if (!layer) {
         this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
@@ -103,7 +104,7 @@ export class ExecRunner {
     spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string | Buffer; limits: Limits; binds?: Forwarding['binds']; group: { id: string; cpus: number } },
     hooks: ExecHooks,
     mode: string,
-  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number }> {
+  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown }> {
     const { layers, runtime } = this.deps;
     base = await this.squasher.mountable(base);
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
@@ -118,9 +119,14 @@ export class ExecRunner {
       await layers.discard(scratch);
       throw e;
     }
-    if (!wantsCommit(mode, run)) return { run, layer: null, bytesWritten: await layers.release(scratch) };
-    const layer = await layers.commit(scratch);
-    return { run, layer, bytesWritten: layer?.bytes ?? 0 };
+    // The sandbox ran (and is metered) even when its writes cannot be kept (a path too deep).
+    try {
+      if (!wantsCommit(mode, run)) return { run, layer: null, bytesWritten: await layers.release(scratch) };
+      const layer = await layers.commit(scratch);
+      return { run, layer, bytesWritten: layer?.bytes ?? 0 };
+    } catch (refused) {
+      return { run, layer: null, bytesWritten: 0, refused };
+    }
   }
 }
 
