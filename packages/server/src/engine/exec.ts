@@ -81,7 +81,10 @@ export class ExecRunner {
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
         wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
       });
-      if (refused) throw refused;
+      if (refused) {
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, 'discarded');
+        throw refused;
+      }
       if (retries > 0) result.retries = retries;
       if (!layer) {
         this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
