@@ -136,9 +136,7 @@ export class Machines {
    */
   async collectTemplates(): Promise<number> {
     if (!this.templates) return 0;
-    const inUse = new Set<string>();
-    for (const m of await this.deps.metadata.listMachines()) for (const d of m.spec.disk) inUse.add(path.dirname(d));
-    for (const s of await this.deps.metadata.listSnapshots()) for (const d of s.spec.disk) inUse.add(path.dirname(d));
+    const inUse = new Set([...await this.chainFiles()].map((f) => path.dirname(f)));
     const tenants = path.join(this.deps.config.home, 'machines', 'tenants');
     let names: string[] = [];
     try { names = readdirSync(tenants); } catch { return 0; }
@@ -375,14 +373,20 @@ export class Machines {
    */
   private async collectDisks(tenantId: string, chain: readonly string[]): Promise<void> {
     try {
-      const keep = new Set<string>();
-      for (const m of await this.deps.metadata.listMachines(tenantId)) for (const d of m.spec.disk) keep.add(d);
-      for (const s of await this.deps.metadata.listSnapshots(tenantId)) for (const d of s.spec.disk) keep.add(d);
+      const keep = await this.chainFiles(tenantId);
       const dir = path.join(this.deps.config.home, 'machines', 'tenants', tenantId, 'disks');
       for (const file of chain) if (path.dirname(file) === dir && !keep.has(file)) rmSync(file, { force: true });
     } catch (err) {
       this.deps.log.error({ err }, 'collecting machine disks failed');
     }
+  }
+
+  /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */
+  private async chainFiles(tenantId?: string): Promise<Set<string>> {
+    const files = new Set<string>();
+    for (const m of await this.deps.metadata.listMachines(tenantId)) for (const d of m.spec.disk) files.add(d);
+    for (const s of await this.deps.metadata.listSnapshots(tenantId)) for (const d of s.spec.disk) files.add(d);
+    return files;
   }
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
