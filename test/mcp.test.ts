@@ -5,7 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startTestServer, type TestServer } from './harness.ts';
+import { Ajv } from 'ajv';
+import { closedPort, startTestServer, type TestServer } from './harness.ts';
 
 const CLI = path.resolve('packages/cli/dist/main.js');
 type Content = { content: { type: string; text: string }[]; isError?: boolean };
@@ -76,6 +77,62 @@ describe('MCP: shellbase as tools for any agent', () => {
       assert.deepEqual(exec.inputSchema.required, ['command']);
       await client.callTool({ name: 'exec', arguments: { command: 'echo pinned > /root/where' } });
       assert.equal((await t.sb.context('pinned').files.read('/root/where')).toString(), 'pinned\n');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('every tool declares an outputSchema and answers with structuredContent that fits it', async () => {
+    const client = await stdio('--context', 'structured');
+    try {
+      const { tools } = await client.listTools();
+      const ajv = new Ajv({ strict: false });
+      const validate = new Map(tools.map((x) => {
+        assert.ok(x.outputSchema, `${x.name} has an outputSchema`);
+        return [x.name, ajv.compile(x.outputSchema)];
+      }));
+      const structured = async (name: string, args: Record<string, unknown>) => {
+        const r = await client.callTool({ name, arguments: args }) as Content & { structuredContent?: Record<string, unknown> };
+        assert.ok(!r.isError, `${name}: ${textOf(r)}`);
+        assert.ok(r.structuredContent, `${name} answers with structuredContent`);
+        const check = validate.get(name)!;
+        assert.ok(check(r.structuredContent), `${name}: ${JSON.stringify(check.errors)}`);
+        return r.structuredContent as Record<string, any>;
+      };
+      const run = await structured('exec', { command: 'echo out; echo err >&2; echo x > /root/s; exit 3' });
+      assert.equal(run.exitCode, 3);
+      assert.equal(run.stdout, 'out\n');
+      assert.equal(run.stderr, 'err\n');
+      assert.equal(run.committed, true);
+      assert.match(run.version, /^v_/);
+      const w = await structured('write_file', { path: '/root/a.txt', content: 'hello' });
+      assert.deepEqual([w.path, w.bytes], ['/root/a.txt', 5]);
+      assert.equal((await structured('read_file', { path: '/root/a.txt' })).content, 'hello');
+      assert.ok((await structured('list_dir', { path: '/root' })).entries.some((e: { name: string }) => e.name === 'a.txt'));
+      const versions = (await structured('versions', { limit: 3 })).versions;
+      assert.equal(versions[0].id, w.version);
+      assert.equal(versions[0].cause, 'write');
+      const d = await structured('diff', { path: '/root/a.txt' });
+      assert.deepEqual(d.changes, [{ path: '/root/a.txt', kind: 'added', type: 'file' }]);
+      const f = await structured('fork_context', { name: 'structured-fork' });
+      assert.equal(f.head, w.version);
+      assert.equal((await structured('reset', { version: run.version })).context, 'structured');
+      const s = await structured('start_service', { name: 'web', command: 'python3 -m http.server 8000', port: 8000 });
+      assert.match(s.url, /^http:/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('a server that cannot be reached: the tool error names the URL and SHELLBASE_URL', async () => {
+    const client = new Client({ name: 'test', version: '1' });
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const closed = { ...process.env, SHELLBASE_URL: url, SHELLBASE_API_KEY: 'x' } as Record<string, string>;
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp'], env: closed, stderr: 'ignore' }));
+    try {
+      const r = await client.callTool({ name: 'exec', arguments: { context: 'x', command: 'true' } });
+      assert.equal((r as Content).isError, true);
+      assert.ok(textOf(r).startsWith(`unavailable: cannot reach the shellbase server at ${url} (from SHELLBASE_URL): ECONNREFUSED`), textOf(r));
     } finally {
       await client.close();
     }

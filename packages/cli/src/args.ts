@@ -1,26 +1,83 @@
-/** Splits `cmd [flags] [positionals] [-- rest...]`; flags are `--name value` or `--name=value` or boolean. */
+/**
+ * Command lines: `cmd [flags] [positionals] [-- rest...]`. Each command
+ * declares what it takes (CommandSpec); anything else is a UsageError that
+ * carries the command's usage, so a typo never runs something else.
+ */
+export interface CommandSpec {
+  /** One line (or a few) of usage, shown on every mistake and by --help. */
+  usage: string;
+  /** Flags the command takes: `string` ones need a value (`--name V` or `--name=V`), `boolean` ones take none. */
+  flags?: Record<string, 'string' | 'boolean'>;
+  /** How many positionals: [least, most] (default [0, 0]). */
+  positionals?: [number, number];
+  /** Whether arguments after `--` are required, allowed or refused (default refused). */
+  rest?: 'required' | 'optional' | 'none';
+}
+
 export interface ParsedArgs {
   positionals: string[];
   flags: Map<string, string | true>;
   rest: string[];
 }
 
-export function parseArgs(argv: string[], booleans: ReadonlySet<string> = new Set()): ParsedArgs {
+export class UsageError extends Error {}
+
+export function parseArgs(argv: readonly string[], spec: CommandSpec): ParsedArgs {
   const out: ParsedArgs = { positionals: [], flags: new Map(), rest: [] };
+  const wrong = (why: string) => new UsageError(`${why}\n\nusage: ${spec.usage}`);
+  const known = spec.flags ?? {};
+  let sawRest = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '--') { out.rest = argv.slice(i + 1); break; }
-    if (a.startsWith('--')) {
+    if (a === '--') { out.rest = argv.slice(i + 1); sawRest = true; break; }
+    if (a.startsWith('--') && a.length > 2) {
       const eq = a.indexOf('=');
-      if (eq > 0) out.flags.set(a.slice(2, eq), a.slice(eq + 1));
-      else if (booleans.has(a.slice(2)) || i + 1 >= argv.length) out.flags.set(a.slice(2), true);
-      else out.flags.set(a.slice(2), argv[++i]);
-    } else out.positionals.push(a);
+      const name = eq > 0 ? a.slice(2, eq) : a.slice(2);
+      const kind = Object.hasOwn(known, name) ? known[name] : undefined;
+      if (!kind) throw wrong(`unknown flag --${name}`);
+      if (out.flags.has(name)) throw wrong(`--${name} given twice`);
+      if (kind === 'boolean') {
+        if (eq > 0) throw wrong(`--${name} takes no value`);
+        out.flags.set(name, true);
+      } else if (eq > 0) {
+        out.flags.set(name, a.slice(eq + 1));
+      } else {
+        if (i + 1 >= argv.length || argv[i + 1] === '--') throw wrong(`--${name} needs a value`);
+        out.flags.set(name, argv[++i]);
+      }
+    } else if (a.startsWith('-') && a.length > 1 && !/^-\d/.test(a)) {
+      throw wrong(`unknown flag ${a}`);
+    } else {
+      out.positionals.push(a);
+    }
   }
+  const [least, most] = spec.positionals ?? [0, 0];
+  if (out.positionals.length < least) throw wrong('missing arguments');
+  if (out.positionals.length > most) throw wrong(`unexpected argument ${JSON.stringify(out.positionals[most])}`);
+  const rest = spec.rest ?? 'none';
+  if (rest === 'none' && sawRest) throw wrong('this command takes nothing after --');
+  if (rest === 'required' && out.rest.length === 0) throw wrong('nothing to run after --');
   return out;
 }
 
 export function flag(args: ParsedArgs, name: string): string | undefined {
   const v = args.flags.get(name);
   return typeof v === 'string' ? v : undefined;
+}
+
+/** A numeric flag, refused unless it is a number. */
+export function numberFlag(args: ParsedArgs, name: string, usage: string): number | undefined {
+  const v = flag(args, name);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, not ${JSON.stringify(v)}\n\nusage: ${usage}`);
+  return n;
+}
+
+/** A runnable command: its spec and what it does. */
+export interface Command {
+  /** One word, or two for a subcommand (`machine exec`). */
+  name: string;
+  spec: CommandSpec;
+  run(args: ParsedArgs): Promise<number>;
 }

@@ -1,83 +1,55 @@
 #!/usr/bin/env node
-import { buildImage, imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
+import { readFileSync } from 'node:fs';
 import { ShellbaseError } from '@shellbase/sdk';
-import { parseArgs } from './args.js';
-import { UsageError, contexts, exec, fork, gc, key, log, tenant, usage } from './commands/client.js';
-import { cat, cp, diff, ls, merge, reset } from './commands/files.js';
-import { serve } from './commands/serve.js';
-import { logs, serveApp, services } from './commands/services.js';
-import { machine } from './commands/machines.js';
-import { mcp } from './mcp/server.js';
+import { parseArgs, UsageError, type Command } from './args.js';
+import { clientCommands } from './commands/client.js';
+import { fileCommands } from './commands/files.js';
+import { machineCommands } from './commands/machines.js';
+import { serverCommands } from './commands/serve.js';
+import { serviceCommands } from './commands/services.js';
+import { mcpCommand } from './mcp/server.js';
 
-const USAGE = `shellbase: serverless sandboxes over versioned file systems
+/** Every command, in the order the usage lists them. */
+const COMMANDS: Command[] = [...serverCommands.slice(0, 1), ...clientCommands.slice(0, 4), ...fileCommands, ...clientCommands.slice(4),
+  ...serviceCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
 
-  shellbase serve [--host H] [--port P] [--gateway-port P] [--demo]
-  shellbase exec CTX [--version V] [--timeout MS] [--commit always|on-success|never] -- CMD...
-  shellbase contexts
-  shellbase log CTX [--limit N]
-  shellbase fork CTX NEW [--version V]
-  shellbase cat CTX:/path [--version V]
-  shellbase ls CTX:/dir [--version V]
-  shellbase cp LOCAL CTX:/path [--mode 0644]  |  shellbase cp CTX:/path LOCAL
-  shellbase diff CTX [FROM] [TO] [--path /file]
-  shellbase merge FROM INTO
-  shellbase reset CTX VERSION
-  shellbase tenant create NAME | tenant ls | tenant revoke NAME          (admin key)
-  shellbase key create TENANT | key ls TENANT | key revoke TENANT KEY_ID   (admin key)
-  shellbase usage [--from T] [--to T] [--group-by context|kind] [--tenant NAME]
-  shellbase gc                                                            (admin key)
-  shellbase serve-app CTX NAME --port P [--idle MS] [--start-timeout MS] -- CMD...
-  shellbase services CTX
-  shellbase logs CTX NAME [--tail N]
-  shellbase mcp [--context NAME] [--http PORT]       MCP tools on stdio (or Streamable HTTP on 127.0.0.1:PORT/mcp)
-  shellbase machine create|ls|exec|fork|snapshot|restore|pause|resume|stop|rm|expose|commit|assets  (see shellbase machine)
-  shellbase image build [NAME]
+const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-Clients read SHELLBASE_URL and SHELLBASE_API_KEY (default: the admin key of a server on this host).`;
+const USAGE = `shellbase ${VERSION}: serverless sandboxes over versioned file systems
+
+${COMMANDS.map((c) => `  ${c.spec.usage}`).join('\n')}
+
+Clients read SHELLBASE_URL (default http://127.0.0.1:7070) and SHELLBASE_API_KEY
+(default: the admin key of a server on this host). \`shellbase CMD --help\` shows one command.`;
+
+/** The command `argv` names (two words for a subcommand such as `machine exec`), and its arguments. */
+function find(argv: string[]): { cmd: Command; args: string[] } {
+  const [first, second] = argv;
+  const two = COMMANDS.find((c) => c.name === `${first} ${second}`);
+  if (two) return { cmd: two, args: argv.slice(2) };
+  const one = COMMANDS.find((c) => c.name === first);
+  if (one) return { cmd: one, args: argv.slice(1) };
+  const group = COMMANDS.filter((c) => c.name.startsWith(`${first} `));
+  if (group.length) {
+    const what = second === undefined ? `shellbase ${first} needs a subcommand` : `unknown command shellbase ${first} ${second}`;
+    throw new UsageError(`${what}\n\n${group.map((c) => `  ${c.spec.usage}`).join('\n')}`);
+  }
+  throw new UsageError(`unknown command ${JSON.stringify(first)}\n\n${USAGE}`);
+}
 
 async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  const args = parseArgs(rest, new Set(['demo']));
-  switch (cmd) {
-    case 'serve': return serve(args);
-    case 'exec': return exec(args);
-    case 'contexts': return contexts();
-    case 'log': return log(args);
-    case 'fork': return fork(args);
-    case 'cat': return cat(args);
-    case 'ls': return ls(args);
-    case 'cp': return cp(args);
-    case 'diff': return diff(args);
-    case 'merge': return merge(args);
-    case 'reset': return reset(args);
-    case 'tenant': return tenant(args);
-    case 'key': return key(args);
-    case 'usage': return usage(args);
-    case 'gc': return gc();
-    case 'serve-app': return serveApp(args);
-    case 'services': return services(args);
-    case 'logs': return logs(args);
-    case 'mcp': return mcp(args);
-    case 'machine': return machine(args);
-    case 'image':
-      if (args.positionals[0] !== 'build') throw new UsageError('shellbase image build [NAME]');
-      {
-        const cache = loadConfig().cache;
-        const name = args.positionals[1] ?? 'debian';
-        if (imageBuilt(cache, name)) console.error(`image ${name} is built: ${imageInfo(cache, name).rootfs}`);
-        else await buildImage(cache, name, (l) => console.error(l));
-      }
-      return 0;
-    case undefined: case 'help': case '--help': case '-h':
-      console.log(USAGE);
-      return 0;
-    default:
-      throw new UsageError(`unknown command ${cmd}\n\n${USAGE}`);
-  }
+  const [first] = argv;
+  if (first === undefined || first === 'help' || first === '--help' || first === '-h') { console.log(USAGE); return 0; }
+  if (first === '--version' || first === 'version') { console.log(VERSION); return 0; }
+  const { cmd, args } = find(argv);
+  const dashdash = args.indexOf('--');
+  const own = dashdash === -1 ? args : args.slice(0, dashdash);
+  if (own.includes('--help') || own.includes('-h')) { console.log(`usage: ${cmd.spec.usage}`); return 0; }
+  return cmd.run(parseArgs(args, cmd.spec));
 }
 
 main(process.argv.slice(2)).then((code) => process.exit(code), (err: unknown) => {
-  if (err instanceof UsageError) { console.error(err.message); process.exit(2); }
+  if (err instanceof UsageError) { console.error(`shellbase: ${err.message}`); process.exit(2); }
   if (err instanceof ShellbaseError) { console.error(`shellbase: ${err.code}: ${err.message}`); process.exit(1); }
   console.error(err);
   process.exit(1);

@@ -2,7 +2,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isErrorCode, type ApiKey, type Context, type ErrorBody, type GcResult, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { machinesApi } from './machine.js';
-import { errorFromBody } from './errors.js';
+import { ConnectionError, errorFromBody } from './errors.js';
+
+const DEFAULT_URL = 'http://127.0.0.1:7070';
 
 export interface ShellbaseOptions {
   /** Server URL; defaults to SHELLBASE_URL or http://127.0.0.1:7070. */
@@ -32,8 +34,13 @@ export class Shellbase {
   readonly url: string;
   private readonly apiKey?: string;
 
+  /** Where `url` came from, for messages when the server cannot be reached. */
+  readonly urlSource: 'the url option' | 'SHELLBASE_URL' | 'the default';
+
   constructor(options: ShellbaseOptions = {}) {
-    this.url = (options.url ?? process.env.SHELLBASE_URL ?? 'http://127.0.0.1:7070').replace(/\/+$/, '');
+    const fromEnv = process.env.SHELLBASE_URL || undefined;
+    this.urlSource = options.url !== undefined ? 'the url option' : fromEnv !== undefined ? 'SHELLBASE_URL' : 'the default';
+    this.url = (options.url ?? fromEnv ?? DEFAULT_URL).replace(/\/+$/, '');
     this.apiKey = options.apiKey ?? defaultKey();
   }
 
@@ -88,10 +95,16 @@ export class Shellbase {
     if (options.raw !== undefined) headers['content-type'] = 'application/octet-stream';
     const qs = Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined)
       .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&');
-    const res = await fetch(`${this.url}${path}${qs ? `?${qs}` : ''}`, {
-      method, headers, signal: options.signal,
-      body: (options.raw as BodyInit | undefined) ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
-    });
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${path}${qs ? `?${qs}` : ''}`, {
+        method, headers, signal: options.signal,
+        body: (options.raw as BodyInit | undefined) ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
+      });
+    } catch (e) {
+      if (options.signal?.aborted) throw e;
+      throw connectionError(this.url, this.urlSource, e);
+    }
     if (res.ok) return res;
     const text = await res.text();
     let body: ErrorBody = { code: 'internal', message: `HTTP ${res.status}: ${text.slice(0, 500)}` };
@@ -106,4 +119,19 @@ export class Shellbase {
     const res = await this.request(method, path, options);
     return (res.status === 204 ? undefined : await res.json()) as T;
   }
+}
+
+/** Why a request never reached the server (refused, unresolvable, TLS), said with the URL and where it came from. */
+function connectionError(url: string, source: Shellbase['urlSource'], err: unknown): ConnectionError {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  const why = cause?.code ?? cause?.message ?? (err as Error).message;
+  const hint = source === 'SHELLBASE_URL'
+    ? 'check that SHELLBASE_URL names a running shellbase server (`shellbase serve` or `npm start` starts one)'
+    : source === 'the default'
+      ? `start a server on this host (\`npm start\` in the checkout, or \`shellbase serve\`), or set SHELLBASE_URL to a server's URL; `
+        + 'agent hosts (MCP) must pass SHELLBASE_URL and SHELLBASE_API_KEY in the server entry\'s env'
+      : 'check the url option';
+  return new ConnectionError({
+    code: 'unavailable', message: `cannot reach the shellbase server at ${url} (from ${source}): ${why}`, hint, details: { url, source },
+  }, 0, { cause: err });
 }

@@ -27,6 +27,8 @@ export class PayloadTooLargeError extends ShellbaseError {}
 export class LimitExceededError extends ShellbaseError {}
 export class FailedPreconditionError extends ShellbaseError {}
 export class UnavailableError extends ShellbaseError {}
+/** The server could not be reached at all (details: url, source). */
+export class ConnectionError extends UnavailableError {}
 export class InternalError extends ShellbaseError {}
 
 const CLASSES: Record<ErrorCode, typeof ShellbaseError> = {

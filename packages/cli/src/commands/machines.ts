@@ -1,84 +1,123 @@
-import { buildAssets, loadConfig } from '@shellbase/server';
-import { flag, type ParsedArgs } from '../args.js';
-import { UsageError, need, sb } from './client.js';
+import { flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
+import { server } from './serve.js';
+import { sb } from './client.js';
 
-const USAGE = `shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--idle MS]
-  shellbase machine ls | machine snapshots
-  shellbase machine exec ID [--timeout MS] -- CMD...
-  shellbase machine fork ID [--count N] | machine snapshot ID | machine restore SNAPSHOT [--count N]
-  shellbase machine pause|resume|stop|rm ID | machine expose ID PORT | machine commit ID CTX
-  shellbase machine assets          (builds the kernel and initramfs into the cache)`;
+const ID = { positionals: [1, 1] as [number, number] };
 
-const num = (args: ParsedArgs, name: string) => { const v = flag(args, name); return v === undefined ? undefined : Number(v); };
+async function printExec(args: ParsedArgs, usage: string): Promise<number> {
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  const m = sb().machines.get(args.positionals[0]);
+  for await (const ev of m.execStream(args.rest.length === 1 ? args.rest[0] : args.rest, { timeoutMs: numberFlag(args, 'timeout', usage), signal: abort.signal })) {
+    if (ev.type === 'stdout') process.stdout.write(ev.data);
+    else if (ev.type === 'stderr') process.stderr.write(ev.data);
+    else if (ev.type === 'exit') {
+      if (ev.timedOut) console.error('shellbase: timed out');
+      if (ev.truncated) console.error('shellbase: output truncated');
+      return ev.exitCode;
+    }
+  }
+  return 1;
+}
 
-/** `shellbase machine …`: microVMs (their ids are printed one per line, for scripts). */
-export async function machine(args: ParsedArgs): Promise<number> {
-  const [sub, ...rest] = args.positionals;
-  const client = sb();
-  const id = () => { if (!rest[0]) throw new UsageError(USAGE); return rest[0]; };
-  switch (sub) {
-    case 'assets':
-      {
-        const a = await buildAssets(loadConfig().cache, (l) => console.error(l));
-        console.error(`machine assets: ${a.dir} (kernel ${a.kernel})`);
-      }
-      return 0;
-    case 'create': {
-      const m = await client.machines.create({
-        context: flag(args, 'context'), version: flag(args, 'version'), memoryMb: num(args, 'memory'), cpus: num(args, 'cpus'), idleTimeoutMs: num(args, 'idle'),
+/** `shellbase machine …`: microVMs (ids are printed one per line, for scripts). */
+export const machineCommands: Command[] = [
+  {
+    name: 'machine create',
+    spec: {
+      usage: 'shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--idle MS]',
+      flags: { context: 'string', version: 'string', memory: 'string', cpus: 'string', idle: 'string' },
+    },
+    async run(args) {
+      const u = this.spec.usage;
+      const m = await sb().machines.create({
+        context: flag(args, 'context'), version: flag(args, 'version'), memoryMb: numberFlag(args, 'memory', u),
+        cpus: numberFlag(args, 'cpus', u), idleTimeoutMs: numberFlag(args, 'idle', u),
       });
       console.log(m.id);
       return 0;
-    }
-    case 'ls':
-      for (const m of await client.machines.list()) {
+    },
+  },
+  {
+    name: 'machine ls',
+    spec: { usage: 'shellbase machine ls' },
+    async run() {
+      for (const m of await sb().machines.list()) {
         console.log(`${m.id}  ${m.state.padEnd(10)} ${String(m.memoryMb).padStart(5)} MiB  ${m.context ?? m.image}  ${m.ports.map((p) => `${p.port}=${p.url}`).join(' ')}`);
       }
       return 0;
-    case 'snapshots':
-      for (const s of await client.machines.snapshots()) console.log(`${s.id}  ${s.machine}  ${s.createdAt}`);
+    },
+  },
+  {
+    name: 'machine snapshots',
+    spec: { usage: 'shellbase machine snapshots' },
+    async run() {
+      for (const s of await sb().machines.snapshots()) console.log(`${s.id}  ${s.machine}  ${s.createdAt}`);
       return 0;
-    case 'exec': {
-      if (args.rest.length === 0) throw new UsageError('shellbase machine exec ID -- CMD...: nothing to run');
-      const abort = new AbortController();
-      process.once('SIGINT', () => abort.abort());
-      for await (const ev of client.machines.get(id()).execStream(args.rest.length === 1 ? args.rest[0] : args.rest, { timeoutMs: num(args, 'timeout'), signal: abort.signal })) {
-        if (ev.type === 'stdout') process.stdout.write(ev.data);
-        else if (ev.type === 'stderr') process.stderr.write(ev.data);
-        else if (ev.type === 'exit') {
-          if (ev.timedOut) console.error('shellbase: timed out');
-          if (ev.truncated) console.error('shellbase: output truncated');
-          return ev.exitCode;
-        }
-      }
-      return 1;
-    }
-    case 'fork':
-      for (const m of await client.machines.get(id()).fork(num(args, 'count') ?? 1)) console.log(m.id);
+    },
+  },
+  {
+    name: 'machine exec',
+    spec: { usage: 'shellbase machine exec ID [--timeout MS] -- CMD...', flags: { timeout: 'string' }, ...ID, rest: 'required' },
+    run(args) { return printExec(args, this.spec.usage); },
+  },
+  {
+    name: 'machine fork',
+    spec: { usage: 'shellbase machine fork ID [--count N]', flags: { count: 'string' }, ...ID },
+    async run(args) {
+      for (const m of await sb().machines.get(args.positionals[0]).fork(numberFlag(args, 'count', this.spec.usage) ?? 1)) console.log(m.id);
       return 0;
-    case 'snapshot':
-      console.log(await client.machines.get(id()).snapshot());
+    },
+  },
+  {
+    name: 'machine snapshot',
+    spec: { usage: 'shellbase machine snapshot ID', ...ID },
+    async run(args) { console.log(await sb().machines.get(args.positionals[0]).snapshot()); return 0; },
+  },
+  {
+    name: 'machine restore',
+    spec: { usage: 'shellbase machine restore SNAPSHOT [--count N]', flags: { count: 'string' }, ...ID },
+    async run(args) {
+      for (const m of await sb().machines.restore(args.positionals[0], numberFlag(args, 'count', this.spec.usage) ?? 1)) console.log(m.id);
       return 0;
-    case 'restore':
-      for (const m of await client.machines.restore(id(), num(args, 'count') ?? 1)) console.log(m.id);
+    },
+  },
+  ...(['pause', 'resume', 'stop'] as const).map((verb): Command => ({
+    name: `machine ${verb}`,
+    spec: { usage: `shellbase machine ${verb} ID`, ...ID },
+    async run(args) { console.log((await sb().machines.get(args.positionals[0])[verb]()).state); return 0; },
+  })),
+  {
+    name: 'machine rm',
+    spec: { usage: 'shellbase machine rm ID', ...ID },
+    async run(args) { await sb().machines.get(args.positionals[0]).remove(); return 0; },
+  },
+  {
+    name: 'machine expose',
+    spec: { usage: 'shellbase machine expose ID PORT', positionals: [2, 2] },
+    async run(args) {
+      const [id, port] = args.positionals;
+      console.log((await sb().machines.get(id).expose(Number(port))).url);
       return 0;
-    case 'pause': case 'resume': case 'stop':
-      console.log((await client.machines.get(id())[sub]()).state);
+    },
+  },
+  {
+    name: 'machine commit',
+    spec: { usage: 'shellbase machine commit ID CTX', positionals: [2, 2] },
+    async run(args) {
+      const [id, ctx] = args.positionals;
+      console.log(await sb().machines.get(id).commit(ctx));
       return 0;
-    case 'rm':
-      await client.machines.get(id()).remove();
+    },
+  },
+  {
+    name: 'machine assets',
+    spec: { usage: 'shellbase machine assets          (builds the kernel and initramfs into the cache)' },
+    async run() {
+      const { buildAssets, loadConfig } = await server();
+      const a = await buildAssets(loadConfig().cache, (l) => console.error(l));
+      console.error(`machine assets: ${a.dir} (kernel ${a.kernel})`);
       return 0;
-    case 'expose': {
-      const [, port] = need({ ...args, positionals: rest }, 2, 'shellbase machine expose ID PORT');
-      console.log((await client.machines.get(id()).expose(Number(port))).url);
-      return 0;
-    }
-    case 'commit': {
-      const [, ctx] = need({ ...args, positionals: rest }, 2, 'shellbase machine commit ID CTX');
-      console.log(await client.machines.get(id()).commit(ctx));
-      return 0;
-    }
-    default:
-      throw new UsageError(USAGE);
-  }
-}
+    },
+  },
+];

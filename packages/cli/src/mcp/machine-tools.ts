@@ -1,7 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
-import { TEXT_LIMIT, fitted, guarded } from './result.js';
+import { TEXT_LIMIT, commandOutput, cut, fitted, guarded } from './result.js';
 
 const machineId = z.string().min(1).max(128).describe('The machine\'s id (m_...)');
 
@@ -12,16 +12,20 @@ const machineId = z.string().min(1).max(128).describe('The machine\'s id (m_...)
 export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: string): void {
   server.registerTool('create_machine', {
     title: 'Start a machine',
-    description: 'Starts a microVM (Debian with systemd, root, no network) from a context\'s files, restored from a snapshot in about a second. '
+    description: 'Starts a microVM (Debian with systemd, as root) from a context\'s files, restored from a snapshot in about a second. '
       + 'Unlike exec, its processes and memory persist between commands: start servers, keep shells, fork it. It hibernates when idle and wakes on the next call. Returns its id.',
     inputSchema: {
       context: z.string().min(1).max(128).optional().describe(pinned ? `Default: ${pinned}` : 'Its disk starts as this context\'s files (default: a bare Debian)'),
       memoryMb: z.number().int().min(128).max(65536).optional(),
     },
+    outputSchema: { machine: z.string(), context: z.string().optional() },
   }, async (a) => guarded(async () => {
     const context = a.context ?? pinned;
     const m = await sb.machines.create({ ...(context ? { context } : {}), ...(a.memoryMb ? { memoryMb: a.memoryMb } : {}) });
-    return `machine ${m.id} is running${context ? ` (disk from ${context})` : ''}; use machine_exec, machine_fork, delete_machine`;
+    return {
+      text: `machine ${m.id} is running${context ? ` (disk from ${context})` : ''}; use machine_exec, machine_fork, delete_machine`,
+      structured: { machine: m.id, ...(context ? { context } : {}) },
+    };
   }));
 
   server.registerTool('machine_exec', {
@@ -29,12 +33,16 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
     description: 'Runs a shell command (bash -c, as root in /root) in a running machine; background processes keep running after it returns. '
       + `Returns the exit code, stdout and stderr. Output past ${TEXT_LIMIT} bytes is cut; the full output is then saved in the machine and the result says where.`,
     inputSchema: { machine: machineId, command: z.string().min(1), timeoutMs: z.number().int().min(1).max(600_000).optional(), stdin: z.string().optional() },
+    outputSchema: { ...commandOutput, truncated: z.boolean() },
   }, async (a) => guarded(async () => {
     const m = sb.machines.get(a.machine);
     const r = await m.exec(a.command, { timeoutMs: a.timeoutMs, stdin: a.stdin });
-    const body = await fitted(`--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`, (file, text) => m.files.write(file, text),
+    const out = await fitted(`--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`, (file, text) => m.files.write(file, text),
       'read parts of it with machine_exec (sed -n, tail)');
-    return `exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}\n${body}`;
+    return {
+      text: `exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}\n${out.text}`,
+      structured: { exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, truncated: r.truncated, ...(out.file ? { outputFile: out.file } : {}) },
+    };
   }));
 
   server.registerTool('machine_fork', {
@@ -42,19 +50,24 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
     description: 'Makes copies of a running machine with the same memory, processes and disk at one instant (the source keeps running): '
       + 'try several approaches from one state. Returns the new machines\' ids.',
     inputSchema: { machine: machineId, count: z.number().int().min(1).max(8).optional() },
+    outputSchema: { source: z.string(), machines: z.array(z.string()) },
   }, async (a) => guarded(async () => {
-    const forks = await sb.machines.get(a.machine).fork(a.count ?? 1);
-    return `forked ${a.machine} into ${forks.map((f) => f.id).join(', ')}`;
+    const forks = (await sb.machines.get(a.machine).fork(a.count ?? 1)).map((f) => f.id);
+    return { text: `forked ${a.machine} into ${forks.join(', ')}`, structured: { source: a.machine, machines: forks } };
   }));
 
   server.registerTool('delete_machine', {
     title: 'Delete a machine',
     description: 'Stops a machine and deletes it with its disk and memory (commit it into a context first to keep its files).',
     inputSchema: { machine: machineId, commitTo: z.string().min(1).max(128).optional().describe('Commit its changed files into this context first') },
+    outputSchema: { machine: z.string(), committed: z.object({ context: z.string(), version: z.string() }).optional() },
   }, async (a) => guarded(async () => {
     const m = sb.machines.get(a.machine);
     const version = a.commitTo ? await m.commit(a.commitTo) : undefined;
     await m.remove();
-    return `deleted ${a.machine}${version ? ` after committing its changes to ${a.commitTo} as version ${version}` : ''}`;
+    return {
+      text: `deleted ${a.machine}${version ? ` after committing its changes to ${a.commitTo} as version ${version}` : ''}`,
+      structured: { machine: a.machine, ...(version && a.commitTo ? { committed: { context: a.commitTo, version } } : {}) },
+    };
   }));
 }

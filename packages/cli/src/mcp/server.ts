@@ -3,10 +3,13 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Shellbase } from '@shellbase/sdk';
-import { flag, type ParsedArgs } from '../args.js';
+import { flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
 import { registerTools } from './tools.js';
 
 const MAX_BODY = 4 << 20;
+const MCP = 'shellbase mcp [--context NAME] [--http PORT]       MCP tools on stdio (or Streamable HTTP on 127.0.0.1:PORT/mcp)';
+
+export const mcpCommand: Command = { name: 'mcp', spec: { usage: MCP, flags: { context: 'string', http: 'string' } }, run: mcp };
 
 /**
  * `shellbase mcp [--context NAME] [--http PORT]`: shellbase's tools over the Model Context
@@ -14,7 +17,7 @@ const MAX_BODY = 4 << 20;
  * request gets its own server), talking to a shellbase server through the SDK (SHELLBASE_URL,
  * SHELLBASE_API_KEY).
  */
-export async function mcp(args: ParsedArgs): Promise<number> {
+async function mcp(args: ParsedArgs): Promise<number> {
   const pinned = flag(args, 'context');
   const sb = new Shellbase();
   const make = () => {
@@ -26,7 +29,7 @@ export async function mcp(args: ParsedArgs): Promise<number> {
     registerTools(server, sb, pinned);
     return server;
   };
-  const port = flag(args, 'http');
+  const port = numberFlag(args, 'http', MCP);
   if (port === undefined) {
     const server = make();
     const closed = new Promise<number>((resolve) => { server.server.onclose = () => resolve(0); });
@@ -43,7 +46,7 @@ export async function mcp(args: ParsedArgs): Promise<number> {
       }
       const body = await readJson(req);
       const addr = http.address();
-      const actual = typeof addr === 'object' && addr ? addr.port : Number(port);
+      const actual = typeof addr === 'object' && addr ? addr.port : port;
       const server = make();
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: undefined, enableDnsRebindingProtection: true, allowedHosts: [`127.0.0.1:${actual}`, `localhost:${actual}`],
@@ -55,7 +58,7 @@ export async function mcp(args: ParsedArgs): Promise<number> {
       if (!res.headersSent) res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: err.message }, id: null }));
     });
   });
-  await new Promise<void>((resolve) => http.listen(Number(port), '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => http.listen(port, '127.0.0.1', resolve));
   const addr = http.address();
   console.error(`shellbase mcp listening on http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : port}/mcp`);
   return new Promise<number>(() => undefined);
