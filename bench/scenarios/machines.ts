@@ -14,7 +14,7 @@ export async function machines(b: Bench): Promise<void> {
   const n = b.quick ? 3 : 10;
   const warm = await t.sb.machines.create(); // builds the template on a fresh host
   await warm.remove();
-  const accel = t.server.engine.machines.accel()?.accel ?? 'none';
+  const accel = t.server.machines.accel()?.accel ?? 'none';
   const tplRoot = path.join(t.config.cache, 'machines', 'templates');
   const boots = readdirSync(tplRoot).filter((d) => !d.includes('.building')).map((d) => {
     try { return JSON.parse(readFileSync(path.join(tplRoot, d, 'info.json'), 'utf8')) as { bootMs: number; accel: string; memoryMb: number }; } catch { return null; }
@@ -37,7 +37,7 @@ export async function machines(b: Bench): Promise<void> {
         const [fork] = await src.fork(1);
         await fork.exec('true');
         runs[kind].ready.push(performance.now() - t1);
-        runs[kind].pause.push(t.server.engine.machines.lastStep.freeze);
+        runs[kind].pause.push(t.server.machines.lastStep.freeze);
         await fork.remove();
       }
     } finally {

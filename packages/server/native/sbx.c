@@ -1,6 +1,6 @@
 /*
- * sbx: the native helper of shellbase's runtime. Six subcommands, each one
- * process where a shell pipeline would take several:
+ * sbx: the native helper of shellbase's runtime. Sandbox commands only (the
+ * snapshotter's store commands are `sbx-store`, store.c):
  *
  *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] [--seccomp-fd N]
  *           [--chdir DIR --lower L --upper U --work W --merged M] -- PROGRAM ARGS...
@@ -20,49 +20,24 @@
  *
  *   sbx userns BASE:COUNT -- PROGRAM ARGS...
  *       Only the user namespace of `run --userns`, then execs PROGRAM.
- *
- *   sbx shift DIR OFFSET
- *       Adds OFFSET to every uid and gid below 65536 under DIR (DIR included),
- *       keeping set-id bits; ids already shifted stay, so it can run again.
- *
- *   sbx scan DIR
- *       Prints every entry under DIR (an overlay upper directory or layer) as
- *       "TYPE SIZE PATH\0": f file, d directory, O opaque directory, l symlink,
- *       w whiteout, o other. PATH is relative to DIR.
- *
- *   sbx apply SRC DST
- *       Applies layer SRC onto the directory DST the way overlayfs would stack
- *       SRC above it, keeping whiteouts and opaque markers (DST stays a layer
- *       in overlay format). Files are reflinked where the file system allows.
- *
- *   sbx copy SRC DST
- *       Copies a sparse file keeping its holes, in two threads (copy.c).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/fs.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <ftw.h>
 #include <grp.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-#include <sys/xattr.h>
 #include <unistd.h>
-
-#define OPAQUE_XATTR "trusted.overlay.opaque"
 
 int sandbox_filter_fd(void); /* seccomp.c */
 
@@ -144,26 +119,6 @@ static int cmd_userns(int argc, char **argv) {
   return 125;
 }
 
-static unsigned long shift_offset;
-
-static int shift_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)flag; (void)ftw;
-  if (st->st_uid >= 65536 && st->st_gid >= 65536) return 0;
-  uid_t uid = st->st_uid < 65536 ? st->st_uid + shift_offset : st->st_uid;
-  gid_t gid = st->st_gid < 65536 ? st->st_gid + shift_offset : st->st_gid;
-  if (lchown(path, uid, gid) != 0) die(path);
-  /* chown clears set-user-id and set-group-id bits: put them back */
-  if (!S_ISLNK(st->st_mode) && (st->st_mode & 06000) && chmod(path, st->st_mode & 07777) != 0) die(path);
-  return 0;
-}
-
-static int cmd_shift(int argc, char **argv) {
-  if (argc != 2) { fprintf(stderr, "sbx shift DIR OFFSET\n"); return 2; }
-  shift_offset = strtoul(argv[1], NULL, 10);
-  if (nftw(argv[0], shift_entry, 64, FTW_PHYS) != 0) die(argv[0]);
-  return 0;
-}
-
 /*
  * The overlay is mounted `volatile`: syncs inside the sandbox and its unmount do not flush the
  * store (a query's writes become durable at its commit). Such a mount leaves a marker in the work
@@ -237,176 +192,9 @@ static int cmd_run(int argc, char **argv) {
   return 125;
 }
 
-/* ---- scan ---- */
-
-static char type_of(const char *path, const struct stat *st) {
-  if (S_ISREG(st->st_mode)) return 'f';
-  if (S_ISLNK(st->st_mode)) return 'l';
-  if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) return 'w';
-  if (S_ISDIR(st->st_mode)) {
-    char v[4];
-    ssize_t n = lgetxattr(path, OPAQUE_XATTR, v, sizeof v);
-    return (n == 1 && v[0] == 'y') ? 'O' : 'd';
-  }
-  return 'o';
-}
-
-/* `sbx scan`'s exit code for a tree holding a path longer than PATH_MAX (the engine refuses it). */
-enum { SCAN_TOO_DEEP = 3 };
-
-static void scan_dir(char *path, size_t root_len) {
-  DIR *d = opendir(path);
-  if (!d) die(path);
-  size_t base = strlen(path);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    if (base + 1 + strlen(e->d_name) >= PATH_MAX) { fprintf(stderr, "sbx: a path is deeper than %d bytes\n", PATH_MAX); exit(SCAN_TOO_DEEP); }
-    path[base] = '/';
-    strcpy(path + base + 1, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) != 0) die(path);
-    char t = type_of(path, &st);
-    printf("%c %lld %s%c", t, (long long)(S_ISREG(st.st_mode) ? st.st_size : 0), path + root_len + 1, 0);
-    if (t == 'd' || t == 'O') scan_dir(path, root_len);
-    path[base] = 0;
-  }
-  closedir(d);
-}
-
-static int cmd_scan(int argc, char **argv) {
-  if (argc != 1) { fprintf(stderr, "sbx scan DIR\n"); return 2; }
-  static char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s", argv[0]);
-  scan_dir(path, strlen(path));
-  if (fflush(stdout) != 0) die("stdout");
-  return 0;
-}
-
-/* ---- apply ---- */
-
-static void remove_tree(const char *path) {
-  struct stat st;
-  if (lstat(path, &st) != 0) { if (errno == ENOENT) return; die(path); }
-  if (S_ISDIR(st.st_mode)) {
-    DIR *d = opendir(path);
-    if (!d) die(path);
-    struct dirent *e;
-    char child[PATH_MAX];
-    while ((e = readdir(d)) != NULL) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-      snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-      remove_tree(child);
-    }
-    closedir(d);
-    if (rmdir(path) != 0) die(path);
-  } else if (unlink(path) != 0) die(path);
-}
-
-static void copy_xattrs(const char *src, const char *dst) {
-  char names[8192], value[8192];
-  ssize_t n = llistxattr(src, names, sizeof names);
-  for (ssize_t off = 0; n > 0 && off < n; off += strlen(names + off) + 1) {
-    ssize_t vn = lgetxattr(src, names + off, value, sizeof value);
-    if (vn >= 0 && lsetxattr(dst, names + off, value, vn, 0) != 0) die(dst);
-  }
-}
-
-static void copy_meta(const char *src, const char *dst, const struct stat *st) {
-  if (lchown(dst, st->st_uid, st->st_gid) != 0) die(dst);
-  if (!S_ISLNK(st->st_mode) && chmod(dst, st->st_mode & 07777) != 0) die(dst);
-  copy_xattrs(src, dst);
-  struct timespec ts[2] = {st->st_atim, st->st_mtim};
-  if (utimensat(AT_FDCWD, dst, ts, AT_SYMLINK_NOFOLLOW) != 0) die(dst);
-}
-
-static void copy_file(const char *src, const char *dst, const struct stat *st) {
-  int in = open(src, O_RDONLY | O_CLOEXEC), out;
-  if (in < 0) die(src);
-  out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (out < 0) die(dst);
-  if (ioctl(out, FICLONE, in) != 0) {
-    char buf[1 << 16];
-    ssize_t n;
-    while ((n = read(in, buf, sizeof buf)) > 0)
-      if (write(out, buf, n) != n) die(dst);
-    if (n < 0) die(src);
-  }
-  close(in);
-  if (close(out) != 0) die(dst);
-  copy_meta(src, dst, st);
-}
-
-static void apply_entry(const char *src, const char *dst);
-
-static void apply_children(const char *src, const char *dst) {
-  DIR *d = opendir(src);
-  if (!d) die(src);
-  struct dirent *e;
-  char s[PATH_MAX], t[PATH_MAX];
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(s, sizeof s, "%s/%s", src, e->d_name);
-    snprintf(t, sizeof t, "%s/%s", dst, e->d_name);
-    apply_entry(s, t);
-  }
-  closedir(d);
-}
-
-static void apply_entry(const char *src, const char *dst) {
-  struct stat st, dt;
-  if (lstat(src, &st) != 0) die(src);
-  char t = type_of(src, &st);
-  int exists = lstat(dst, &dt) == 0;
-  if (t == 'd' && exists && S_ISDIR(dt.st_mode)) {
-    /* a plain directory merges with what is below it */
-    apply_children(src, dst);
-    copy_meta(src, dst, &st);
-    return;
-  }
-  if (exists) remove_tree(dst);
-  switch (t) {
-  case 'd': case 'O':
-    if (mkdir(dst, 0700) != 0) die(dst);
-    apply_children(src, dst);
-    copy_meta(src, dst, &st);
-    /* a directory that replaces a whiteout or a non-directory must not
-       merge with what lies below the squashed layers */
-    if (exists && lsetxattr(dst, OPAQUE_XATTR, "y", 1, 0) != 0) die(dst);
-    break;
-  case 'f':
-    copy_file(src, dst, &st);
-    break;
-  case 'l': {
-    char target[PATH_MAX];
-    ssize_t n = readlink(src, target, sizeof target - 1);
-    if (n < 0) die(src);
-    target[n] = 0;
-    if (symlink(target, dst) != 0) die(dst);
-    copy_meta(src, dst, &st);
-    break;
-  }
-  default:
-    if (mknod(dst, st.st_mode, st.st_rdev) != 0) die(dst);
-    copy_meta(src, dst, &st);
-  }
-}
-
-static int cmd_apply(int argc, char **argv) {
-  if (argc != 2) { fprintf(stderr, "sbx apply SRC DST\n"); return 2; }
-  apply_children(argv[0], argv[1]);
-  return 0;
-}
-
-int cmd_copy(int argc, char **argv); /* copy.c */
-
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
-  if (argc >= 2 && strcmp(argv[1], "scan") == 0) return cmd_scan(argc - 2, argv + 2);
-  if (argc >= 2 && strcmp(argv[1], "apply") == 0) return cmd_apply(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "userns") == 0) return cmd_userns(argc - 2, argv + 2);
-  if (argc >= 2 && strcmp(argv[1], "shift") == 0) return cmd_shift(argc - 2, argv + 2);
-  if (argc >= 2 && strcmp(argv[1], "copy") == 0) return cmd_copy(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx run|scan|apply|userns|shift|copy ...\n");
+  fprintf(stderr, "usage: sbx run|userns ...\n");
   return 2;
 }

@@ -2,12 +2,12 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
-import { ensureAdmin } from './api/auth.js';
 import { startGateway } from './api/gateway.js';
 import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
-import { Pins } from './engine/pins.js';
+import { Machines } from './machines/machines.js';
+import { Pins } from './core/pins.js';
 import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
@@ -23,6 +23,7 @@ export interface RunningServer {
   gatewayUrl: string;
   adminKeyFile: string;
   engine: Engine;
+  machines: Machines;
   close(): Promise<void>;
 }
 
@@ -60,11 +61,20 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
-  const engine = new Engine({ config, metadata, layers, runtime, log, meter, pins: new Pins(), durability });
+  const deps = { config, metadata, layers, runtime, log, meter, pins: new Pins(), durability };
+  // Machines are a peer of the engine: they reach contexts through what the engine offers them.
+  let machines: Machines | null = null;
+  const engine = new Engine(deps, {
+    storedBytes: (tenantId) => machines!.storedBytes(tenantId),
+    collect: () => machines!.collectTemplates(),
+  });
+  machines = new Machines(deps, engine.contextAccess());
   try {
     await engine.recover();
+    await machines.open();
   } catch (e) {
     // Nothing of a failed start stays mounted.
+    await machines.close().catch(() => undefined);
     await engine.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await layers.close();
@@ -73,10 +83,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     throw e;
   }
   engine.gc.start();
-  const adminKeyFile = await ensureAdmin(metadata, config.home);
-  const app = await buildApi(engine, log, meter.registry);
+  const adminKeyFile = await engine.tenants.ensureAdmin();
+  const app = await buildApi({ engine, machines, log, metrics: meter.registry, http: config.http });
   await app.listen({ host: config.host, port: config.port });
-  const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? engine.machines.byPortToken(token), log);
+  const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token), log);
   await new Promise<void>((resolve, reject) => {
     gateway.once('error', reject);
     gateway.listen(config.gatewayPort, config.host, () => resolve());
@@ -89,11 +99,12 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const gatewayUrl = `http://${hostPart}:${config.gatewayPort}`;
   let closing: Promise<void> | null = null;
   return {
-    url, gatewayUrl, adminKeyFile, engine,
+    url, gatewayUrl, adminKeyFile, engine, machines,
     close: () => (closing ??= (async () => {
       gateway.closeAllConnections();
       await new Promise((r) => gateway.close(r));
       await app.close();
+      await machines!.close();
       await engine.close();
       await runtime.close();
       await layers.close();

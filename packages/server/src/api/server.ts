@@ -3,10 +3,11 @@ import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { ServerConfig } from '../config.js';
 import type { Engine } from '../engine/engine.js';
-import type { Caller } from '../engine/types.js';
+import type { Machines } from '../machines/machines.js';
+import type { Caller } from '../core/deps.js';
 import { ShellbaseError } from '../errors.js';
-import { authenticate } from './auth.js';
 import { clientErrorHandler, errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
@@ -29,9 +30,20 @@ export const BODY_LIMIT = 10 * 1024 * 1024;
 /** Request line and headers together; more is 431. */
 export const MAX_HEADER_BYTES = 16 * 1024;
 
-/** The HTTP API: parses requests into engine calls; the engine never sees Fastify. */
-export async function buildApi(engine: Engine, log: Logger, metrics: Registry): Promise<FastifyInstance> {
-  const limits = engine.deps.config.http;
+export interface ApiOptions {
+  engine: Engine;
+  machines: Machines;
+  log: Logger;
+  metrics: Registry;
+  http: ServerConfig['http'];
+}
+
+/**
+ * The HTTP API: parses requests into engine and machine operations; neither
+ * sees Fastify. Each operation pins, admits and syncs what it needs itself;
+ * the API only ends the caller's hold when the response is done.
+ */
+export async function buildApi({ engine, machines, log, metrics, http: limits }: ApiOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -66,26 +78,14 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   });
   app.addHook('onRequest', async (req, reply) => {
     if (req.url.startsWith('/v1/') || req.url === '/v1') {
-      const who = await authenticate(engine.deps.metadata, req.headers.authorization);
-      // What the request looks up stays pinned until its response is done, streamed bodies included.
-      const hold = engine.deps.pins.hold();
-      reply.raw.once('close', () => hold.release());
-      req.caller = { ...who, hold };
+      req.caller = await engine.begin(req.headers.authorization);
+      // What the request looked up stays pinned until its response is done, streamed bodies included.
+      reply.raw.once('close', () => req.caller.hold.release());
     }
   });
 
-  // A write is acknowledged only once it is durable (a fork, a key, a delete, ...). Queries and
-  // file writes commit through the engine, which syncs before they return (a read-only query,
-  // the most common request, then pays nothing).
-  const syncedByEngine = /\/(exec|files\/\*)$/;
-  app.addHook('onSend', async (req, reply) => {
-    if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400) return;
-    if (syncedByEngine.test(req.routeOptions.url ?? '')) return;
-    await engine.deps.durability.metadata();
-  });
-
   app.get('/healthz', { schema: { hide: true } }, async () => {
-    const accel = engine.machines.accel();
+    const accel = machines.accel();
     return { ok: true, machines: accel ? { accel: accel.accel, reason: accel.reason } : { accel: null, reason: 'machine assets are not built' } };
   });
   // Prometheus scrapes without a key, as it does /healthz (the server listens on loopback by default).
@@ -100,6 +100,6 @@ export async function buildApi(engine: Engine, log: Logger, metrics: Registry): 
   usageRoutes(app, engine);
   gcRoutes(app, engine);
   serviceRoutes(app, engine);
-  machineRoutes(app, engine);
+  machineRoutes(app, machines);
   return app;
 }

@@ -1,7 +1,7 @@
 import type { VersionCause } from '@shellbase/protocol';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
-import type { Durability } from './types.js';
+import type { Durability } from '../core/deps.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { changesBetween } from './lineage.js';

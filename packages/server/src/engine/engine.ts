@@ -1,20 +1,29 @@
-import type { Context, ExecRequest, ExecResult, Version } from '@shellbase/protocol';
+import type { Context, ExecRequest, ExecResult, GcResult, Version } from '@shellbase/protocol';
 import { ShellbaseError, notFound } from '../errors.js';
 import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
+import { imageVersionId, parseImageLayer } from '../images/ids.js';
 import type { ContextRow, NewVersion, VersionRow } from '../store/metadata/types.js';
 import { Committer } from './commit.js';
-import { ExecRunner, type ExecHooks } from './exec.js';
+import type { ContextAccess, ExecHooks } from '../core/contexts.js';
+import { ExecRunner } from './exec.js';
 import { Files } from './files/files.js';
 import { GarbageCollector } from './gc.js';
 import { Services } from './services/services.js';
-import { Machines } from '../machines/machines.js';
 import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
 import { Squasher } from './squash.js';
-import { SYSTEM_TENANT, type Caller, type EngineDeps } from './types.js';
-import { overQuota, quotasOf } from './quotas.js';
-import { checkName } from './validate.js';
+import { SYSTEM_TENANT, durably, type Caller, type Deps } from '../core/deps.js';
+import { overQuota, quotasOf } from '../core/quotas.js';
+import { checkName } from '../core/validate.js';
+
+/** What the engine asks of peer subsystems (machines), wired by the server. */
+export interface EnginePeers {
+  /** Bytes a tenant stores outside the layer store (machines' disks, snapshots, hibernated memory). */
+  storedBytes?: (tenantId: string) => Promise<number>;
+  /** Collects what garbage collection finds unused there (machines' templates); the number deleted. */
+  collect?: () => Promise<number>;
+}
 
 export interface CreateContextOptions {
   name: string;
@@ -48,11 +57,9 @@ export class Engine {
   readonly gc: GarbageCollector;
   /** Long-running processes over contexts, reached through the gateway. */
   readonly services: Services;
-  /** microVMs restored from templates and snapshots. */
-  readonly machines: Machines;
   private readonly exec_: ExecRunner;
 
-  constructor(readonly deps: EngineDeps) {
+  constructor(readonly deps: Deps, peers: EnginePeers = {}) {
     this.squasher = new Squasher(deps);
     const committer = new Committer(deps.metadata, deps.durability);
     const lookups = {
@@ -69,12 +76,9 @@ export class Engine {
     });
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
-    this.tenants = new Tenants(deps.metadata, deps.config);
-    this.gc = new GarbageCollector(deps, () => this.machines.collectTemplates());
-    this.machines = new Machines(deps, {
-      base: lookups.base, imageVersion: (image) => this.imageVersion(image), exec: (caller, name, req, hooks) => this.exec(caller, name, req, hooks),
-    });
-    this.usage = new Usage(deps.metadata, (tenantId) => this.machines.storedBytes(tenantId));
+    this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
+    this.gc = new GarbageCollector(deps, peers.collect);
+    this.usage = new Usage(deps.metadata, peers.storedBytes);
   }
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */
@@ -84,7 +88,26 @@ export class Engine {
     const removed = await layers.recover(await metadata.layerIds());
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
     await this.moveToRebuiltImages();
-    await this.machines.open();
+  }
+
+  /**
+   * The caller an `Authorization` header names, with a fresh hold: what its
+   * operation looks up stays pinned until the caller releases the hold (the
+   * API does when the response, streamed bodies included, is done).
+   */
+  async begin(authorization: string | undefined): Promise<Caller> {
+    const who = await this.tenants.authenticate(authorization);
+    return { ...who, hold: this.deps.pins.hold() };
+  }
+
+  /** What peer subsystems (machines) use of contexts. */
+  contextAccess(): ContextAccess {
+    return {
+      base: (caller, context, version) => this.baseVersion(caller, context, version),
+      imageVersion: (image) => this.imageVersion(image),
+      imageOf: async (caller, context) => (await this.deps.metadata.getContext(caller.tenantId, context))?.image ?? null,
+      exec: (caller, context, req, hooks) => this.exec(caller, context, req, hooks),
+    };
   }
 
   /**
@@ -96,8 +119,8 @@ export class Engine {
   private async moveToRebuiltImages(): Promise<void> {
     const { config, metadata, log } = this.deps;
     for (const id of await metadata.layerIds()) {
-      const [kind, name] = id.split(':');
-      if (kind !== 'image' || !(IMAGE_NAMES as string[]).includes(name) || !imageBuilt(config.cache, name)) continue;
+      const name = parseImageLayer(id)?.name;
+      if (name === undefined || !(IMAGE_NAMES as string[]).includes(name) || !imageBuilt(config.cache, name)) continue;
       const current = imageInfo(config.cache, name).layerId;
       if (current === id) continue;
       const moved = await metadata.replaceLayerPrefix([id], [current], { id: current, kind: 'image', bytes: 0, createdAt: new Date().toISOString() });
@@ -114,7 +137,7 @@ export class Engine {
         hint: 'run `npm run setup` (or `shellbase image build debian`) first',
       });
     }
-    const id = `v_${image}_${info.layerId.split(':')[2]}`;
+    const id = imageVersionId(image, info.tag);
     const existing = await metadata.getVersion(id);
     if (existing) return existing;
     const now = new Date().toISOString();
@@ -147,7 +170,11 @@ export class Engine {
     return row;
   }
 
-  async createContext(caller: Caller, opts: CreateContextOptions): Promise<Context> {
+  createContext(caller: Caller, opts: CreateContextOptions): Promise<Context> {
+    return durably(this.deps.durability, () => this.createContextRow(caller, opts));
+  }
+
+  private async createContextRow(caller: Caller, opts: CreateContextOptions): Promise<Context> {
     checkName(opts.name);
     let head: VersionRow;
     let image = opts.image ?? 'debian';
@@ -178,7 +205,7 @@ export class Engine {
     const row = await this.deps.metadata.getContext(caller.tenantId, name);
     if (row) return row;
     try {
-      await this.createContext(caller, { name });
+      await this.createContextRow(caller, { name });
     } catch (e) {
       if (!(e instanceof ShellbaseError && e.code === 'already_exists')) throw e;
     }
@@ -204,11 +231,21 @@ export class Engine {
     return (await this.deps.metadata.listContexts(caller.tenantId)).map(toContext);
   }
 
-  async deleteContext(caller: Caller, name: string): Promise<void> {
-    checkName(name);
-    await this.services.stopContext(caller.tenantId, name);
-    if (!(await this.deps.metadata.deleteContext(caller.tenantId, name))) throw notFound('context', name);
-    this.gc.schedule();
+  deleteContext(caller: Caller, name: string): Promise<void> {
+    return durably(this.deps.durability, async () => {
+      checkName(name);
+      await this.services.stopContext(caller.tenantId, name);
+      if (!(await this.deps.metadata.deleteContext(caller.tenantId, name))) throw notFound('context', name);
+      this.gc.schedule();
+    });
+  }
+
+  /** One garbage collection now (admin only); it also runs in the background. */
+  collectGarbage(caller: Caller): Promise<GcResult> {
+    if (!caller.admin) {
+      throw new ShellbaseError('forbidden', 'only the admin key runs garbage collection', { hint: 'it runs in the background every few minutes' });
+    }
+    return durably(this.deps.durability, () => this.gc.run());
   }
 
   /** O(1): a new context row pointing at the same version. */
@@ -226,7 +263,6 @@ export class Engine {
   }
 
   async close(): Promise<void> {
-    await this.machines.close();
     await this.services.close();
     await this.gc.stop();
     await this.exec_.drain();

@@ -1,23 +1,17 @@
 import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
+import type { ExecHooks } from '../core/contexts.js';
 import type { Limits } from '../config.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/layers/types.js';
 import type { VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
-import { checkStoredBytes, overQuota, quotasOf, type Quotas } from './quotas.js';
+import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
 import type { Forwarding } from './services/forwarding.js';
 import type { Squasher } from './squash.js';
-import type { Caller, EngineDeps } from './types.js';
-import { checkCommand, checkCwd, checkEnv, resolveLimits } from './validate.js';
+import type { Caller, Deps } from '../core/deps.js';
+import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validate.js';
 
-export interface ExecHooks {
-  onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
-  signal?: AbortSignal;
-  /** Engine-internal callers (a machine's commit): binary stdin instead of `req.stdin`, and the version's cause. */
-  stdin?: Buffer;
-  cause?: VersionCause;
-}
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
@@ -36,7 +30,7 @@ export class ExecRunner {
   private readonly running = new Map<string, number>();
 
   constructor(
-    private readonly deps: EngineDeps,
+    private readonly deps: Deps,
     private readonly committer: Committer,
     private readonly squasher: Squasher,
     private readonly lookups: Lookups,

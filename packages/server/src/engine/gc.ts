@@ -1,6 +1,6 @@
 import type { GcResult } from '@shellbase/protocol';
 import type { GraphVersion } from '../store/metadata/types.js';
-import type { EngineDeps } from './types.js';
+import type { Deps } from '../core/deps.js';
 
 /** How much history a tenant keeps. */
 export interface Retention {
@@ -102,7 +102,7 @@ export class GarbageCollector {
   private readonly deferred = new Set<string>();
 
   /** `templates` collects machines' templates nothing stands on any more (Machines.collectTemplates). */
-  constructor(private readonly deps: EngineDeps, private readonly templates: () => Promise<number> = async () => 0) {}
+  constructor(private readonly deps: Deps, private readonly templates: () => Promise<number> = async () => 0) {}
 
   /** Runs every `intervalMs` from now on. */
   start(): void {

@@ -1,6 +1,6 @@
 import type { VersionRow } from '../store/metadata/types.js';
 import { KeyedLock } from '../util/keyed-lock.js';
-import type { EngineDeps } from './types.js';
+import type { Deps } from '../core/deps.js';
 
 /** How many of the newest layers stay as they are when a chain is squashed. */
 const KEEP_TOP = 4;
@@ -24,7 +24,7 @@ export class Squasher {
   private readonly running = new Map<string, Promise<void>>();
   private readonly locks = new KeyedLock();
 
-  constructor(private readonly deps: EngineDeps) {}
+  constructor(private readonly deps: Deps) {}
 
   /** Starts a squash of the context's head if its chain is long and none is running. */
   maybeSquash(tenantId: string, context: string, layerCount: number): void {

@@ -1,11 +1,13 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { ServerConfig } from '../config.js';
 import { ShellbaseError, notFound } from '../errors.js';
-import { checkQuotas } from './quotas.js';
+import { checkQuotas } from '../core/quotas.js';
 import { hashKey, newApiKey } from '../util/keys.js';
 import type { ApiKeyRow, MetadataStore, TenantQuotas, TenantRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
-import type { Caller } from './types.js';
-import { checkName } from './validate.js';
+import { durably, type Caller, type Durability } from '../core/deps.js';
+import { checkName } from '../core/validate.js';
 
 export interface Tenant { id: string; name: string; admin: boolean; createdAt: string; quotas?: TenantQuotas }
 
@@ -17,9 +19,41 @@ function requireAdmin(caller: Caller): void {
 
 /** Tenants and their API keys (shown once, stored as hashes). Admin only. */
 export class Tenants {
-  constructor(private readonly md: MetadataStore, private readonly config: ServerConfig) {}
+  constructor(private readonly md: MetadataStore, private readonly config: ServerConfig, private readonly durability: Durability) {}
 
-  async create(caller: Caller, name: string, quotas?: Record<string, unknown>): Promise<{ tenant: Tenant; apiKey: string }> {
+  /**
+   * On first start: the admin tenant and its key, written to `$HOME/admin.key`
+   * (mode 0600). Keys are stored only as SHA-256 hashes. Returns the file.
+   */
+  async ensureAdmin(): Promise<string> {
+    const file = path.join(this.config.home, 'admin.key');
+    if (await this.md.adminTenant()) return file;
+    const key = existsSync(file) ? readFileSync(file, 'utf8').trim() : newApiKey();
+    await this.md.createTenant({ id: 't_admin', name: 'admin', admin: true, createdAt: new Date().toISOString() });
+    await this.md.addApiKey('t_admin', hashKey(key));
+    await this.durability.metadata();
+    writeFileSync(file, `${key}\n`, { mode: 0o600 });
+    return file;
+  }
+
+  /** Who an `Authorization: Bearer KEY` header names (the caller's hold is added by Engine.begin). */
+  async authenticate(header: string | undefined): Promise<Omit<Caller, 'hold'>> {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+    if (!m) {
+      throw new ShellbaseError('unauthorized', 'missing API key', {
+        hint: 'send Authorization: Bearer <key>; the admin key is in $SHELLBASE_HOME/admin.key',
+      });
+    }
+    const tenant = await this.md.tenantForKey(hashKey(m[1]));
+    if (!tenant) throw new ShellbaseError('unauthorized', 'invalid API key', { hint: 'check SHELLBASE_API_KEY' });
+    return { tenantId: tenant.id, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}) };
+  }
+
+  create(caller: Caller, name: string, quotas?: Record<string, unknown>): Promise<{ tenant: Tenant; apiKey: string }> {
+    return durably(this.durability, () => this.create_(caller, name, quotas));
+  }
+
+  private async create_(caller: Caller, name: string, quotas?: Record<string, unknown>): Promise<{ tenant: Tenant; apiKey: string }> {
     requireAdmin(caller);
     checkName(name, 'tenant');
     const row: TenantRow = { id: newId('t'), name, admin: false, createdAt: new Date().toISOString() };
@@ -48,12 +82,14 @@ export class Tenants {
   }
 
   /** Another key for a tenant (to rotate: create one, switch clients, revoke the old). */
-  async createKey(caller: Caller, name: string): Promise<{ key: ApiKeyRow; apiKey: string }> {
-    const t = await this.managed(caller, name);
-    const apiKey = newApiKey();
-    await this.md.addApiKey(t.id, hashKey(apiKey));
-    const key = (await this.md.listApiKeys(t.id)).find((k) => k.id === `k_${hashKey(apiKey).slice(0, 12)}`)!;
-    return { key, apiKey };
+  createKey(caller: Caller, name: string): Promise<{ key: ApiKeyRow; apiKey: string }> {
+    return durably(this.durability, async () => {
+      const t = await this.managed(caller, name);
+      const apiKey = newApiKey();
+      await this.md.addApiKey(t.id, hashKey(apiKey));
+      const key = (await this.md.listApiKeys(t.id)).find((k) => k.id === `k_${hashKey(apiKey).slice(0, 12)}`)!;
+      return { key, apiKey };
+    });
   }
 
   async listKeys(caller: Caller, name: string): Promise<ApiKeyRow[]> {
@@ -61,9 +97,11 @@ export class Tenants {
   }
 
   /** Revokes one key, or every key of the tenant (its data stays). */
-  async revoke(caller: Caller, name: string, keyId?: string): Promise<void> {
-    const t = await this.managed(caller, name);
-    const n = await this.md.revokeApiKeys(t.id, keyId);
-    if (keyId !== undefined && n === 0) throw notFound('key', keyId);
+  revoke(caller: Caller, name: string, keyId?: string): Promise<void> {
+    return durably(this.durability, async () => {
+      const t = await this.managed(caller, name);
+      const n = await this.md.revokeApiKeys(t.id, keyId);
+      if (keyId !== undefined && n === 0) throw notFound('key', keyId);
+    });
   }
 }

@@ -1,7 +1,7 @@
 import type { UsageItem } from '@shellbase/protocol';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { MetadataStore } from '../store/metadata/types.js';
-import type { Caller } from './types.js';
+import type { Caller } from '../core/deps.js';
 
 export interface UsageQuery {
   from?: string;

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ShellbaseError } from '../errors.js';
-import { SBX } from '../util/native.js';
+import { SBX_STORE } from '../util/native.js';
+import { imageLayerId, parseImageLayer } from './ids.js';
 import { run, runOk } from '../util/proc.js';
 import { configuredMirror, debianRecipe } from './debian.js';
 
@@ -12,9 +13,11 @@ import { configuredMirror, debianRecipe } from './debian.js';
  * layer of every version made from it; its id names the recipe it came from.
  */
 export interface ImageInfo {
-  /** Layer id of the image, e.g. `image:debian:1-ab12cd34`. */
+  /** Layer id of the image, e.g. `image:debian:1-ab12cd34` (images/ids.ts). */
   layerId: string;
   name: string;
+  /** Its build: the recipe's version and hash. */
+  tag: string;
   rootfs: string;
 }
 
@@ -35,7 +38,7 @@ export function imageInfo(cache: string, name: string): ImageInfo {
     });
   }
   const tag = recipeTag(name as ImageName);
-  return { layerId: `image:${name}:${tag}`, name, rootfs: path.join(cache, 'images', name, tag, 'rootfs') };
+  return { layerId: imageLayerId(name, tag), name, tag, rootfs: path.join(cache, 'images', name, tag, 'rootfs') };
 }
 
 export function imageBuilt(cache: string, name: string): boolean {
@@ -44,8 +47,9 @@ export function imageBuilt(cache: string, name: string): boolean {
 
 /** Resolves an image layer id back to its root file system. */
 export function imageRootfs(cache: string, layerId: string): string {
-  const [, name, tag] = layerId.split(':');
-  return path.join(cache, 'images', name, tag, 'rootfs');
+  const image = parseImageLayer(layerId);
+  if (!image) throw new Error(`${layerId} is not an image's layer`);
+  return path.join(cache, 'images', image.name, image.tag, 'rootfs');
 }
 
 /**
@@ -81,7 +85,7 @@ export async function buildImage(cache: string, name: string, progress: (line: s
   mkdirSync(path.join(rootfs, 'var/cache/apt/archives/partial'), { recursive: true });
   mkdirSync(path.join(rootfs, 'root'), { recursive: true });
   progress(`shifting file ownership by ${recipe.idShift} (the sandboxes' user namespace)`);
-  await runOk(SBX, ['shift', rootfs, String(recipe.idShift)]);
+  await runOk(SBX_STORE, ['shift', rootfs, String(recipe.idShift)]);
   writeFileSync(path.join(tmp, 'recipe.json'), JSON.stringify({ format: 1, ...recipe, builtAt: new Date().toISOString() }, null, 2));
   rmSync(final, { recursive: true, force: true });
   renameSync(tmp, final);

@@ -3,6 +3,7 @@ import { release } from 'node:os';
 import path from 'node:path';
 import { spawner } from '../util/spawner.js';
 import type { MachineAssets } from './assets.js';
+import type { MachineLayout } from './layout.js';
 import { qemuBuild, type Accel } from './qemu.js';
 
 export interface AccelChoice {
@@ -18,11 +19,11 @@ export interface AccelChoice {
  * the cache. Nested virtualisation can offer a /dev/kvm that accepts a VM and
  * then never runs its kernel: the probe catches that.
  */
-export async function chooseAccel(cache: string, assets: MachineAssets, setting: 'auto' | Accel): Promise<AccelChoice> {
+export async function chooseAccel(layout: MachineLayout, assets: MachineAssets, setting: 'auto' | Accel): Promise<AccelChoice> {
   if (setting !== 'auto') return { accel: setting, reason: 'set by SHELLBASE_MACHINE_ACCEL' };
   try { accessSync('/dev/kvm', constants.R_OK | constants.W_OK); } catch { return { accel: 'tcg', reason: 'no usable /dev/kvm' }; }
   const key = `${release()} ${await qemuBuild()} ${assets.tag}`;
-  const file = path.join(cache, 'machines', 'accel.json');
+  const file = layout.accelFile;
   try {
     const cached = JSON.parse(readFileSync(file, 'utf8')) as { key: string } & AccelChoice;
     if (cached.key === key) return { accel: cached.accel, reason: cached.reason };

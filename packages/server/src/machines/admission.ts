@@ -1,7 +1,7 @@
 import type { MachinesConfig, ServerConfig } from '../config.js';
 import { ShellbaseError } from '../errors.js';
-import { overQuota, quotasOf } from '../engine/quotas.js';
-import type { Caller } from '../engine/types.js';
+import { overQuota, quotasOf } from '../core/quotas.js';
+import type { Caller } from '../core/deps.js';
 import type { MachineRun } from './run.js';
 
 /** Machines that hold memory and count against the caps: running, paused, or starting. */

@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { runOk } from '../util/proc.js';
+import { MachineLayout } from './layout.js';
 
 /**
  * What every machine boots from, built once per host into the cache
@@ -50,7 +51,7 @@ $B mount --move /dev /newroot/dev
 exec $B switch_root /newroot /sbin/init
 `;
 
-const assetsRoot = (cache: string) => path.join(cache, 'machines', 'assets');
+const assetsRoot = (cache: string) => new MachineLayout('', cache).assetsDir;
 
 /** The built assets, or null before `buildAssets` ran on this host. */
 export function findAssets(cache: string): MachineAssets | null {

@@ -1,7 +1,7 @@
-import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
+import type { VersionCause } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
-import type { Caller } from '../engine/types.js';
-import type { ExecHooks } from '../engine/exec.js';
+import type { Caller } from '../core/deps.js';
+import type { ContextAccess } from '../core/contexts.js';
 import type { MachineRun } from './run.js';
 
 /** Paths a machine's commit leaves out: kernel file systems, run-time state, scratch, shellbase's own. */
@@ -35,7 +35,7 @@ head -c "$n" > /tmp/.deleted
 xargs -0 -r rm -rf -- < /tmp/.deleted
 tar -x -p --numeric-owner -f - -C /`;
 
-type Exec = (caller: Caller, context: string, req: ExecRequest, hooks: ExecHooks) => Promise<ExecResult>;
+type Exec = ContextAccess['exec'];
 
 /**
  * A machine's disk as a new version of `context`: only the changed paths

@@ -2,11 +2,13 @@ import { createHash } from 'node:crypto';
 import { chownSync, existsSync, lchownSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { LayerStore } from '../store/layers/types.js';
-import { SANDBOX_ROOT, USERNS_SPEC } from '../util/idmap.js';
-import { SBX, SBX_SPAWNER } from '../util/native.js';
+import { SANDBOX_ROOT } from '../util/idmap.js';
+import type { Runtime } from '../runtime/index.js';
+import { SBX_SPAWNER, SBX_STORE } from '../util/native.js';
 import { runOk } from '../util/proc.js';
 import { GUEST_AGENT } from './agent.js';
 import { AGENT_PORT } from './qemu.js';
+import type { MachineLayout } from './layout.js';
 
 /** The size of a machine's disk as its guest sees it (sparse: only written blocks take space). */
 export const DISK_GB = 8;
@@ -31,10 +33,10 @@ WantedBy=multi-user.target
  * in overlay format with the sandboxes' shifted ids, stacked on top of the
  * version's layers. Cached per agent build: `$SHELLBASE_CACHE/machines/guest/HASH`.
  */
-export function guestLayer(cache: string): { dir: string; hash: string } {
+export function guestLayer(layout: MachineLayout): { dir: string; hash: string } {
   const agent = readFileSync(SBX_SPAWNER);
   const hash = createHash('sha256').update(agent).update(AGENT_UNIT).digest('hex').slice(0, 12);
-  const dir = path.join(cache, 'machines', 'guest', hash);
+  const dir = layout.guestDir(hash);
   if (existsSync(dir)) return { dir, hash };
   const tmp = `${dir}.${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
@@ -74,18 +76,18 @@ export function guestLayer(cache: string): { dir: string; hash: string } {
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.
  */
-export async function buildDisk(layers: LayerStore, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
+export async function buildDisk(layers: LayerStore, runtime: Runtime, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
   const scratch = await layers.prepare({ diskMb: 64 });
   // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
   mkdirSync(staging, { recursive: true, mode: 0o711 });
   const made = path.join(staging, `${path.basename(path.dirname(out))}.raw`);
   try {
-    const spec = layers.mountSpec(versionLayers, scratch);
     writeFileSync(made, '', { mode: 0o600 });
     chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
-    await runOk(SBX, ['run', '--userns', USERNS_SPEC, '--chdir', spec.chdir, '--lower', `${guestDir}:${spec.lower}`, '--upper', spec.upper,
-      '--work', spec.work, '--merged', spec.merged, '--',
-      'mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', path.join(spec.chdir, spec.merged), made, `${DISK_GB}G`]);
+    await runtime.runHelper({
+      mount: layers.mountSpec(versionLayers, scratch), extraLower: guestDir,
+      argv: (merged) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
+    });
     chownSync(made, 0, 0);
     try { renameSync(made, out); } catch { await copySparse(made, out); } // another file system (the cache)
   } finally {
@@ -104,6 +106,6 @@ export async function overlay(backing: string, file: string, cwd?: string): Prom
 
 /** Copies a RAM file keeping its holes (pages the guest never touched take no space), in two threads. */
 export async function copySparse(from: string, to: string): Promise<void> {
-  await runOk(SBX, ['copy', from, to]);
+  await runOk(SBX_STORE, ['copy', from, to]);
 }
 

@@ -7,6 +7,7 @@ import { chooseAccel, type AccelChoice } from './accel.js';
 import type { MachineAssets } from './assets.js';
 import { guestLayer } from './disk.js';
 import { AGENT_PORT, type Accel } from './qemu.js';
+import { MachineLayout } from './layout.js';
 
 /**
  * QEMU runs as host uid 165536 (root of a user namespace that maps only it) under TCG; under KVM
@@ -33,9 +34,8 @@ export class MachineHost {
   private constructor(
     readonly assets: MachineAssets,
     readonly accel: AccelChoice,
-    readonly root: string,
-    readonly ramDir: string,
-    private readonly runtime: Runtime,
+    readonly layout: MachineLayout,
+    readonly runtime: Runtime,
     guest: { dir: string; hash: string },
   ) {
     this.guest = guest;
@@ -48,10 +48,10 @@ export class MachineHost {
   }
 
   static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: Runtime }): Promise<MachineHost> {
-    const accel = await chooseAccel(o.cache, o.assets, o.accel);
-    const guest = guestLayer(o.cache);
-    const root = path.join(o.home, 'machines');
-    const ramDir = path.join(root, 'ram');
+    const layout = new MachineLayout(o.home, o.cache);
+    const accel = await chooseAccel(layout, o.assets, o.accel);
+    const guest = guestLayer(layout);
+    const { root, ramDir } = layout;
     // Passable (not listable) by the sandboxes' root: disks are made from `build/` (machines/disk.ts).
     mkdirSync(root, { recursive: true, mode: 0o711 });
     chmodSync(root, 0o711);
@@ -59,12 +59,12 @@ export class MachineHost {
     mkdirSync(ramDir, { recursive: true, mode: 0o711 });
     await unmountRam(ramDir); // a crashed server's RAM files are gone with its machines
     await runOk('mount', ['-t', 'tmpfs', '-o', `size=${o.budgetMb + 256}m,mode=0711`, 'shellbase-ram', ramDir]);
-    return new MachineHost(o.assets, accel, root, ramDir, o.runtime, guest);
+    return new MachineHost(o.assets, accel, layout, o.runtime, guest);
   }
 
   /** A tenant's machine files: `disks/` (qcow2 chains), `snapshots/`, `templates/` (of its versions). */
   tenantDir(tenantId: string): string {
-    const d = path.join(this.root, 'tenants', tenantId);
+    const d = this.layout.tenantDir(tenantId);
     // Passable by QEMU's uid, which reads the frozen parts of disk chains and snapshots' state in it.
     mkdirSync(d, { recursive: true, mode: 0o711 });
     chmodSync(d, 0o711);
@@ -72,7 +72,8 @@ export class MachineHost {
   }
 
   disksDir(tenantId: string): string {
-    const d = path.join(this.tenantDir(tenantId), 'disks');
+    this.tenantDir(tenantId);
+    const d = this.layout.disksDir(tenantId);
     mkdirSync(d, { recursive: true, mode: 0o711 });
     chmodSync(d, 0o711);
     return d;
@@ -80,7 +81,7 @@ export class MachineHost {
 
   /** One machine's sockets (short paths: Unix sockets allow 107 bytes), console log, hibernation files. */
   runDir(machineId: string): string {
-    const d = path.join(this.root, 'run', machineId);
+    const d = this.layout.runDir(machineId);
     if (!existsSync(d)) {
       mkdirSync(path.dirname(d), { recursive: true, mode: 0o711 });
       mkdirSync(d, { mode: 0o700 });
@@ -94,9 +95,11 @@ export class MachineHost {
     return this.runtime.cgroup({ memoryMb: memoryMb + QEMU_OVERHEAD_MB, pids: 512, cpus });
   }
 
+  get ramDir(): string { return this.layout.ramDir; }
+
   /** Unmounts the RAM directory (every QEMU must have ended). */
   async close(): Promise<void> {
-    await unmountRam(this.ramDir);
+    await unmountRam(this.layout.ramDir);
   }
 }
 

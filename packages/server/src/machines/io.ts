@@ -1,9 +1,9 @@
 import type { MachineExecRequest, MachineExecResult } from '@shellbase/protocol';
 import type { ServerConfig } from '../config.js';
 import { ShellbaseError, invalid } from '../errors.js';
-import type { Caller } from '../engine/types.js';
-import { quotasOf } from '../engine/quotas.js';
-import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../engine/validate.js';
+import type { Caller } from '../core/deps.js';
+import { quotasOf } from '../core/quotas.js';
+import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../core/validate.js';
 import { pipeThrough, type PortTarget } from '../util/pipe.js';
 import type { MachineRun } from './run.js';
 

@@ -1,18 +1,20 @@
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
 import path from 'node:path';
-import type { CreateMachineRequest, ExecRequest, ExecResult, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
-import type { ExecHooks } from '../engine/exec.js';
+import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
+import type { ContextAccess } from '../core/contexts.js';
 import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
-import type { Caller, EngineDeps } from '../engine/types.js';
-import { checkName, checkRange } from '../engine/validate.js';
+import { durably, type Caller, type Deps } from '../core/deps.js';
+import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
 import type { MachineRow, MachineShape, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
+import { isBareImage } from '../images/ids.js';
 import type { AccelChoice } from './accel.js';
 import { findAssets } from './assets.js';
 import { overlay } from './disk.js';
 import { MachineHost } from './host.js';
+import { MachineLayout } from './layout.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
 import { MACHINE_TYPE, qemuBuild } from './qemu.js';
@@ -20,13 +22,6 @@ import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
 
-export interface MachineLookups {
-  /** The version a machine starts from (pinned by the caller's hold). */
-  base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
-  imageVersion(image: string): Promise<VersionRow>;
-  /** A query of a context (a machine's commit applies its changes through one). */
-  exec(caller: Caller, context: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult>;
-}
 
 
 /** The fields a machine and its snapshots share (and nothing else of either). */
@@ -62,7 +57,10 @@ export class Machines {
   /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
   readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
 
-  constructor(private readonly deps: EngineDeps, private readonly lookups: MachineLookups) {
+  private readonly layout: MachineLayout;
+
+  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess) {
+    this.layout = new MachineLayout(deps.config.home, deps.config.cache);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
   }
 
@@ -70,7 +68,7 @@ export class Machines {
   async open(): Promise<void> {
     if (findAssets(this.deps.config.cache)) await this.host();
     for (const row of await this.deps.metadata.listMachines()) {
-      if (row.state === 'hibernated' && existsSync(path.join(this.deps.config.home, 'machines', 'run', row.id, 'state.bin'))) continue;
+      if (row.state === 'hibernated' && existsSync(this.layout.hibernation(row.id).state)) continue;
       if (row.state !== 'stopped') {
         await this.deps.metadata.updateMachine({ ...row, state: 'stopped' });
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
@@ -96,7 +94,11 @@ export class Machines {
     return this.opening;
   }
 
-  async create(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
+  create(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
+    return durably(this.deps.durability, () => this.createNow(caller, req));
+  }
+
+  private async createNow(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
     const m = this.deps.config.machines;
     const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
     const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
@@ -104,21 +106,23 @@ export class Machines {
     let version: VersionRow;
     let image = req.image ?? 'debian';
     if (req.context !== undefined) {
-      version = await this.lookups.base(caller, checkName(req.context), req.version);
+      version = await this.contexts.base(caller, checkName(req.context), req.version);
     } else {
       if (req.version !== undefined) throw invalid('version needs a context', 'pass context with version');
-      version = await this.lookups.imageVersion(image);
+      version = await this.contexts.imageVersion(image);
     }
-    if (req.context !== undefined) image = (await this.deps.metadata.getContext(caller.tenantId, req.context))?.image ?? image;
+    if (req.context !== undefined) image = (await this.contexts.imageOf(caller, req.context)) ?? image;
     const host = await this.host();
     await this.admit(caller, memoryMb, 1);
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.
-    const shared = version.layers.length === 1 && version.layers[0].startsWith('image:');
-    const root = shared ? path.join(this.deps.config.cache, 'machines', 'templates') : path.join(host.tenantDir(caller.tenantId), 'templates');
+    const shared = isBareImage(version.layers);
+    if (!shared) host.tenantDir(caller.tenantId);
+    const root = this.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
     const run = await this.templates!.use({ root, layers: version.layers, memoryMb, cpus }, async (tpl) => {
       const id = newId('m');
-      const disk = path.join(host.disksDir(caller.tenantId), `${id}-${newId('d')}.qcow2`);
+      host.disksDir(caller.tenantId);
+      const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
       await overlay(tpl.disk, disk);
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
@@ -137,10 +141,9 @@ export class Machines {
   async collectTemplates(): Promise<number> {
     if (!this.templates) return 0;
     const inUse = new Set([...await this.chainFiles()].map((f) => path.dirname(f)));
-    const tenants = path.join(this.deps.config.home, 'machines', 'tenants');
     let names: string[] = [];
-    try { names = readdirSync(tenants); } catch { return 0; }
-    return this.templates.collect(names.map((t) => path.join(tenants, t, 'templates')), inUse, this.deps.config.machines.templateIdleMs);
+    try { names = readdirSync(this.layout.tenantsDir); } catch { return 0; }
+    return this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
   }
 
   /** Inserts the row and restores the machine; on failure nothing of it is left. */
@@ -217,19 +220,29 @@ export class Machines {
   async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
   async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
 
-  private async step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
-    const run = await this.runFor(caller, id);
-    await run.serial(() => f(run));
-    return this.toMachine(run);
+  private step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
+    return durably(this.deps.durability, async () => {
+      const run = await this.runFor(caller, id);
+      await run.serial(() => f(run));
+      return this.toMachine(run);
+    });
   }
 
-  async remove(caller: Caller, id: string): Promise<void> {
+  remove(caller: Caller, id: string): Promise<void> {
+    return durably(this.deps.durability, () => this.removeNow(caller, id));
+  }
+
+  private async removeNow(caller: Caller, id: string): Promise<void> {
     const run = await this.runFor(caller, id);
     await run.serial(() => this.discard(run));
   }
 
   /** RAM, devices and disk of a running machine at one instant, kept until deleted. */
-  async snapshot(caller: Caller, id: string): Promise<MachineSnapshot> {
+  snapshot(caller: Caller, id: string): Promise<MachineSnapshot> {
+    return durably(this.deps.durability, () => this.snapshotNow(caller, id));
+  }
+
+  private async snapshotNow(caller: Caller, id: string): Promise<MachineSnapshot> {
     const run = await this.runFor(caller, id);
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, false);
@@ -239,11 +252,13 @@ export class Machines {
   private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
     const host = await this.host();
     const sid = newId('s');
-    const dir = path.join(host.tenantDir(caller.tenantId), 'snapshots', sid);
+    host.tenantDir(caller.tenantId);
+    const dir = this.layout.snapshotDir(caller.tenantId, sid);
     // Passable: the QEMU of each restored copy reads its state file here.
     mkdirSync(dir, { recursive: true, mode: 0o711 });
-    const ram = temporary ? path.join(host.ramDir, `${sid}.ram`) : path.join(dir, 'ram');
-    const state = path.join(dir, 'state.bin');
+    const kept = this.layout.snapshotFiles(dir);
+    const ram = temporary ? this.layout.tempRam(sid) : kept.ram;
+    const state = kept.state;
     let disk: string[];
     try {
       disk = await run.serial(() => run.freeze({ ram, state }));
@@ -262,7 +277,11 @@ export class Machines {
   }
 
   /** N machines from a snapshot, each with its own disk overlay, RAM copy and port URLs. */
-  async restore(caller: Caller, snapshotId: string, count = 1): Promise<Machine[]> {
+  restore(caller: Caller, snapshotId: string, count = 1): Promise<Machine[]> {
+    return durably(this.deps.durability, () => this.restoreNow(caller, snapshotId, count));
+  }
+
+  private async restoreNow(caller: Caller, snapshotId: string, count = 1): Promise<Machine[]> {
     if (typeof snapshotId !== 'string' || !/^s_[a-z0-9]{1,64}$/.test(snapshotId)) throw notFound('snapshot', String(snapshotId));
     const snap = await this.deps.metadata.getSnapshot(caller.tenantId, snapshotId);
     if (!snap) throw notFound('snapshot', snapshotId);
@@ -270,7 +289,11 @@ export class Machines {
   }
 
   /** N copies of a running machine with its memory, processes and disk at one instant; it keeps running. */
-  async fork(caller: Caller, id: string, count = 1): Promise<Machine[]> {
+  fork(caller: Caller, id: string, count = 1): Promise<Machine[]> {
+    return durably(this.deps.durability, () => this.forkNow(caller, id, count));
+  }
+
+  private async forkNow(caller: Caller, id: string, count = 1): Promise<Machine[]> {
     const run = await this.runFor(caller, id);
     this.checkCount(count);
     await this.admit(caller, run.row.spec.memoryMb, count);
@@ -309,7 +332,8 @@ export class Machines {
     try {
       for (let i = 0; i < count; i++) {
         const id = newId('m');
-        const disk = path.join(host.disksDir(caller.tenantId), `${id}-${newId('d')}.qcow2`);
+        host.disksDir(caller.tenantId);
+      const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
         await overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
@@ -324,7 +348,11 @@ export class Machines {
     return out;
   }
 
-  async deleteSnapshot(caller: Caller, id: string): Promise<void> {
+  deleteSnapshot(caller: Caller, id: string): Promise<void> {
+    return durably(this.deps.durability, () => this.deleteSnapshotNow(caller, id));
+  }
+
+  private async deleteSnapshotNow(caller: Caller, id: string): Promise<void> {
     const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.getSnapshot(caller.tenantId, id) : null;
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.deleteSnapshot(caller.tenantId, id);
@@ -337,7 +365,11 @@ export class Machines {
   }
 
   /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
-  async expose(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
+  expose(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
+    return durably(this.deps.durability, () => this.exposeNow(caller, id, port));
+  }
+
+  private async exposeNow(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
     checkRange('port', port, 1, 65535);
     if (port === this.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
     const run = await this.runFor(caller, id);
@@ -374,7 +406,7 @@ export class Machines {
   private async collectDisks(tenantId: string, chain: readonly string[]): Promise<void> {
     try {
       const keep = await this.chainFiles(tenantId);
-      const dir = path.join(this.deps.config.home, 'machines', 'tenants', tenantId, 'disks');
+      const dir = this.layout.disksDir(tenantId);
       for (const file of chain) if (path.dirname(file) === dir && !keep.has(file)) rmSync(file, { force: true });
     } catch (err) {
       this.deps.log.error({ err }, 'collecting machine disks failed');
@@ -417,7 +449,7 @@ export class Machines {
     const run = await this.runFor(caller, id);
     const release = await run.acquire();
     try {
-      return { version: await commitMachine(caller, run, context, this.lookups.exec) };
+      return { version: await commitMachine(caller, run, context, this.contexts.exec) };
     } finally {
       release();
     }
@@ -425,9 +457,8 @@ export class Machines {
 
   /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
   async storedBytes(tenantId: string): Promise<number> {
-    const root = path.join(this.deps.config.home, 'machines');
-    let total = allocated(path.join(root, 'tenants', tenantId));
-    for (const m of await this.deps.metadata.listMachines(tenantId)) if (m.state === 'hibernated') total += allocated(path.join(root, 'run', m.id));
+    let total = allocated(this.layout.tenantDir(tenantId));
+    for (const m of await this.deps.metadata.listMachines(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
     return total;
   }
 

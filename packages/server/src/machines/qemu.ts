@@ -1,12 +1,11 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { innerPid, type Cgroup } from '../runtime/index.js';
-import { MACHINE_USERNS_SPEC } from '../util/idmap.js';
-import { SBX } from '../util/native.js';
+import { innerPid, type Bridge, type Cgroup, type Runtime } from '../runtime/index.js';
 import { runOk } from '../util/proc.js';
-import { spawner, type Spawned } from '../util/spawner.js';
+import type { Spawned } from '../util/spawner.js';
 import type { MachineAssets } from './assets.js';
 import { Qmp, QmpError } from './qmp.js';
+import { runFiles } from './layout.js';
 
 /** The guest agent's port (the guest side of `hostfwd`, and inside QEMU's network namespace). */
 export const AGENT_PORT = 7000;
@@ -48,6 +47,8 @@ export interface LaunchSpec {
   /** Restore device state from this file (written by `saveState`) instead of booting. */
   incoming?: string;
   cgroup?: Cgroup;
+  /** Starts QEMU confined, and its port bridges. */
+  runtime: Runtime;
   /** Kernel command line additions (the accelerator probe). */
   append?: string;
   /** Run as root of a user namespace that maps only host uid 165536 (util/idmap.ts), not as host root. */
@@ -65,39 +66,21 @@ export function qemuArgs(spec: LaunchSpec): string[] {
     '-cpu', spec.accel === 'kvm' ? 'host' : 'max',
     '-m', `${spec.memoryMb}M`, '-smp', String(spec.cpus),
     '-nodefaults', '-no-user-config', '-nographic', '-no-reboot',
-    '-chardev', `file,id=con,path=${path.join(spec.runDir, 'console.log')},append=on`, '-serial', 'chardev:con',
+    '-chardev', `file,id=con,path=${runFiles(spec.runDir).console},append=on`, '-serial', 'chardev:con',
     '-kernel', spec.assets.vmlinux, '-initrd', spec.assets.initrd, '-append', append,
     '-blockdev', `driver=qcow2,node-name=disk,file.driver=file,file.filename=${spec.disk}`,
     '-device', 'virtio-blk-device,drive=disk',
     // restrict=on: the guest reaches nothing (no host, no internet); only the forwards reach it.
     '-netdev', `user,id=net,restrict=on,${fwd}`, '-device', 'virtio-net-device,netdev=net',
     '-device', 'virtio-rng-device',
-    '-qmp', `unix:${path.join(spec.runDir, 'qmp.sock')},server=on,wait=off`,
+    '-qmp', `unix:${runFiles(spec.runDir).qmp},server=on,wait=off`,
     ...(spec.incoming ? ['-incoming', 'defer'] : []),
   ];
 }
 
-/**
- * Like Firecracker's jailer: QEMU runs in its own pid, network, ipc and uts
- * namespaces with no capabilities, sees /usr and only the files of its own
- * machine, and sits in a cgroup that caps its memory, threads and CPU. With
- * `userns` it is also not host root: uid 0 of a namespace mapping only 165536.
- */
-function confined(spec: LaunchSpec, argv: string[]): string[] {
-  const outer = ['run', ...(spec.cgroup?.joinFiles.flatMap((f) => ['--cgroup', f]) ?? []), '--nofile', '1024',
-    ...(spec.userns ? ['--userns', MACHINE_USERNS_SPEC] : []), '--'];
-  const bw = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-    '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64',
-    '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/sbin', '/sbin', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
-  if (spec.accel === 'kvm') bw.push('--dev-bind', '/dev/kvm', '/dev/kvm');
-  for (const r of new Set([spec.assets.dir, ...spec.readable])) bw.push('--ro-bind', r, r);
-  for (const w of new Set(spec.writable)) bw.push('--bind', w, w);
-  return [SBX, ...outer, ...bw, '--', ...argv];
-}
-
 /** One running QEMU process and its QMP connection. */
 export class QemuVm {
-  private readonly bridges: Spawned[] = [];
+  private readonly bridges: Bridge[] = [];
 
   private constructor(readonly spec: LaunchSpec, private readonly proc: Spawned, readonly qmp: Qmp, readonly netnsPid: number, readonly exited: Promise<string>) {
     // However it ends (asked to, killed, or the guest powered off): bridges down, cgroup released.
@@ -115,15 +98,16 @@ export class QemuVm {
   }
 
   static async launch(spec: LaunchSpec): Promise<QemuVm> {
-    rmSync(path.join(spec.runDir, 'qmp.sock'), { force: true });
+    rmSync(runFiles(spec.runDir).qmp, { force: true });
     let stderr = '';
-    const proc = spawner.start(confined(spec, ['qemu-system-x86_64', ...qemuArgs(spec)]), undefined, {
-      onStdout: () => undefined, onStderr: (c) => { stderr = (stderr + c.toString()).slice(-4000); },
-    });
+    const proc = spec.runtime.jail({
+      argv: ['qemu-system-x86_64', ...qemuArgs(spec)], cgroup: spec.cgroup, userns: spec.userns,
+      devices: spec.accel === 'kvm' ? ['/dev/kvm'] : [], readable: [spec.assets.dir, ...spec.readable], writable: spec.writable,
+    }, { onStderr: (c) => { stderr = (stderr + c.toString()).slice(-4000); } });
     const exited = proc.exited.then((e) => stderr.trim() || `QEMU exited (${e.signal ?? `code ${e.code}`})`, (e: Error) => e.message);
     try {
       const qmp = await Promise.race([
-        Qmp.connect(path.join(spec.runDir, 'qmp.sock'), 30_000),
+        Qmp.connect(runFiles(spec.runDir).qmp, 30_000),
         exited.then((why) => { throw new Error(why); }),
       ]);
       const ns = await innerPid(proc.pid);
@@ -190,12 +174,7 @@ export class QemuVm {
   /** A Unix socket on the host that reaches `port` on 127.0.0.1 inside QEMU's network namespace. */
   async bridge(socketPath: string, port: number): Promise<void> {
     rmSync(socketPath, { force: true });
-    // Through `sbx run` (no overlay): the bridge dies with the server, even killed with -9.
-    const b = spawner.start([SBX, 'run', '--', 'nsenter', `--net=/proc/${this.netnsPid}/ns/net`, 'socat',
-      `UNIX-LISTEN:${socketPath},fork,unlink-early,mode=600,backlog=256`, `TCP4:127.0.0.1:${port}`], undefined, {
-      onStdout: () => undefined, onStderr: () => undefined,
-    });
-    this.bridges.push(b);
+    this.bridges.push(this.spec.runtime.bridge({ netnsPid: this.netnsPid, socketPath, target: `TCP4:127.0.0.1:${port}` }));
     for (let i = 0; !existsSync(socketPath); i++) {
       if (i > 400) throw new Error(`the bridge to port ${port} did not start`);
       await new Promise((r) => setTimeout(r, 5));
@@ -226,7 +205,7 @@ export class QemuVm {
 
 /** The last lines a guest printed on its serial console, in its run directory (for errors). */
 export function consoleTail(runDir: string): string {
-  try { return readFileSync(path.join(runDir, 'console.log'), 'utf8').slice(-2000); } catch { return ''; }
+  try { return readFileSync(runFiles(runDir).console, 'utf8').slice(-2000); } catch { return ''; }
 }
 
 function shellQuote(s: string): string {

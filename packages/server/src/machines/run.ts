@@ -8,6 +8,7 @@ import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import { QemuVm } from './qemu.js';
+import { runFiles } from './layout.js';
 
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
 export interface RestoreSource {
@@ -52,8 +53,9 @@ export class MachineRun {
   get state(): MachineState { return this.row.state; }
   /** Its sockets, console log and (hibernated) RAM and device state. */
   get dir(): string { return this.hooks.host.runDir(this.row.id); }
-  get ramFile(): string { return path.join(this.hooks.host.ramDir, `${this.row.id}.ram`); }
-  portSocket(port: number): string { return path.join(this.dir, `port-${port}.sock`); }
+  get ramFile(): string { return this.layout.ramFile(this.row.id); }
+  portSocket(port: number): string { return this.layout.portSocket(this.dir, port); }
+  private get layout() { return this.hooks.host.layout; }
 
   /** Runs lifecycle steps one after another. */
   serial<T>(step: () => Promise<T>): Promise<T> {
@@ -78,14 +80,14 @@ export class MachineRun {
       this.vm = await QemuVm.launch({
         assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
         runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable], userns: host.uid !== 0,
-        ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus),
+        ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus), runtime: host.runtime,
       });
       await this.vm.loadState(src.state);
       await this.vm.cont();
       void this.vm.exited.then(() => this.onExit());
-      await this.vm.bridge(path.join(this.dir, 'agent.sock'), host.agentPort);
+      await this.vm.bridge(this.layout.agentSocket(this.dir), host.agentPort);
       for (const p of spec.ports) await this.vm.bridge(this.portSocket(p.port), p.port);
-      this.agent = new Agent(path.join(this.dir, 'agent.sock'));
+      this.agent = new Agent(this.layout.agentSocket(this.dir));
       await this.agent.settle();
     } catch (e) {
       await this.vm?.kill();
@@ -162,7 +164,7 @@ export class MachineRun {
     if (this.row.state !== 'running' && this.row.state !== 'paused') throw this.notRunning();
     const vm = this.vm!;
     const frozen = [...this.row.spec.disk];
-    const next = path.join(path.dirname(frozen[0]), `${this.row.id}-${newId('d')}.qcow2`);
+    const next = this.layout.diskFile(this.row.tenantId, `${this.row.id}-${newId('d')}`);
     await overlay(frozen[0], next);
     this.hooks.host.give(next);
     const wasRunning = this.row.state === 'running';
@@ -172,7 +174,7 @@ export class MachineRun {
       await vm.snapshotDisk(next);
       this.row.spec.disk = [next, ...frozen];
       // QEMU writes only inside its own directory; the state moves to the snapshot's after.
-      const state = path.join(this.dir, 'frozen-state.bin');
+      const state = runFiles(this.dir).frozenState;
       await vm.saveState(state);
       renameSync(state, into.state);
       await copySparse(this.ramFile, into.ram);
@@ -191,9 +193,10 @@ export class MachineRun {
     const t0 = performance.now();
     this.agent?.close();
     if (this.row.state === 'running') { await vm.stop(); await this.endSegment(); }
-    await vm.saveState(path.join(this.dir, 'state.bin'));
+    const saved = this.layout.hibernation(this.row.id);
+    await vm.saveState(saved.state);
     await vm.quit();
-    await copySparse(this.ramFile, path.join(this.dir, 'ram'));
+    await copySparse(this.ramFile, saved.ram);
     this.dropProcess();
     await this.setState('hibernated');
     this.hooks.step('hibernate', performance.now() - t0);
@@ -201,16 +204,17 @@ export class MachineRun {
 
   private async wake(): Promise<void> {
     if (this.row.state !== 'hibernated') return;
+    const saved = this.layout.hibernation(this.row.id);
     this.hooks.admit(this.row);
     await this.setState('starting');
     try {
-      await this.restore({ ram: path.join(this.dir, 'ram'), state: path.join(this.dir, 'state.bin'), readable: [] });
+      await this.restore({ ...saved, readable: [] });
     } catch (e) {
       await this.setState('hibernated');
       throw e;
     }
-    rmSync(path.join(this.dir, 'ram'), { force: true });
-    rmSync(path.join(this.dir, 'state.bin'), { force: true });
+    rmSync(saved.ram, { force: true });
+    rmSync(saved.state, { force: true });
   }
 
   /** Powers the machine off (after a guest `sync`); its disk stays, its memory is gone. */
@@ -224,7 +228,7 @@ export class MachineRun {
       await this.vm.quit();
     }
     this.dropProcess();
-    for (const f of ['ram', 'state.bin']) rmSync(path.join(this.dir, f), { force: true });
+    for (const f of Object.values(this.layout.hibernation(this.row.id))) rmSync(f, { force: true });
     await this.setState('stopped');
   }
 

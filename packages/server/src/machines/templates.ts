@@ -82,8 +82,8 @@ export class Templates {
   }
 
   private async get(dir: string, src: TemplateSource): Promise<Template> {
-    const at = (d: string): Template => ({ dir: d, disk: path.join(d, 'disk.qcow2'), ram: path.join(d, 'ram'), state: path.join(d, 'state.bin') });
-    const info = path.join(dir, 'info.json');
+    const at = (d: string): Template => { const f = this.host.layout.templateFiles(d); return { dir: d, disk: f.disk, ram: f.ram, state: f.state }; };
+    const info = this.host.layout.templateFiles(dir).info;
     if (existsSync(info)) {
       const now = new Date();
       utimesSync(info, now, now); // when it was last used: collect() reads it
@@ -117,7 +117,7 @@ export class Templates {
         }
         if (inUse.has(dir) || this.held.has(dir) || this.building.has(dir)) continue;
         let lastUsed = 0;
-        try { lastUsed = statSync(path.join(dir, 'info.json')).mtimeMs; } catch { /* incomplete: never used */ }
+        try { lastUsed = statSync(this.host.layout.templateFiles(dir).info).mtimeMs; } catch { /* incomplete: never used */ }
         if (Date.now() - lastUsed < idleMs) continue;
         // Out of the way at once (a create meanwhile builds it anew), then deleted.
         const doomed = `${dir}.deleting-${process.pid}`;
@@ -135,22 +135,25 @@ export class Templates {
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
     this.host.give(tmp);
-    const ram = path.join(this.host.ramDir, `template-${path.basename(dir)}-${process.pid}.ram`);
+    const { layout } = this.host;
+    const files = layout.templateFiles(tmp);
+    const ram = layout.tempRam(`template-${path.basename(dir)}-${process.pid}`);
     this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
     let vm: QemuVm | null = null;
     try {
-      await buildDisk(this.layers, src.layers, this.host.guest.dir, path.join(tmp, 'base.raw'), path.join(this.host.root, 'build'));
+      await buildDisk(this.layers, this.host.runtime, src.layers, this.host.guest.dir, files.base, layout.buildDir);
       // Relative: the chain must survive the rename below.
-      chmodSync(path.join(tmp, 'base.raw'), 0o644); // every machine's QEMU reads it
-      await overlay('base.raw', path.join(tmp, 'disk.qcow2'), tmp);
-      this.host.give(path.join(tmp, 'disk.qcow2'));
+      chmodSync(files.base, 0o644); // every machine's QEMU reads it
+      await overlay(path.basename(files.base), files.disk, tmp);
+      this.host.give(files.disk);
       writeFileSync(ram, ''); // QEMU sizes it; it must exist to be bound into QEMU's confinement
       this.host.give(ram);
       vm = await QemuVm.launch({
-        assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ram, disk: path.join(tmp, 'disk.qcow2'),
+        assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ram, disk: files.disk,
         runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus), userns: this.host.uid !== 0,
+        runtime: this.host.runtime,
       });
-      const agentSock = path.join(tmp, 'agent.sock');
+      const agentSock = layout.agentSocket(tmp);
       await vm.bridge(agentSock, this.host.agentPort);
       const agent = new Agent(agentSock);
       try {
@@ -161,16 +164,16 @@ export class Templates {
         agent.close();
       }
       await vm.stop();
-      await vm.saveState(path.join(tmp, 'state.bin'));
+      await vm.saveState(files.state);
       await vm.quit();
       vm = null;
-      await copySparse(ram, path.join(tmp, 'ram'));
-      writeFileSync(path.join(tmp, 'info.json'), JSON.stringify({
+      await copySparse(ram, files.ram);
+      writeFileSync(files.info, JSON.stringify({
         format: TEMPLATE_FORMAT, layers: src.layers, memoryMb: src.memoryMb, cpus: src.cpus, qemu: await qemuBuild(),
         accel: this.host.accel.accel, builtAt: new Date().toISOString(), bootMs: Date.now() - started,
       }, null, 2));
-      for (const f of ['agent.sock', 'qmp.sock']) rmSync(path.join(tmp, f), { force: true });
-      if (existsSync(path.join(dir, 'info.json'))) rmSync(tmp, { recursive: true, force: true });
+      for (const f of [layout.agentSocket(tmp), layout.qmpSocket(tmp)]) rmSync(f, { force: true });
+      if (existsSync(layout.templateFiles(dir).info)) rmSync(tmp, { recursive: true, force: true });
       else { rmSync(dir, { recursive: true, force: true }); renameSync(tmp, dir); }
       this.log.info({ template: path.basename(dir), ms: Date.now() - started }, 'machine template ready');
     } catch (e) {

@@ -1,4 +1,6 @@
 import type { MountSpec } from '../store/layers/types.js';
+import type { Readable } from 'node:stream';
+import type { Spawned } from '../util/spawner.js';
 import type { Cgroup, CgroupLimits } from './cgroups/types.js';
 
 /**
@@ -63,10 +65,57 @@ export interface SandboxResult {
   memoryPeakBytes: number;
 }
 
+/** A helper tool over a layer stack (e.g. `mkfs.ext4 -d` of a machine's disk). */
+export interface HelperSpec {
+  mount: MountSpec;
+  /** A directory stacked above the mount's layers (the machines' guest layer). */
+  extraLower?: string;
+  /** The tool's argv, given the merged tree's path. */
+  argv(merged: string): string[];
+}
+
+/** A Unix socket on the host bridged to an address inside a sandbox's (or a VM's) network namespace. */
+export interface BridgeSpec {
+  /** Any process in the namespace. */
+  netnsPid: number;
+  socketPath: string;
+  /** socat's address inside, e.g. `TCP4:127.0.0.1:8000`. */
+  target: string;
+  backlog?: number;
+  onError?: (text: string) => void;
+}
+
+export interface Bridge {
+  kill(): void;
+  exited: Promise<void>;
+}
+
+/** A long-running confined program (a machine's QEMU). */
+export interface JailSpec {
+  argv: string[];
+  /** Host paths visible read-only, and read-write (everything else but /usr is absent). */
+  readable: string[];
+  writable: string[];
+  /** Device nodes passed through (/dev/kvm). */
+  devices?: string[];
+  cgroup?: Cgroup;
+  nofile?: number;
+  /** As root of a user namespace mapping only the machines' host id (util/idmap.ts), not as host root. */
+  userns?: boolean;
+}
+
 export interface Runtime {
   run(spec: SandboxSpec): Promise<SandboxResult>;
   /** A cgroup with these limits for a process the runtime does not start itself (a machine's QEMU). */
   cgroup(limits: CgroupLimits): Cgroup;
+  /** Unpacks a tar stream into a directory the snapshotter described (`into.source`), confined. */
+  unpackTar(body: Readable, into: { source: string }): Promise<void>;
+  /** Runs a helper tool over a layer stack, as the sandboxes' root; throws if it fails. */
+  runHelper(spec: HelperSpec): Promise<void>;
+  /** Bridges a host Unix socket into a network namespace. */
+  bridge(spec: BridgeSpec): Bridge;
+  /** Starts a confined long-running program. */
+  jail(spec: JailSpec, handlers: { onStderr(chunk: Buffer): void }): Spawned;
   /** Kills and removes whatever sandboxes a crashed server left behind. */
   recover(): Promise<number>;
   /** Releases what the runtime holds on the host (its parent cgroups). */

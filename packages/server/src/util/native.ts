@@ -1,8 +1,11 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-/** The native helper (packages/server/native/sbx.c), built by `npm run build`. */
+/** The native helper of the runtime's sandbox commands (packages/server/native/sbx.c), built by `npm run build`. */
 export const SBX = fileURLToPath(new URL('../../native/build/sbx', import.meta.url));
+
+/** The native helper of the snapshotter's store commands (packages/server/native/store.c). */
+export const SBX_STORE = fileURLToPath(new URL('../../native/build/sbx-store', import.meta.url));
 
 /** The fork server of the runtime (packages/server/native/spawner.c). */
 export const SBX_SPAWNER = fileURLToPath(new URL('../../native/build/sbx-spawner', import.meta.url));
@@ -11,5 +14,5 @@ export const SBX_SPAWNER = fileURLToPath(new URL('../../native/build/sbx-spawner
 export const SBX_FORWARD = fileURLToPath(new URL('../../native/build/sbx-forward', import.meta.url));
 
 export function assertNativeBuilt(): void {
-  for (const f of [SBX, SBX_SPAWNER, SBX_FORWARD]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
+  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
 }

@@ -71,16 +71,10 @@ export function fileRoutes(app: FastifyInstance, engine: Engine): void {
     scope.put<{ Params: P; Querystring: Static<typeof WriteQuery> }>('/v1/contexts/:name/files/*', {
       schema: { tags: ['files'], params: FileParams, querystring: WriteQuery, response: { 200: VersionResult, ...errorResponses } },
     }, async (req) => {
-      const length = Number(req.headers['content-length'] ?? 0);
-      const maxBytes = engine.deps.config.defaults.diskMb * 1024 * 1024;
-      if (length > maxBytes) {
-        throw new ShellbaseError('payload_too_large', `the file is larger than the disk limit (${engine.deps.config.defaults.diskMb} MiB)`, {
-          hint: 'write less than limits.diskMb at once',
-        });
-      }
-      if (req.query.format === 'tar') return engine.files.writeTar(req.caller, req.params.name, pathOf(req.params), req.body as Readable);
+      const length = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
+      if (req.query.format === 'tar') return engine.files.writeTar(req.caller, req.params.name, pathOf(req.params), req.body as Readable, { length });
       const mode = req.query.mode ? parseInt(req.query.mode, 8) : 0o644;
-      return engine.files.write(req.caller, req.params.name, pathOf(req.params), req.body as Readable, mode);
+      return engine.files.write(req.caller, req.params.name, pathOf(req.params), req.body as Readable, { mode, length });
     });
   });
 }

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
-import { ShellbaseError } from '../../errors.js';
 import { errorResponses } from '../schemas.js';
 
 const GcResult = Type.Object({
@@ -13,10 +12,5 @@ const GcResult = Type.Object({
 export function gcRoutes(app: FastifyInstance, engine: Engine): void {
   app.post('/v1/gc', {
     schema: { tags: ['operations'], response: { 200: GcResult, 403: errorResponses[401], ...errorResponses } },
-  }, async (req) => {
-    if (!req.caller.admin) {
-      throw new ShellbaseError('forbidden', 'only the admin key runs garbage collection', { hint: 'it runs in the background every few minutes' });
-    }
-    return engine.gc.run();
-  });
+  }, async (req) => engine.collectGarbage(req.caller));
 }

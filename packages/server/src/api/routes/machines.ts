@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { Engine } from '../../engine/engine.js';
+import type { Machines as MachineOps } from '../../machines/machines.js';
 import { ExecLimits, errorResponses } from '../schemas.js';
 import { respondExec } from './exec.js';
 
@@ -38,8 +38,7 @@ const CountBody = Type.Object({ count: Type.Optional(Type.Integer()) }, strict);
 const Machines = Type.Object({ machines: Type.Array(Machine) });
 
 /** Machines: create, list, get, exec, files, pause/resume/stop/delete, snapshot, restore, fork, ports. */
-export function machineRoutes(app: FastifyInstance, engine: Engine): void {
-  const m = engine.machines;
+export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
   app.addSchema(Machine);
   app.addSchema(Snapshot);
   const tags = ['machines'];

@@ -5,17 +5,24 @@ import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { VersionRow } from '../../store/metadata/types.js';
 import { sandboxId } from '../../util/idmap.js';
 import type { Committer } from '../commit.js';
-import { checkStoredBytes, quotasOf } from '../quotas.js';
+import { checkStoredBytes, quotasOf } from '../../core/quotas.js';
 import type { Squasher } from '../squash.js';
-import type { Caller, EngineDeps } from '../types.js';
+import type { Caller, Deps } from '../../core/deps.js';
 import { joinPath, parsePath } from './paths.js';
 import { notADirectory, VersionView, type Entry } from './view.js';
-import { moveIntoLayer, unpackTar } from './tar.js';
+import { moveIntoLayer } from './tar.js';
 import { place, whiteout, writeFile } from './writer.js';
 
 export type ReadResult =
   | { kind: 'file'; hostPath: string; size: number; version: string }
   | { kind: 'dir'; entries: DirEntry[]; version: string };
+
+export interface UploadOptions {
+  /** File mode (default 0644). */
+  mode?: number;
+  /** The body's announced length, when known: refused at once past the disk limit. */
+  length?: number;
+}
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
@@ -34,7 +41,7 @@ export const statOf = (e: Entry, target?: string): FileStat => ({
  */
 export class Files {
   constructor(
-    private readonly deps: EngineDeps,
+    private readonly deps: Deps,
     private readonly committer: Committer,
     private readonly squasher: Squasher,
     private readonly lookups: Lookups,
@@ -72,8 +79,10 @@ export class Files {
     return statOf(e, e.type === 'symlink' ? readlinkSync(e.hostPath) : undefined);
   }
 
-  async write(caller: Caller, name: string, path: string, body: Readable, mode = 0o644): Promise<{ version: string }> {
+  async write(caller: Caller, name: string, path: string, body: Readable, opts: UploadOptions = {}): Promise<{ version: string }> {
     const segments = parsePath(path);
+    const mode = opts.mode ?? 0o644;
+    this.checkLength(opts.length);
     this.deps.meter.fileOperation('write');
     return this.change(caller, name, `write ${joinPath(segments)}`, async (view, tree) => {
       const existing = view.resolve(segments);
@@ -84,13 +93,14 @@ export class Files {
   }
 
   /** Unpacks a tar stream below directory `path` as one version. */
-  async writeTar(caller: Caller, name: string, path: string, body: Readable): Promise<{ version: string }> {
+  async writeTar(caller: Caller, name: string, path: string, body: Readable, opts: Pick<UploadOptions, 'length'> = {}): Promise<{ version: string }> {
     const segments = parsePath(path);
+    this.checkLength(opts.length);
     this.deps.meter.fileOperation('tar');
     return this.change(caller, name, `upload tar to ${joinPath(segments)}`, async (view, tree, staging) => {
       const existing = view.resolve(segments);
       if (existing && existing.type !== 'dir') throw notADirectory(existing.segments);
-      await unpackTar(body, staging);
+      await this.deps.runtime.unpackTar(body, { source: staging });
       await moveIntoLayer(staging, tree, view, existing ? existing.segments : segments);
     });
   }
@@ -107,6 +117,14 @@ export class Files {
       }
       await whiteout(tree, e, view);
     });
+  }
+
+  /** An upload whose announced length passes the disk limit is refused before a byte is read. */
+  private checkLength(length: number | undefined): void {
+    const { diskMb } = this.deps.config.defaults;
+    if (length !== undefined && length > diskMb * 1024 * 1024) {
+      throw new ShellbaseError('payload_too_large', `the file is larger than the disk limit (${diskMb} MiB)`, { hint: 'write less than limits.diskMb at once' });
+    }
   }
 
   /** Builds one layer over the head with `fill`, then commits it as a `write` version. */

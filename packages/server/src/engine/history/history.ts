@@ -7,8 +7,8 @@ import { parsePath, joinPath } from '../files/paths.js';
 import type { VersionView } from '../files/view.js';
 import { changesBetween, diverge } from '../lineage.js';
 import { overlappingPaths } from '../overlap.js';
-import type { Caller, EngineDeps } from '../types.js';
-import { checkName } from '../validate.js';
+import { durably, type Caller, type Deps } from '../../core/deps.js';
+import { checkName } from '../../core/validate.js';
 import type { DiffChange } from '@shellbase/protocol';
 import { differsAt, diffVersions, unifiedDiff } from './diff.js';
 import { layersAbove, materialize, mergeConflict } from './merge.js';
@@ -21,7 +21,7 @@ interface Lookups {
 /** Time travel (reset), diff and merge over versions. */
 export class History {
   constructor(
-    private readonly deps: EngineDeps,
+    private readonly deps: Deps,
     private readonly committer: Committer,
     private readonly files: Files,
     private readonly lookups: Lookups,
@@ -34,7 +34,7 @@ export class History {
    */
   async reset(caller: Caller, name: string, version: string): Promise<VersionRow> {
     const target = await this.lookups.version(caller, version);
-    return this.committer.locked(caller.tenantId, name, async () => {
+    return durably(this.deps.durability, () => this.committer.locked(caller.tenantId, name, async () => {
       for (;;) {
         const head = await this.lookups.head(caller, name);
         if (head.id === target.id) return head;
@@ -45,7 +45,7 @@ export class History {
         };
         if (await this.deps.metadata.commitVersion({ version: v, moveHead: { tenantId: caller.tenantId, context: name, expectedHead: head.id } })) return v;
       }
-    });
+    }));
   }
 
   async diff(caller: Caller, name: string, opts: { from?: string; to?: string; path?: string }): Promise<{ changes: DiffChange[]; patch?: string }> {
@@ -68,7 +68,7 @@ export class History {
     checkName(from);
     if (from === name) throw invalid('a context cannot be merged into itself', 'merge a fork into the context it came from');
     const source = await this.lookups.head(caller, from);
-    return this.committer.locked(caller.tenantId, name, async () => {
+    return durably(this.deps.durability, () => this.committer.locked(caller.tenantId, name, async () => {
       for (;;) {
         const target = await this.lookups.head(caller, name);
         const d = await diverge(this.deps.metadata, target, source);
@@ -107,6 +107,6 @@ export class History {
         };
         if (await this.deps.metadata.commitVersion({ version: v, layer: layerRow, moveHead })) return { version: v.id };
       }
-    });
+    }));
   }
 }

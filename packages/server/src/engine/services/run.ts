@@ -2,16 +2,14 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import type { ServiceState } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
-import type { RunningSandbox, SandboxResult } from '../../runtime/types.js';
+import type { Bridge, RunningSandbox, SandboxResult } from '../../runtime/types.js';
 import type { Scratch } from '../../store/layers/types.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
-import { SBX } from '../../util/native.js';
 import { pipeThrough, type PortTarget } from '../../util/pipe.js';
-import { spawner, type Spawned } from '../../util/spawner.js';
 import type { Committer } from '../commit.js';
-import type { Hold } from '../pins.js';
-import type { EngineDeps } from '../types.js';
-import { resolveLimits } from '../validate.js';
+import type { Hold } from '../../core/pins.js';
+import type { Deps } from '../../core/deps.js';
+import { resolveLimits } from '../../core/validate.js';
 import type { Forwarding } from './forwarding.js';
 import type { ServiceLog } from './log.js';
 
@@ -21,7 +19,7 @@ const GRACE_MS = 5_000;
 const FOREVER_MS = 2 ** 31 - 1;
 
 export interface RunContext {
-  deps: EngineDeps;
+  deps: Deps;
   committer: Committer;
   /** The context's head, pinned by `hold` (the run's base). */
   head(hold: Hold): Promise<VersionRow>;
@@ -49,7 +47,7 @@ export class ServiceRun implements PortTarget {
   private stopping: Promise<void> | null = null;
   private ended: Promise<SandboxResult> | null = null;
   private sandbox: RunningSandbox | null = null;
-  private bridge: Spawned | null = null;
+  private bridge: Bridge | null = null;
   private abort: AbortController | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
 
@@ -155,10 +153,9 @@ export class ServiceRun implements PortTarget {
 
   private startBridge(inner: number, target: string): void {
     rmSync(this.ctx.socketPath, { force: true });
-    // Through `sbx run` (no overlay): the bridge dies with the server, even killed with -9.
-    this.bridge = spawner.start([SBX, 'run', '--', 'nsenter', `--net=/proc/${inner}/ns/net`, 'socat',
-      `UNIX-LISTEN:${this.ctx.socketPath},fork,unlink-early,mode=600,backlog=1024`, target], undefined, {
-      onStdout: () => undefined, onStderr: (c) => this.ctx.log.append(`--- shellbase: bridge: ${c.toString()}`),
+    this.bridge = this.ctx.deps.runtime.bridge({
+      netnsPid: inner, socketPath: this.ctx.socketPath, target, backlog: 1024,
+      onError: (text) => this.ctx.log.append(`--- shellbase: bridge: ${text}`),
     });
   }
 

@@ -4,11 +4,11 @@ import type { CreateServiceRequest, Service } from '@shellbase/protocol';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import type { Committer } from '../commit.js';
-import type { Hold } from '../pins.js';
-import type { Caller, EngineDeps } from '../types.js';
-import { overQuota, quotasOf } from '../quotas.js';
+import type { Hold } from '../../core/pins.js';
+import { durably, type Caller, type Deps } from '../../core/deps.js';
+import { overQuota, quotasOf } from '../../core/quotas.js';
 import { newToken, gatewayUrls } from '../../util/tokens.js';
-import { checkEnv, checkName, checkRange, resolveLimits } from '../validate.js';
+import { checkEnv, checkName, checkRange, resolveLimits } from '../../core/validate.js';
 import { ContextForwarding, type Forwarding } from './forwarding.js';
 import { ServiceLog } from './log.js';
 import { ServiceRun } from './run.js';
@@ -31,7 +31,7 @@ export class Services {
 
   private readonly forward: ContextForwarding;
 
-  constructor(private readonly deps: EngineDeps, private readonly committer: Committer, private readonly lookups: Lookups) {
+  constructor(private readonly deps: Deps, private readonly committer: Committer, private readonly lookups: Lookups) {
     mkdirSync(this.dir, { recursive: true, mode: 0o711 });
     this.forward = new ContextForwarding(this.dir, (row) => this.runOf(row));
   }
@@ -51,7 +51,11 @@ export class Services {
     return gatewayUrls(this.deps.config.gatewayPort, token);
   }
 
-  async create(caller: Caller, context: string, req: CreateServiceRequest): Promise<Service> {
+  create(caller: Caller, context: string, req: CreateServiceRequest): Promise<Service> {
+    return durably(this.deps.durability, () => this.define(caller, context, req));
+  }
+
+  private async define(caller: Caller, context: string, req: CreateServiceRequest): Promise<Service> {
     checkName(req.name, 'service');
     const { config } = this.deps;
     checkRange('port', req.port, 1, 65535);
@@ -92,19 +96,23 @@ export class Services {
   }
 
   /** Puts the service to sleep now (its writes commit). */
-  async stop(caller: Caller, context: string, name: string): Promise<Service> {
-    const row = await this.row(caller, context, name);
-    await this.runs.get(row.token)?.stop();
-    return this.toService(row);
+  stop(caller: Caller, context: string, name: string): Promise<Service> {
+    return durably(this.deps.durability, async () => {
+      const row = await this.row(caller, context, name);
+      await this.runs.get(row.token)?.stop();
+      return this.toService(row);
+    });
   }
 
-  async remove(caller: Caller, context: string, name: string): Promise<void> {
-    const row = await this.row(caller, context, name);
-    await this.runs.get(row.token)?.stop();
-    this.runs.delete(row.token);
-    this.forward.close(row.token);
-    await this.deps.metadata.deleteService(caller.tenantId, context, name);
-    this.logOf(row.token).remove();
+  remove(caller: Caller, context: string, name: string): Promise<void> {
+    return durably(this.deps.durability, async () => {
+      const row = await this.row(caller, context, name);
+      await this.runs.get(row.token)?.stop();
+      this.runs.delete(row.token);
+      this.forward.close(row.token);
+      await this.deps.metadata.deleteService(caller.tenantId, context, name);
+      this.logOf(row.token).remove();
+    });
   }
 
   async logs(caller: Caller, context: string, name: string, tail = 100): Promise<string> {

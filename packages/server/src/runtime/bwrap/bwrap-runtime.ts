@@ -5,10 +5,12 @@ import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
 import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
-import type { Runtime, SandboxResult, SandboxSpec } from '../types.js';
+import type { Readable } from 'node:stream';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec } from '../types.js';
+import { bridge, jail, runHelper, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
-import { spawner } from '../../util/spawner.js';
+import { spawner, type Spawned } from '../../util/spawner.js';
 
 /** Open files per sandbox process (soft and hard limit): thousands, not the host's table. */
 export const OPEN_FILES = 4096;
@@ -30,6 +32,11 @@ export class BwrapRuntime implements Runtime {
   cgroup(limits: CgroupLimits): Cgroup {
     return this.cgroups.acquire(limits);
   }
+
+  unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(body, into); }
+  runHelper(spec: HelperSpec): Promise<void> { return runHelper(spec); }
+  bridge(spec: BridgeSpec): Bridge { return bridge(spec); }
+  jail(spec: JailSpec, handlers: { onStderr(chunk: Buffer): void }): Spawned { return jail(spec, handlers); }
 
   recover(): Promise<number> {
     return this.cgroups.recover();

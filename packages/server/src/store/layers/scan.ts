@@ -1,5 +1,5 @@
 import { ShellbaseError } from '../../errors.js';
-import { SBX } from '../../util/native.js';
+import { SBX_STORE } from '../../util/native.js';
 import { run } from '../../util/proc.js';
 import type { Change, ChangeType } from './types.js';
 
@@ -13,13 +13,13 @@ export interface ScanResult {
 const TOO_DEEP = 3;
 
 export async function scanLayer(dir: string): Promise<ScanResult> {
-  const r = await run(SBX, ['scan', dir]);
+  const r = await run(SBX_STORE, ['scan', dir]);
   if (r.code === TOO_DEEP) {
     throw new ShellbaseError('invalid_argument', 'the command left a path longer than 4096 bytes; a layer cannot hold it', {
       hint: 'keep paths under 4096 bytes from /, or remove the deep tree before the command ends',
     });
   }
-  if (r.code !== 0) throw new Error(`${SBX} scan ${dir} failed (${r.code ?? r.signal}): ${r.stderr.trim()}`);
+  if (r.code !== 0) throw new Error(`${SBX_STORE} scan ${dir} failed (${r.code ?? r.signal}): ${r.stderr.trim()}`);
   const out = r.stdout;
   const changes: Change[] = [];
   let bytes = 0;

@@ -2,7 +2,8 @@ import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, st
 import { chown, mkdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
-import { SBX } from '../../../util/native.js';
+import { SBX_STORE } from '../../../util/native.js';
+import { isImageLayer } from '../../../images/ids.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer, type ScanResult } from '../scan.js';
 import type { Change, CommittedLayer, LayerStore, MountSpec, Scratch, ViewLayer } from '../types.js';
@@ -66,7 +67,7 @@ export class BtrfsLayerStore implements LayerStore {
     }
     // Format 1: trees owned by host ids. Shifting skips ids already shifted, so a crash here only repeats it.
     for (const name of readdirSync(this.layersDir)) {
-      if (!name.endsWith('.json')) await runOk(SBX, ['shift', path.join(this.layersDir, name, 'tree'), String(this.opts.rootId)]);
+      if (!name.endsWith('.json')) await runOk(SBX_STORE, ['shift', path.join(this.layersDir, name, 'tree'), String(this.opts.rootId)]);
     }
     writeFileSync(formatFile, `${STORE_FORMAT}\n`);
   }
@@ -135,11 +136,11 @@ export class BtrfsLayerStore implements LayerStore {
   }
 
   private relativeLayerPath(layerId: string): string {
-    return layerId.startsWith('image:') ? this.opts.imagePath(layerId) : `layers/${layerId}/tree`;
+    return isImageLayer(layerId) ? this.opts.imagePath(layerId) : `layers/${layerId}/tree`;
   }
 
   layerPath(layerId: string): string {
-    return layerId.startsWith('image:') ? this.opts.imagePath(layerId) : path.join(this.layersDir, layerId, 'tree');
+    return isImageLayer(layerId) ? this.opts.imagePath(layerId) : path.join(this.layersDir, layerId, 'tree');
   }
 
   async commit(scratch: Scratch): Promise<CommittedLayer | null> {
@@ -215,8 +216,8 @@ export class BtrfsLayerStore implements LayerStore {
     const dir = this.scratchPath(s);
     await runOk('btrfs', ['qgroup', 'limit', 'none', dir]);
     for (const id of layers) {
-      if (id.startsWith('image:')) throw new Error('squash: image layers are never squashed');
-      await runOk(SBX, ['apply', this.layerPath(id), path.join(dir, 'tree')]);
+      if (isImageLayer(id)) throw new Error('squash: image layers are never squashed');
+      await runOk(SBX_STORE, ['apply', this.layerPath(id), path.join(dir, 'tree')]);
     }
     const { bytes, changes } = await scanLayer(path.join(dir, 'tree'));
     return { layerId: await this.promote(dir, changes), bytes };
@@ -238,7 +239,7 @@ export class BtrfsLayerStore implements LayerStore {
     if (v) return v;
     const root = this.layerPath(layerId);
     let opaque: string[] = [];
-    if (!layerId.startsWith('image:')) {
+    if (!isImageLayer(layerId)) {
       const meta = JSON.parse(readFileSync(this.metaPath(layerId), 'utf8')) as { format: number; opaque: string[] };
       if (meta.format !== LAYER_META_FORMAT) throw new Error(`layer ${layerId}: unknown meta format ${meta.format}`);
       opaque = meta.opaque;
@@ -249,7 +250,7 @@ export class BtrfsLayerStore implements LayerStore {
   }
 
   async remove(layerId: string): Promise<void> {
-    if (layerId.startsWith('image:')) return;
+    if (isImageLayer(layerId)) return;
     this.views.delete(layerId);
     await rm(this.metaPath(layerId), { force: true });
     await removeSubvolumeOrTree(path.join(this.layersDir, layerId));

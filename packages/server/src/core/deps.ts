@@ -26,7 +26,14 @@ export interface Durability {
   metadata(): Promise<void>;
 }
 
-export interface EngineDeps {
+/** Runs `work`, then makes what it committed to the metadata durable before its answer. */
+export async function durably<T>(d: Durability, work: () => Promise<T>): Promise<T> {
+  const result = await work();
+  await d.metadata();
+  return result;
+}
+
+export interface Deps {
   config: ServerConfig;
   metadata: MetadataStore;
   layers: LayerStore;

@@ -1,7 +1,7 @@
 import type { Limits, ServerConfig } from '../config.js';
 import { ShellbaseError, invalid } from '../errors.js';
 import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
-import type { Caller } from './types.js';
+import type { Caller } from './deps.js';
 
 const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes', 'timeoutMs'] as const;
 /** History settings garbage collection reads (gc.ts); retentionDays may be 0. */

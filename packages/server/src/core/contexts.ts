@@ -1,0 +1,27 @@
+import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
+import type { VersionRow } from '../store/metadata/types.js';
+import type { Caller } from './deps.js';
+
+/** What a caller of a query may pass besides its request. */
+export interface ExecHooks {
+  onOutput?: (stream: 'stdout' | 'stderr', data: string) => void;
+  signal?: AbortSignal;
+  /** Subsystems' own queries (a machine's commit): binary stdin instead of `req.stdin`, and the version's cause. */
+  stdin?: Buffer;
+  cause?: VersionCause;
+}
+
+/**
+ * What other subsystems (machines) use of contexts. The engine implements it;
+ * the server hands it to them, so they never import the engine.
+ */
+export interface ContextAccess {
+  /** The version a machine starts from (pinned by the caller's hold): `version`, else the context's head. */
+  base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
+  /** The root version of an image. */
+  imageVersion(image: string): Promise<VersionRow>;
+  /** The image a context was made from (null: no such context). */
+  imageOf(caller: Caller, context: string): Promise<string | null>;
+  /** A query of a context (a machine's commit applies its changes through one). */
+  exec(caller: Caller, context: string, req: ExecRequest, hooks?: ExecHooks): Promise<ExecResult>;
+}

@@ -1,0 +1,83 @@
+import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { ShellbaseError } from '../../errors.js';
+import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
+import { SBX } from '../../util/native.js';
+import { runOk } from '../../util/proc.js';
+import { spawner, type Spawned } from '../../util/spawner.js';
+import type { MountSpec } from '../../store/layers/types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec } from '../types.js';
+
+/** A bwrap that sees only the host's /usr (read-only), for helper tools. */
+const USR_ONLY = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin'];
+
+/**
+ * Unpacks a tar stream into `into` (a directory the snapshotter described) with GNU tar inside
+ * a throw-away bubblewrap sandbox, in the sandboxes' user namespace, that sees only the host's
+ * /usr and that directory: whatever the archive holds (absolute names, `..`, symlinks followed
+ * by members below them, device nodes), nothing outside it is reached, no device node is made,
+ * and owners are stored as a sandbox maps them (ids past 65535 fail).
+ */
+export async function unpackTar(body: Readable, into: { source: string }): Promise<void> {
+  const args = [
+    '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--unshare-cgroup', '--die-with-parent', '--new-session',
+    ...USR_ONLY, '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out', '--clearenv',
+    '--setenv', 'PATH', '/usr/bin', '--cap-drop', 'ALL', '--cap-add', 'CAP_CHOWN', '--cap-add', 'CAP_FOWNER',
+    '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
+    '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
+  ];
+  // A child of the server itself, not of the spawner: the spawner takes stdin whole, and a body streams.
+  const child = spawn(SBX, ['userns', USERNS_SPEC, '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => { if (stderr.length < 4096) stderr += c.toString(); });
+  child.stdin.on('error', () => undefined);
+  body.pipe(child.stdin);
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (code !== 0) {
+    const full = /Disk quota exceeded|No space left/.test(stderr);
+    throw new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr.trim().slice(0, 500)}`, {
+      hint: full ? 'upload less than limits.diskMb at once' : 'send a tar archive of regular files, directories and symlinks',
+    });
+  }
+}
+
+/**
+ * Runs a helper tool over a layer stack: `sbx run` mounts it (in a private mount namespace that
+ * ends with the tool) and the tool runs as the sandboxes' root in their user namespace, so it
+ * reads ids as a sandbox sees them. `argv` gets the merged tree's host path.
+ */
+export async function runHelper(spec: HelperSpec): Promise<void> {
+  const m: MountSpec = spec.mount;
+  const lower = spec.extraLower ? `${spec.extraLower}:${m.lower}` : m.lower;
+  await runOk(SBX, ['run', '--userns', USERNS_SPEC, '--chdir', m.chdir, '--lower', lower, '--upper', m.upper,
+    '--work', m.work, '--merged', m.merged, '--', ...spec.argv(`${m.chdir}/${m.merged}`)]);
+}
+
+/**
+ * A Unix socket on the host that reaches `target` inside the network namespace of process
+ * `netnsPid`: socat entered there with nsenter, through `sbx run` so the bridge dies with the
+ * server, even killed with -9. Each connection is a new socat child.
+ */
+export function bridge(spec: BridgeSpec): Bridge {
+  const b: Spawned = spawner.start([SBX, 'run', '--', 'nsenter', `--net=/proc/${spec.netnsPid}/ns/net`, 'socat',
+    `UNIX-LISTEN:${spec.socketPath},fork,unlink-early,mode=600,backlog=${spec.backlog ?? 256}`, spec.target], undefined, {
+    onStdout: () => undefined, onStderr: (c) => spec.onError?.(c.toString()),
+  });
+  return { kill: () => b.kill(), exited: b.exited.then(() => undefined, () => undefined) };
+}
+
+/**
+ * Like Firecracker's jailer: a long-running program in its own pid, network, ipc and uts
+ * namespaces with no capabilities, seeing /usr and only the paths it is given, in a cgroup;
+ * with `userns`, not host root either (uid 0 of a namespace mapping only the machines' id).
+ */
+export function jail(spec: JailSpec, handlers: { onStderr(chunk: Buffer): void }): Spawned {
+  const outer = ['run', ...(spec.cgroup?.joinFiles.flatMap((f) => ['--cgroup', f]) ?? []), '--nofile', String(spec.nofile ?? 1024),
+    ...(spec.userns ? ['--userns', MACHINE_USERNS_SPEC] : []), '--'];
+  const bw = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
+    '--cap-drop', 'ALL', ...USR_ONLY, '--symlink', 'usr/sbin', '/sbin', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  for (const d of spec.devices ?? []) bw.push('--dev-bind', d, d);
+  for (const r of new Set(spec.readable)) bw.push('--ro-bind', r, r);
+  for (const w of new Set(spec.writable)) bw.push('--bind', w, w);
+  return spawner.start([SBX, ...outer, ...bw, '--', ...spec.argv], undefined, { onStdout: () => undefined, onStderr: handlers.onStderr });
+}
