@@ -1,0 +1,83 @@
+"""shellbase: contexts, queries, files, history, services and machines from Python.
+
+    from shellbase import Shellbase
+    sb = Shellbase()                       # SHELLBASE_URL, SHELLBASE_API_KEY
+    r = sb.context("agent-1").exec("python3 -c 'print(6*7)'")
+
+`shellbase.aio.AsyncShellbase` (also exported here) has the same calls for asyncio.
+"""
+
+from ._http import Response
+from .aio import AsyncShellbase
+from .client import Contexts, Shellbase, Tenants
+from .context import ContextFiles, ContextHandle, ContextServices
+from .errors import (
+    AlreadyExistsError,
+    ConflictError,
+    ErrorCode,
+    FailedPreconditionError,
+    ForbiddenError,
+    InternalError,
+    InvalidArgumentError,
+    LimitExceededError,
+    NotFoundError,
+    PayloadTooLargeError,
+    QuotaError,
+    ShellbaseConnectionError,
+    ShellbaseError,
+    ShellbaseTimeoutError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from .machines import MachineFiles, MachineHandle, Machines
+from .streams import EventStream, ExecStream, MachineExecStream
+from .types import (
+    ApiKey,
+    CommitMode,
+    Conflict,
+    Context,
+    CreatedKey,
+    CreatedTenant,
+    DiffChange,
+    DiffResult,
+    DirEntry,
+    ExecEvent,
+    ExecExit,
+    ExecResult,
+    ExecUsage,
+    ExitEvent,
+    ExposedPort,
+    FileStat,
+    GcResult,
+    Limits,
+    Machine,
+    MachineExecEvent,
+    MachineExecResult,
+    MachineExitEvent,
+    MachineLimits,
+    MachinePort,
+    MachineSnapshot,
+    OnConflict,
+    OutputEvent,
+    Service,
+    ServiceLimits,
+    Tenant,
+    Usage,
+    UsageItem,
+    Version,
+    VersionCause,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExistsError", "ApiKey", "AsyncShellbase", "CommitMode", "Conflict", "ConflictError", "Context", "ContextFiles",
+    "ContextHandle", "ContextServices", "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry",
+    "ErrorCode", "EventStream", "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort",
+    "FailedPreconditionError", "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError",
+    "LimitExceededError", "Limits", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
+    "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachineSnapshot", "Machines", "NotFoundError",
+    "OnConflict", "OutputEvent", "PayloadTooLargeError", "QuotaError", "Response", "Service", "ServiceLimits", "Shellbase",
+    "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "Tenants", "UnauthorizedError",
+    "UnavailableError", "Usage", "UsageItem", "Version", "VersionCause", "__version__",
+]

@@ -1,0 +1,123 @@
+"""The asyncio client: the same calls as `shellbase.Shellbase`, awaited."""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping
+
+from .._http import Body, QueryValue, UrlSource
+from .._wire import JsonObject
+from ..client import Contexts, Shellbase, Tenants
+from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, Tenant, Usage
+from ._run import AsyncResponse, run_sync
+from .context import AsyncContextHandle
+from .machines import AsyncMachines
+
+
+class AsyncContexts:
+    """`sb.contexts`: list, get, create and delete contexts (`sb.context(name)` is the handle)."""
+
+    def __init__(self, contexts: Contexts) -> None:
+        self._s = contexts
+
+    # Last: a method named `list` shadows the builtin in the class body's annotations after it.
+    async def list(self) -> list[Context]:
+        return await run_sync(self._s.list)
+
+    async def get(self, name: str) -> Context:
+        return await run_sync(self._s.get, name)
+
+    async def create(self, name: str, *, image: str | None = None, from_context: str | None = None, from_version: str | None = None) -> Context:
+        return await run_sync(self._s.create, name, image=image, from_context=from_context, from_version=from_version)
+
+    async def delete(self, name: str) -> None:
+        await run_sync(self._s.delete, name)
+
+
+class AsyncTenants:
+    """`sb.tenants`: tenants and their API keys (admin key only)."""
+
+    def __init__(self, tenants: Tenants) -> None:
+        self._s = tenants
+
+    async def create(self, name: str, quotas: Mapping[str, float] | None = None) -> CreatedTenant:
+        return await run_sync(self._s.create, name, quotas)
+
+    async def create_key(self, name: str) -> CreatedKey:
+        return await run_sync(self._s.create_key, name)
+
+    async def list_keys(self, name: str) -> list[ApiKey]:
+        return await run_sync(self._s.list_keys, name)
+
+    async def revoke_key(self, name: str, key_id: str) -> None:
+        await run_sync(self._s.revoke_key, name, key_id)
+
+    async def revoke(self, name: str) -> None:
+        await run_sync(self._s.revoke, name)
+
+    async def list(self) -> list[Tenant]:
+        return await run_sync(self._s.list)
+
+
+class AsyncShellbase:
+    """The asyncio client, with the same settings and calls as `Shellbase`.
+
+    Calls run in the event loop's default executor; cancelling a task (or `asyncio.timeout`) closes
+    its connection at once, which stops a query or a machine's exec on the server.
+    """
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float | None = None) -> None:
+        #: The synchronous client underneath (same server, key and timeout).
+        self.sync = Shellbase(url, api_key, timeout=timeout)
+        self.contexts = AsyncContexts(self.sync.contexts)
+        self.machines = AsyncMachines(self.sync.machines)
+        self.tenants = AsyncTenants(self.sync.tenants)
+
+    @property
+    def url(self) -> str:
+        return self.sync.url
+
+    @property
+    def url_source(self) -> UrlSource:
+        return self.sync.url_source
+
+    @property
+    def timeout(self) -> float | None:
+        return self.sync.timeout
+
+    def __repr__(self) -> str:
+        return f"<AsyncShellbase {self.url} (from {self.url_source})>"
+
+    def context(self, name: str) -> AsyncContextHandle:
+        return AsyncContextHandle(self.sync.context(name))
+
+    async def usage(
+        self,
+        *,
+        from_: str | None = None,
+        to: str | None = None,
+        group_by: Literal["context", "kind"] | None = None,
+        tenant: str | None = None,
+    ) -> Usage:
+        return await run_sync(self.sync.usage, from_=from_, to=to, group_by=group_by, tenant=tenant)
+
+    async def gc(self) -> GcResult:
+        return await run_sync(self.sync.gc)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        json: object = None,
+        body: Body | None = None,
+        headers: Mapping[str, str] | None = None,
+        accept: str = "application/json",
+        timeout: float | None = None,
+    ) -> AsyncResponse:
+        response = await run_sync(self.sync.request, method, path, query=query, json=json, body=body, headers=headers,
+                                  accept=accept, timeout=timeout)
+        return AsyncResponse(response)
+
+    async def json(self, method: str, path: str, *, query: Mapping[str, QueryValue] | None = None, json: object = None) -> JsonObject:
+        return await run_sync(self.sync.json, method, path, query=query, json=json)

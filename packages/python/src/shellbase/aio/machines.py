@@ -1,0 +1,140 @@
+"""The async form of machines: the same calls as `shellbase.Machines` and `shellbase.MachineHandle`, awaited."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..context import Command, Data
+from ..machines import MachineFiles, MachineHandle, Machines
+from ..streams import MachineExecStream
+from ..types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, OutputEvent
+from ._run import AsyncEventStream, run_sync
+
+AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
+
+
+class AsyncMachineFiles:
+    """Files of the live machine (through its guest agent)."""
+
+    def __init__(self, files: MachineFiles) -> None:
+        self._s = files
+
+    async def read(self, path: str) -> bytes:
+        return await run_sync(self._s.read, path)
+
+    async def read_text(self, path: str, *, encoding: str = "utf-8") -> str:
+        return await run_sync(self._s.read_text, path, encoding=encoding)
+
+    async def list(self, path: str) -> list[str]:
+        return await run_sync(self._s.list, path)
+
+    async def write(self, path: str, data: Data, *, mode: int | None = None) -> None:
+        await run_sync(self._s.write, path, data, mode=mode)
+
+
+class AsyncMachineHandle:
+    """A machine by id; nothing is sent until it is used."""
+
+    def __init__(self, handle: MachineHandle) -> None:
+        self._s = handle
+        self.id = handle.id
+        self.files = AsyncMachineFiles(handle.files)
+
+    def __repr__(self) -> str:
+        return f"<AsyncMachineHandle {self.id!r}>"
+
+    async def info(self) -> Machine:
+        return await run_sync(self._s.info)
+
+    async def exec(
+        self,
+        command: Command,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_ms: int | None = None,
+        limits: MachineLimits | None = None,
+        timeout: float | None = None,
+    ) -> MachineExecResult:
+        """Runs a command as root in the live machine; cancelling the task kills the command."""
+        return await run_sync(self._s.exec, command, stdin=stdin, env=env, cwd=cwd, timeout_ms=timeout_ms, limits=limits, timeout=timeout)
+
+    def exec_stream(
+        self,
+        command: Command,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_ms: int | None = None,
+        limits: MachineLimits | None = None,
+        timeout: float | None = None,
+    ) -> AsyncMachineExecStream:
+        """`async for event in machine.exec_stream(...)`; leaving early kills the command."""
+
+        def opener() -> MachineExecStream:
+            return self._s.exec_stream(command, stdin=stdin, env=env, cwd=cwd, timeout_ms=timeout_ms, limits=limits, timeout=timeout)
+
+        return AsyncEventStream(opener)
+
+    async def pause(self) -> Machine:
+        return await run_sync(self._s.pause)
+
+    async def resume(self) -> Machine:
+        return await run_sync(self._s.resume)
+
+    async def stop(self) -> Machine:
+        return await run_sync(self._s.stop)
+
+    async def delete(self) -> None:
+        await run_sync(self._s.delete)
+
+    async def snapshot(self) -> str:
+        return await run_sync(self._s.snapshot)
+
+    async def fork(self, count: int = 1) -> list[AsyncMachineHandle]:
+        return [AsyncMachineHandle(m) for m in await run_sync(self._s.fork, count)]
+
+    async def expose(self, port: int) -> ExposedPort:
+        return await run_sync(self._s.expose, port)
+
+    async def commit(self, context: str) -> str:
+        return await run_sync(self._s.commit, context)
+
+
+class AsyncMachines:
+    """`sb.machines`: create, get, list, and restore snapshots."""
+
+    def __init__(self, machines: Machines) -> None:
+        self._s = machines
+
+    async def create(
+        self,
+        *,
+        context: str | None = None,
+        version: str | None = None,
+        image: str | None = None,
+        memory_mb: int | None = None,
+        cpus: int | None = None,
+        idle_timeout_ms: int | None = None,
+    ) -> AsyncMachineHandle:
+        handle = await run_sync(self._s.create, context=context, version=version, image=image, memory_mb=memory_mb, cpus=cpus,
+                                idle_timeout_ms=idle_timeout_ms)
+        return AsyncMachineHandle(handle)
+
+    def get(self, id: str) -> AsyncMachineHandle:
+        return AsyncMachineHandle(self._s.get(id))
+
+    async def restore(self, snapshot: str, count: int = 1) -> list[AsyncMachineHandle]:
+        return [AsyncMachineHandle(m) for m in await run_sync(self._s.restore, snapshot, count)]
+
+    async def snapshots(self) -> list[MachineSnapshot]:
+        return await run_sync(self._s.snapshots)
+
+    async def delete_snapshot(self, id: str) -> None:
+        await run_sync(self._s.delete_snapshot, id)
+
+    # Last: a method named `list` shadows the builtin in the class body's annotations after it.
+    async def list(self) -> list[Machine]:
+        return await run_sync(self._s.list)

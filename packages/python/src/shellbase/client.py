@@ -1,0 +1,138 @@
+"""The synchronous client: `Shellbase().context("demo").exec("ls")`."""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping
+
+from ._http import Body, QueryValue, Response, Transport, UrlSource
+from ._wire import JsonObject, from_wire, to_wire
+from .context import ContextHandle, quote
+from .machines import Machines
+from .types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, Tenant, Usage
+
+
+class Contexts:
+    """`sb.contexts`: list, get, create and delete contexts (`sb.context(name)` is the handle)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    # Last: a method named `list` shadows the builtin in the class body's annotations after it.
+    def list(self) -> list[Context]:
+        contexts = self._t.json("GET", "/v1/contexts").get("contexts")
+        return [from_wire(Context, c) for c in contexts] if isinstance(contexts, list) else []
+
+    def get(self, name: str) -> Context:
+        return from_wire(Context, self._t.json("GET", f"/v1/contexts/{quote(name)}"))
+
+    def create(self, name: str, *, image: str | None = None, from_context: str | None = None, from_version: str | None = None) -> Context:
+        """Creates a context from an image (default debian), or from another context's head or version."""
+        source = {"context": from_context, "version": from_version} if from_context is not None else None
+        return from_wire(Context, self._t.json("POST", "/v1/contexts", json_body=to_wire({"name": name, "image": image, "from": source})))
+
+    def delete(self, name: str) -> None:
+        """Deletes a context; garbage collection soon frees what only it held."""
+        self._t.request("DELETE", f"/v1/contexts/{quote(name)}").close()
+
+
+class Tenants:
+    """`sb.tenants`: tenants and their API keys (admin key only)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def create(self, name: str, quotas: Mapping[str, float] | None = None) -> CreatedTenant:
+        """A tenant with its first key (shown only here); `quotas` by the API's names (snake_case accepted)."""
+        return from_wire(CreatedTenant, self._t.json("POST", "/v1/tenants", json_body=to_wire({"name": name, "quotas": quotas})))
+
+    def create_key(self, name: str) -> CreatedKey:
+        """Another key for the tenant (rotate: create, switch clients, revoke the old one)."""
+        return from_wire(CreatedKey, self._t.json("POST", f"/v1/tenants/{quote(name)}/keys"))
+
+    def list_keys(self, name: str) -> list[ApiKey]:
+        keys = self._t.json("GET", f"/v1/tenants/{quote(name)}/keys").get("keys")
+        return [from_wire(ApiKey, k) for k in keys] if isinstance(keys, list) else []
+
+    def revoke_key(self, name: str, key_id: str) -> None:
+        self._t.request("DELETE", f"/v1/tenants/{quote(name)}/keys/{quote(key_id)}").close()
+
+    def revoke(self, name: str) -> None:
+        """Revokes every key of the tenant; its data stays."""
+        self._t.request("DELETE", f"/v1/tenants/{quote(name)}").close()
+
+    def list(self) -> list[Tenant]:
+        tenants = self._t.json("GET", "/v1/tenants").get("tenants")
+        return [from_wire(Tenant, t) for t in tenants] if isinstance(tenants, list) else []
+
+
+class Shellbase:
+    """The shellbase client.
+
+    `url` defaults to SHELLBASE_URL, then http://127.0.0.1:7070; `api_key` to SHELLBASE_API_KEY, then
+    to the admin key file of a server on this host ($SHELLBASE_HOME/admin.key, /var/lib/shellbase by
+    default). `timeout` is how many seconds a call waits for the server's answer (None: as long as the
+    server takes; queries end by their own `timeout_ms`). Each call uses its own connection, so one
+    client can be shared by threads.
+    """
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float | None = None) -> None:
+        self._t = Transport(url, api_key, timeout)
+        self.contexts = Contexts(self._t)
+        #: Machines (microVMs): `sb.machines.create()` then `machine.exec(...)`, `machine.fork(2)`.
+        self.machines = Machines(self._t)
+        self.tenants = Tenants(self._t)
+
+    @property
+    def url(self) -> str:
+        return self._t.url
+
+    @property
+    def url_source(self) -> UrlSource:
+        """Where `url` came from, as connection errors say it."""
+        return self._t.url_source
+
+    @property
+    def timeout(self) -> float | None:
+        return self._t.timeout
+
+    def __repr__(self) -> str:
+        return f"<Shellbase {self.url} (from {self.url_source})>"
+
+    def context(self, name: str) -> ContextHandle:
+        """A handle on a context; nothing is sent until it is used (exec creates it if missing)."""
+        return ContextHandle(self._t, name)
+
+    def usage(
+        self,
+        *,
+        from_: str | None = None,
+        to: str | None = None,
+        group_by: Literal["context", "kind"] | None = None,
+        tenant: str | None = None,
+    ) -> Usage:
+        """What the caller's queries, services and machines cost over a time range (ISO times), and what they store."""
+        query = {"from": from_, "to": to, "groupBy": group_by, "tenant": tenant}
+        return from_wire(Usage, self._t.json("GET", "/v1/usage", query=query))
+
+    def gc(self) -> GcResult:
+        """Runs garbage collection now (admin key); it also runs in the background."""
+        return from_wire(GcResult, self._t.json("POST", "/v1/gc"))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        json: object = None,
+        body: Body | None = None,
+        headers: Mapping[str, str] | None = None,
+        accept: str = "application/json",
+        timeout: float | None = None,
+    ) -> Response:
+        """Any route (e.g. `/v1/openapi.json`), with the key; non-2xx answers raise typed errors. Close the Response."""
+        return self._t.request(method, path, query=query, json_body=json, body=body, headers=headers, accept=accept, timeout=timeout)
+
+    def json(self, method: str, path: str, *, query: Mapping[str, QueryValue] | None = None, json: object = None) -> JsonObject:
+        """Any route answering JSON: its object ({} for 204)."""
+        return self._t.json(method, path, query=query, json_body=json)

@@ -1,0 +1,174 @@
+"""Machines (microVMs): create, exec, files, fork, snapshots, ports, and commit into a context."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ._http import Transport
+from ._wire import JsonObject, from_wire, to_wire
+from .context import Command, Data, command_body, exec_timeout, quote
+from .streams import EventStream, MachineExecStream, parse_machine_event
+from .types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot
+
+
+def _absolute(path: str) -> str:
+    path = path if path.startswith("/") else f"/{path}"
+    return "/".join(quote(s) for s in path.split("/"))
+
+
+def _machines(transport: Transport, data: JsonObject) -> list[MachineHandle]:
+    machines = data.get("machines")
+    return [MachineHandle(transport, str(m["id"])) for m in machines if isinstance(m, dict)] if isinstance(machines, list) else []
+
+
+class MachineFiles:
+    """Files of the live machine (through its guest agent)."""
+
+    def __init__(self, transport: Transport, machine: MachineHandle) -> None:
+        self._t = transport
+        self._m = machine
+
+    def read(self, path: str) -> bytes:
+        response = self._t.request("GET", self._m._path(f"/files{_absolute(path)}"), accept="*/*")
+        with response:
+            return response.read()
+
+    def read_text(self, path: str, *, encoding: str = "utf-8") -> str:
+        return self.read(path).decode(encoding)
+
+    def list(self, path: str) -> list[str]:
+        """Names in a directory, with `/` after subdirectories."""
+        entries = self._t.json("GET", self._m._path(f"/files{_absolute(path)}")).get("entries")
+        return [str(e) for e in entries] if isinstance(entries, list) else []
+
+    def write(self, path: str, data: Data, *, mode: int | None = None) -> None:
+        """Writes a file (parents made; at most 64 MiB)."""
+        query = {"mode": format(mode, "o") if mode is not None else None}
+        body = data.encode() if isinstance(data, str) else data
+        self._t.request("PUT", self._m._path(f"/files{_absolute(path)}"), query=query, body=body).close()
+
+
+class MachineHandle:
+    """A machine by id; nothing is sent until it is used."""
+
+    def __init__(self, transport: Transport, id: str) -> None:
+        self._t = transport
+        self.id = id
+        self.files = MachineFiles(transport, self)
+
+    def __repr__(self) -> str:
+        return f"<MachineHandle {self.id!r}>"
+
+    def _path(self, suffix: str = "") -> str:
+        return f"/v1/machines/{quote(self.id)}{suffix}"
+
+    def _exec_body(self, command: Command, stdin: str | None, env: Mapping[str, str] | None, cwd: str | None,
+                   timeout_ms: int | None, limits: MachineLimits | None) -> JsonObject:
+        return {**command_body(command), **to_wire({"stdin": stdin, "env": env, "cwd": cwd, "timeout_ms": timeout_ms, "limits": limits})}
+
+    def info(self) -> Machine:
+        return from_wire(Machine, self._t.json("GET", self._path()))
+
+    def exec(
+        self,
+        command: Command,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_ms: int | None = None,
+        limits: MachineLimits | None = None,
+        timeout: float | None = None,
+    ) -> MachineExecResult:
+        """Runs a command as root in the live machine; wakes it if it hibernated."""
+        body = self._exec_body(command, stdin, env, cwd, timeout_ms, limits)
+        return from_wire(MachineExecResult, self._t.json("POST", self._path("/exec"), json_body=body, timeout=exec_timeout(self._t, timeout, timeout_ms)))
+
+    def exec_stream(
+        self,
+        command: Command,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_ms: int | None = None,
+        limits: MachineLimits | None = None,
+        timeout: float | None = None,
+    ) -> MachineExecStream:
+        """Runs a command and yields its output as it happens, then one exit event; closing it early kills the command."""
+        body = self._exec_body(command, stdin, env, cwd, timeout_ms, limits)
+        response = self._t.request("POST", self._path("/exec"), json_body=body, accept="application/x-ndjson",
+                                   timeout=exec_timeout(self._t, timeout, timeout_ms))
+        return EventStream(response, parse_machine_event, MachineExitEvent)
+
+    def pause(self) -> Machine:
+        """Stops its CPUs (its memory stays); `resume` goes on."""
+        return from_wire(Machine, self._t.json("POST", self._path("/pause")))
+
+    def resume(self) -> Machine:
+        return from_wire(Machine, self._t.json("POST", self._path("/resume")))
+
+    def stop(self) -> Machine:
+        """Powers it off; its disk stays (commit before stopping)."""
+        return from_wire(Machine, self._t.json("POST", self._path("/stop")))
+
+    def delete(self) -> None:
+        """Deletes it: its disk, memory and run files go."""
+        self._t.request("DELETE", self._path()).close()
+
+    def snapshot(self) -> str:
+        """Freezes RAM, devices and disk at one instant; restore it with `sb.machines.restore`. Returns its id."""
+        return str(self._t.json("POST", self._path("/snapshot"))["snapshot"])
+
+    def fork(self, count: int = 1) -> list[MachineHandle]:
+        """`count` copies with this machine's memory, processes and disk at one instant; it keeps running."""
+        return _machines(self._t, self._t.json("POST", self._path("/fork"), json_body={"count": count}))
+
+    def expose(self, port: int) -> ExposedPort:
+        """A gateway URL for a guest port (forks get URLs of their own)."""
+        return from_wire(ExposedPort, self._t.json("POST", self._path("/ports"), json_body={"port": port}))
+
+    def commit(self, context: str) -> str:
+        """Its changed files as a new version of `context` (rebased like a query's writes); returns the version."""
+        return str(self._t.json("POST", self._path("/commit"), json_body={"context": context})["version"])
+
+
+class Machines:
+    """`sb.machines`: create, get, list, and restore snapshots."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def create(
+        self,
+        *,
+        context: str | None = None,
+        version: str | None = None,
+        image: str | None = None,
+        memory_mb: int | None = None,
+        cpus: int | None = None,
+        idle_timeout_ms: int | None = None,
+    ) -> MachineHandle:
+        """A running machine, restored from a template (the first one of an image or version boots it once)."""
+        body = to_wire({"context": context, "version": version, "image": image, "memory_mb": memory_mb, "cpus": cpus,
+                        "idle_timeout_ms": idle_timeout_ms})
+        return MachineHandle(self._t, str(self._t.json("POST", "/v1/machines", json_body=body)["id"]))
+
+    def get(self, id: str) -> MachineHandle:
+        return MachineHandle(self._t, id)
+
+    def restore(self, snapshot: str, count: int = 1) -> list[MachineHandle]:
+        """`count` machines continuing from a snapshot."""
+        return _machines(self._t, self._t.json("POST", f"/v1/snapshots/{quote(snapshot)}/machines", json_body={"count": count}))
+
+    def snapshots(self) -> list[MachineSnapshot]:
+        snapshots = self._t.json("GET", "/v1/snapshots").get("snapshots")
+        return [from_wire(MachineSnapshot, s) for s in snapshots] if isinstance(snapshots, list) else []
+
+    def delete_snapshot(self, id: str) -> None:
+        self._t.request("DELETE", f"/v1/snapshots/{quote(id)}").close()
+
+    # Last: a method named `list` shadows the builtin in the class body's annotations after it.
+    def list(self) -> list[Machine]:
+        machines = self._t.json("GET", "/v1/machines").get("machines")
+        return [from_wire(Machine, m) for m in machines] if isinstance(machines, list) else []

@@ -1,0 +1,325 @@
+"""The API's objects as the SDK returns them (frozen dataclasses, snake_case), and the option dicts it takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict, Union
+
+CommitMode = Literal["always", "on-success", "never"]
+OnConflict = Literal["fail", "retry"]
+FileType = Literal["file", "dir", "symlink", "other"]
+ServiceState = Literal["sleeping", "starting", "running", "stopping"]
+MachineState = Literal["starting", "running", "paused", "hibernated", "stopped"]
+
+
+# Options (inputs): plain dicts with snake_case keys, checked by type checkers.
+
+class Limits(TypedDict, total=False):
+    """A query's limits (each optional; the server's defaults and maximums are in docs/api.md)."""
+
+    memory_mb: int
+    pids: int
+    cpus: float
+    disk_mb: int
+    output_bytes: int
+
+
+class ServiceLimits(TypedDict, total=False):
+    """A service's limits (no timeout, no output cap)."""
+
+    memory_mb: int
+    pids: int
+    cpus: float
+    disk_mb: int
+
+
+class MachineLimits(TypedDict, total=False):
+    """What limits a machine's exec takes."""
+
+    output_bytes: int
+
+
+# Results (outputs).
+
+@dataclass(frozen=True)
+class Context:
+    name: str
+    head: str
+    image: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class VersionCause:
+    kind: str
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class Version:
+    id: str
+    parent: str | None
+    created_at: str
+    cause: VersionCause
+    #: Bytes this version added over its parent.
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class ExecUsage:
+    cpu_ms: float = 0
+    wall_ms: float = 0
+    memory_peak_bytes: int = 0
+    bytes_written: int = 0
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The query's changes overlapped changes committed meanwhile; `version` holds its work, unattached."""
+
+    paths: list[str]
+    version: str
+
+
+@dataclass(frozen=True)
+class ExecExit:
+    """How a query ended: everything of its result but the output."""
+
+    exit_code: int
+    timed_out: bool
+    oom_killed: bool
+    truncated: bool
+    base_version: str
+    #: The context's head after the query.
+    version: str
+    #: Whether this query's writes became the head.
+    committed: bool
+    usage: ExecUsage = field(default_factory=ExecUsage)
+    signal: str | None = None
+    #: True when the disk limit (`limits.disk_mb`) stopped a write.
+    disk_limit_hit: bool = False
+    conflict: Conflict | None = None
+    #: How many times `on_conflict="retry"` ran the command again.
+    retries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Exit code 0 and no conflict."""
+        return self.exit_code == 0 and self.conflict is None
+
+
+@dataclass(frozen=True)
+class ExecResult(ExecExit):
+    """The result of a query once it ended."""
+
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class OutputEvent:
+    """A piece of a command's stdout or stderr, as it was written."""
+
+    type: Literal["stdout", "stderr"]
+    data: str
+
+
+@dataclass(frozen=True)
+class ExitEvent(ExecExit):
+    """The last event of a query's stream."""
+
+    type: Literal["exit"] = "exit"
+
+
+ExecEvent = Union[OutputEvent, ExitEvent]
+
+
+@dataclass(frozen=True)
+class FileStat:
+    type: FileType
+    size: int
+    mode: int
+    #: Owner and group as a sandbox sees them (65534 for ids a sandbox cannot map).
+    uid: int
+    gid: int
+    mtime: str
+    #: A symlink's target, as stored.
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class DirEntry(FileStat):
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class DiffChange:
+    path: str
+    kind: Literal["added", "modified", "deleted"]
+    type: FileType
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    changes: list[DiffChange]
+    #: With `path=`: a unified diff of that file.
+    patch: str | None = None
+
+
+@dataclass(frozen=True)
+class Tenant:
+    id: str
+    name: str
+    admin: bool
+    created_at: str
+    #: The tenant's own quotas, by the API's names (absent ones are the server's defaults).
+    quotas: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """Names a key without revealing it."""
+
+    id: str
+    created_at: str
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
+class CreatedTenant:
+    tenant: Tenant
+    #: The tenant's first key, shown only here.
+    api_key: str
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key: ApiKey
+    #: The new key, shown only here.
+    api_key: str
+
+
+@dataclass(frozen=True)
+class UsageItem:
+    key: str
+    queries: int = 0
+    cpu_ms: float = 0
+    wall_ms: float = 0
+    service_seconds: float = 0
+    machine_seconds: float = 0
+    #: Machines' running time weighted by their memory (MiB x seconds).
+    machine_mb_seconds: float = 0
+    bytes_stored: int = 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    items: list[UsageItem]
+    total: UsageItem
+
+
+@dataclass(frozen=True)
+class GcResult:
+    versions_dropped: int = 0
+    layers_deleted: int = 0
+    bytes_freed: int = 0
+    deferred_layers: int = 0
+    templates_deleted: int = 0
+    ms: float = 0
+
+
+@dataclass(frozen=True)
+class Service:
+    """A long-running process over a context, on a URL; it runs only while it is used."""
+
+    name: str
+    context: str
+    #: As given: a string runs with bash -c, a list as argv.
+    command: str | list[str]
+    port: int
+    #: The gateway URL (its host label is an unguessable token).
+    url: str
+    #: The same service through a path prefix, for clients that cannot resolve *.localhost.
+    path_url: str
+    state: ServiceState
+    idle_timeout_ms: int
+    created_at: str
+
+
+@dataclass(frozen=True)
+class MachinePort:
+    port: int
+    url: str
+    path_url: str
+
+
+@dataclass(frozen=True)
+class ExposedPort:
+    """A guest port's gateway URLs."""
+
+    url: str
+    path_url: str
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A microVM: its own kernel, systemd, processes and memory."""
+
+    id: str
+    state: MachineState
+    image: str
+    memory_mb: int
+    cpus: int
+    idle_timeout_ms: int
+    created_at: str
+    ports: list[MachinePort] = field(default_factory=list)
+    #: The context (and version) its disk was made from; None for a machine of a bare image.
+    context: str | None = None
+    version: str | None = None
+    #: The snapshot it was restored from (forks and restores).
+    snapshot: str | None = None
+
+
+@dataclass(frozen=True)
+class MachineUsage:
+    wall_ms: float = 0
+
+
+@dataclass(frozen=True)
+class MachineExit:
+    exit_code: int
+    timed_out: bool
+    truncated: bool
+    usage: MachineUsage = field(default_factory=MachineUsage)
+    signal: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class MachineExecResult(MachineExit):
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class MachineExitEvent(MachineExit):
+    type: Literal["exit"] = "exit"
+
+
+MachineExecEvent = Union[OutputEvent, MachineExitEvent]
+
+
+@dataclass(frozen=True)
+class MachineSnapshot:
+    """RAM, device state and disk of a machine frozen at one instant."""
+
+    id: str
+    machine: str
+    memory_mb: int
+    cpus: int
+    created_at: str
