@@ -6,7 +6,8 @@ import path from 'node:path';
 
 const files = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
   e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.test.ts') ? [path.join(dir, e.name)] : []);
-const only = process.argv.slice(2);
+// Arguments name test files or directories (all the .test.ts files below them).
+const only = process.argv.slice(2).flatMap((a) => (a.endsWith('.test.ts') ? [a] : files(a)));
 // The soak runs for minutes: only by name (`npm run soak`), never as part of the suite.
 const list = only.length ? only : [...files('test/unit'), ...files('test').filter((f) => !f.startsWith('test/unit') && !f.startsWith('test/soak'))];
 if (!only.length) console.error('run-tests: test/soak is not part of the suite; run it with `npm run soak` (SHELLBASE_SOAK_MINUTES, default 10)');

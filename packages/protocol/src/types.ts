@@ -158,7 +158,9 @@ export interface GcResult {
   ms: number;
 }
 
-export type ServiceState = 'sleeping' | 'starting' | 'running' | 'stopping';
+/** A service's states (engine/services/lifecycle.ts has its transitions). */
+export const SERVICE_STATES = ['sleeping', 'starting', 'running', 'stopping'] as const;
+export type ServiceState = (typeof SERVICE_STATES)[number];
 
 /** A long-running process over a context, on a URL; it runs only while it is used. */
 export interface Service {
@@ -187,7 +189,9 @@ export interface CreateServiceRequest {
   limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
 }
 
-export type MachineState = 'starting' | 'running' | 'paused' | 'hibernated' | 'stopped';
+/** A machine's states (machines/lifecycle.ts has its transitions). */
+export const MACHINE_STATES = ['starting', 'running', 'paused', 'hibernated', 'stopped'] as const;
+export type MachineState = (typeof MACHINE_STATES)[number];
 
 /** A microVM: its own kernel, systemd, processes and memory; restored from a snapshot, never booted in a caller's path. */
 export interface Machine {

@@ -1,6 +1,6 @@
 export { loadConfig, type Limits, type ServerConfig } from './config.js';
 export { startServer, type RunningServer } from './server.js';
-export { buildImage, imageBuilt, imageInfo, IMAGE_NAMES } from './images/index.js';
+export { buildImage, imageBuilt, imageInfo, imageRootfs, IMAGE_NAMES } from './images/index.js';
 export { buildAssets } from './machines/assets.js';
 export { Engine } from './engine/engine.js';
 export { ShellbaseError } from './errors.js';

@@ -11,7 +11,7 @@ import { Pins } from './core/pins.js';
 import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
-import { BtrfsLayerStore } from './store/layers/index.js';
+import { BtrfsSnapshotter } from './store/snapshotter/index.js';
 import { SqliteMetadataStore } from './store/metadata/index.js';
 import { GroupSync } from './util/group-sync.js';
 import { SANDBOX_ROOT } from './util/idmap.js';
@@ -44,7 +44,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   for (const f of ['meta.db', 'meta.db-wal', 'meta.db-shm']) {
     if (existsSync(path.join(config.home, f))) chmodSync(path.join(config.home, f), 0o600);
   }
-  const layers = new BtrfsLayerStore({
+  const layers = new BtrfsSnapshotter({
     root: path.join(config.home, 'store'),
     imageFile: path.join(config.home, 'store.btrfs'),
     sizeGb: config.storeSizeGb,
@@ -61,7 +61,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
-  const deps = { config, metadata, layers, runtime, log, meter, pins: new Pins(), durability };
+  const deps = { config, metadata, snapshotter: layers, runtime, log, meter, pins: new Pins(), durability };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.
   let machines: Machines | null = null;
   const engine = new Engine(deps, {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
-import type { LayerStore } from '../store/layers/types.js';
+import type { Snapshotter } from '../store/snapshotter/types.js';
 import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
 import type { Meter } from '../meter/types.js';
 import type { Runtime } from '../runtime/types.js';
@@ -36,7 +36,7 @@ export async function durably<T>(d: Durability, work: () => Promise<T>): Promise
 export interface Deps {
   config: ServerConfig;
   metadata: MetadataStore;
-  layers: LayerStore;
+  snapshotter: Snapshotter;
   runtime: Runtime;
   log: Logger;
   meter: Meter;

@@ -1,5 +1,5 @@
 import type { VersionCause } from '@shellbase/protocol';
-import type { CommittedLayer } from '../store/layers/types.js';
+import type { CommittedLayer } from '../store/snapshotter/types.js';
 import type { MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
 import type { Durability } from '../core/deps.js';
 import { newId } from '../util/ids.js';

@@ -83,7 +83,7 @@ export class Engine {
 
   /** Crash recovery: removes sandboxes' cgroups, scratch space and unreferenced layers. */
   async recover(): Promise<void> {
-    const { runtime, layers, metadata, log } = this.deps;
+    const { runtime, snapshotter: layers, metadata, log } = this.deps;
     const cgroups = await runtime.recover();
     const removed = await layers.recover(await metadata.layerIds());
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');

@@ -3,7 +3,7 @@ import type { ExecHooks } from '../core/contexts.js';
 import type { Limits } from '../config.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
-import type { CommittedLayer } from '../store/layers/types.js';
+import type { CommittedLayer } from '../store/snapshotter/types.js';
 import type { VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
@@ -102,13 +102,13 @@ export class ExecRunner {
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown }> {
-    const { layers, runtime } = this.deps;
+    const { snapshotter: layers, runtime } = this.deps;
     base = await this.squasher.mountable(base);
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
     let run: SandboxResult;
     try {
       run = await runtime.run({
-        mount: layers.mountSpec(base.layers, scratch), argv: spec.argv, env: spec.env,
+        mount: layers.mounts(base.layers, scratch), argv: spec.argv, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });

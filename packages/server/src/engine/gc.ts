@@ -135,7 +135,7 @@ export class GarbageCollector {
   }
 
   private async collect(): Promise<GcResult> {
-    const { metadata, layers, pins, log, meter } = this.deps;
+    const { metadata, snapshotter: layers, pins, log, meter } = this.deps;
     const started = performance.now();
     const retentions = await this.retentions();
     const { versions, heads } = await metadata.versionGraph();

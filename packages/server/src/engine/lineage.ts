@@ -1,4 +1,4 @@
-import type { Change } from '../store/layers/types.js';
+import type { Change } from '../store/snapshotter/types.js';
 import type { MetadataStore, VersionRow } from '../store/metadata/types.js';
 import { unionChanges } from './overlap.js';
 

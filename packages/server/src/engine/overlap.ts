@@ -1,4 +1,4 @@
-import type { Change, ChangeType } from '../store/layers/types.js';
+import type { Change, ChangeType } from '../store/snapshotter/types.js';
 
 /**
  * Whether two sets of changes (made over a common ancestor) can be stacked in

@@ -52,7 +52,7 @@ export class Squasher {
 
   /** Squashes all but the newest KEEP_TOP layers of a version (one squash per layer chain at a time). */
   async squashVersion(version: VersionRow): Promise<number> {
-    const { metadata, layers, log } = this.deps;
+    const { metadata, snapshotter: layers, log } = this.deps;
     return this.locks.run(version.layers[1] ?? version.id, () => this.pinned(version.id, async (current) => {
       if (!current || current.layers.length - 1 <= KEEP_TOP + 1) return 0;
       const prefix = current.layers.slice(0, current.layers.length - KEEP_TOP);

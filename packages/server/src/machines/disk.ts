@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { chownSync, existsSync, lchownSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { LayerStore } from '../store/layers/types.js';
+import type { Snapshotter } from '../store/snapshotter/types.js';
 import { SANDBOX_ROOT } from '../util/idmap.js';
 import type { Runtime } from '../runtime/index.js';
 import { SBX_SPAWNER, SBX_STORE } from '../util/native.js';
@@ -76,7 +76,7 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.
  */
-export async function buildDisk(layers: LayerStore, runtime: Runtime, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
+export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
   const scratch = await layers.prepare({ diskMb: 64 });
   // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
   mkdirSync(staging, { recursive: true, mode: 0o711 });
@@ -85,7 +85,7 @@ export async function buildDisk(layers: LayerStore, runtime: Runtime, versionLay
     writeFileSync(made, '', { mode: 0o600 });
     chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
     await runtime.runHelper({
-      mount: layers.mountSpec(versionLayers, scratch), extraLower: guestDir,
+      mount: layers.mounts(versionLayers, scratch), extraLower: guestDir,
       argv: (merged) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
     });
     chownSync(made, 0, 0);

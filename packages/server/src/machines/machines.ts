@@ -81,7 +81,7 @@ export class Machines {
 
   private host(): Promise<MachineHost> {
     if (this.host_) return Promise.resolve(this.host_);
-    const { config, runtime, log, layers } = this.deps;
+    const { config, runtime, log, snapshotter: layers } = this.deps;
     const assets = findAssets(config.cache);
     if (!assets) {
       return Promise.reject(new ShellbaseError('failed_precondition', 'machine assets (kernel, initramfs) are not built on this host', {

@@ -8,6 +8,8 @@ import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import { QemuVm } from './qemu.js';
+import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
+import { IdleLease } from '../core/idle-lease.js';
 import { runFiles } from './layout.js';
 
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
@@ -42,9 +44,8 @@ export class MachineRun {
   vm: QemuVm | null = null;
   agent: Agent | null = null;
   private chain: Promise<unknown> = Promise.resolve();
-  private users = 0;
-  private lastUse = Date.now();
-  private idleTimer: NodeJS.Timeout | null = null;
+  /** Execs, file calls and port traffic in flight; with none for idleTimeoutMs it hibernates. */
+  private readonly lease = new IdleLease();
   private since = 0;
   private cpuAtStart = 0;
 
@@ -99,18 +100,16 @@ export class MachineRun {
     }
     this.since = Date.now();
     this.cpuAtStart = this.vm.cpuMs();
-    await this.setState('running');
+    await this.go('restored');
     this.hooks.step('restore', performance.now() - t0);
-    this.lastUse = Date.now();
-    this.idleTimer = setInterval(() => this.checkIdle(), Math.min(1000, Math.max(50, spec.idleTimeoutMs / 4)));
-    this.idleTimer.unref();
+    this.lease.watch(spec.idleTimeoutMs, () => {
+      void this.serial(() => (this.row.state === 'running' && !this.lease.inUse ? this.hibernate() : Promise.resolve())).catch(() => undefined);
+    });
   }
 
   /** Counts a user (exec, file call, port traffic) while the machine runs; wakes it from hibernation. */
   async acquire(): Promise<() => void> {
-    this.users++;
-    let released = false;
-    const release = () => { if (!released) { released = true; this.users--; this.lastUse = Date.now(); } };
+    const release = this.lease.acquire();
     try {
       // Behind any lifecycle step in progress (a hibernation that began just before this call ends
       // first, then this wakes the machine again).
@@ -120,7 +119,7 @@ export class MachineRun {
       release();
       throw e;
     }
-    this.lastUse = Date.now();
+    this.lease.touch();
     return release;
   }
 
@@ -129,29 +128,23 @@ export class MachineRun {
     return new ShellbaseError('failed_precondition', `machine ${this.row.id} is ${this.row.state}`, { details: { machine: this.row.id, state: this.row.state }, hint });
   }
 
-  private checkIdle(): void {
-    if (this.row.state === 'running' && this.users === 0 && Date.now() - this.lastUse >= this.row.spec.idleTimeoutMs) {
-      void this.serial(() => (this.row.state === 'running' && this.users === 0 ? this.hibernate() : Promise.resolve())).catch(() => undefined);
-    }
-  }
-
   async pause(): Promise<void> {
     if (this.row.state === 'paused') return;
-    if (this.row.state !== 'running') throw this.notRunning();
+    MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'pause');
     await this.vm!.stop();
     await this.endSegment();
-    await this.setState('paused');
+    await this.go('pause');
   }
 
   async resume(): Promise<void> {
     if (this.row.state === 'hibernated') return this.wake();
     if (this.row.state === 'running') return;
-    if (this.row.state !== 'paused') throw this.notRunning();
+    MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'resume');
     await this.vm!.cont();
     this.since = Date.now();
     this.cpuAtStart = this.vm!.cpuMs();
-    this.lastUse = Date.now();
-    await this.setState('running');
+    this.lease.touch();
+    await this.go('resume');
   }
 
   /**
@@ -198,7 +191,7 @@ export class MachineRun {
     await vm.quit();
     await copySparse(this.ramFile, saved.ram);
     this.dropProcess();
-    await this.setState('hibernated');
+    await this.go('hibernate');
     this.hooks.step('hibernate', performance.now() - t0);
   }
 
@@ -206,11 +199,11 @@ export class MachineRun {
     if (this.row.state !== 'hibernated') return;
     const saved = this.layout.hibernation(this.row.id);
     this.hooks.admit(this.row);
-    await this.setState('starting');
+    await this.go('wake');
     try {
       await this.restore({ ...saved, readable: [] });
     } catch (e) {
-      await this.setState('hibernated');
+      await this.go('wakeFailed');
       throw e;
     }
     rmSync(saved.ram, { force: true });
@@ -229,7 +222,7 @@ export class MachineRun {
     }
     this.dropProcess();
     for (const f of Object.values(this.layout.hibernation(this.row.id))) rmSync(f, { force: true });
-    await this.setState('stopped');
+    await this.go('stop');
   }
 
   /** Ends QEMU at once and removes the machine's run files (its row and disks are the caller's). */
@@ -247,7 +240,7 @@ export class MachineRun {
       if (!this.vm || this.vm.exitedOnPurpose) return;
       if (this.row.state === 'running') await this.endSegment();
       this.dropProcess();
-      await this.setState('stopped');
+      await this.go('exited');
     });
   }
 
@@ -256,8 +249,7 @@ export class MachineRun {
     this.agent?.close();
     this.agent = null;
     this.vm = null;
-    if (this.idleTimer) clearInterval(this.idleTimer);
-    this.idleTimer = null;
+    this.lease.unwatch();
     rmSync(this.ramFile, { force: true });
   }
 
@@ -267,8 +259,9 @@ export class MachineRun {
     await this.hooks.meter(this.row, wall, cpu);
   }
 
-  private async setState(state: MachineState): Promise<void> {
-    this.row = { ...this.row, state };
+  /** Moves along the lifecycle table (machines/lifecycle.ts) and saves the row. */
+  private async go(event: MachineEvent): Promise<void> {
+    this.row = { ...this.row, state: MACHINE_LIFECYCLE.next(this.row.id, this.row.state, event) };
     await this.hooks.save(this.row);
   }
 }

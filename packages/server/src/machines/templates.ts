@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, stat
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { LayerStore } from '../store/layers/types.js';
+import type { Snapshotter } from '../store/snapshotter/types.js';
 import { Agent } from './agent.js';
 import { buildDisk, copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
@@ -55,7 +55,7 @@ export class Templates {
   /** Templates handed out whose machine may not have its metadata row yet (never collected). */
   private readonly held = new Map<string, number>();
 
-  constructor(private readonly host: MachineHost, private readonly layers: LayerStore, private readonly log: Logger) {}
+  constructor(private readonly host: MachineHost, private readonly layers: Snapshotter, private readonly log: Logger) {}
 
   async key(src: TemplateSource): Promise<string> {
     const { assets, accel, guest } = this.host;

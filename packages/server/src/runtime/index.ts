@@ -3,3 +3,4 @@ export { BwrapRuntime, innerPid } from './bwrap/bwrap-runtime.js';
 export type { Cgroup } from './cgroups/types.js';
 export { cgroupDriver } from './cgroups/index.js';
 export { DEFAULT_PATH, SANDBOX_CAPS } from './bwrap/args.js';
+export { MemoryRuntime } from './memory/memory-runtime.js';

@@ -1,4 +1,4 @@
-import type { MountSpec } from '../store/layers/types.js';
+import type { MountSpec } from '../store/snapshotter/types.js';
 import type { Readable } from 'node:stream';
 import type { Spawned } from '../util/spawner.js';
 import type { Cgroup, CgroupLimits } from './cgroups/types.js';

@@ -1,4 +1,3 @@
-import { createReadStream, readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Readable } from 'node:stream';
@@ -50,10 +49,10 @@ export function fileRoutes(app: FastifyInstance, engine: Engine): void {
     if (range && r.size > 0) {
       const { start, end } = parseRange(range, r.size);
       return reply.status(206).header('content-range', `bytes ${start}-${end}/${r.size}`)
-        .header('content-length', end - start + 1).send(createReadStream(r.hostPath, { start, end }));
+        .header('content-length', end - start + 1).send(r.stream({ start, end }));
     }
     // Small files in one synchronous read (no thread-pool round trips); large ones stream.
-    return reply.header('content-length', r.size).send(r.size <= SMALL_FILE ? readFileSync(r.hostPath) : createReadStream(r.hostPath));
+    return reply.header('content-length', r.size).send(r.size <= SMALL_FILE ? r.readAll() : r.stream());
   });
 
   app.get<{ Params: P; Querystring: Static<typeof ReadQuery> }>('/v1/contexts/:name/stat/*', {

@@ -1,8 +1,8 @@
-import { readlinkSync } from 'node:fs';
 import type { DirEntry, FileStat } from '@shellbase/protocol';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { VersionRow } from '../../store/metadata/types.js';
+import type { ScratchWriter } from '../../store/snapshotter/types.js';
 import { sandboxId } from '../../util/idmap.js';
 import type { Committer } from '../commit.js';
 import { checkStoredBytes, quotasOf } from '../../core/quotas.js';
@@ -14,7 +14,7 @@ import { moveIntoLayer } from './tar.js';
 import { place, whiteout, writeFile } from './writer.js';
 
 export type ReadResult =
-  | { kind: 'file'; hostPath: string; size: number; version: string }
+  | { kind: 'file'; size: number; version: string; readAll(): Buffer; stream(range?: { start: number; end: number }): Readable }
   | { kind: 'dir'; entries: DirEntry[]; version: string };
 
 export interface UploadOptions {
@@ -31,7 +31,7 @@ interface Lookups {
 
 export const statOf = (e: Entry, target?: string): FileStat => ({
   type: e.type, size: e.type === 'file' ? e.stat.size : 0, mode: e.stat.mode & 0o7777,
-  uid: sandboxId(e.stat.uid), gid: sandboxId(e.stat.gid), mtime: e.stat.mtime.toISOString(),
+  uid: sandboxId(e.stat.uid), gid: sandboxId(e.stat.gid), mtime: new Date(e.stat.mtimeMs).toISOString(),
   ...(target !== undefined ? { target } : {}),
 });
 
@@ -54,7 +54,7 @@ export class Files {
   }
 
   async viewOf(v: VersionRow): Promise<VersionView> {
-    const layers = await Promise.all([...v.layers].reverse().map((id) => this.deps.layers.viewLayer(id)));
+    const layers = await Promise.all([...v.layers].reverse().map((id) => this.deps.snapshotter.reader(id)));
     return new VersionView(layers);
   }
 
@@ -69,14 +69,14 @@ export class Files {
       return { kind: 'dir', entries, version: v.id };
     }
     if (e.type !== 'file') throw invalid(`${path} is not a regular file`, 'read files or list directories');
-    return { kind: 'file', hostPath: e.hostPath, size: e.stat.size, version: v.id };
+    return { kind: 'file', size: e.stat.size, version: v.id, readAll: () => view.readAll(e), stream: (range) => view.stream(e, range) };
   }
 
   async stat(caller: Caller, name: string, path: string, version?: string): Promise<FileStat> {
     const { view } = await this.view(caller, name, version);
     const e = view.resolve(parsePath(path), false);
     if (!e) throw notFound('path', path);
-    return statOf(e, e.type === 'symlink' ? readlinkSync(e.hostPath) : undefined);
+    return statOf(e, e.type === 'symlink' ? view.readlink(e) : undefined);
   }
 
   async write(caller: Caller, name: string, path: string, body: Readable, opts: UploadOptions = {}): Promise<{ version: string }> {
@@ -84,11 +84,11 @@ export class Files {
     const mode = opts.mode ?? 0o644;
     this.checkLength(opts.length);
     this.deps.meter.fileOperation('write');
-    return this.change(caller, name, `write ${joinPath(segments)}`, async (view, tree) => {
+    return this.change(caller, name, `write ${joinPath(segments)}`, async (view, w) => {
       const existing = view.resolve(segments);
       if (existing?.type === 'dir') throw invalid(`${path} is a directory`, 'write to a file path');
       const target = existing ? existing.segments : segments;
-      await writeFile(tree, place(view, target), body, mode);
+      await writeFile(w, place(view, target), body, mode);
     });
   }
 
@@ -97,25 +97,25 @@ export class Files {
     const segments = parsePath(path);
     this.checkLength(opts.length);
     this.deps.meter.fileOperation('tar');
-    return this.change(caller, name, `upload tar to ${joinPath(segments)}`, async (view, tree, staging) => {
+    return this.change(caller, name, `upload tar to ${joinPath(segments)}`, async (view, w) => {
       const existing = view.resolve(segments);
       if (existing && existing.type !== 'dir') throw notADirectory(existing.segments);
-      await this.deps.runtime.unpackTar(body, { source: staging });
-      await moveIntoLayer(staging, tree, view, existing ? existing.segments : segments);
+      await this.deps.runtime.unpackTar(body, w.staging());
+      await moveIntoLayer(w, view, existing ? existing.segments : segments);
     });
   }
 
   async remove(caller: Caller, name: string, path: string, recursive = false): Promise<{ version: string }> {
     const segments = parsePath(path);
     this.deps.meter.fileOperation('delete');
-    return this.change(caller, name, `delete ${joinPath(segments)}`, async (view, tree) => {
+    return this.change(caller, name, `delete ${joinPath(segments)}`, async (view, w) => {
       const e = view.resolve(segments, false);
       if (!e) throw notFound('path', path);
       if (e.segments.length === 0) throw invalid('the root cannot be deleted', 'delete what is below it');
       if (e.type === 'dir' && !recursive && view.list(e).length > 0) {
         throw invalid(`${joinPath(e.segments)} is a directory that is not empty`, 'pass recursive=true to delete it with its contents');
       }
-      await whiteout(tree, e, view);
+      await whiteout(w, e, view);
     });
   }
 
@@ -129,8 +129,8 @@ export class Files {
 
   /** Builds one layer over the head with `fill`, then commits it as a `write` version. */
   private async change(caller: Caller, name: string, description: string,
-    fill: (view: VersionView, tree: string, staging: string) => Promise<void>): Promise<{ version: string }> {
-    const { layers, config } = this.deps;
+    fill: (view: VersionView, w: ScratchWriter) => Promise<void>): Promise<{ version: string }> {
+    const { snapshotter: layers, config } = this.deps;
     const quotas = quotasOf(config, caller);
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
     const base = await this.squasher.mountable(await this.lookups.base(caller, name));
@@ -138,7 +138,7 @@ export class Files {
     const scratch = await layers.prepare({ diskMb: Math.min(config.defaults.diskMb, quotas.maximums.diskMb) });
     let layer;
     try {
-      await fill(view, layers.scratchTree(scratch), layers.scratchStaging(scratch));
+      await fill(view, layers.writer(scratch));
       layer = await layers.commit(scratch);
     } catch (e) {
       await layers.discard(scratch);

@@ -1,8 +1,7 @@
-import { lstatSync, readdirSync, readlinkSync, type Stats } from 'node:fs';
-import path from 'node:path';
+import type { Readable } from 'node:stream';
 import type { FileType } from '@shellbase/protocol';
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { ViewLayer } from '../../store/layers/types.js';
+import type { LayerReader, LayerStat } from '../../store/snapshotter/types.js';
 import { joinPath } from './paths.js';
 
 /** Symlinks followed in one resolution before giving up (as Linux's ELOOP). */
@@ -11,7 +10,6 @@ export const MAX_SYMLINK_HOPS = 40;
 /** The wire's file types (protocol FileType). */
 export type EntryType = FileType;
 
-
 interface DirPart { layer: number; rel: string }
 
 /** One entry of a version's merged tree, as found in the topmost layer that has it. */
@@ -19,23 +17,19 @@ export interface Entry {
   /** Canonical segments inside the context (no symlink above it, no `..`). */
   segments: string[];
   type: EntryType;
-  /** The entry's file in the topmost layer holding it. */
-  hostPath: string;
-  stat: Stats;
+  stat: LayerStat;
+  /** Where its topmost copy is: a layer of the view (an index) and a path in it. */
+  at: DirPart;
   /** For directories: the layer directories that merge into it, top first. */
   parts: DirPart[];
 }
 
-const isWhiteout = (st: Stats) => st.isCharacterDevice() && st.rdev === 0;
-const typeOf = (st: Stats): EntryType =>
-  st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'other';
+const typeOf = (st: LayerStat): EntryType => (st.kind === 'whiteout' ? 'other' : st.kind);
 
-function lstatOrNull(p: string): Stats | null {
-  try { return lstatSync(p); } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+function statOrNull(reader: LayerReader, rel: string): LayerStat | null {
+  try { return reader.stat(rel); } catch (e) {
     // A tree deeper than the host's PATH_MAX below the layer, or a symlink to an over-long name.
-    if (code === 'ENAMETOOLONG') throw invalid('the path resolves to a name or depth the files API cannot reach', 'read it with a query (exec) instead');
+    if ((e as NodeJS.ErrnoException).code === 'ENAMETOOLONG') throw invalid('the path resolves to a name or depth the files API cannot reach', 'read it with a query (exec) instead');
     throw e;
   }
 }
@@ -45,16 +39,16 @@ function lstatOrNull(p: string): Stats | null {
  * overlayfs' rules: a whiteout hides what is below it, a non-directory hides
  * everything below, directories merge unless opaque. Paths resolve with the
  * context root as `/`: `..` stops at the root and symlinks, absolute or
- * relative, resolve inside the context. Host paths are only ever built from
- * plain names below directories, so nothing outside the layers is reached.
+ * relative, resolve inside the context. Layers are read through the
+ * snapshotter's readers, by plain names below directories.
  */
 export class VersionView {
   private readonly root: Entry;
 
   /** `layers` top first. */
-  constructor(private readonly layers: ViewLayer[]) {
+  constructor(readonly layers: LayerReader[]) {
     this.root = {
-      segments: [], type: 'dir', hostPath: layers[0].root, stat: lstatSync(layers[0].root),
+      segments: [], type: 'dir', stat: layers[0].stat('')!, at: { layer: 0, rel: '' },
       parts: layers.map((_, i) => ({ layer: i, rel: '' })),
     };
   }
@@ -62,21 +56,33 @@ export class VersionView {
   /** The child `name` of a directory entry, or null. */
   child(dir: Entry, name: string): Entry | null {
     const parts: DirPart[] = [];
-    let found: { hostPath: string; stat: Stats } | null = null;
+    let found: { at: DirPart; stat: LayerStat } | null = null;
     for (const part of dir.parts) {
       const rel = part.rel ? `${part.rel}/${name}` : name;
-      const hostPath = path.join(this.layers[part.layer].root, rel);
-      const st = lstatOrNull(hostPath);
+      const st = statOrNull(this.layers[part.layer], rel);
       if (!st) continue;
-      if (isWhiteout(st)) break;
-      if (!found) found = { hostPath, stat: st };
-      if (!st.isDirectory()) break;
+      if (st.kind === 'whiteout') break;
+      if (!found) found = { at: { layer: part.layer, rel }, stat: st };
+      if (st.kind !== 'dir') break;
       parts.push({ layer: part.layer, rel });
       if (this.layers[part.layer].opaque.has(rel)) break;
     }
     if (!found) return null;
-    if (!found.stat.isDirectory()) parts.length = 0;
-    return { segments: [...dir.segments, name], type: typeOf(found.stat), hostPath: found.hostPath, stat: found.stat, parts };
+    if (found.stat.kind !== 'dir') parts.length = 0;
+    return { segments: [...dir.segments, name], type: typeOf(found.stat), stat: found.stat, at: found.at, parts };
+  }
+
+  /** A symlink's target. */
+  readlink(e: Entry): string { return this.layers[e.at.layer].readlink(e.at.rel); }
+  /** A file's bytes whole. */
+  readAll(e: Entry): Buffer { return this.layers[e.at.layer].readAll(e.at.rel); }
+  /** A file's bytes as a stream (from `start` to `end` inclusive). */
+  stream(e: Entry, range?: { start: number; end: number }): Readable { return this.layers[e.at.layer].stream(e.at.rel, range); }
+  /** The reader and path of an entry's topmost copy (for a writer's copyFile). */
+  source(e: Entry): { reader: LayerReader; rel: string } { return { reader: this.layers[e.at.layer], rel: e.at.rel }; }
+  /** Whether two entries are one stored copy (same layer, same path): equal without reading them. */
+  static same(a: Entry, b: Entry, va: VersionView, vb: VersionView): boolean {
+    return va.layers[a.at.layer].layerId === vb.layers[b.at.layer].layerId && a.at.rel === b.at.rel;
   }
 
   /**
@@ -101,7 +107,7 @@ export class VersionView {
             hint: 'the path runs through a symlink loop', details: { path: joinPath(next.segments) },
           });
         }
-        const target = readlinkSync(next.hostPath);
+        const target = this.readlink(next);
         if (target.startsWith('/')) stack.splice(1);
         todo.unshift(...target.split('/'));
         continue;
@@ -124,9 +130,7 @@ export class VersionView {
     const seen = new Set<string>();
     const out: Entry[] = [];
     for (const part of dir.parts) {
-      let names: string[];
-      try { names = readdirSync(path.join(this.layers[part.layer].root, part.rel)); } catch { continue; }
-      for (const name of names) {
+      for (const name of this.layers[part.layer].list(part.rel)) {
         if (seen.has(name)) continue;
         seen.add(name);
         const e = this.child(dir, name);

@@ -1,10 +1,7 @@
-import { chownSync, createWriteStream, mkdirSync, utimesSync, chmodSync } from 'node:fs';
-import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import { ShellbaseError, invalid } from '../../errors.js';
+import type { EntryAttrs, ScratchWriter } from '../../store/snapshotter/types.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
-import { runOk } from '../../util/proc.js';
 import { notADirectory, type Entry, type VersionView } from './view.js';
 
 /** Where a new entry goes: the deepest existing directory on its path, and what must be made below it. */
@@ -49,50 +46,48 @@ export function place(view: VersionView, segments: readonly string[]): Placement
   throw new Error('unreachable: the root always exists');
 }
 
+/** An entry's owner, mode and times, to make its like in a layer. */
+export const attrsOf = (e: Entry): EntryAttrs => ({ mode: e.stat.mode, uid: e.stat.uid, gid: e.stat.gid, atimeMs: e.stat.atimeMs, mtimeMs: e.stat.mtimeMs });
+
+/** What new entries a writer makes belong to: the sandboxes' root. */
+export const NEW_ENTRY = (mode: number): EntryAttrs => ({ mode, uid: SANDBOX_ROOT, gid: SANDBOX_ROOT });
+
 /**
- * Creates the placement's directories in a layer tree: existing ones keep
- * their owner, mode and times; new ones belong to the sandboxes' root.
+ * Creates the placement's directories in a layer: existing ones keep their
+ * owner, mode and times; new ones belong to the sandboxes' root. Returns the
+ * relative path of the last one.
  */
-export function makeParents(tree: string, p: Placement): string {
-  let dir = tree;
+export function makeParents(w: ScratchWriter, p: Placement): string {
+  let rel = '';
   for (const a of p.ancestors) {
-    dir = path.join(dir, a.segments[a.segments.length - 1]);
-    mkdirSync(dir, { recursive: true });
-    chownSync(dir, a.stat.uid, a.stat.gid);
-    chmodSync(dir, a.stat.mode & 0o7777);
-    utimesSync(dir, a.stat.atime, a.stat.mtime);
+    rel = rel ? `${rel}/${a.segments[a.segments.length - 1]}` : a.segments[a.segments.length - 1];
+    w.mkdir(rel, attrsOf(a));
   }
   for (const m of p.missing) {
-    dir = path.join(dir, m);
-    mkdirSync(dir, { mode: 0o755, recursive: true });
-    chownSync(dir, SANDBOX_ROOT, SANDBOX_ROOT);
+    rel = rel ? `${rel}/${m}` : m;
+    w.mkdir(rel, NEW_ENTRY(0o755));
   }
-  return dir;
+  return rel;
 }
 
-/** Writes a file (owned by the sandboxes' root) into a layer tree from a stream; a full disk limit is a 413. */
-export async function writeFile(tree: string, p: Placement, body: Readable, mode: number): Promise<string> {
-  const file = path.join(makeParents(tree, p), p.name);
+export const under = (dir: string, name: string) => (dir ? `${dir}/${name}` : name);
+
+/** Writes a file (owned by the sandboxes' root) into a layer from a stream; a full disk limit is a 413. */
+export async function writeFile(w: ScratchWriter, p: Placement, body: Readable, mode: number): Promise<void> {
+  const rel = under(makeParents(w, p), p.name);
   try {
-    await pipeline(body, createWriteStream(file, { mode }));
+    await w.writeFile(rel, body, NEW_ENTRY(mode));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EDQUOT' || (e as NodeJS.ErrnoException).code === 'ENOSPC') {
       throw new ShellbaseError('payload_too_large', 'the file is larger than the disk limit', { hint: 'write less than limits.diskMb' });
     }
     throw e;
   }
-  chownSync(file, SANDBOX_ROOT, SANDBOX_ROOT);
-  chmodSync(file, mode);
-  return file;
 }
 
-/** Puts a whiteout (a 0/0 character device) for `entry` into a layer tree. */
-export async function whiteout(tree: string, entry: Entry, view: VersionView): Promise<void> {
+/** Puts a whiteout for `entry` into a layer. */
+export async function whiteout(w: ScratchWriter, entry: Entry, view: VersionView): Promise<void> {
   const parent = entry.segments.slice(0, -1);
-  const p: Placement = {
-    ancestors: ancestorsOf(view, parent)!,
-    missing: [], name: entry.segments[entry.segments.length - 1],
-  };
-  const file = path.join(makeParents(tree, p), p.name);
-  await runOk('mknod', [file, 'c', '0', '0']);
+  const p: Placement = { ancestors: ancestorsOf(view, parent)!, missing: [], name: entry.segments[entry.segments.length - 1] };
+  await w.whiteout(under(makeParents(w, p), p.name));
 }

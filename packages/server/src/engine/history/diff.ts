@@ -1,38 +1,48 @@
-import { readlinkSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { structuredPatch } from 'diff';
 import { ShellbaseError } from '../../errors.js';
 import type { MetadataStore, VersionRow } from '../../store/metadata/types.js';
-import { run } from '../../util/proc.js';
 import { changesBetween } from '../lineage.js';
 import type { DiffChange } from '@shellbase/protocol';
-import type { Entry, VersionView } from '../files/view.js';
+import { VersionView, type Entry } from '../files/view.js';
 import { parsePath } from '../files/paths.js';
 
 const lookup = (view: VersionView, path: string): Entry | null => view.find(parsePath(path), false);
 
-/** Compares two files of the same size chunk by chunk. */
-async function sameBytes(a: string, b: string, size: number): Promise<boolean> {
-  const [fa, fb] = await Promise.all([open(a, 'r'), open(b, 'r')]);
+/** The largest file a unified diff reads (both sides are held in memory). */
+const MAX_PATCH_BYTES = 64 << 20;
+
+/** Compares two files' bytes, stream against stream. */
+async function sameBytes(a: Readable, b: Readable): Promise<boolean> {
+  const ia = a[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const ib = b[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  let ca: Buffer = Buffer.alloc(0);
+  let cb: Buffer = Buffer.alloc(0);
+  let doneA = false;
+  let doneB = false;
   try {
-    const ba = Buffer.alloc(1 << 16);
-    const bb = Buffer.alloc(1 << 16);
-    for (let pos = 0; pos < size; pos += ba.length) {
-      const [ra, rb] = await Promise.all([fa.read(ba, 0, ba.length, pos), fb.read(bb, 0, bb.length, pos)]);
-      if (ra.bytesRead !== rb.bytesRead || !ba.subarray(0, ra.bytesRead).equals(bb.subarray(0, rb.bytesRead))) return false;
-      if (ra.bytesRead === 0) break;
+    for (;;) {
+      if (ca.length === 0 && !doneA) { const r = await ia.next(); if (r.done) doneA = true; else ca = r.value; continue; }
+      if (cb.length === 0 && !doneB) { const r = await ib.next(); if (r.done) doneB = true; else cb = r.value; continue; }
+      // Here an empty side has ended: equal only if both have.
+      if (ca.length === 0 || cb.length === 0) return ca.length === 0 && cb.length === 0;
+      const n = Math.min(ca.length, cb.length);
+      if (!ca.subarray(0, n).equals(cb.subarray(0, n))) return false;
+      ca = ca.subarray(n);
+      cb = cb.subarray(n);
     }
-    return true;
   } finally {
-    await Promise.all([fa.close(), fb.close()]);
+    a.destroy();
+    b.destroy();
   }
 }
 
-async function modified(a: Entry, b: Entry): Promise<boolean> {
-  if (a.type !== b.type || (a.stat.mode & 0o7777) !== (b.stat.mode & 0o7777) || a.stat.uid !== b.stat.uid || a.stat.gid !== b.stat.gid) return true;
-  if (a.hostPath === b.hostPath) return false;
+async function modified(a: Entry, b: Entry, va: VersionView, vb: VersionView): Promise<boolean> {
+  if (a.type !== b.type || a.stat.mode !== b.stat.mode || a.stat.uid !== b.stat.uid || a.stat.gid !== b.stat.gid) return true;
+  if (VersionView.same(a, b, va, vb)) return false;
   switch (a.type) {
-    case 'file': return a.stat.size !== b.stat.size || !(await sameBytes(a.hostPath, b.hostPath, a.stat.size));
-    case 'symlink': return readlinkSync(a.hostPath) !== readlinkSync(b.hostPath);
+    case 'file': return a.stat.size !== b.stat.size || !(await sameBytes(va.stream(a), vb.stream(b)));
+    case 'symlink': return va.readlink(a) !== vb.readlink(b);
     case 'dir': return false; // a directory's changes show as changes of its entries
     default: return a.stat.rdev !== b.stat.rdev;
   }
@@ -46,7 +56,7 @@ export async function differsAt(views: [VersionView, VersionView], path: string)
   const a = lookup(views[0], path);
   const b = lookup(views[1], path);
   if (!a || !b) return a !== b;
-  return a.type === 'dir' || b.type === 'dir' || modified(a, b);
+  return a.type === 'dir' || b.type === 'dir' || modified(a, b, views[0], views[1]);
 }
 
 const describe = (e: Entry, path: string, kind: DiffChange['kind']): DiffChange =>
@@ -75,7 +85,7 @@ export async function diffVersions(md: MetadataStore, from: VersionRow, to: Vers
     else if (!b) {
       out.push(describe(a, p, 'deleted'));
       if (a.type === 'dir') { deletedDirs.push(p); out.push(...walk(va, a, p).map(([q, e]) => describe(e, q, 'deleted'))); }
-    } else if (await modified(a, b)) out.push(describe(b, p, 'modified'));
+    } else if (await modified(a, b, va, vb)) out.push(describe(b, p, 'modified'));
   }
   return out;
 }
@@ -90,17 +100,26 @@ function walk(view: VersionView, dir: Entry, path: string): [string, Entry][] {
   return out;
 }
 
-/** A unified diff of one text file between two views (`diff -u`). */
+/** A unified diff of one text file between two views, as `diff -u` prints it ('' for binary files). */
 export async function unifiedDiff(views: [VersionView, VersionView], path: string): Promise<string> {
-  const files = views.map((v) => {
+  const texts: Buffer[] = views.map((v) => {
     const e = v.find(parsePath(path));
     if (e && e.type !== 'file') {
       throw new ShellbaseError('invalid_argument', `${path} is not a regular file in both versions`, { hint: 'pass ?path= of a file' });
     }
-    return e ? e.hostPath : '/dev/null';
+    if (e && e.stat.size > MAX_PATCH_BYTES) {
+      throw new ShellbaseError('invalid_argument', `${path} is larger than ${MAX_PATCH_BYTES} bytes: too large for a unified diff`, { hint: 'compare it with a query (diff, cmp) instead' });
+    }
+    return e ? v.readAll(e) : Buffer.alloc(0);
   });
-  const r = await run('diff', ['-u', '--label', `a${path}`, '--label', `b${path}`, files[0], files[1]]);
-  if (r.code === 2) throw new ShellbaseError('invalid_argument', `cannot diff ${path}: ${r.stderr.trim()}`);
-  const text = r.stdout.toString('utf8');
-  return text.startsWith('Binary files') ? '' : text;
+  if (texts.some((t) => t.subarray(0, 8192).includes(0))) return '';
+  const [a, b] = texts.map((t) => t.toString('utf8'));
+  if (a === b) return '';
+  const patch = structuredPatch(`a${path}`, `b${path}`, a, b, '', '', { context: 3 });
+  const range = (start: number, lines: number) => (lines === 1 ? `${start}` : `${lines === 0 ? start - 1 : start},${lines}`);
+  const out = [`--- a${path}`, `+++ b${path}`];
+  for (const h of patch.hunks) {
+    out.push(`@@ -${range(h.oldStart, h.oldLines)} +${range(h.newStart, h.newLines)} @@`, ...h.lines);
+  }
+  return `${out.join('\n')}\n`;
 }

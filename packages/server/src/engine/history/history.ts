@@ -93,7 +93,7 @@ export class History {
         } else if (above) {
           layers = [...target.layers, ...above];
         } else {
-          const layer = await materialize(this.deps.layers, d.b, sourceView);
+          const layer = await materialize(this.deps.snapshotter, d.b, sourceView);
           if (!layer) return { version: target.id };
           layers = [...target.layers, layer.layerId];
           bytes = layer.bytes;

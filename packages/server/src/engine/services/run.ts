@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { ServiceState } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
 import type { Bridge, RunningSandbox, SandboxResult } from '../../runtime/types.js';
-import type { Scratch } from '../../store/layers/types.js';
+import type { Scratch } from '../../store/snapshotter/types.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import { pipeThrough, type PortTarget } from '../../util/pipe.js';
 import type { Committer } from '../commit.js';
@@ -12,6 +12,8 @@ import type { Deps } from '../../core/deps.js';
 import { resolveLimits } from '../../core/validate.js';
 import type { Forwarding } from './forwarding.js';
 import type { ServiceLog } from './log.js';
+import { SERVICE_LIFECYCLE, type ServiceEvent } from './lifecycle.js';
+import { IdleLease } from '../../core/idle-lease.js';
 
 /** SIGTERM, then this long before SIGKILL. */
 const GRACE_MS = 5_000;
@@ -41,29 +43,20 @@ export interface RunContext {
  */
 export class ServiceRun implements PortTarget {
   state: ServiceState = 'sleeping';
-  private users = 0;
-  private lastUse = Date.now();
+  /** Requests and connections in flight; with none for idleTimeoutMs it stops. */
+  private readonly lease = new IdleLease();
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private ended: Promise<SandboxResult> | null = null;
   private sandbox: RunningSandbox | null = null;
   private bridge: Bridge | null = null;
   private abort: AbortController | null = null;
-  private idleTimer: NodeJS.Timeout | null = null;
 
   constructor(readonly row: ServiceRow, private readonly ctx: RunContext) {}
 
   /** Wakes the service if needed; resolves once its port accepts. Call `release` when done. */
   async acquire(): Promise<{ socketPath: string; release: () => void }> {
-    this.users++;
-    this.lastUse = Date.now();
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      this.users--;
-      this.lastUse = Date.now();
-    };
+    const release = this.lease.acquire();
     try {
       await this.ensureRunning();
     } catch (e) {
@@ -97,7 +90,7 @@ export class ServiceRun implements PortTarget {
     const { deps, log } = this.ctx;
     const { spec } = this.row;
     const { tenantCpus } = await this.ctx.admit();
-    this.state = 'starting';
+    this.go('wake');
     const hold = deps.pins.hold();
     const started = performance.now();
     let scratch: Scratch | null = null;
@@ -106,14 +99,14 @@ export class ServiceRun implements PortTarget {
     try {
       const base = await this.ctx.head(hold);
       const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, deps.config.maximums);
-      scratch = await deps.layers.prepare({ diskMb: limits.diskMb });
+      scratch = await deps.snapshotter.prepare({ diskMb: limits.diskMb });
       const fwd = await this.ctx.forwarding();
       const argv = [...(fwd?.prefix ?? []), ...(typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command)];
       this.abort = new AbortController();
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
-        mount: deps.layers.mountSpec(base.layers, scratch), argv, cwd: '/root',
+        mount: deps.snapshotter.mounts(base.layers, scratch), argv, cwd: '/root',
         env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
@@ -133,18 +126,16 @@ export class ServiceRun implements PortTarget {
         if (i > 400) throw new Error('the gateway bridge did not start');
         await new Promise((r) => setTimeout(r, 5));
       }
-      this.state = 'running';
-      this.lastUse = Date.now();
-      this.idleTimer = setInterval(() => this.checkIdle(), Math.min(1000, Math.max(50, spec.idleTimeoutMs / 4)));
-      this.idleTimer.unref();
+      this.go('ready');
+      this.lease.watch(spec.idleTimeoutMs, () => { if (this.state === 'running') void this.stop(); });
     } catch (e) {
       if (launched) {
         await this.stop();
         await this.finishing;
       } else {
         hold.release();
-        if (scratch) await deps.layers.discard(scratch);
-        this.state = 'sleeping';
+        if (scratch) await deps.snapshotter.discard(scratch);
+        this.go('startFailed');
       }
       if (e instanceof ShellbaseError) throw e;
       throw this.unavailable((e as Error).message);
@@ -159,17 +150,17 @@ export class ServiceRun implements PortTarget {
     });
   }
 
-  private checkIdle(): void {
-    if (this.state === 'running' && this.users === 0 && Date.now() - this.lastUse >= this.row.spec.idleTimeoutMs) void this.stop();
+  /** Moves along the lifecycle table (engine/services/lifecycle.ts). */
+  private go(event: ServiceEvent): void {
+    this.state = SERVICE_LIFECYCLE.next(this.row.name, this.state, event);
   }
 
   /** SIGTERM, a grace period, SIGKILL; the run's writes then commit. Resolves once it sleeps. */
   stop(): Promise<void> {
     if (this.state === 'sleeping' && !this.ended) return Promise.resolve();
     this.stopping ??= (async () => {
-      this.state = 'stopping';
-      if (this.idleTimer) clearInterval(this.idleTimer);
-      this.idleTimer = null;
+      this.go('stop');
+      this.lease.unwatch();
       const ended = this.ended;
       if (ended) {
         this.sandbox?.signal('SIGTERM');
@@ -191,11 +182,10 @@ export class ServiceRun implements PortTarget {
       this.bridge?.kill();
       this.bridge = null;
       rmSync(this.ctx.socketPath, { force: true });
-      if (this.idleTimer) clearInterval(this.idleTimer);
-      this.idleTimer = null;
+      this.lease.unwatch();
       log.append(`--- shellbase: exited (${result.signal ?? `code ${result.exitCode}`}) after ${Math.round(performance.now() - started)} ms\n`);
       try {
-        const layer = await deps.layers.commit(scratch);
+        const layer = await deps.snapshotter.commit(scratch);
         if (layer) {
           const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` });
           if (outcome.conflict) log.append(`--- shellbase: writes conflict with the context on ${outcome.conflict.paths.join(', ')}; kept as version ${outcome.conflict.version}\n`);
@@ -210,7 +200,7 @@ export class ServiceRun implements PortTarget {
         hold.release();
         this.ended = null;
         this.sandbox = null;
-        this.state = 'sleeping';
+        this.go('exited');
       }
     })();
     return this.finishing;
@@ -219,10 +209,10 @@ export class ServiceRun implements PortTarget {
   private async failed(err: unknown, scratch: Scratch, hold: Hold): Promise<void> {
     this.ctx.deps.log.error({ err, service: this.row.name }, 'service sandbox failed');
     this.ctx.log.append(`--- shellbase: sandbox failed: ${(err as Error).message}\n`);
-    await this.ctx.deps.layers.discard(scratch).catch(() => undefined);
+    await this.ctx.deps.snapshotter.discard(scratch).catch(() => undefined);
     hold.release();
     this.ended = null;
-    this.state = 'sleeping';
+    this.go('exited');
   }
 
   /** Polls the sandbox's own TCP tables until something listens on `port`; the socat target for it. */

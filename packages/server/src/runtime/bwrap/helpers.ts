@@ -5,7 +5,7 @@ import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
-import type { MountSpec } from '../../store/layers/types.js';
+import type { MountSpec } from '../../store/snapshotter/types.js';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec } from '../types.js';
 
 /** A bwrap that sees only the host's /usr (read-only), for helper tools. */

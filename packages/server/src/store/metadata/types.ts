@@ -1,5 +1,5 @@
 import type { VersionCause } from '@shellbase/protocol';
-import type { Change } from '../layers/types.js';
+import type { Change } from '../snapshotter/types.js';
 
 /**
  * The metadata store: tenants, keys, contexts, versions and layers. Written

@@ -1,6 +1,6 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import Database from 'better-sqlite3';
-import type { Change } from '../../layers/types.js';
+import type { Change } from '../../snapshotter/types.js';
 import type {
   ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MachineRow, MetadataStore, NewVersion, ServiceRow, ServiceSpec,
   SnapshotRow, TenantRow, UsageRow, UsageTotals, VersionRow,

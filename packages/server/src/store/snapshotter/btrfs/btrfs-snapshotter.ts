@@ -5,8 +5,9 @@ import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
 import { isImageLayer } from '../../../images/ids.js';
 import { runOk } from '../../../util/proc.js';
-import { scanLayer, type ScanResult } from '../scan.js';
-import type { Change, CommittedLayer, LayerStore, MountSpec, Scratch, ViewLayer } from '../types.js';
+import { scanLayer, type ScanResult } from './scan.js';
+import type { Change, CommittedLayer, LayerReader, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
+import { DirReader, DirWriter } from './tree-io.js';
 import { closeVolume, openVolume } from './volume.js';
 
 /** Version of `layers/ID/meta.json`. */
@@ -18,7 +19,7 @@ export const LAYER_META_FORMAT = 1;
  */
 export const STORE_FORMAT = 2;
 
-export interface BtrfsLayerStoreOptions {
+export interface BtrfsSnapshotterOptions {
   /** Mount point of the store's btrfs file system. */
   root: string;
   /** Sparse file holding the file system when `root`'s parent is not on btrfs. */
@@ -34,7 +35,7 @@ export interface BtrfsLayerStoreOptions {
 }
 
 /**
- * Layers on btrfs. Each scratch is a subvolume (`scratch/ID`, holding `tree/`,
+ * The snapshotter on btrfs. Each scratch is a subvolume (`scratch/ID`, holding `tree/`,
  * the overlay upper directory, and `work/`) with a qgroup limit: that is the
  * per-query disk limit, since XFS/ext4 project quotas are not available on
  * these kernels. Committing renames the subvolume to `layers/ID` (zero copy).
@@ -43,13 +44,13 @@ export interface BtrfsLayerStoreOptions {
  * (fs/promises): a btrfs operation can wait for a transaction commit (another
  * query's disk fill forces some), which must not stall the event loop.
  */
-export class BtrfsLayerStore implements LayerStore {
+export class BtrfsSnapshotter implements Snapshotter {
   private pool: Scratch[] = [];
-  private readonly views = new Map<string, ViewLayer>();
+  private readonly readers = new Map<string, DirReader>();
   private filling: Promise<void> | null = null;
   private closed = false;
 
-  constructor(private readonly opts: BtrfsLayerStoreOptions) {}
+  constructor(private readonly opts: BtrfsSnapshotterOptions) {}
 
   private get scratchDir() { return path.join(this.opts.root, 'scratch'); }
   private get layersDir() { return path.join(this.opts.root, 'layers'); }
@@ -129,7 +130,7 @@ export class BtrfsLayerStore implements LayerStore {
     s.diskMb = diskMb;
   }
 
-  mountSpec(layers: readonly string[], scratch: Scratch): MountSpec {
+  mounts(layers: readonly string[], scratch: Scratch): MountSpec {
     const lower = [...layers].reverse().map((id) => this.relativeLayerPath(id)).join(':');
     const base = `scratch/${scratch.id}`;
     return { chdir: this.opts.root, lower, upper: `${base}/tree`, work: `${base}/work`, merged: `${base}/merged` };
@@ -139,7 +140,7 @@ export class BtrfsLayerStore implements LayerStore {
     return isImageLayer(layerId) ? this.opts.imagePath(layerId) : `layers/${layerId}/tree`;
   }
 
-  layerPath(layerId: string): string {
+  private layerPath(layerId: string): string {
     return isImageLayer(layerId) ? this.opts.imagePath(layerId) : path.join(this.layersDir, layerId, 'tree');
   }
 
@@ -223,35 +224,39 @@ export class BtrfsLayerStore implements LayerStore {
     return { layerId: await this.promote(dir, changes), bytes };
   }
 
-  scratchTree(scratch: Scratch): string {
+  private scratchTree(scratch: Scratch): string {
     return path.join(this.scratchPath(scratch), 'tree');
   }
 
-  scratchStaging(scratch: Scratch): string {
+  /** A private directory of a scratch beside its tree (entries move into the tree with a rename), within its disk limit. */
+  private scratchStaging(scratch: Scratch): string {
     const dir = path.join(this.scratchPath(scratch), 'staging');
     mkdirSync(dir, { recursive: true });
     chownSync(dir, this.opts.rootId, this.opts.rootId);
     return dir;
   }
 
-  async viewLayer(layerId: string): Promise<ViewLayer> {
-    let v = this.views.get(layerId);
-    if (v) return v;
-    const root = this.layerPath(layerId);
+  writer(scratch: Scratch): ScratchWriter {
+    return new DirWriter(this.scratchTree(scratch), () => this.scratchStaging(scratch));
+  }
+
+  async reader(layerId: string): Promise<LayerReader> {
+    let r = this.readers.get(layerId);
+    if (r) return r;
     let opaque: string[] = [];
     if (!isImageLayer(layerId)) {
       const meta = JSON.parse(readFileSync(this.metaPath(layerId), 'utf8')) as { format: number; opaque: string[] };
       if (meta.format !== LAYER_META_FORMAT) throw new Error(`layer ${layerId}: unknown meta format ${meta.format}`);
       opaque = meta.opaque;
     }
-    v = { root, opaque: new Set(opaque) };
-    this.views.set(layerId, v);
-    return v;
+    r = new DirReader(layerId, this.layerPath(layerId), new Set(opaque));
+    this.readers.set(layerId, r);
+    return r;
   }
 
   async remove(layerId: string): Promise<void> {
     if (isImageLayer(layerId)) return;
-    this.views.delete(layerId);
+    this.readers.delete(layerId);
     await rm(this.metaPath(layerId), { force: true });
     await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
   }

@@ -1,7 +1,7 @@
-import { ShellbaseError } from '../../errors.js';
-import { SBX_STORE } from '../../util/native.js';
-import { run } from '../../util/proc.js';
-import type { Change, ChangeType } from './types.js';
+import { ShellbaseError } from '../../../errors.js';
+import { SBX_STORE } from '../../../util/native.js';
+import { run } from '../../../util/proc.js';
+import type { Change, ChangeType } from '../types.js';
 
 export interface ScanResult {
   changes: Change[];

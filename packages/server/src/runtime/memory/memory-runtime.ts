@@ -1,0 +1,162 @@
+import type { Readable } from 'node:stream';
+import type { MemorySnapshotter, MergedTree } from '../../store/snapshotter/memory/memory-snapshotter.js';
+import type { Spawned } from '../../util/spawner.js';
+import type { Cgroup, CgroupLimits } from '../cgroups/types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec } from '../types.js';
+import { parseScript, type Command } from './script.js';
+
+const unsupported = (what: string) => new Error(`the in-memory runtime does not ${what} (use the bwrap runtime)`);
+
+/** An exit of a command the interpreter runs. */
+class Exit extends Error { constructor(readonly code: number) { super(`exit ${code}`); } }
+
+/**
+ * A runtime for the fast test tier, over the in-memory snapshotter: it runs a
+ * small shell language (runtime/memory/script.ts: echo, cat, rm, mkdir, cp,
+ * ls, test, sleep, exit, true, false; `;`, `&&`, `||`, `>`, `>>`, `>&2`)
+ * against the mount's merged tree, with overlayfs' write rules. It passes the
+ * runtime's conformance suite; helpers that need a host (tar, bridges, QEMU)
+ * are the bwrap runtime's only.
+ */
+export class MemoryRuntime implements Runtime {
+  constructor(private readonly snapshotter: MemorySnapshotter) {}
+
+  async run(spec: SandboxSpec): Promise<SandboxResult> {
+    const started = performance.now();
+    const tree = this.snapshotter.merged(spec.mount);
+    const out = { stdout: '', stderr: '', truncated: false };
+    const emit = (stream: 'stdout' | 'stderr', text: string) => {
+      const room = spec.limits.outputBytes - Buffer.byteLength(out[stream]);
+      if (room <= 0) { out.truncated ||= text.length > 0; return; }
+      const kept = Buffer.from(text).subarray(0, room).toString();
+      if (kept.length < text.length) out.truncated = true;
+      out[stream] += kept;
+      spec.onOutput?.(stream, kept);
+    };
+    let timedOut = false;
+    let aborted = false;
+    const stop = new AbortController();
+    const timer = setTimeout(() => { timedOut = true; stop.abort(); }, spec.limits.timeoutMs);
+    const onAbort = () => { aborted = true; stop.abort(); };
+    spec.signal?.addEventListener('abort', onAbort, { once: true });
+    if (spec.signal?.aborted) onAbort();
+    let exitCode = 0;
+    try {
+      const script = spec.argv[0] === 'bash' || spec.argv[0] === 'sh' ? (spec.argv[1] === '-c' ? spec.argv[2] ?? '' : '') : null;
+      const commands = script === null ? [{ argv: spec.argv, op: ';' as const }] : parseScript(script);
+      const stdin = typeof spec.stdin === 'string' ? Buffer.from(spec.stdin) : spec.stdin ?? Buffer.alloc(0);
+      exitCode = await interpret(commands, { tree, cwd: spec.cwd, stdin, emit, stop: stop.signal });
+    } catch (e) {
+      if (e instanceof Exit) exitCode = e.code;
+      else if (!stop.signal.aborted) throw e;
+    } finally {
+      clearTimeout(timer);
+      spec.signal?.removeEventListener('abort', onAbort);
+    }
+    const killed = timedOut || aborted;
+    return {
+      exitCode: killed ? 137 : exitCode, ...(killed ? { signal: 'SIGKILL' } : {}), timedOut, oomKilled: false, aborted,
+      stdout: out.stdout, stderr: out.stderr, truncated: out.truncated, cpuMs: 0, wallMs: Math.round(performance.now() - started), memoryPeakBytes: 0,
+    };
+  }
+
+  cgroup(_limits: CgroupLimits): Cgroup { throw unsupported('make cgroups'); }
+  async unpackTar(_body: Readable, _into: { source: string }): Promise<void> { throw unsupported('unpack tar archives'); }
+  async runHelper(_spec: HelperSpec): Promise<void> { throw unsupported('run helper tools'); }
+  bridge(_spec: BridgeSpec): Bridge { throw unsupported('bridge network namespaces'); }
+  jail(_spec: JailSpec): Spawned { throw unsupported('start confined programs'); }
+  async recover(): Promise<number> { return 0; }
+  async close(): Promise<void> {}
+}
+
+interface Env {
+  tree: MergedTree;
+  cwd: string;
+  stdin: Buffer;
+  emit(stream: 'stdout' | 'stderr', text: string): void;
+  stop: AbortSignal;
+}
+
+async function interpret(commands: Command[], env: Env): Promise<number> {
+  let status = 0;
+  for (let i = 0; i < commands.length; i++) {
+    const prev = i === 0 ? ';' : commands[i - 1].op;
+    if ((prev === '&&' && status !== 0) || (prev === '||' && status === 0)) continue;
+    if (env.stop.aborted) throw new Exit(137);
+    status = await runOne(commands[i], env);
+  }
+  return status;
+}
+
+const abs = (env: Env, p: string) => (p.startsWith('/') ? p : `${env.cwd.replace(/\/$/, '')}/${p}`);
+
+async function runOne(cmd: Command, env: Env): Promise<number> {
+  const [name, ...args] = cmd.argv;
+  let stdout = '';
+  const fail = (msg: string) => { env.emit('stderr', `${name}: ${msg}\n`); return 1; };
+  const flags = new Set(args.filter((a) => /^-[a-z]+$/.test(a)).flatMap((a) => [...a.slice(1)]));
+  const operands = args.filter((a) => !/^-[a-z]+$/.test(a));
+  let status = 0;
+  try {
+    switch (name) {
+      case undefined: case 'true': case ':': break;
+      case 'false': status = 1; break;
+      case 'exit': throw new Exit(Number(args[0] ?? 0));
+      case 'echo': stdout = `${(args[0] === '-n' ? args.slice(1) : args).join(' ')}${args[0] === '-n' ? '' : '\n'}`; break;
+      case 'cat':
+        if (operands.length === 0) stdout = env.stdin.toString();
+        for (const f of operands) {
+          const n = env.tree.get(abs(env, f));
+          if (!n) { status = fail(`${f}: No such file or directory`); continue; }
+          if (n.kind !== 'file') { status = fail(`${f}: Is a directory`); continue; }
+          stdout += n.data!.toString();
+        }
+        break;
+      case 'ls':
+        for (const d of operands.length ? operands : [env.cwd]) stdout += env.tree.list(abs(env, d)).map((x) => `${x}\n`).join('');
+        break;
+      case 'mkdir':
+        for (const d of operands) {
+          const parts = abs(env, d).split('/').filter(Boolean);
+          for (let i = flags.has('p') ? 1 : parts.length; i <= parts.length; i++) env.tree.mkdir(`/${parts.slice(0, i).join('/')}`);
+        }
+        break;
+      case 'rm':
+        for (const f of operands) {
+          const n = env.tree.get(abs(env, f));
+          if (!n) { if (!flags.has('f')) status = fail(`cannot remove '${f}': No such file or directory`); continue; }
+          if (n.kind === 'dir' && !flags.has('r')) { status = fail(`cannot remove '${f}': Is a directory`); continue; }
+          env.tree.remove(abs(env, f));
+        }
+        break;
+      case 'cp': env.tree.copy(abs(env, operands[0]), abs(env, operands[1])); break;
+      case 'test': {
+        const n = env.tree.get(abs(env, args[1] ?? ''));
+        status = (args[0] === '-f' ? n?.kind === 'file' : args[0] === '-d' ? n?.kind === 'dir' : n !== null) ? 0 : 1;
+        break;
+      }
+      case 'sleep':
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, Number(args[0]) * 1000);
+          env.stop.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+        });
+        if (env.stop.aborted) throw new Exit(137);
+        break;
+      default:
+        env.emit('stderr', `${name}: command not found\n`);
+        return 127;
+    }
+  } catch (e) {
+    if (e instanceof Exit) throw e;
+    return fail((e as Error).message);
+  }
+  if (cmd.redirect) {
+    if (cmd.redirect.to === 'stderr') env.emit('stderr', stdout);
+    else {
+      try { env.tree.writeFile(abs(env, cmd.redirect.to), Buffer.from(stdout), cmd.redirect.append); } catch (e) {
+        return fail((e as NodeJS.ErrnoException).code === 'EDQUOT' ? 'write error: Disk quota exceeded' : (e as Error).message);
+      }
+    }
+  } else env.emit('stdout', stdout);
+  return status;
+}

@@ -1,0 +1,82 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { open, readdir, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Transform } from 'node:stream';
+import { newId } from '../../../util/ids.js';
+import { blobError, checkDigest, type BlobInfo, type BlobStore } from '../types.js';
+
+/**
+ * Blobs in a local directory: `sha256/AB/HEX` (AB: the first two hex digits,
+ * so no directory grows past 256 × what it holds), written to `tmp/` first,
+ * synced, then renamed into place, so a blob is either whole or absent.
+ */
+export class LocalBlobStore implements BlobStore {
+  constructor(private readonly root: string) {
+    mkdirSync(path.join(root, 'tmp'), { recursive: true });
+    mkdirSync(path.join(root, 'sha256'), { recursive: true });
+  }
+
+  private file(digest: string): string {
+    checkDigest(digest);
+    const hex = digest.slice(7);
+    return path.join(this.root, 'sha256', hex.slice(0, 2), hex);
+  }
+
+  async put(body: Readable, options: { expect?: string } = {}): Promise<BlobInfo> {
+    if (options.expect !== undefined) checkDigest(options.expect);
+    const tmp = path.join(this.root, 'tmp', newId('b'));
+    const hash = createHash('sha256');
+    let size = 0;
+    const count = new Transform({ transform(chunk: Buffer, _e, done) { hash.update(chunk); size += chunk.length; done(null, chunk); } });
+    try {
+      await pipeline(body, count, createWriteStream(tmp));
+      const digest = `sha256:${hash.digest('hex')}`;
+      if (options.expect !== undefined && options.expect !== digest) throw blobError('digest_mismatch', `the body's digest is ${digest}, not ${options.expect}`);
+      const fh = await open(tmp, 'r');
+      try { await fh.datasync(); } finally { await fh.close(); }
+      const to = this.file(digest);
+      mkdirSync(path.dirname(to), { recursive: true });
+      await rename(tmp, to);
+      return { digest, size };
+    } finally {
+      await rm(tmp, { force: true });
+    }
+  }
+
+  async get(digest: string, range?: { start: number; end: number }): Promise<Readable> {
+    const f = this.file(digest);
+    if (!existsSync(f)) throw blobError('not_found', `no blob ${digest}`);
+    return createReadStream(f, range);
+  }
+
+  async stat(digest: string): Promise<BlobInfo | null> {
+    try { return { digest, size: (await stat(this.file(digest))).size }; } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+  }
+
+  async delete(digest: string): Promise<boolean> {
+    const f = this.file(digest);
+    if (!existsSync(f)) return false;
+    await rm(f, { force: true });
+    return true;
+  }
+
+  async list({ after, limit }: { after?: string; limit: number }): Promise<BlobInfo[]> {
+    const out: BlobInfo[] = [];
+    const from = after?.slice(7) ?? '';
+    const dirs = (await readdir(path.join(this.root, 'sha256'))).sort().filter((d) => d >= from.slice(0, 2));
+    for (const d of dirs) {
+      const names = (await readdir(path.join(this.root, 'sha256', d))).sort().filter((n) => n > from);
+      for (const n of names) {
+        out.push({ digest: `sha256:${n}`, size: (await stat(path.join(this.root, 'sha256', d, n))).size });
+        if (out.length >= limit) return out;
+      }
+    }
+    return out;
+  }
+}

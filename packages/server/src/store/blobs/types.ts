@@ -1,0 +1,44 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * The blob store: where committed layers (and, in a cluster, machine
+ * snapshots) durably live, in the spirit of containerd's content store. A
+ * **blob** is an immutable sequence of bytes named by its digest
+ * (`sha256:` and 64 hex digits of its SHA-256): putting the same bytes twice
+ * stores them once, and a blob never changes once stored. What a blob holds
+ * (a packed layer: store/blobs/pack.ts) is the caller's business.
+ *
+ * Backends: a local directory (embedded), an S3-compatible object store
+ * (cluster mode). Every method is safe to call concurrently from many processes.
+ */
+export interface BlobInfo {
+  digest: string;
+  size: number;
+}
+
+export interface BlobStore {
+  /**
+   * Stores `body`, computing its digest as it streams; returns it once the
+   * blob is durable. With `expect`, a body whose digest differs is refused
+   * (an Error with code `digest_mismatch`) and nothing is kept.
+   */
+  put(body: Readable, options?: { expect?: string }): Promise<BlobInfo>;
+  /** The blob's bytes (from `start` to `end` inclusive); an Error with code `not_found` when absent. */
+  get(digest: string, range?: { start: number; end: number }): Promise<Readable>;
+  stat(digest: string): Promise<BlobInfo | null>;
+  /** Deletes a blob; false when there was none. */
+  delete(digest: string): Promise<boolean>;
+  /** Blobs in digest order after `after`, at most `limit` (garbage collection pages through them). */
+  list(options: { after?: string; limit: number }): Promise<BlobInfo[]>;
+}
+
+export const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/** An Error with the code the interface names. */
+export function blobError(code: 'not_found' | 'digest_mismatch' | 'invalid_digest', message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+export function checkDigest(digest: string): void {
+  if (!DIGEST.test(digest)) throw blobError('invalid_digest', `not a sha256 digest: ${JSON.stringify(digest)}`);
+}

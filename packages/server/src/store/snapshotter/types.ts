@@ -1,0 +1,149 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * The snapshotter: this host's mountable file system trees, in the spirit of
+ * containerd's snapshotter. Vocabulary:
+ *
+ * - A **layer** is an immutable tree in overlayfs format (a whiteout hides a
+ *   path of the layers below, an opaque directory hides all of a directory
+ *   below), named by a layer id. Image layers (images/ids.ts) come from the
+ *   image cache; every other layer is the snapshotter's own.
+ * - A **scratch** is a fresh, writable tree with a disk limit, where one
+ *   sandbox (or a writer without a sandbox) writes. `commit` turns a scratch
+ *   into a layer without copying; `discard` drops it.
+ * - The snapshotter only *describes* mounts (`mounts`); the runtime performs
+ *   them inside the sandbox's own mount namespace. A MountSpec is opaque above
+ *   the snapshotter: only the runtime that pairs with it reads it.
+ * - Nothing above the snapshotter sees where a layer lives: files are read
+ *   through a LayerReader and written through a ScratchWriter, with paths
+ *   relative to the tree's root ('' is the root itself, no leading slash).
+ *
+ * Where a committed layer durably lives beyond this host is the blob store's
+ * business (store/blobs): the snapshotter is the host's cache of layers.
+ */
+
+/** One path a layer touches. Types: f file, d directory, O opaque directory, l symlink, w whiteout, o other. */
+export type ChangeType = 'f' | 'd' | 'O' | 'l' | 'w' | 'o';
+export type Change = [path: string, type: ChangeType];
+
+export interface Scratch {
+  id: string;
+  /** Disk limit in MiB that this scratch enforces. */
+  diskMb: number;
+}
+
+/** How to mount a stack of layers with a scratch on top, for the runtime (paths relative to `chdir`). */
+export interface MountSpec {
+  chdir: string;
+  /** overlayfs lowerdir value: top layer first. */
+  lower: string;
+  upper: string;
+  work: string;
+  merged: string;
+}
+
+export interface CommittedLayer {
+  layerId: string;
+  /** Bytes of file data in the layer. */
+  bytes: number;
+  /** Every path the layer touches, absolute inside the context, sorted. */
+  changes: Change[];
+}
+
+/** An entry of a layer as lstat would describe it. A whiteout is its own kind. */
+export interface LayerStat {
+  kind: 'file' | 'dir' | 'symlink' | 'whiteout' | 'other';
+  /** Permission bits and set-id bits (mode & 0o7777). */
+  mode: number;
+  /** Host ids, as stored (shifted for the sandboxes' user namespace). */
+  uid: number;
+  gid: number;
+  /** Bytes of a file (0 otherwise). */
+  size: number;
+  /** Device number of a device node. */
+  rdev: number;
+  atimeMs: number;
+  mtimeMs: number;
+}
+
+/** Owner, mode and times of an entry a writer makes. */
+export interface EntryAttrs {
+  mode: number;
+  uid: number;
+  gid: number;
+  atimeMs?: number;
+  mtimeMs?: number;
+}
+
+/** Reads one committed layer (or an image's tree). Paths are relative to its root. */
+export interface LayerReader {
+  readonly layerId: string;
+  /** Its opaque directories (relative paths). */
+  readonly opaque: ReadonlySet<string>;
+  /**
+   * The entry at `rel`, null when there is none (or a path through a non-directory).
+   * Throws an Error with code ENAMETOOLONG for paths the host cannot reach.
+   */
+  stat(rel: string): LayerStat | null;
+  /** Names in a directory of the layer ([] when it is not one). */
+  list(rel: string): string[];
+  readlink(rel: string): string;
+  /** A file's bytes whole (small files: the files API reads those at once). */
+  readAll(rel: string): Buffer;
+  /** A file's bytes from `start` to `end` inclusive (default: all of it), as a stream. */
+  stream(rel: string, range?: { start: number; end: number }): Readable;
+}
+
+/**
+ * Writes into a scratch without a sandbox: the files API, merges, tar uploads.
+ * Directories are made as given (an existing one gets the attributes again);
+ * a full disk limit throws an Error with code EDQUOT or ENOSPC.
+ */
+export interface ScratchWriter {
+  mkdir(rel: string, attrs: EntryAttrs): void;
+  writeFile(rel: string, body: Readable, attrs: EntryAttrs): Promise<void>;
+  symlink(rel: string, target: string, attrs: EntryAttrs): void;
+  /** A whiteout: the path is deleted over the layers below. */
+  whiteout(rel: string): Promise<void>;
+  /** Marks a directory the writer made opaque. */
+  setOpaque(rel: string): Promise<void>;
+  /** Copies a file of a layer (bytes, owner, mode, times) to `to`. */
+  copyFile(from: LayerReader, rel: string, to: string): Promise<void>;
+  /**
+   * A private directory on the scratch's file system and within its limit,
+   * never part of the layer, for a helper to fill (the runtime's tar): a mount
+   * description, as MountSpec is.
+   */
+  staging(): { source: string };
+  /** What the staging directory holds, sorted (paths relative to it, with a leading slash). */
+  stagedChanges(): Promise<Change[]>;
+  stagedStat(rel: string): LayerStat;
+  /** Moves an entry from the staging directory into the tree (a rename: no copy). */
+  adopt(stagedRel: string, to: string): void;
+}
+
+export interface Snapshotter {
+  /** Makes the store ready (mounting its file system if needed). */
+  open(): Promise<void>;
+  /** Deletes scratch space and every stored layer not in `keep` (crash recovery, at start). */
+  recover(keep: ReadonlySet<string>): Promise<{ scratch: number; layers: number }>;
+  prepare(options: { diskMb: number }): Promise<Scratch>;
+  /** The mount of `layers` (bottom first) under `scratch`, for the runtime. */
+  mounts(layers: readonly string[], scratch: Scratch): MountSpec;
+  /** Turns the scratch into a layer; null (and the scratch dropped) when nothing was written. */
+  commit(scratch: Scratch): Promise<CommittedLayer | null>;
+  discard(scratch: Scratch): Promise<void>;
+  /** Drops a scratch without making a layer and says how many bytes of file data it held. */
+  release(scratch: Scratch): Promise<number>;
+  /** Builds one layer equal to `layers` (bottom first) stacked; none of them may be an image. */
+  squash(layers: readonly string[]): Promise<{ layerId: string; bytes: number }>;
+  /** Reads a layer (cached: layers are immutable). */
+  reader(layerId: string): Promise<LayerReader>;
+  /** Writes into a scratch without a sandbox. */
+  writer(scratch: Scratch): ScratchWriter;
+  remove(layerId: string): Promise<void>;
+  /** Makes every committed layer durable (survives power loss). */
+  sync(): Promise<void>;
+  /** Unmounts what `open` mounted. */
+  close(): Promise<void>;
+}

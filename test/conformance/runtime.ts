@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Runtime, SandboxSpec } from '../../packages/server/src/runtime/types.ts';
+import type { Snapshotter } from '../../packages/server/src/store/snapshotter/types.ts';
+
+export interface RuntimeFixture {
+  runtime: Runtime;
+  /** The snapshotter whose mounts the runtime performs. */
+  snapshotter: Snapshotter;
+  /** An image layer to run over, and a file it holds (a path inside, and relative for its reader). */
+  image: string;
+  imageFile: string;
+  done(): Promise<void>;
+}
+
+const LIMITS = { memoryMb: 256, pids: 64, cpus: 1, outputBytes: 1 << 20, timeoutMs: 10_000 };
+
+/**
+ * The cases every Runtime backend must pass, with the snapshotter it pairs
+ * with. Commands use only what the in-memory runtime's shell language has
+ * (runtime/memory/script.ts), which real shells understand alike.
+ */
+export function runtimeConformance(name: string, make: () => Promise<RuntimeFixture>) {
+  const withRuntime = (title: string, fn: (f: RuntimeFixture, run: (command: string, extra?: Partial<SandboxSpec>) => Promise<{ r: Awaited<ReturnType<Runtime['run']>>; layer: Awaited<ReturnType<Snapshotter['commit']>> }>) => Promise<void>) =>
+    test(`${name}: ${title}`, async () => {
+      const f = await make();
+      const run = async (command: string, extra: Partial<SandboxSpec> = {}) => {
+        const scratch = await f.snapshotter.prepare({ diskMb: 64 });
+        const r = await f.runtime.run({ mount: f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', command], env: {}, cwd: '/root', limits: LIMITS, ...extra });
+        return { r, layer: await f.snapshotter.commit(scratch) };
+      };
+      try { await fn(f, run); } finally { await f.done(); }
+    });
+
+  withRuntime('exit codes, stdout and stderr come back apart', async (_f, run) => {
+    const { r, layer } = await run('echo out; echo err >&2; exit 3');
+    assert.deepEqual([r.exitCode, r.stdout, r.stderr, r.timedOut, r.aborted, r.truncated], [3, 'out\n', 'err\n', false, false, false]);
+    assert.equal(layer, null, 'nothing written, no layer');
+  });
+
+  withRuntime('the mount shows the image; writes and deletions become the scratch\'s layer', async (f, run) => {
+    const expected = (await f.snapshotter.reader(f.image)).readAll(f.imageFile.slice(1)).toString();
+    const { r, layer } = await run(`cat ${f.imageFile} && echo hi > /root/new && mkdir -p /root/d/e && rm ${f.imageFile}`);
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.equal(r.stdout, expected);
+    assert.ok(layer);
+    const paths = new Map(layer.changes);
+    assert.equal(paths.get('/root/new'), 'f');
+    assert.equal(paths.get('/root/d/e'), 'd');
+    assert.equal(paths.get(f.imageFile), 'w', 'a deleted image file is a whiteout');
+    assert.equal((await f.snapshotter.reader(layer.layerId)).readAll('root/new').toString(), 'hi\n');
+  });
+
+  withRuntime('stdin reaches the command; output streams to onOutput', async (_f, run) => {
+    const seen: string[] = [];
+    const { r } = await run('cat', { stdin: 'from stdin\n', onOutput: (s, d) => seen.push(`${s}:${d}`) });
+    assert.equal(r.stdout, 'from stdin\n');
+    assert.equal(seen.join(''), 'stdout:from stdin\n');
+  });
+
+  withRuntime('output past the cap is cut and says so', async (_f, run) => {
+    const { r } = await run('echo 0123456789abcdef', { limits: { ...LIMITS, outputBytes: 8 } });
+    assert.equal(r.stdout, '01234567');
+    assert.equal(r.truncated, true);
+  });
+
+  withRuntime('a timeout kills the command: SIGKILL, exit 137', async (_f, run) => {
+    const { r } = await run('sleep 5', { limits: { ...LIMITS, timeoutMs: 300 } });
+    assert.deepEqual([r.timedOut, r.exitCode, r.signal], [true, 137, 'SIGKILL']);
+    assert.ok(r.wallMs < 4000, `killed in time (${r.wallMs} ms)`);
+  });
+
+  withRuntime('an abort kills the command', async (_f, run) => {
+    const abort = new AbortController();
+    setTimeout(() => abort.abort(), 200);
+    const { r } = await run('sleep 5', { signal: abort.signal });
+    assert.deepEqual([r.aborted, r.exitCode], [true, 137]);
+  });
+
+  withRuntime('a command that does not exist exits 127', async (_f, run) => {
+    const { r } = await run('no-such-command-here');
+    assert.equal(r.exitCode, 127);
+  });
+}

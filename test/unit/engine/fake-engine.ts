@@ -1,0 +1,63 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { loadConfig, type ServerConfig } from '../../../packages/server/src/config.ts';
+import type { Caller } from '../../../packages/server/src/core/deps.ts';
+import { Pins } from '../../../packages/server/src/core/pins.ts';
+import { Engine } from '../../../packages/server/src/engine/engine.ts';
+import { imageInfo } from '../../../packages/server/src/images/index.ts';
+import { PrometheusMeter } from '../../../packages/server/src/meter/prometheus.ts';
+import { MemoryRuntime } from '../../../packages/server/src/runtime/memory/memory-runtime.ts';
+import { SqliteMetadataStore } from '../../../packages/server/src/store/metadata/sqlite/sqlite-store.ts';
+import { MemorySnapshotter } from '../../../packages/server/src/store/snapshotter/memory/memory-snapshotter.ts';
+
+export interface FakeEngine {
+  engine: Engine;
+  snapshotter: MemorySnapshotter;
+  metadata: SqliteMetadataStore;
+  pins: Pins;
+  /** A caller of tenant `t` (made on first use) with a fresh hold. */
+  caller(t?: string, quotas?: Caller['quotas']): Promise<Caller>;
+  close(): Promise<void>;
+}
+
+/**
+ * The engine over the in-memory snapshotter and runtime and a SQLite file: the
+ * fast tier (no root, no mounts, no sandboxes). The `debian` image is a few
+ * files: /etc/motd, /root, /tmp.
+ */
+export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise<FakeEngine> {
+  const home = mkdtempSync(path.join(tmpdir(), 'shellbase-fast-'));
+  const cache = path.join(home, 'cache');
+  const config = loadConfig({ home, cache, durable: false, ...overrides });
+  const info = imageInfo(cache, 'debian');
+  mkdirSync(path.dirname(info.rootfs), { recursive: true });
+  writeFileSync(path.join(path.dirname(info.rootfs), 'recipe.json'), '{}');
+  const snapshotter = new MemorySnapshotter();
+  snapshotter.addImage(info.layerId, { '/etc/motd': 'hello\n', '/root/': '', '/tmp/': '' });
+  const metadata = new SqliteMetadataStore(path.join(home, 'meta.db'));
+  const pins = new Pins();
+  const engine = new Engine({
+    config, metadata, snapshotter, runtime: new MemoryRuntime(snapshotter), log: pino({ level: 'silent' }),
+    meter: new PrometheusMeter({ storedBytes: () => metadata.totalLayerBytes() }), pins,
+    durability: { layers: async () => undefined, metadata: async () => undefined },
+  });
+  await engine.recover();
+  const made = new Set<string>();
+  return {
+    engine, snapshotter, metadata, pins,
+    async caller(t = 't1', quotas) {
+      if (!made.has(t)) {
+        await metadata.createTenant({ id: t, name: t, admin: false, createdAt: new Date().toISOString(), ...(quotas ? { quotas } : {}) });
+        made.add(t);
+      }
+      return { tenantId: t, admin: false, ...(quotas ? { quotas } : {}), hold: pins.hold() };
+    },
+    async close() {
+      await engine.close();
+      await metadata.close();
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
