@@ -78,7 +78,7 @@ export class Shellbase {
   };
 
   /** What the caller's queries cost over a time range, and what its versions store. */
-  usage(query: { from?: string; to?: string; groupBy?: 'context' | 'kind'; tenant?: string } = {}): Promise<{ items: UsageItem[]; total: UsageItem }> {
+  usage(query: { from?: string; to?: string; groupBy?: 'context' | 'kind' | 'day' | 'hour'; tenant?: string } = {}): Promise<{ items: UsageItem[]; total: UsageItem }> {
     return this.json('GET', '/v1/usage', { query });
   }
 

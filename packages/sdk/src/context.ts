@@ -102,8 +102,9 @@ export class ContextHandle {
     return new ContextHandle(this.sb, newName);
   }
 
-  async versions(options: { limit?: number } = {}): Promise<Version[]> {
-    return (await this.sb.json<{ versions: Version[] }>('GET', this.path('/versions'), { query: { limit: options.limit } })).versions;
+  /** Versions newest first; `before` pages on from the parent of a version a previous page ended with. */
+  async versions(options: { limit?: number; before?: string } = {}): Promise<Version[]> {
+    return (await this.sb.json<{ versions: Version[] }>('GET', this.path('/versions'), { query: { limit: options.limit, before: options.before } })).versions;
   }
 
   /** The same context, with reads and queries pinned to `version`. */

@@ -35,7 +35,7 @@ export const ForkBody = Type.Object({ name: Name, version: Type.Optional(Version
 
 export const NameParams = Type.Object({ name: Type.String({ maxLength: 1024 }) });
 
-export const VersionsQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })) }, strict);
+export const VersionsQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })), before: Type.Optional(VersionId) }, strict);
 
 export const ExecLimits = Type.Object({
   memoryMb: Type.Optional(Type.Number()), pids: Type.Optional(Type.Number()), cpus: Type.Optional(Type.Number()),

@@ -253,9 +253,12 @@ export class Engine {
     return this.createContext(caller, { name: opts.name, from: { context: name, version: opts.version } });
   }
 
-  async versions(caller: Caller, name: string, limit = 100): Promise<Version[]> {
+  /** The context's history, newest first, from its head or (a page further) from the parent of `before`. */
+  async versions(caller: Caller, name: string, limit = 100, before?: string): Promise<Version[]> {
     const row = await this.contextRow(caller, name);
-    return (await this.deps.metadata.lineage(row.head, limit)).map(toVersion);
+    if (before === undefined) return (await this.deps.metadata.lineage(row.head, limit)).map(toVersion);
+    const from = await this.version(caller, before);
+    return from.parent ? (await this.deps.metadata.lineage(from.parent, limit)).map(toVersion) : [];
   }
 
   exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks = {}): Promise<ExecResult> {

@@ -1,12 +1,12 @@
 import type { UsageItem } from '@shellbase/protocol';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
-import type { MetadataStore } from '../store/metadata/types.js';
+import type { MetadataStore, UsageGrouping } from '../store/metadata/types.js';
 import type { Caller } from '../core/deps.js';
 
 export interface UsageQuery {
   from?: string;
   to?: string;
-  groupBy?: 'context' | 'kind';
+  groupBy?: UsageGrouping;
   /** Admin only: another tenant's usage, by name. */
   tenant?: string;
 }

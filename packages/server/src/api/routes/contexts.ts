@@ -34,5 +34,5 @@ export function contextRoutes(app: FastifyInstance, engine: Engine): void {
       tags: ['history'], params: NameParams, querystring: VersionsQuery,
       response: { 200: Type.Object({ versions: Type.Array(Version) }), ...errorResponses },
     },
-  }, async (req) => ({ versions: await engine.versions(req.caller, req.params.name, req.query.limit ?? 100) }));
+  }, async (req) => ({ versions: await engine.versions(req.caller, req.params.name, req.query.limit ?? 100, req.query.before) }));
 }

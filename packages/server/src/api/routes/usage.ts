@@ -6,7 +6,7 @@ import { errorResponses } from '../schemas.js';
 const UsageQuery = Type.Object({
   from: Type.Optional(Type.String({ maxLength: 64 })),
   to: Type.Optional(Type.String({ maxLength: 64 })),
-  groupBy: Type.Optional(Type.Union([Type.Literal('context'), Type.Literal('kind')])),
+  groupBy: Type.Optional(Type.Union([Type.Literal('context'), Type.Literal('kind'), Type.Literal('day'), Type.Literal('hour')])),
   tenant: Type.Optional(Type.String({ maxLength: 128 })),
 }, { additionalProperties: false });
 const Item = Type.Object({

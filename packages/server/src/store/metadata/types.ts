@@ -65,6 +65,9 @@ export interface UsageRow {
   exitCode: number | null;
 }
 
+/** How usage is summed: per context, per kind, or per UTC day or hour (keys `YYYY-MM-DD`, `YYYY-MM-DDTHH`). */
+export type UsageGrouping = 'context' | 'kind' | 'day' | 'hour';
+
 export interface UsageTotals {
   key: string;
   queries: number;
@@ -277,7 +280,7 @@ export interface MetadataStore {
   layerIds(): Promise<Set<string>>;
   recordUsage(row: UsageRow): Promise<void>;
   /** Usage rows of a tenant in [from, to), summed per context or per kind. */
-  usageTotals(tenantId: string, from: string, to: string, groupBy: 'context' | 'kind'): Promise<UsageTotals[]>;
+  usageTotals(tenantId: string, from: string, to: string, groupBy: UsageGrouping): Promise<UsageTotals[]>;
   /** Bytes of the distinct layers a tenant's versions hold (a shared layer counts once). */
   storedBytes(tenantId: string): Promise<number>;
   /** Bytes of the given layers (images count 0). */

@@ -2,7 +2,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import Database from 'better-sqlite3';
 import type { Change } from '../../snapshotter/types.js';
 import type {
-  ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MachineRow, MetadataStore, NewVersion, ServiceRow, ServiceSpec,
+  UsageGrouping, ApiKeyRow, ContextRow, CommitVersionOptions, DropResult, GraphVersion, LayerRow, MachineRow, MetadataStore, NewVersion, ServiceRow, ServiceSpec,
   SnapshotRow, TenantRow, UsageRow, UsageTotals, VersionRow,
 } from '../types.js';
 import { SqliteMachines } from './machines.js';
@@ -291,13 +291,13 @@ export class SqliteMetadataStore implements MetadataStore {
       u.memoryPeakBytes, u.bytesWritten, u.exitCode);
   }
 
-  async usageTotals(tenantId: string, from: string, to: string, groupBy: 'context' | 'kind'): Promise<UsageTotals[]> {
-    const column = groupBy === 'context' ? 'context' : 'kind';
+  async usageTotals(tenantId: string, from: string, to: string, groupBy: UsageGrouping): Promise<UsageTotals[]> {
+    const column = { context: 'context', kind: 'kind', day: 'substr(created_at, 1, 10)', hour: 'substr(created_at, 1, 13)' }[groupBy];
     return this.stmt(`SELECT ${column} AS key, SUM(kind = 'query') AS queries, SUM(cpu_ms) AS cpuMs, SUM(wall_ms) AS wallMs,
         SUM(CASE WHEN kind = 'service' THEN wall_ms ELSE 0 END) / 1000.0 AS serviceSeconds,
         SUM(CASE WHEN kind = 'machine' THEN wall_ms ELSE 0 END) / 1000.0 AS machineSeconds,
         SUM(CASE WHEN kind = 'machine' THEN wall_ms / 1000.0 * memory_peak_bytes / 1048576 ELSE 0 END) AS machineMbSeconds, SUM(bytes_written) AS bytesWritten
-      FROM usage WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY ${column} ORDER BY ${column}`)
+      FROM usage WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY key ORDER BY key`)
       .all(tenantId, from, to) as UsageTotals[];
   }
 
