@@ -1,0 +1,3 @@
+import { render } from 'preact';
+
+render(<main>shellbase console</main>, document.getElementById('app')!);
