@@ -8,6 +8,7 @@ import type { Engine } from '../engine/engine.js';
 import type { Machines } from '../machines/machines.js';
 import type { Caller } from '../core/deps.js';
 import { ShellbaseError } from '../errors.js';
+import { consoleRoutes } from './console.js';
 import { clientErrorHandler, errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
@@ -101,5 +102,6 @@ export async function buildApi({ engine, machines, log, metrics, http: limits }:
   gcRoutes(app, engine);
   serviceRoutes(app, engine);
   machineRoutes(app, machines);
+  consoleRoutes(app);
   return app;
 }
