@@ -9,8 +9,8 @@ describe('long histories: squashing keeps layer chains short and content equal',
 
   const headLayers = async (name: string) => {
     const md = t.server.engine.deps.metadata;
-    const ctx = await md.getContext('t_admin', name);
-    return (await md.getVersion(ctx!.head))!.layers;
+    const ctx = await md.contexts.get('t_admin', name);
+    return (await md.versions.get(ctx!.head))!.layers;
   };
 
   test('30 versions with deletes, opaque directories and replaced image directories', async () => {
@@ -57,7 +57,7 @@ describe('a chain too long to mount is squashed before the query runs', () => {
     assert.equal(r.exitCode, 0, r.stderr);
     assert.equal(r.stdout, '90\n89\n');
     const md = t.server.engine.deps.metadata;
-    const head = (await md.getVersion((await md.getContext('t_admin', 'deep'))!.head))!;
+    const head = (await md.versions.get((await md.contexts.get('t_admin', 'deep'))!.head))!;
     assert.ok(head.layers.length < 20, `squashed to ${head.layers.length} layers`);
   });
 });

@@ -1,177 +1,267 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { MetadataStore, NewVersion } from '../../packages/server/src/store/metadata/types.ts';
+import type { LayerRow, MetadataStore, NewVersion } from '../../packages/server/src/store/metadata/types.ts';
 
 const now = () => new Date().toISOString();
-const version = (id: string, parent: NewVersion | null, layers: string[], changes: NewVersion['changes'] = []): NewVersion => ({
+const at = (day: number) => new Date(Date.UTC(2026, 0, 1 + day)).toISOString();
+const version = (id: string, parent: NewVersion | null, layers: string[], changes: NewVersion['changes'] = [], extra: Partial<NewVersion> = {}): NewVersion => ({
   id, tenantId: 't1', parent: parent?.id ?? null, depth: parent ? parent.depth + 1 : 0, layers, changes,
-  cause: { kind: parent ? 'exec' : 'image' }, bytes: 0, createdAt: now(),
+  cause: { kind: parent ? 'exec' : 'image' }, bytes: 0, createdAt: now(), ...extra,
 });
+const layer = (id: string, bytes: number, kind: LayerRow['kind'] = 'exec'): LayerRow => ({ id, kind, bytes, createdAt: now() });
 
-/** The cases every MetadataStore dialect must pass. */
+/** The cases every MetadataStore dialect must pass; together they call every method of every repository. */
 export function metadataStoreConformance(name: string, make: () => Promise<{ md: MetadataStore; done: () => Promise<void> }>) {
   const setup = async () => {
     const { md, done } = await make();
-    await md.createTenant({ id: 't1', name: 'one', admin: false, createdAt: now() });
-    const root = version('v0', null, ['image:x:1'], null);
-    await md.ensureImageVersion(root, { id: 'image:x:1', kind: 'image', bytes: 0, createdAt: now() });
-    await md.createContext({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() });
+    await md.tenants.create({ id: 't1', name: 'one', admin: false, createdAt: now() });
+    const root = version('v0', null, ['image:x:1'], null, { tenantId: '' });
+    await md.versions.ensureImage(root, layer('image:x:1', 0, 'image'));
+    await md.versions.ensureImage(root, layer('image:x:1', 0, 'image'));
+    await md.contexts.create({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() });
     return { md, done, root };
   };
-
-  test(`${name}: heads move only by compare-and-set, all or nothing`, async () => {
-    const { md, done, root } = await setup();
-    try {
-      const a = version('va', root, ['image:x:1', 'la'], [['/a', 'f']]);
-      assert.equal(await md.commitVersion({ version: a, layer: { id: 'la', kind: 'exec', bytes: 1, createdAt: now() }, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }), true);
-      const b = version('vb', root, ['image:x:1', 'lb'], [['/b', 'f']]);
-      assert.equal(await md.commitVersion({ version: b, layer: { id: 'lb', kind: 'exec', bytes: 1, createdAt: now() }, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }), false);
-      assert.equal((await md.getContext('t1', 'c'))!.head, 'va');
-      assert.equal(await md.getVersion('vb'), null, 'the losing version was rolled back');
-      assert.equal((await md.layerIds()).has('lb'), false, 'and its layer row');
-      assert.equal(await md.commitVersion({ version: b }), true, 'unattached versions need no head');
-      assert.deepEqual(await md.versionChanges('va'), [['/a', 'f']]);
-      assert.equal(await md.versionChanges('v0'), null);
-    } finally { await done(); }
+  const withStore = (title: string, fn: (s: Awaited<ReturnType<typeof setup>>) => Promise<void>) => test(`${name}: ${title}`, async () => {
+    const s = await setup();
+    try { await fn(s); } finally { await s.done(); }
   });
 
-  test(`${name}: contexts are unique per tenant; lineage is newest first`, async () => {
-    const { md, done, root } = await setup();
-    try {
-      assert.equal(await md.createContext({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }), false);
-      let prev = root;
-      for (let i = 1; i <= 5; i++) {
-        const v = version(`v${i}`, prev, [...prev.layers, `l${i}`]);
-        assert.ok(await md.commitVersion({ version: v, moveHead: { tenantId: 't1', context: 'c', expectedHead: prev.id } }));
-        prev = v;
+  withStore('heads move only by compare-and-set, all or nothing', async ({ md, root }) => {
+    const a = version('va', root, ['image:x:1', 'la'], [['/a', 'f']]);
+    assert.equal(await md.versions.commit({ version: a, layer: layer('la', 1), moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }), true);
+    const b = version('vb', root, ['image:x:1', 'lb'], [['/b', 'f']]);
+    assert.equal(await md.versions.commit({ version: b, layer: layer('lb', 1), moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }), false);
+    assert.equal((await md.contexts.get('t1', 'c'))!.head, 'va');
+    assert.equal(await md.versions.get('vb'), null, 'the losing version was rolled back');
+    assert.deepEqual(await md.versions.knownLayers(['la', 'lb', 'image:x:1']), new Set(['la', 'image:x:1']), 'and its layer row');
+    assert.equal(await md.tenants.storedBytes('t1'), 1, 'and its bytes');
+    assert.equal(await md.versions.commit({ version: b }), true, 'unattached versions need no head');
+    assert.deepEqual(await md.versions.changes('va'), [['/a', 'f']]);
+    assert.equal(await md.versions.changes('v0'), null);
+    assert.deepEqual(await md.versions.imageLayers(), ['image:x:1']);
+    assert.equal(await md.versions.layerBytes(['la', 'la', 'image:x:1', 'nope']), 1);
+  });
+
+  withStore('contexts are unique per tenant; lineage is newest first', async ({ md, root }) => {
+    assert.equal(await md.contexts.create({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }), false);
+    assert.ok(await md.contexts.create({ tenantId: 't1', name: 'b', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }));
+    assert.deepEqual((await md.contexts.list('t1')).map((c) => c.name), ['b', 'c']);
+    assert.equal(await md.contexts.count('t1'), 2);
+    let prev = root;
+    for (let i = 1; i <= 5; i++) {
+      const v = version(`v${i}`, prev, [...prev.layers, `l${i}`]);
+      assert.ok(await md.versions.commit({ version: v, layer: layer(`l${i}`, i), moveHead: { tenantId: 't1', context: 'c', expectedHead: prev.id } }));
+      prev = v;
+    }
+    assert.deepEqual((await md.versions.lineage('v5', 100)).map((v) => v.id), ['v5', 'v4', 'v3', 'v2', 'v1', 'v0']);
+    assert.deepEqual((await md.versions.lineage('v5', 2)).map((v) => v.id), ['v5', 'v4']);
+    assert.equal(await md.contexts.delete('t1', 'c'), true);
+    assert.equal(await md.contexts.delete('t1', 'c'), false);
+    assert.equal(await md.contexts.get('t1', 'c'), null);
+    assert.equal((await md.versions.get('v5'))!.context ?? null, null, 'versions outlive their context, disowned');
+  });
+
+  withStore('stored bytes count each layer of a tenant once, however many versions share it; drops and squashes keep them exact', async ({ md, root }) => {
+    const a = { ...version('a', root, ['image:x:1', 'la']), context: 'c' };
+    const b = { ...version('b', a, ['image:x:1', 'la', 'lb']), context: 'c' };
+    const c = { ...version('cc', b, ['image:x:1', 'la', 'lb', 'lc']), context: 'c' };
+    let head = root.id;
+    for (const [v, bytes] of [[a, 10], [b, 20], [c, 30]] as const) {
+      assert.ok(await md.versions.commit({ version: v, layer: layer(v.layers.at(-1)!, bytes), moveHead: { tenantId: 't1', context: 'c', expectedHead: head } }));
+      head = v.id;
+    }
+    const u = { ...version('u', a, ['image:x:1', 'la', 'lu']), context: 'c' };
+    assert.ok(await md.versions.commit({ version: u, layer: layer('lu', 40) }));
+    const m = { ...version('m', c, ['image:x:1', 'la', 'lb', 'lc', 'lu']), merged: 'u', context: 'c' };
+    assert.ok(await md.versions.commit({ version: m, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'cc' } }));
+    assert.equal(await md.tenants.storedBytes('t1'), 100);
+    assert.equal(await md.tenants.totalStoredBytes(), 100);
+
+    // Every layer is still referenced by the head: rows go, layers stay; links to dropped versions are cut.
+    const r1 = await md.versions.drop(['a', 'u', 'm'], new Set());
+    assert.equal(r1.versions, 2, 'the head m is spared');
+    assert.deepEqual(r1.layers, []);
+    assert.equal((await md.versions.get('b'))!.parent, null, 'history now starts at b');
+    assert.equal((await md.versions.get('m'))!.merged, null);
+    assert.deepEqual((await md.versions.lineage('m', 10)).map((v) => v.id), ['m', 'cc', 'b']);
+    assert.equal(await md.tenants.storedBytes('t1'), 100);
+
+    // A layer no version refers to goes, unless kept; its bytes are reported and leave the tenant's.
+    await md.versions.commit({ version: { ...version('w', root, ['image:x:1', 'lw']), context: 'c' }, layer: layer('lw', 7) });
+    assert.equal(await md.tenants.storedBytes('t1'), 107);
+    const r2 = await md.versions.drop(['w'], new Set(['lw']));
+    assert.deepEqual([r2.versions, r2.layers, r2.deferred], [1, [], 1], 'a kept layer keeps its row');
+    assert.equal(await md.tenants.storedBytes('t1'), 100);
+    const r3 = await md.versions.dropUnreferencedLayers(new Set(), 10);
+    assert.deepEqual(r3.layers.map((l) => [l.id, l.bytes]), [['lw', 7]]);
+    assert.deepEqual(await md.versions.knownLayers(['lw']), new Set());
+
+    // A squash: the versions on the prefix move to the squashed layer; the old layers lose those references.
+    const n = await md.versions.replaceLayerPrefix(['image:x:1', 'la', 'lb'], ['image:x:1', 'sq'], layer('sq', 30, 'squash'), 'b');
+    assert.equal(n, 3, 'b, cc and m');
+    assert.deepEqual((await md.versions.get('m'))!.layers, ['image:x:1', 'sq', 'lc', 'lu']);
+    const left = await md.versions.dropUnreferencedLayers(new Set(), 10);
+    assert.deepEqual(left.layers.map((l) => l.id).sort(), ['la', 'lb'], 'nothing refers to the squashed-away layers');
+    assert.equal(await md.tenants.storedBytes('t1'), 100, 'sq 30 + lc 30 + lu 40');
+
+    // Deleting a context disowns its versions.
+    assert.ok(await md.contexts.delete('t1', 'c'));
+    assert.equal((await md.versions.get('m'))!.context, null);
+  });
+
+  withStore('a layer prefix is replaced exactly, never a longer id that starts alike (also without a starting version)', async ({ md, root }) => {
+    const a = version('pa', root, ['image:x:1', 'l1', 'l2', 'l3']);
+    const b = version('pb', root, ['image:x:1', 'l1', 'l2x']);
+    const c = version('pc', root, ['image:x:1', 'l1', 'l2']);
+    for (const [v, l] of [[c, 'l2'], [a, 'l3'], [b, 'l2x']] as const) await md.versions.commit({ version: v, layer: layer(l, 1) });
+    await md.versions.commit({ version: version('p0', root, ['image:x:1', 'l1']), layer: layer('l1', 1) });
+    const n = await md.versions.replaceLayerPrefix(['image:x:1', 'l1', 'l2'], ['image:x:1', 'sq'], layer('sq', 0, 'squash'));
+    assert.equal(n, 2);
+    assert.deepEqual((await md.versions.get('pa'))!.layers, ['image:x:1', 'sq', 'l3']);
+    assert.deepEqual((await md.versions.get('pb'))!.layers, ['image:x:1', 'l1', 'l2x']);
+    assert.deepEqual((await md.versions.get('pc'))!.layers, ['image:x:1', 'sq']);
+    assert.deepEqual(await md.versions.knownLayers(['sq']), new Set(['sq']));
+  });
+
+  withStore('garbage: old history past keepVersions goes, a page at a time, oldest first; heads, roots and pins stay', async ({ md, root }) => {
+    // a1..a8 one a day on c; a conflict x off a3 (day 11, still owned); a fork f at a4 with f1 (day 10).
+    let prev = root;
+    const a: NewVersion[] = [];
+    for (let i = 1; i <= 8; i++) {
+      const v = { ...version(`a${i}`, prev, [...prev.layers, `la${i}`]), context: 'c', createdAt: at(i) };
+      assert.ok(await md.versions.commit({ version: v, layer: layer(`la${i}`, 1), moveHead: { tenantId: 't1', context: 'c', expectedHead: prev.id } }));
+      a.push(v);
+      prev = v;
+    }
+    await md.versions.commit({ version: { ...version('x', a[2], [...a[2].layers, 'lx']), context: 'c', createdAt: at(11) }, layer: layer('lx', 1) });
+    await md.contexts.create({ tenantId: 't1', name: 'f', head: 'a4', image: 'x', createdAt: now(), updatedAt: now() });
+    await md.versions.commit({ version: { ...version('f1', a[3], [...a[3].layers, 'lf']), context: 'f', createdAt: at(10) }, layer: layer('lf', 1), moveHead: { tenantId: 't1', context: 'f', expectedHead: 'a4' } });
+    const all = async (cutoff: string, keep: number) => {
+      const out: string[] = [];
+      for (;;) {
+        const page = await md.versions.garbage('t1', { cutoff, keepVersions: keep }, [], 2);
+        if (page.length === 0) return out;
+        out.push(...page);
+        await md.versions.drop(page, new Set());
       }
-      assert.deepEqual((await md.lineage('v5', 100)).map((v) => v.id), ['v5', 'v4', 'v3', 'v2', 'v1', 'v0']);
-      assert.deepEqual((await md.lineage('v5', 2)).map((v) => v.id), ['v5', 'v4']);
-      assert.equal(await md.deleteContext('t1', 'c'), true);
-      assert.equal(await md.getContext('t1', 'c'), null);
-      assert.ok(await md.getVersion('v5'), 'versions outlive their context');
-    } finally { await done(); }
+    };
+    assert.deepEqual(await md.versions.garbage('t1', { cutoff: at(0), keepVersions: 1 }, [], 10), [], 'all within retention');
+    // Cutoff day 9.5: x (a young conflict) is a root; keep 2 from each root: a8 a7 | f1 a4 | x a3.
+    assert.deepEqual(await md.versions.garbage('t1', { cutoff: '2026-01-10T12:00:00.000Z', keepVersions: 2 }, [], 10), ['a1', 'a2', 'a5', 'a6']);
+    assert.deepEqual(await md.versions.garbage('t1', { cutoff: '2026-01-10T12:00:00.000Z', keepVersions: 2 }, ['a5'], 10), ['a1', 'a2'], 'a pin keeps itself and what descends from it');
+    assert.deepEqual(await md.versions.garbage('t1', { cutoff: '2026-01-10T12:00:00.000Z', keepVersions: 2 }, [], 1), ['a1'], 'oldest first, at most the limit');
+    const dropped = await all('2026-01-10T12:00:00.000Z', 2);
+    assert.deepEqual(dropped.sort(), ['a1', 'a2', 'a5', 'a6']);
+    assert.equal((await md.versions.get('a3'))!.parent, null, 'history now starts at a3');
+    // The fork's context goes: its versions are disowned; f1 (young) has no owner and no head reaches it.
+    await md.contexts.delete('t1', 'f');
+    assert.deepEqual(await md.versions.garbage('t1', { cutoff: at(0), keepVersions: 1 }, [], 10), ['f1'], 'a deleted context\'s versions go at once');
   });
 
-  test(`${name}: dropping versions cuts links, spares heads and frees exactly the unreferenced layers`, async () => {
-    const { md, done, root } = await setup();
-    try {
-      const layer = (id: string, bytes: number) => ({ id, kind: 'exec' as const, bytes, createdAt: now() });
-      const a = { ...version('a', root, ['image:x:1', 'la']), context: 'c' };
-      const b = { ...version('b', a, ['image:x:1', 'la', 'lb']), context: 'c' };
-      const c = { ...version('cc', b, ['image:x:1', 'la', 'lb', 'lc']), context: 'c' };
-      let head = root.id;
-      for (const [v, bytes] of [[a, 10], [b, 20], [c, 30]] as const) {
-        assert.ok(await md.commitVersion({ version: v, layer: layer(v.layers.at(-1)!, bytes), moveHead: { tenantId: 't1', context: 'c', expectedHead: head } }));
-        head = v.id;
-      }
-      const u = { ...version('u', a, ['image:x:1', 'la', 'lu']), context: 'c' };
-      assert.ok(await md.commitVersion({ version: u, layer: layer('lu', 40) }));
-      const m = { ...version('m', c, ['image:x:1', 'la', 'lb', 'lc', 'lu']), merged: 'u', context: 'c' };
-      assert.ok(await md.commitVersion({ version: m, moveHead: { tenantId: 't1', context: 'c', expectedHead: 'cc' } }));
-      assert.equal(await md.totalLayerBytes(), 100);
-
-      const g = await md.versionGraph();
-      assert.deepEqual(g.heads, ['m']);
-      assert.deepEqual(g.versions.map((v) => v.id).sort(), ['a', 'b', 'cc', 'm', 'u'], 'image roots are not in the graph');
-      assert.deepEqual(g.versions.find((v) => v.id === 'm'), { id: 'm', tenantId: 't1', parent: 'cc', merged: 'u', context: 'c', createdAt: m.createdAt });
-
-      // Every layer is still referenced by the head: rows go, layers stay; links to dropped versions are cut.
-      const r1 = await md.dropVersions(['a', 'u', 'm'], new Set());
-      assert.equal(r1.versions, 2, 'the head m is spared');
-      assert.deepEqual(r1.layers, []);
-      assert.equal((await md.getVersion('b'))!.parent, null, 'history now starts at b');
-      assert.equal((await md.getVersion('m'))!.merged, null);
-      assert.deepEqual((await md.lineage('m', 10)).map((v) => v.id), ['m', 'cc', 'b']);
-
-      // A layer no version refers to goes, unless kept; its bytes are reported.
-      await md.commitVersion({ version: { ...version('w', root, ['image:x:1', 'lw']), context: 'c' }, layer: layer('lw', 7) });
-      const r2 = await md.dropVersions(['w'], new Set(['lw']));
-      assert.equal(r2.versions, 1);
-      assert.deepEqual(r2.layers, [], 'a kept layer keeps its row');
-      const r3 = await md.dropVersions([], new Set());
-      assert.deepEqual(r3.layers.map((l) => [l.id, l.bytes]), [['lw', 7]]);
-      assert.equal((await md.layerIds()).has('lw'), false);
-
-      // Deleting a context disowns its versions.
-      assert.ok(await md.deleteContext('t1', 'c'));
-      assert.equal((await md.getVersion('m'))!.context, null);
-      assert.deepEqual((await md.versionGraph()).heads, []);
-    } finally { await done(); }
+  withStore('garbage: a deleted context\'s versions that a live fork stands on stay', async ({ md, root }) => {
+    await md.contexts.create({ tenantId: 't1', name: 'gone', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() });
+    const g1 = { ...version('g1', root, ['image:x:1', 'lg1']), context: 'gone' };
+    const g2 = { ...version('g2', g1, ['image:x:1', 'lg1', 'lg2']), context: 'gone' };
+    await md.versions.commit({ version: g1, layer: layer('lg1', 1), moveHead: { tenantId: 't1', context: 'gone', expectedHead: 'v0' } });
+    await md.versions.commit({ version: g2, layer: layer('lg2', 1), moveHead: { tenantId: 't1', context: 'gone', expectedHead: 'g1' } });
+    await md.contexts.create({ tenantId: 't1', name: 'kid', head: 'g1', image: 'x', createdAt: now(), updatedAt: now() });
+    const k1 = { ...version('k1', g1, ['image:x:1', 'lg1', 'lk1']), context: 'kid' };
+    await md.versions.commit({ version: k1, layer: layer('lk1', 1), moveHead: { tenantId: 't1', context: 'kid', expectedHead: 'g1' } });
+    await md.contexts.delete('t1', 'gone');
+    assert.deepEqual(await md.versions.garbage('t1', { cutoff: at(0), keepVersions: 1 }, [], 10), ['g2'], 'g1 is the fork\'s parent');
   });
 
-  test(`${name}: services are unique per context, found by token, and go with their context`, async () => {
-    const { md, done } = await setup();
-    try {
-      const spec = { format: 1 as const, command: 'python3 -m http.server', port: 8000, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {} };
-      const row = { tenantId: 't1', context: 'c', name: 'web', token: 'tok1', spec, createdAt: now() };
-      assert.equal(await md.createService(row), true);
-      assert.equal(await md.createService({ ...row, token: 'tok2' }), false, 'one name per context');
-      assert.deepEqual(await md.getService('t1', 'c', 'web'), row);
-      assert.deepEqual(await md.serviceByToken('tok1'), row);
-      assert.equal(await md.serviceByToken('tok2'), null);
-      assert.ok(await md.createService({ ...row, name: 'db', token: 'tok3' }));
-      assert.deepEqual((await md.listServices('t1', 'c')).map((s) => s.name), ['db', 'web']);
-      assert.equal(await md.deleteService('t1', 'c', 'db'), true);
-      assert.equal(await md.deleteService('t1', 'c', 'db'), false);
-      assert.ok(await md.deleteContext('t1', 'c'));
-      assert.equal(await md.serviceByToken('tok1'), null, 'deleting a context deletes its services');
-    } finally { await done(); }
+  withStore('usage sums per context, kind, day and hour; rolled-up rows count the same', async ({ md }) => {
+    const row = (context: string, kind: 'query' | 'service' | 'machine', createdAt: string, wallMs: number) => ({
+      tenantId: 't1', context, kind, createdAt, cpuMs: 5, wallMs, memoryPeakBytes: kind === 'machine' ? 512 * 2 ** 20 : 1, bytesWritten: 3, exitCode: 0,
+    });
+    await md.usage.record(row('a', 'query', '2026-01-01T10:15:00.000Z', 100));
+    await md.usage.record(row('a', 'query', '2026-01-01T10:45:00.000Z', 300));
+    await md.usage.record(row('b', 'service', '2026-01-01T11:00:00.000Z', 2000));
+    await md.usage.record(row('b', 'machine', '2026-01-02T09:00:00.000Z', 4000));
+    const before = await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'context');
+    assert.deepEqual(before.map((r) => [r.key, r.queries, r.wallMs, r.serviceSeconds, r.machineSeconds, r.machineMbSeconds, r.cpuMs, r.bytesWritten]),
+      [['a', 2, 400, 0, 0, 0, 10, 6], ['b', 0, 6000, 2, 4, 2048, 10, 6]]);
+    assert.deepEqual((await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'kind')).map((r) => r.key), ['machine', 'query', 'service']);
+    assert.deepEqual((await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'day')).map((r) => [r.key, r.wallMs]), [['2026-01-01', 2400], ['2026-01-02', 4000]]);
+    assert.equal(await md.usage.rollUp('2026-01-02T00:00:00.000Z', 2), 2, 'a page at a time');
+    assert.equal(await md.usage.rollUp('2026-01-02T00:00:00.000Z', 10), 1);
+    assert.equal(await md.usage.rollUp('2026-01-02T00:00:00.000Z', 10), 0);
+    assert.deepEqual(await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'context'), before);
+    assert.deepEqual((await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'hour')).map((r) => [r.key, r.queries]),
+      [['2026-01-01T10', 2], ['2026-01-01T11', 0], ['2026-01-02T09', 0]]);
+    assert.deepEqual(await md.usage.totals('t1', '2026-01-01T11:00:00.000Z', '2026-01-01T12:00:00.000Z', 'context').then((r) => r.map((x) => x.key)), ['b']);
   });
 
-  test(`${name}: machines belong to their tenant, port tokens follow their spec, snapshots outlive their machine`, async () => {
-    const { md, done } = await setup();
-    try {
-      const shape = { format: 1 as const, image: 'debian', memoryMb: 512, cpus: 1, idleTimeoutMs: 1000 };
-      const row = { id: 'm_1', tenantId: 't1', state: 'starting' as const, createdAt: now(), spec: { ...shape, disk: ['/d/1.qcow2'], ports: [{ port: 80, token: 'p1' }] } };
-      await md.createMachine(row);
-      assert.deepEqual(await md.getMachine('t1', 'm_1'), row);
-      assert.equal(await md.getMachine('t2', 'm_1'), null, 'another tenant sees nothing');
-      assert.deepEqual((await md.machineByPortToken('p1'))?.port, 80);
-      const moved = { ...row, state: 'running' as const, spec: { ...row.spec, ports: [{ port: 8080, token: 'p2' }] } };
-      await md.updateMachine(moved);
-      assert.equal(await md.machineByPortToken('p1'), null, 'a token the spec no longer names is gone');
-      assert.deepEqual(await md.machineByPortToken('p2'), { machine: moved, port: 8080 });
-      await md.createMachine({ ...row, id: 'm_2', tenantId: 't2', spec: { ...row.spec, ports: [] } });
-      assert.deepEqual((await md.listMachines('t1')).map((m) => m.id), ['m_1']);
-      assert.deepEqual((await md.listMachines()).map((m) => m.id).sort(), ['m_1', 'm_2']);
-      const snap = { id: 's_1', tenantId: 't1', machineId: 'm_1', createdAt: now(),
-        spec: { ...shape, disk: ['/d/0.qcow2'], ram: '/s/ram', state: '/s/state.bin', qemu: 'QEMU 7.2', machineType: 'microvm', accel: 'tcg', ports: [8080] } };
-      await md.createSnapshot(snap);
-      assert.equal(await md.deleteMachine('t2', 'm_1'), false, 'only by its tenant');
-      assert.equal(await md.deleteMachine('t1', 'm_1'), true);
-      assert.equal(await md.machineByPortToken('p2'), null);
-      assert.deepEqual(await md.getSnapshot('t1', 's_1'), snap);
-      assert.equal(await md.getSnapshot('t2', 's_1'), null);
-      assert.deepEqual((await md.listSnapshots('t1')).map((s) => s.id), ['s_1']);
-      assert.equal(await md.deleteSnapshot('t1', 's_1'), true);
-      assert.equal(await md.deleteSnapshot('t1', 's_1'), false);
-    } finally { await done(); }
+  withStore('services are unique per context, found by token, and go with their context', async ({ md }) => {
+    const spec = { format: 1 as const, command: 'python3 -m http.server', port: 8000, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {} };
+    const row = { tenantId: 't1', context: 'c', name: 'web', token: 'tok1', spec, createdAt: now() };
+    assert.equal(await md.services.create(row), true);
+    assert.equal(await md.services.create({ ...row, token: 'tok2' }), false, 'one name per context');
+    assert.deepEqual(await md.services.get('t1', 'c', 'web'), row);
+    assert.deepEqual(await md.services.byToken('tok1'), row);
+    assert.equal(await md.services.byToken('tok2'), null);
+    assert.ok(await md.services.create({ ...row, name: 'db', token: 'tok3' }));
+    assert.deepEqual((await md.services.list('t1', 'c')).map((s) => s.name), ['db', 'web']);
+    assert.equal(await md.services.delete('t1', 'c', 'db'), true);
+    assert.equal(await md.services.delete('t1', 'c', 'db'), false);
+    assert.ok(await md.contexts.delete('t1', 'c'));
+    assert.equal(await md.services.byToken('tok1'), null, 'deleting a context deletes its services');
   });
 
-  test(`${name}: a layer prefix is replaced exactly, never a longer id that starts alike`, async () => {
-    const { md, done, root } = await setup();
-    try {
-      const a = version('pa', root, ['image:x:1', 'l1', 'l2', 'l3']);
-      const b = version('pb', root, ['image:x:1', 'l1', 'l2x']);
-      const c = version('pc', root, ['image:x:1', 'l1', 'l2']);
-      for (const v of [a, b, c]) await md.commitVersion({ version: v });
-      const n = await md.replaceLayerPrefix(['image:x:1', 'l1', 'l2'], ['image:x:1', 'sq'], { id: 'sq', kind: 'squash', bytes: 0, createdAt: now() });
-      assert.equal(n, 2);
-      assert.deepEqual((await md.getVersion('pa'))!.layers, ['image:x:1', 'sq', 'l3']);
-      assert.deepEqual((await md.getVersion('pb'))!.layers, ['image:x:1', 'l1', 'l2x']);
-      assert.deepEqual((await md.getVersion('pc'))!.layers, ['image:x:1', 'sq']);
-      assert.ok((await md.layerIds()).has('sq'));
-    } finally { await done(); }
+  withStore('machines belong to their tenant, port tokens follow their spec, snapshots outlive their machine', async ({ md }) => {
+    const shape = { format: 1 as const, image: 'debian', memoryMb: 512, cpus: 1, idleTimeoutMs: 1000 };
+    const row = { id: 'm_1', tenantId: 't1', state: 'starting' as const, createdAt: now(), spec: { ...shape, disk: ['/d/1.qcow2'], ports: [{ port: 80, token: 'p1' }] } };
+    await md.machines.create(row);
+    assert.deepEqual(await md.machines.get('t1', 'm_1'), row);
+    assert.equal(await md.machines.get('t2', 'm_1'), null, 'another tenant sees nothing');
+    assert.deepEqual((await md.machines.byPortToken('p1'))?.port, 80);
+    const moved = { ...row, state: 'running' as const, spec: { ...row.spec, ports: [{ port: 8080, token: 'p2' }] } };
+    await md.machines.update(moved);
+    assert.equal(await md.machines.byPortToken('p1'), null, 'a token the spec no longer names is gone');
+    assert.deepEqual(await md.machines.byPortToken('p2'), { machine: moved, port: 8080 });
+    await md.machines.create({ ...row, id: 'm_2', tenantId: 't2', spec: { ...row.spec, ports: [] } });
+    assert.deepEqual((await md.machines.list('t1')).map((m) => m.id), ['m_1']);
+    assert.deepEqual((await md.machines.list()).map((m) => m.id).sort(), ['m_1', 'm_2']);
+    const snap = { id: 's_1', tenantId: 't1', machineId: 'm_1', createdAt: now(),
+      spec: { ...shape, disk: ['/d/0.qcow2'], ram: '/s/ram', state: '/s/state.bin', qemu: 'QEMU 7.2', machineType: 'microvm', accel: 'tcg', ports: [8080] } };
+    await md.machines.createSnapshot(snap);
+    assert.equal(await md.machines.delete('t2', 'm_1'), false, 'only by its tenant');
+    assert.equal(await md.machines.delete('t1', 'm_1'), true);
+    assert.equal(await md.machines.byPortToken('p2'), null);
+    assert.deepEqual(await md.machines.getSnapshot('t1', 's_1'), snap);
+    assert.equal(await md.machines.getSnapshot('t2', 's_1'), null);
+    assert.deepEqual((await md.machines.listSnapshots('t1')).map((s) => s.id), ['s_1']);
+    assert.deepEqual((await md.machines.listSnapshots()).map((s) => s.id), ['s_1']);
+    assert.equal(await md.machines.deleteSnapshot('t1', 's_1'), true);
+    assert.equal(await md.machines.deleteSnapshot('t1', 's_1'), false);
   });
 
-  test(`${name}: keys map to tenants by hash`, async () => {
-    const { md, done } = await setup();
-    try {
-      await md.addApiKey('t1', 'hash-1');
-      assert.equal((await md.tenantForKey('hash-1'))!.id, 't1');
-      assert.equal(await md.tenantForKey('hash-2'), null);
-      assert.equal(await md.adminTenant(), null);
-    } finally { await done(); }
+  withStore('tenants: names are unique, keys map to tenants by hash and are revoked one or all; quotas are kept', async ({ md }) => {
+    assert.equal(await md.tenants.create({ id: 't9', name: 'one', admin: false, createdAt: now() }), false, 'the name is taken');
+    assert.ok(await md.tenants.create({ id: 't0', name: 'admin', admin: true, createdAt: now() }));
+    assert.equal((await md.tenants.admin())!.id, 't0');
+    assert.deepEqual((await md.tenants.list()).map((t) => t.name), ['admin', 'one']);
+    assert.deepEqual(await md.tenants.ids(null, 1), ['t0']);
+    assert.deepEqual(await md.tenants.ids('t0', 10), ['t1']);
+    assert.equal((await md.tenants.byName('one'))!.id, 't1');
+    assert.equal(await md.tenants.get('nope'), null);
+    await md.tenants.setQuotas('t1', { contexts: 3 });
+    assert.deepEqual((await md.tenants.get('t1'))!.quotas, { contexts: 3 });
+    await md.tenants.addKey('t1', 'aaaaaaaaaaaa-1');
+    await md.tenants.addKey('t1', 'bbbbbbbbbbbb-2');
+    assert.equal((await md.tenants.byKey('aaaaaaaaaaaa-1'))!.id, 't1');
+    assert.equal(await md.tenants.byKey('hash-3'), null);
+    assert.deepEqual((await md.tenants.listKeys('t1')).map((k) => k.id), ['k_aaaaaaaaaaaa', 'k_bbbbbbbbbbbb']);
+    assert.equal(await md.tenants.revokeKeys('t1', 'k_aaaaaaaaaaaa'), 1);
+    assert.equal(await md.tenants.byKey('aaaaaaaaaaaa-1'), null);
+    assert.equal(await md.tenants.revokeKeys('t1'), 1);
+    assert.equal(await md.tenants.byKey('bbbbbbbbbbbb-2'), null);
+    assert.ok((await md.tenants.listKeys('t1')).every((k) => k.revokedAt !== null));
+  });
+
+  withStore('sync and reclaim run at any time', async ({ md }) => {
+    await md.sync();
+    await md.reclaim();
   });
 }

@@ -25,12 +25,46 @@ test('sqlite: a database of schema 1 migrates in place and keeps its rows', asyn
       VALUES ('v0', '', NULL, 0, '["image:x:1"]', NULL, '{"kind":"image"}', 0, 'now')`).run();
     old.close();
     const md = new SqliteMetadataStore(file);
-    const v = await md.getVersion('v0');
+    const v = await md.versions.get('v0');
     assert.deepEqual({ layers: v!.layers, merged: v!.merged }, { layers: ['image:x:1'], merged: null });
     await md.close();
     const check = new Database(file);
     assert.equal(check.pragma('user_version', { simple: true }), MIGRATIONS.length);
+    assert.equal(check.pragma('auto_vacuum', { simple: true }), 2, 'a small database is vacuumed once into incremental vacuum');
     check.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: schema 7 (before the store counted) opens with its layer references, stored bytes and unattached versions counted', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-meta-'));
+  try {
+    const file = path.join(dir, 'meta.db');
+    const old = new Database(file);
+    for (const m of MIGRATIONS.slice(0, 7)) old.exec(m);
+    old.pragma('user_version = 7');
+    old.exec(`INSERT INTO tenants (id, name, admin, created_at) VALUES ('t1', 'one', 0, 'x');
+      INSERT INTO layers (id, kind, bytes, created_at) VALUES ('image:x:1', 'image', 0, 'x'), ('la', 'exec', 10, 'x'), ('lb', 'exec', 20, 'x'), ('lc', 'exec', 5, 'x');
+      INSERT INTO versions (id, tenant_id, parent, depth, layers, changes, cause, bytes, created_at, context) VALUES
+        ('v0', '', NULL, 0, '["image:x:1"]', NULL, '{"kind":"image"}', 0, 'x', NULL),
+        ('a', 't1', 'v0', 1, '["image:x:1","la"]', '[]', '{"kind":"exec"}', 10, 'x', 'c'),
+        ('b', 't1', 'a', 2, '["image:x:1","la","lb"]', '[]', '{"kind":"exec"}', 20, 'x', 'c'),
+        ('conflict', 't1', 'a', 2, '["image:x:1","la","lc"]', '[]', '{"kind":"exec"}', 5, 'x', 'c');
+      INSERT INTO contexts (tenant_id, name, head, image, created_at, updated_at) VALUES ('t1', 'c', 'b', 'x', 'x', 'x');`);
+    old.close();
+    const md = new SqliteMetadataStore(file);
+    assert.equal(await md.tenants.storedBytes('t1'), 35);
+    const db = new Database(file, { readonly: true });
+    assert.deepEqual(db.prepare('SELECT id, refs FROM layers ORDER BY id').all(), [
+      { id: 'image:x:1', refs: 4 }, { id: 'la', refs: 3 }, { id: 'lb', refs: 1 }, { id: 'lc', refs: 1 }]);
+    assert.deepEqual(db.prepare('SELECT id FROM versions WHERE detached = 1').all(), [{ id: 'conflict' }]);
+    db.close();
+    // The counts are live: dropping the conflict frees lc.
+    const r = await md.versions.drop(['conflict'], new Set());
+    assert.deepEqual(r.layers.map((l) => l.id), ['lc']);
+    assert.equal(await md.tenants.storedBytes('t1'), 30);
+    await md.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

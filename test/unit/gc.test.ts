@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { garbage, type Retention } from '../../packages/server/src/engine/gc.ts';
-import type { GraphVersion } from '../../packages/server/src/store/metadata/types.ts';
+import { garbage, type GraphVersion, type Retention } from '../../packages/server/src/engine/gc.ts';
 
 const day = (n: number) => new Date(Date.UTC(2026, 0, 1 + n)).toISOString();
 const v = (id: string, parent: string | null, created: number, extra: Partial<GraphVersion> = {}): GraphVersion =>

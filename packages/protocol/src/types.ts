@@ -8,7 +8,9 @@ export interface Context {
   updatedAt: string;
 }
 
-export type VersionCauseKind = 'exec' | 'write' | 'merge' | 'reset' | 'image' | 'service' | 'machine';
+/** What made a version. */
+export const VERSION_CAUSE_KINDS = ['exec', 'write', 'merge', 'reset', 'image', 'service', 'machine'] as const;
+export type VersionCauseKind = (typeof VERSION_CAUSE_KINDS)[number];
 
 export interface VersionCause {
   kind: VersionCauseKind;
@@ -84,7 +86,8 @@ export type ExecEvent =
   | ({ type: 'exit' } & ExecExit)
   | { type: 'error'; error: import('./errors.js').ErrorBody };
 
-export type FileType = 'file' | 'dir' | 'symlink' | 'other';
+export const FILE_TYPES = ['file', 'dir', 'symlink', 'other'] as const;
+export type FileType = (typeof FILE_TYPES)[number];
 
 export interface FileStat {
   type: FileType;
@@ -102,9 +105,11 @@ export interface DirEntry extends FileStat {
   name: string;
 }
 
+export const DIFF_KINDS = ['added', 'modified', 'deleted'] as const;
+
 export interface DiffChange {
   path: string;
-  kind: 'added' | 'modified' | 'deleted';
+  kind: (typeof DIFF_KINDS)[number];
   type: FileType;
   size?: number;
 }
@@ -155,6 +160,10 @@ export interface GcResult {
   deferredLayers: number;
   /** Machine templates of tenants' versions that nothing stood on and nobody used for a while. */
   templatesDeleted: number;
+  /** Usage ledger rows older than a day folded into hourly rows. */
+  usageRowsRolledUp: number;
+  /** False when the pass stopped at its time budget (SHELLBASE_GC_BUDGET_MS): the next pass goes on from there. */
+  complete: boolean;
   ms: number;
 }
 

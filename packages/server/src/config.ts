@@ -32,7 +32,7 @@ export interface ServerConfig {
   /** Sync layers and metadata before acknowledging writes (power-loss durability); off only for throw-away data. */
   durable: boolean;
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
-  gc: { intervalMs: number; retentionDays: number; keepVersions: number };
+  gc: { intervalMs: number; retentionDays: number; keepVersions: number; budgetMs: number };
   /** Quotas of a tenant that sets none of its own. */
   quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; runningMachines: number; tenantCpus: number };
   machines: MachinesConfig;
@@ -102,6 +102,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       intervalMs: num('SHELLBASE_GC_INTERVAL_MS', 600_000),
       retentionDays: num('SHELLBASE_RETENTION_DAYS', 30),
       keepVersions: num('SHELLBASE_KEEP_VERSIONS', 10),
+      budgetMs: num('SHELLBASE_GC_BUDGET_MS', 10_000),
     },
     quotas: {
       contexts: num('SHELLBASE_QUOTA_CONTEXTS', 1_000_000),

@@ -40,7 +40,7 @@ export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise
   const pins = new Pins();
   const engine = new Engine({
     config, metadata, snapshotter, runtime: new MemoryRuntime(snapshotter), log: pino({ level: 'silent' }),
-    meter: new PrometheusMeter({ storedBytes: () => metadata.totalLayerBytes() }), pins,
+    meter: new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() }), pins,
     durability: { layers: async () => undefined, metadata: async () => undefined },
   });
   await engine.recover();
@@ -49,7 +49,7 @@ export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise
     engine, snapshotter, metadata, pins,
     async caller(t = 't1', quotas) {
       if (!made.has(t)) {
-        await metadata.createTenant({ id: t, name: t, admin: false, createdAt: new Date().toISOString(), ...(quotas ? { quotas } : {}) });
+        await metadata.tenants.create({ id: t, name: t, admin: false, createdAt: new Date().toISOString(), ...(quotas ? { quotas } : {}) });
         made.add(t);
       }
       return { tenantId: t, admin: false, ...(quotas ? { quotas } : {}), hold: pins.hold() };

@@ -9,7 +9,7 @@ test('fast tier: long chains are squashed in the background; content stays equal
     for (let i = 0; i < 12; i++) await f.engine.exec(c, 's', { command: `echo ${i} > /root/f${i % 5} && echo ${i} >> /root/log` });
     await f.engine.squasher.idle();
     const ctx = await f.engine.getContext(c, 's');
-    const head = (await f.metadata.getVersion(ctx.head))!;
+    const head = (await f.metadata.versions.get(ctx.head))!;
     assert.ok(head.layers.length <= 7, `squashed: ${head.layers.length} layers`);
     const log = await f.engine.files.read(c, 's', '/root/log');
     assert.ok(log.kind === 'file');
@@ -23,7 +23,7 @@ test('fast tier: garbage collection drops old history and deletes layers no vers
   const f = await fakeEngine({ gc: { intervalMs: 3_600_000, retentionDays: 0, keepVersions: 1 } });
   try {
     const c = await f.caller();
-    const layersOf = async (v: string) => (await f.metadata.getVersion(v))!.layers;
+    const layersOf = async (v: string) => (await f.metadata.versions.get(v))!.layers;
     await f.engine.exec(c, 'g', { command: 'echo 1 > /root/a' });
     await f.engine.exec(c, 'g', { command: 'echo 2 > /root/a' });
     const shared = await f.engine.exec(c, 'g', { command: 'echo 3 > /root/b' });

@@ -1,7 +1,11 @@
+import { VERSION_CAUSE_KINDS } from '@shellbase/protocol';
 import { Type, type Static } from 'typebox';
 
-/** TypeBox schemas of HTTP API v1: request validation and the OpenAPI document come from these. */
+/** TypeBox schemas of HTTP API v1: request validation and the OpenAPI document come from these (api/wire-check.ts holds them to packages/protocol). */
 const strict = { additionalProperties: false } as const;
+
+/** One of the protocol's string constants (its state and kind unions are defined once, there). */
+export const oneOf = <Values extends string[]>(values: readonly [...Values]) => Type.Enum<Values>(values);
 
 export const Name = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_-][A-Za-z0-9._-]*$' });
 export const VersionId = Type.String({ minLength: 1, maxLength: 128 });
@@ -21,7 +25,7 @@ export const Version = Type.Object({
   id: Type.String(),
   parent: Type.Union([Type.String(), Type.Null()]),
   createdAt: Type.String(),
-  cause: Type.Object({ kind: Type.String(), command: Type.Optional(Type.String()) }),
+  cause: Type.Object({ kind: oneOf(VERSION_CAUSE_KINDS), command: Type.Optional(Type.String()) }),
   bytes: Type.Integer(),
 }, { $id: 'Version' });
 

@@ -61,7 +61,7 @@ export function overQuota(quota: string, limit: number, hint: string): Shellbase
 /** Refuses new writes once a tenant stores its quota (only counted when the quota is finite). */
 export async function checkStoredBytes(md: MetadataStore, tenantId: string, quotas: Quotas): Promise<void> {
   if (!Number.isFinite(quotas.storedBytes)) return;
-  if ((await md.storedBytes(tenantId)) >= quotas.storedBytes) {
+  if ((await md.tenants.storedBytes(tenantId)) >= quotas.storedBytes) {
     throw overQuota('storedBytes', quotas.storedBytes, 'delete or reset contexts to free what only they hold, or ask the admin for a higher quota');
   }
 }

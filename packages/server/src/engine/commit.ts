@@ -54,35 +54,35 @@ export class Committer {
       changes: layer.changes, cause, bytes: layer.bytes, createdAt,
     });
     for (;;) {
-      const ctx = await this.md.getContext(tenantId, context);
+      const ctx = await this.md.contexts.get(tenantId, context);
       if (!ctx) {
         // The context was deleted while the query ran: the work stays readable as an unattached
         // version that no context owns, until the next garbage collection.
         const v = { ...on(base), context: null };
-        await this.md.commitVersion({ version: v, layer: layerRow });
+        await this.md.versions.commit({ version: v, layer: layerRow });
         return { head: v.id, version: v.id, committed: false, layerCount: v.layers.length };
       }
       const moveHead = { tenantId, context, expectedHead: ctx.head };
       // Re-read the base: a squash may have given it a shorter layer list meanwhile.
-      base = (await this.md.getVersion(base.id)) ?? base;
+      base = (await this.md.versions.get(base.id)) ?? base;
       if (ctx.head === base.id) {
         const v = on(base);
-        if (await this.md.commitVersion({ version: v, layer: layerRow, moveHead })) {
+        if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead })) {
           return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
         }
         continue;
       }
-      const head = await this.md.getVersion(ctx.head);
+      const head = await this.md.versions.get(ctx.head);
       if (!head) throw new Error(`context ${context} points at missing version ${ctx.head}`);
       const theirs = await changesBetween(this.md, base, head);
       const paths = theirs === null ? layer.changes.map(([p]) => p) : overlappingPaths(layer.changes, theirs);
       if (paths.length > 0) {
         const v = on(base);
-        await this.md.commitVersion({ version: v, layer: layerRow });
+        await this.md.versions.commit({ version: v, layer: layerRow });
         return { head: head.id, version: v.id, committed: false, layerCount: v.layers.length, conflict: { paths, version: v.id } };
       }
       const v = on(head);
-      if (await this.md.commitVersion({ version: v, layer: layerRow, moveHead })) {
+      if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead })) {
         return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
       }
     }

@@ -85,7 +85,7 @@ export class Engine {
   async recover(): Promise<void> {
     const { runtime, snapshotter: layers, metadata, log } = this.deps;
     const cgroups = await runtime.recover();
-    const removed = await layers.recover(await metadata.layerIds());
+    const removed = await layers.recover((ids) => metadata.versions.knownLayers(ids));
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
     await this.moveToRebuiltImages();
   }
@@ -105,7 +105,7 @@ export class Engine {
     return {
       base: (caller, context, version) => this.baseVersion(caller, context, version),
       imageVersion: (image) => this.imageVersion(image),
-      imageOf: async (caller, context) => (await this.deps.metadata.getContext(caller.tenantId, context))?.image ?? null,
+      imageOf: async (caller, context) => (await this.deps.metadata.contexts.get(caller.tenantId, context))?.image ?? null,
       exec: (caller, context, req, hooks) => this.exec(caller, context, req, hooks),
     };
   }
@@ -118,12 +118,12 @@ export class Engine {
    */
   private async moveToRebuiltImages(): Promise<void> {
     const { config, metadata, log } = this.deps;
-    for (const id of await metadata.layerIds()) {
+    for (const id of await metadata.versions.imageLayers()) {
       const name = parseImageLayer(id)?.name;
       if (name === undefined || !(IMAGE_NAMES as string[]).includes(name) || !imageBuilt(config.cache, name)) continue;
       const current = imageInfo(config.cache, name).layerId;
       if (current === id) continue;
-      const moved = await metadata.replaceLayerPrefix([id], [current], { id: current, kind: 'image', bytes: 0, createdAt: new Date().toISOString() });
+      const moved = await metadata.versions.replaceLayerPrefix([id], [current], { id: current, kind: 'image', bytes: 0, createdAt: new Date().toISOString() });
       if (moved) log.warn({ from: id, to: current, versions: moved }, 'versions moved to the rebuilt image');
     }
   }
@@ -138,14 +138,14 @@ export class Engine {
       });
     }
     const id = imageVersionId(image, info.tag);
-    const existing = await metadata.getVersion(id);
+    const existing = await metadata.versions.get(id);
     if (existing) return existing;
     const now = new Date().toISOString();
     const version: NewVersion = {
       id, tenantId: SYSTEM_TENANT, parent: null, depth: 0, layers: [info.layerId], changes: null,
       cause: { kind: 'image' }, bytes: 0, createdAt: now,
     };
-    await metadata.ensureImageVersion(version, { id: info.layerId, kind: 'image', bytes: 0, createdAt: now });
+    await metadata.versions.ensureImage(version, { id: info.layerId, kind: 'image', bytes: 0, createdAt: now });
     return version;
   }
 
@@ -157,7 +157,7 @@ export class Engine {
   async version(caller: Caller, id: string): Promise<VersionRow> {
     if (typeof id !== 'string') throw notFound('version', String(id));
     caller.hold.version(id);
-    const v = await this.deps.metadata.getVersion(id);
+    const v = await this.deps.metadata.versions.get(id);
     if (!v || (v.tenantId !== caller.tenantId && v.tenantId !== SYSTEM_TENANT)) throw notFound('version', id);
     caller.hold.layerIds(v.layers);
     return v;
@@ -165,7 +165,7 @@ export class Engine {
 
   private async contextRow(caller: Caller, name: string): Promise<ContextRow> {
     checkName(name);
-    const row = await this.deps.metadata.getContext(caller.tenantId, name);
+    const row = await this.deps.metadata.contexts.get(caller.tenantId, name);
     if (!row) throw notFound('context', name);
     return row;
   }
@@ -186,12 +186,12 @@ export class Engine {
       head = await this.imageVersion(image);
     }
     const { contexts } = quotasOf(this.deps.config, caller);
-    if ((await this.deps.metadata.countContexts(caller.tenantId)) >= contexts) {
+    if ((await this.deps.metadata.contexts.count(caller.tenantId)) >= contexts) {
       throw overQuota('contexts', contexts, 'delete contexts you no longer need, or ask the admin for a higher quota');
     }
     const now = new Date().toISOString();
     const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now };
-    if (!(await this.deps.metadata.createContext(row))) {
+    if (!(await this.deps.metadata.contexts.create(row))) {
       throw new ShellbaseError('already_exists', `context ${JSON.stringify(opts.name)} already exists`, {
         details: { context: opts.name }, hint: 'pick another name, or use the existing context',
       });
@@ -202,7 +202,7 @@ export class Engine {
   /** Contexts are created from `debian` the first time a query names them. */
   async getOrCreateContext(caller: Caller, name: string): Promise<ContextRow> {
     checkName(name);
-    const row = await this.deps.metadata.getContext(caller.tenantId, name);
+    const row = await this.deps.metadata.contexts.get(caller.tenantId, name);
     if (row) return row;
     try {
       await this.createContextRow(caller, { name });
@@ -228,14 +228,14 @@ export class Engine {
   }
 
   async listContexts(caller: Caller): Promise<Context[]> {
-    return (await this.deps.metadata.listContexts(caller.tenantId)).map(toContext);
+    return (await this.deps.metadata.contexts.list(caller.tenantId)).map(toContext);
   }
 
   deleteContext(caller: Caller, name: string): Promise<void> {
     return durably(this.deps.durability, async () => {
       checkName(name);
       await this.services.stopContext(caller.tenantId, name);
-      if (!(await this.deps.metadata.deleteContext(caller.tenantId, name))) throw notFound('context', name);
+      if (!(await this.deps.metadata.contexts.delete(caller.tenantId, name))) throw notFound('context', name);
       this.gc.schedule();
     });
   }
@@ -256,9 +256,9 @@ export class Engine {
   /** The context's history, newest first, from its head or (a page further) from the parent of `before`. */
   async versions(caller: Caller, name: string, limit = 100, before?: string): Promise<Version[]> {
     const row = await this.contextRow(caller, name);
-    if (before === undefined) return (await this.deps.metadata.lineage(row.head, limit)).map(toVersion);
+    if (before === undefined) return (await this.deps.metadata.versions.lineage(row.head, limit)).map(toVersion);
     const from = await this.version(caller, before);
-    return from.parent ? (await this.deps.metadata.lineage(from.parent, limit)).map(toVersion) : [];
+    return from.parent ? (await this.deps.metadata.versions.lineage(from.parent, limit)).map(toVersion) : [];
   }
 
   exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks = {}): Promise<ExecResult> {

@@ -71,7 +71,7 @@ export class ExecRunner {
       const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: hooks.stdin ?? req.stdin, limits, binds: fwd?.binds, group };
       const { run, layer, bytesWritten, refused } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       const result = resultOf(run, base.id, bytesWritten, limits);
-      await this.deps.metadata.recordUsage({
+      await this.deps.metadata.usage.record({
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
         wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
       });

@@ -1,17 +1,23 @@
 import type { GcResult } from '@shellbase/protocol';
-import type { GraphVersion } from '../store/metadata/types.js';
+import type { LayerRow, Retention } from '../store/metadata/types.js';
 import type { Deps } from '../core/deps.js';
 
-/** How much history a tenant keeps. */
-export interface Retention {
-  /** Versions created before this instant (ISO time) may go. */
-  cutoff: string;
-  /** Versions within this many steps of a head (or a kept unattached version) stay whatever their age. */
-  keepVersions: number;
+export type { Retention } from '../store/metadata/types.js';
+
+/** A version as the reference model of collection sees it. */
+export interface GraphVersion {
+  id: string;
+  tenantId: string;
+  parent: string | null;
+  merged: string | null;
+  context: string | null;
+  createdAt: string;
 }
 
 /**
- * The versions garbage collection may drop. A version stays when it is
+ * The versions garbage collection may drop, over a whole graph in memory: the
+ * reference model that VersionRepository.garbage implements in SQL a page at
+ * a time (test/unit/gc-model.test.ts checks they agree). A version stays when it is
  * - a context's head;
  * - unattached (no head reaches it, e.g. a conflict) but still owned by a
  *   context and newer than the retention cutoff;
@@ -80,26 +86,38 @@ export function garbage(
 }
 
 const DAY_MS = 86_400_000;
+/** Versions a collection drops per transaction: small enough that no statement stalls the event loop. */
+const PAGE = 500;
+/** Usage ledger rows folded per transaction. */
+const ROLLUP_PAGE = 5_000;
+
+const breath = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
- * Garbage collection: drops versions `garbage()` selects and deletes the
- * layers no remaining version refers to. One run at a time; it runs every
- * `config.gc.intervalMs`, soon after a context is deleted, and on demand.
+ * Garbage collection: drops the versions the rules (`garbage()` above, the
+ * reference model; VersionRepository.garbage selects them in SQL) give up,
+ * deletes the layers no version refers to any more, folds old usage rows
+ * into hourly ones, and returns freed pages to the file system. One run at a
+ * time; it runs every `config.gc.intervalMs`, soon after a context is
+ * deleted, and on demand.
  *
- * Safety: version rows and layer rows go in one metadata transaction (which
- * re-checks heads), directories only afterwards, and only for layers that had
- * rows (a commit renames its directory into place before it inserts the row,
- * so a row-less directory may be one being committed). A crash between the
- * transaction and the directories leaves row-less directories, which start-up
- * recovery removes. A layer pinned by running work keeps its directory until
- * a later run finds it unpinned.
+ * Bounded: it works a tenant at a time and a page of versions per
+ * transaction, yielding to the event loop between pages, and stops at
+ * `config.gc.budgetMs` (the next run goes on: garbage is found afresh each
+ * time, so no progress is kept in memory). Memory and time follow the
+ * garbage, not the history kept.
+ *
+ * Safety: version rows and layer rows go in one transaction (which re-checks
+ * heads), trees only afterwards, and only of layers whose rows went (a commit
+ * renames its tree into place before it inserts the row, so a row-less tree
+ * may be one being committed). A crash between leaves row-less trees, which
+ * start-up recovery removes. A layer pinned by running work keeps its row and
+ * tree until a later run finds it unpinned.
  */
 export class GarbageCollector {
   private running: Promise<GcResult> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private soon: NodeJS.Timeout | null = null;
-  /** Layers whose rows are gone but whose directories were pinned at the last run. */
-  private readonly deferred = new Set<string>();
 
   /** `templates` collects machines' templates nothing stands on any more (Machines.collectTemplates). */
   constructor(private readonly deps: Deps, private readonly templates: () => Promise<number> = async () => 0) {}
@@ -135,35 +153,74 @@ export class GarbageCollector {
   }
 
   private async collect(): Promise<GcResult> {
-    const { metadata, snapshotter: layers, pins, log, meter } = this.deps;
+    const { metadata, snapshotter, pins, log, meter, config } = this.deps;
     const started = performance.now();
-    const retentions = await this.retentions();
-    const { versions, heads } = await metadata.versionGraph();
-    let pinned = pins.snapshot();
-    const doomed = garbage(versions, heads, pinned.versions, retentions);
-    // No await between this snapshot and the call: work that pinned a version meanwhile keeps it.
-    pinned = pins.snapshot();
-    const dropped = await metadata.dropVersions(doomed.filter((id) => !pinned.versions.has(id)), pinned.layers);
-    for (const l of dropped.layers) this.deferred.add(l.id);
-    let layersDeleted = 0;
-    for (const id of [...this.deferred]) {
-      if (pins.layerPinned(id)) continue;
-      await layers.remove(id);
-      this.deferred.delete(id);
-      layersDeleted++;
+    const deadline = started + config.gc.budgetMs;
+    const retentionOf = await this.retentions();
+    const removed: LayerRow[] = [];
+    let versionsDropped = 0;
+    let deferred = 0;
+    let complete = true;
+    const dropPage = async (ids: readonly string[]) => {
+      // No await between this snapshot and the drop's transaction: work that pinned a version
+      // meanwhile keeps it (its row read waits for the transaction, then finds it or not).
+      const pinned = pins.snapshot();
+      const r = await metadata.versions.drop(ids.filter((id) => !pinned.versions.has(id)), pinned.layers);
+      versionsDropped += r.versions;
+      removed.push(...r.layers);
+      deferred += r.deferred;
+    };
+    tenants: for (let after: string | null = null; ;) {
+      const ids = await metadata.tenants.ids(after, 100);
+      if (ids.length === 0) break;
+      after = ids[ids.length - 1];
+      for (const tenantId of ids) {
+        for (;;) {
+          if (performance.now() > deadline) { complete = false; break tenants; }
+          const page = await metadata.versions.garbage(tenantId, retentionOf(tenantId), [...pins.snapshot().versions], PAGE);
+          if (page.length) await dropPage(page);
+          await breath();
+          if (page.length < PAGE) break;
+        }
+      }
     }
+    // Layers left by earlier runs while running work used them.
+    const left = await metadata.versions.dropUnreferencedLayers(pins.snapshot().layers, PAGE);
+    removed.push(...left.layers);
+    deferred = left.deferred;
+    for (const l of removed) {
+      await snapshotter.remove(l.id);
+      await breath();
+    }
+    const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;
+    await metadata.reclaim();
     const templatesDeleted = await this.templates().catch((err) => { log.error({ err }, 'collecting machine templates failed'); return 0; });
     const result: GcResult = {
-      versionsDropped: dropped.versions,
-      layersDeleted,
+      versionsDropped,
+      layersDeleted: removed.length,
       templatesDeleted,
-      bytesFreed: dropped.layers.reduce((n, l) => n + l.bytes, 0),
-      deferredLayers: this.deferred.size,
+      bytesFreed: removed.reduce((n, l) => n + l.bytes, 0),
+      deferredLayers: deferred,
+      usageRowsRolledUp,
+      complete,
       ms: Math.round(performance.now() - started),
     };
     meter.gcRan(result);
-    if (result.versionsDropped || result.layersDeleted || result.templatesDeleted) log.info(result, 'garbage collected');
+    if (result.versionsDropped || result.layersDeleted || result.templatesDeleted || !complete) log.info(result, 'garbage collected');
     return result;
+  }
+
+  /** Folds usage rows older than a day into hourly rows, a page at a time, within the budget. */
+  private async rollUp(deadline: number): Promise<number> {
+    const before = new Date(Date.now() - DAY_MS).toISOString();
+    let total = 0;
+    while (performance.now() < deadline) {
+      const n = await this.deps.metadata.usage.rollUp(before, ROLLUP_PAGE);
+      total += n;
+      await breath();
+      if (n < ROLLUP_PAGE) break;
+    }
+    return total;
   }
 
   /** Each tenant's retention: its own settings, else the server's. */
@@ -175,7 +232,7 @@ export class GarbageCollector {
     });
     const fallback = of(config.gc.retentionDays, config.gc.keepVersions);
     const own = new Map<string, Retention>();
-    for (const t of await metadata.listTenants()) {
+    for (const t of await metadata.tenants.list()) {
       const q = t.quotas;
       if (q?.retentionDays !== undefined || q?.keepVersions !== undefined) {
         own.set(t.id, of(q.retentionDays ?? config.gc.retentionDays, q.keepVersions ?? config.gc.keepVersions));

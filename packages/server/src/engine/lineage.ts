@@ -45,7 +45,7 @@ export async function diverge(md: MetadataStore, a: VersionRow, b: VersionRow): 
       if (!pid) continue;
       marks.set(pid, (marks.get(pid) ?? 0) | mark);
       if (!queue.has(pid)) {
-        const parent = await md.getVersion(pid);
+        const parent = await md.versions.get(pid);
         if (parent) queue.set(pid, parent);
       }
     }
@@ -56,7 +56,7 @@ export async function diverge(md: MetadataStore, a: VersionRow, b: VersionRow): 
     for (const v of only[side]) {
       if (v.merged) continue;
       if (v.parent === null) return null;
-      const changes = await md.versionChanges(v.id);
+      const changes = await md.versions.changes(v.id);
       if (changes === null) return null;
       sides[side].push(changes);
     }

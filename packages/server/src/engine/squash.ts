@@ -38,8 +38,8 @@ export class Squasher {
   }
 
   private async squashHead(tenantId: string, context: string): Promise<void> {
-    const ctx = await this.deps.metadata.getContext(tenantId, context);
-    const head = ctx && (await this.deps.metadata.getVersion(ctx.head));
+    const ctx = await this.deps.metadata.contexts.get(tenantId, context);
+    const head = ctx && (await this.deps.metadata.versions.get(ctx.head));
     if (head) await this.squashVersion(head);
   }
 
@@ -47,7 +47,7 @@ export class Squasher {
   async mountable(version: VersionRow): Promise<VersionRow> {
     if (version.layers.length <= MAX_MOUNT_LAYERS) return version;
     await this.squashVersion(version);
-    return (await this.deps.metadata.getVersion(version.id)) ?? version;
+    return (await this.deps.metadata.versions.get(version.id)) ?? version;
   }
 
   /** Squashes all but the newest KEEP_TOP layers of a version (one squash per layer chain at a time). */
@@ -59,9 +59,12 @@ export class Squasher {
       const [image, ...rest] = prefix;
       const started = performance.now();
       const squashed = await layers.squash(rest);
-      const rewritten = await metadata.replaceLayerPrefix(prefix, [image, squashed.layerId], {
+      // The version that introduced the prefix: the rewrite walks only its descendants.
+      const from = (await metadata.versions.lineage(current.id, KEEP_TOP + 2)).find((v) => v.layers.length === prefix.length
+        && v.layers.every((l, i) => l === prefix[i]));
+      const rewritten = await metadata.versions.replaceLayerPrefix(prefix, [image, squashed.layerId], {
         id: squashed.layerId, kind: 'squash', bytes: squashed.bytes, createdAt: new Date().toISOString(),
-      });
+      }, from?.id ?? null);
       this.deps.meter.squashed(rest.length);
       log.info({ version: version.id, layers: rest.length, rewritten, ms: Math.round(performance.now() - started) }, 'squashed layers');
       return rewritten;
@@ -73,7 +76,7 @@ export class Squasher {
     const hold = this.deps.pins.hold();
     try {
       hold.version(id);
-      const current = await this.deps.metadata.getVersion(id);
+      const current = await this.deps.metadata.versions.get(id);
       if (current) hold.layerIds(current.layers);
       return await task(current);
     } finally {

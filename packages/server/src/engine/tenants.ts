@@ -27,10 +27,10 @@ export class Tenants {
    */
   async ensureAdmin(): Promise<string> {
     const file = path.join(this.config.home, 'admin.key');
-    if (await this.md.adminTenant()) return file;
+    if (await this.md.tenants.admin()) return file;
     const key = existsSync(file) ? readFileSync(file, 'utf8').trim() : newApiKey();
-    await this.md.createTenant({ id: 't_admin', name: 'admin', admin: true, createdAt: new Date().toISOString() });
-    await this.md.addApiKey('t_admin', hashKey(key));
+    await this.md.tenants.create({ id: 't_admin', name: 'admin', admin: true, createdAt: new Date().toISOString() });
+    await this.md.tenants.addKey('t_admin', hashKey(key));
     await this.durability.metadata();
     writeFileSync(file, `${key}\n`, { mode: 0o600 });
     return file;
@@ -44,7 +44,7 @@ export class Tenants {
         hint: 'send Authorization: Bearer <key>; the admin key is in $SHELLBASE_HOME/admin.key',
       });
     }
-    const tenant = await this.md.tenantForKey(hashKey(m[1]));
+    const tenant = await this.md.tenants.byKey(hashKey(m[1]));
     if (!tenant) throw new ShellbaseError('unauthorized', 'invalid API key', { hint: 'check SHELLBASE_API_KEY' });
     return { tenantId: tenant.id, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}) };
   }
@@ -58,24 +58,24 @@ export class Tenants {
     checkName(name, 'tenant');
     const row: TenantRow = { id: newId('t'), name, admin: false, createdAt: new Date().toISOString() };
     if (quotas) row.quotas = checkQuotas(quotas, this.config);
-    if (!(await this.md.createTenant(row))) {
+    if (!(await this.md.tenants.create(row))) {
       throw new ShellbaseError('already_exists', `tenant ${JSON.stringify(name)} already exists`, { hint: 'pick another name' });
     }
     const apiKey = newApiKey();
-    await this.md.addApiKey(row.id, hashKey(apiKey));
+    await this.md.tenants.addKey(row.id, hashKey(apiKey));
     return { tenant: toTenant(row), apiKey };
   }
 
   async list(caller: Caller): Promise<Tenant[]> {
     requireAdmin(caller);
-    return (await this.md.listTenants()).map(toTenant);
+    return (await this.md.tenants.list()).map(toTenant);
   }
 
   /** A tenant other than the admin (whose key lives in admin.key and is not managed here). */
   private async managed(caller: Caller, name: string): Promise<TenantRow> {
     requireAdmin(caller);
     checkName(name, 'tenant');
-    const t = await this.md.tenantByName(name);
+    const t = await this.md.tenants.byName(name);
     if (!t) throw notFound('tenant', name);
     if (t.admin) throw new ShellbaseError('failed_precondition', 'the admin tenant\'s key is not managed through the API', { hint: 'its key is $SHELLBASE_HOME/admin.key' });
     return t;
@@ -86,21 +86,21 @@ export class Tenants {
     return durably(this.durability, async () => {
       const t = await this.managed(caller, name);
       const apiKey = newApiKey();
-      await this.md.addApiKey(t.id, hashKey(apiKey));
-      const key = (await this.md.listApiKeys(t.id)).find((k) => k.id === `k_${hashKey(apiKey).slice(0, 12)}`)!;
+      await this.md.tenants.addKey(t.id, hashKey(apiKey));
+      const key = (await this.md.tenants.listKeys(t.id)).find((k) => k.id === `k_${hashKey(apiKey).slice(0, 12)}`)!;
       return { key, apiKey };
     });
   }
 
   async listKeys(caller: Caller, name: string): Promise<ApiKeyRow[]> {
-    return this.md.listApiKeys((await this.managed(caller, name)).id);
+    return this.md.tenants.listKeys((await this.managed(caller, name)).id);
   }
 
   /** Revokes one key, or every key of the tenant (its data stays). */
   revoke(caller: Caller, name: string, keyId?: string): Promise<void> {
     return durably(this.durability, async () => {
       const t = await this.managed(caller, name);
-      const n = await this.md.revokeApiKeys(t.id, keyId);
+      const n = await this.md.tenants.revokeKeys(t.id, keyId);
       if (keyId !== undefined && n === 0) throw notFound('key', keyId);
     });
   }

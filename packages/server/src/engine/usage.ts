@@ -30,21 +30,21 @@ export class Usage {
     let tenantId = caller.tenantId;
     if (q.tenant !== undefined) {
       if (!caller.admin) throw new ShellbaseError('forbidden', 'only the admin key reads another tenant\'s usage', { hint: 'drop tenant=' });
-      const t = await this.md.tenantByName(q.tenant);
+      const t = await this.md.tenants.byName(q.tenant);
       if (!t) throw notFound('tenant', q.tenant);
       tenantId = t.id;
     }
     const from = time(q.from, '1970-01-01T00:00:00.000Z', 'from');
     const to = time(q.to, '9999-12-31T00:00:00.000Z', 'to');
     const groupBy = q.groupBy ?? 'context';
-    const rows = await this.md.usageTotals(tenantId, from, to, groupBy);
+    const rows = await this.md.usage.totals(tenantId, from, to, groupBy);
     const items: UsageItem[] = [];
     for (const r of rows) {
       let bytesStored = 0;
       if (groupBy === 'context') {
-        const ctx = await this.md.getContext(tenantId, r.key);
-        const head = ctx && (await this.md.getVersion(ctx.head));
-        if (head) bytesStored = await this.md.layerBytes(head.layers);
+        const ctx = await this.md.contexts.get(tenantId, r.key);
+        const head = ctx && (await this.md.versions.get(ctx.head));
+        if (head) bytesStored = await this.md.versions.layerBytes(head.layers);
       }
       items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: r.machineSeconds, machineMbSeconds: r.machineMbSeconds, bytesStored });
     }
@@ -56,7 +56,7 @@ export class Usage {
       serviceSeconds: items.reduce((s, i) => s + i.serviceSeconds, 0),
       machineSeconds: items.reduce((s, i) => s + i.machineSeconds, 0),
       machineMbSeconds: items.reduce((s, i) => s + i.machineMbSeconds, 0),
-      bytesStored: await this.md.storedBytes(tenantId) + await this.machineBytes(tenantId),
+      bytesStored: await this.md.tenants.storedBytes(tenantId) + await this.machineBytes(tenantId),
     };
     return { items, total };
   }

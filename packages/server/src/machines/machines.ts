@@ -67,10 +67,10 @@ export class Machines {
   /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
   async open(): Promise<void> {
     if (findAssets(this.deps.config.cache)) await this.host();
-    for (const row of await this.deps.metadata.listMachines()) {
+    for (const row of await this.deps.metadata.machines.list()) {
       if (row.state === 'hibernated' && existsSync(this.layout.hibernation(row.id).state)) continue;
       if (row.state !== 'stopped') {
-        await this.deps.metadata.updateMachine({ ...row, state: 'stopped' });
+        await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
       }
     }
@@ -148,7 +148,7 @@ export class Machines {
 
   /** Inserts the row and restores the machine; on failure nothing of it is left. */
   private async start(row: MachineRow, src: RestoreSource): Promise<MachineRun> {
-    await this.deps.metadata.createMachine(row);
+    await this.deps.metadata.machines.create(row);
     const run = this.runOf(row);
     try {
       await run.serial(() => run.restore(src));
@@ -163,7 +163,7 @@ export class Machines {
   private async discard(run: MachineRun): Promise<void> {
     await run.destroy();
     this.runs.delete(run.row.id);
-    await this.deps.metadata.deleteMachine(run.row.tenantId, run.row.id);
+    await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
     await this.collectDisks(run.row.tenantId, run.row.spec.disk);
   }
 
@@ -177,8 +177,8 @@ export class Machines {
     if (!run) {
       run = new MachineRun(row, {
         host: this.host_!,
-        save: (r) => this.deps.metadata.updateMachine(r),
-        meter: (r, wallMs, cpuMs) => this.deps.metadata.recordUsage({
+        save: (r) => this.deps.metadata.machines.update(r),
+        meter: (r, wallMs, cpuMs) => this.deps.metadata.usage.record({
           tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
           cpuMs, wallMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null,
         }),
@@ -192,7 +192,7 @@ export class Machines {
 
   private async row(caller: Caller, id: string): Promise<MachineRow> {
     if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound('machine', String(id));
-    const row = this.runs.get(id)?.row ?? (await this.deps.metadata.getMachine(caller.tenantId, id));
+    const row = this.runs.get(id)?.row ?? (await this.deps.metadata.machines.get(caller.tenantId, id));
     if (!row || row.tenantId !== caller.tenantId) throw notFound('machine', id);
     return row;
   }
@@ -213,7 +213,7 @@ export class Machines {
   async get(caller: Caller, id: string): Promise<Machine> { return this.toMachine(await this.runFor(caller, id)); }
 
   async list(caller: Caller): Promise<Machine[]> {
-    return (await this.deps.metadata.listMachines(caller.tenantId)).map((r) => this.toMachine(this.runs.get(r.id) ?? r));
+    return (await this.deps.metadata.machines.list(caller.tenantId)).map((r) => this.toMachine(this.runs.get(r.id) ?? r));
   }
 
   async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
@@ -272,7 +272,7 @@ export class Machines {
       id: sid, tenantId: caller.tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
       spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
     };
-    if (!temporary) await this.deps.metadata.createSnapshot(row);
+    if (!temporary) await this.deps.metadata.machines.createSnapshot(row);
     return row;
   }
 
@@ -283,7 +283,7 @@ export class Machines {
 
   private async restoreNow(caller: Caller, snapshotId: string, count = 1): Promise<Machine[]> {
     if (typeof snapshotId !== 'string' || !/^s_[a-z0-9]{1,64}$/.test(snapshotId)) throw notFound('snapshot', String(snapshotId));
-    const snap = await this.deps.metadata.getSnapshot(caller.tenantId, snapshotId);
+    const snap = await this.deps.metadata.machines.getSnapshot(caller.tenantId, snapshotId);
     if (!snap) throw notFound('snapshot', snapshotId);
     return (await this.spawnFrom(caller, snap, count)).map((r) => this.toMachine(r));
   }
@@ -353,15 +353,15 @@ export class Machines {
   }
 
   private async deleteSnapshotNow(caller: Caller, id: string): Promise<void> {
-    const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.getSnapshot(caller.tenantId, id) : null;
+    const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.machines.getSnapshot(caller.tenantId, id) : null;
     if (!snap) throw notFound('snapshot', String(id));
-    await this.deps.metadata.deleteSnapshot(caller.tenantId, id);
+    await this.deps.metadata.machines.deleteSnapshot(caller.tenantId, id);
     rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
     await this.collectDisks(caller.tenantId, snap.spec.disk);
   }
 
   async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
-    return (await this.deps.metadata.listSnapshots(caller.tenantId)).map((s) => this.toSnapshot(s));
+    return (await this.deps.metadata.machines.listSnapshots(caller.tenantId)).map((s) => this.toSnapshot(s));
   }
 
   /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
@@ -380,7 +380,7 @@ export class Machines {
         entry = { port, token: newToken() };
         if (run.vm) { await run.vm.forward(port); await run.vm.bridge(run.portSocket(port), port); }
         run.row = { ...run.row, spec: { ...spec, ports: [...spec.ports, entry] } };
-        await this.deps.metadata.updateMachine(run.row);
+        await this.deps.metadata.machines.update(run.row);
       }
       return this.urls(entry.token);
     });
@@ -388,7 +388,7 @@ export class Machines {
 
   /** The gateway's view of an exposed port; null for tokens no machine has. */
   async byPortToken(token: string): Promise<PortTarget | null> {
-    const found = await this.deps.metadata.machineByPortToken(token);
+    const found = await this.deps.metadata.machines.byPortToken(token);
     if (!found) return null;
     const run = this.runOf(this.runs.get(found.machine.id)?.row ?? found.machine);
     return this.io.portTarget(run, found.port);
@@ -416,8 +416,8 @@ export class Machines {
   /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */
   private async chainFiles(tenantId?: string): Promise<Set<string>> {
     const files = new Set<string>();
-    for (const m of await this.deps.metadata.listMachines(tenantId)) for (const d of m.spec.disk) files.add(d);
-    for (const s of await this.deps.metadata.listSnapshots(tenantId)) for (const d of s.spec.disk) files.add(d);
+    for (const m of await this.deps.metadata.machines.list(tenantId)) for (const d of m.spec.disk) files.add(d);
+    for (const s of await this.deps.metadata.machines.listSnapshots(tenantId)) for (const d of s.spec.disk) files.add(d);
     return files;
   }
 
@@ -458,7 +458,7 @@ export class Machines {
   /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
   async storedBytes(tenantId: string): Promise<number> {
     let total = allocated(this.layout.tenantDir(tenantId));
-    for (const m of await this.deps.metadata.listMachines(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
+    for (const m of await this.deps.metadata.machines.list(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
     return total;
   }
 

@@ -3,7 +3,8 @@ import { Type, type Static } from 'typebox';
 import type { Readable } from 'node:stream';
 import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError, invalid } from '../../errors.js';
-import { errorResponses } from '../schemas.js';
+import { FILE_TYPES } from '@shellbase/protocol';
+import { errorResponses, oneOf } from '../schemas.js';
 
 const FileParams = Type.Object({ name: Type.String({ maxLength: 1024 }), '*': Type.String() });
 const ReadQuery = Type.Object({ version: Type.Optional(Type.String({ maxLength: 128 })) }, { additionalProperties: false });
@@ -13,8 +14,8 @@ const WriteQuery = Type.Object({
 }, { additionalProperties: false });
 const DeleteQuery = Type.Object({ recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const VersionResult = Type.Object({ version: Type.String() });
-const Stat = Type.Object({
-  type: Type.String(), size: Type.Integer(), mode: Type.Integer(), uid: Type.Integer(), gid: Type.Integer(), mtime: Type.String(),
+export const Stat = Type.Object({
+  type: oneOf(FILE_TYPES), size: Type.Integer(), mode: Type.Integer(), uid: Type.Integer(), gid: Type.Integer(), mtime: Type.String(),
   target: Type.Optional(Type.String()),
 });
 

@@ -3,9 +3,9 @@ import { Type } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
 import { errorResponses } from '../schemas.js';
 
-const GcResult = Type.Object({
+export const GcResult = Type.Object({
   versionsDropped: Type.Integer(), layersDeleted: Type.Integer(), bytesFreed: Type.Number(),
-  deferredLayers: Type.Integer(), templatesDeleted: Type.Integer(), ms: Type.Number(),
+  deferredLayers: Type.Integer(), templatesDeleted: Type.Integer(), usageRowsRolledUp: Type.Integer(), complete: Type.Boolean(), ms: Type.Number(),
 });
 
 /** POST /v1/gc (admin key): one garbage collection run now; it also runs in the background. */

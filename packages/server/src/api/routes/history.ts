@@ -1,16 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
-import { Context, NameParams, VersionId, errorResponses } from '../schemas.js';
+import { DIFF_KINDS, FILE_TYPES } from '@shellbase/protocol';
+import { Context, NameParams, VersionId, errorResponses, oneOf } from '../schemas.js';
 
 const ResetBody = Type.Object({ version: VersionId }, { additionalProperties: false });
 const MergeBody = Type.Object({ from: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
 const DiffQuery = Type.Object({
   from: Type.Optional(VersionId), to: Type.Optional(VersionId), path: Type.Optional(Type.String({ maxLength: 4096 })),
 }, { additionalProperties: false });
-const DiffResult = Type.Object({
+export const DiffResult = Type.Object({
   changes: Type.Array(Type.Object({
-    path: Type.String(), kind: Type.String(), type: Type.String(), size: Type.Optional(Type.Integer()),
+    path: Type.String(), kind: oneOf(DIFF_KINDS), type: oneOf(FILE_TYPES), size: Type.Optional(Type.Integer()),
   })),
   patch: Type.Optional(Type.String()),
 });

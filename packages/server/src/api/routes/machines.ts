@@ -1,20 +1,21 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Machines as MachineOps } from '../../machines/machines.js';
-import { ExecLimits, errorResponses } from '../schemas.js';
+import { MACHINE_STATES } from '@shellbase/protocol';
+import { ExecLimits, errorResponses, oneOf } from '../schemas.js';
 import { respondExec } from './exec.js';
 
 const strict = { additionalProperties: false } as const;
-const Port = Type.Object({ port: Type.Integer(), url: Type.String(), pathUrl: Type.String() });
-const Machine = Type.Object({
+export const Port = Type.Object({ port: Type.Integer(), url: Type.String(), pathUrl: Type.String() });
+export const Machine = Type.Object({
   id: Type.String(),
-  state: Type.Union(['starting', 'running', 'paused', 'hibernated', 'stopped'].map((s) => Type.Literal(s))),
+  state: oneOf(MACHINE_STATES),
   context: Type.Optional(Type.String()), version: Type.Optional(Type.String()), image: Type.String(),
   memoryMb: Type.Integer(), cpus: Type.Integer(), idleTimeoutMs: Type.Integer(), snapshot: Type.Optional(Type.String()),
   ports: Type.Array(Port), createdAt: Type.String(),
 }, { $id: 'Machine' });
-const Snapshot = Type.Object({ id: Type.String(), machine: Type.String(), memoryMb: Type.Integer(), cpus: Type.Integer(), createdAt: Type.String() }, { $id: 'MachineSnapshot' });
-const CreateBody = Type.Object({
+export const Snapshot = Type.Object({ id: Type.String(), machine: Type.String(), memoryMb: Type.Integer(), cpus: Type.Integer(), createdAt: Type.String() }, { $id: 'MachineSnapshot' });
+export const CreateBody = Type.Object({
   context: Type.Optional(Type.String({ maxLength: 1024 })), version: Type.Optional(Type.String({ maxLength: 128 })),
   image: Type.Optional(Type.String({ maxLength: 64 })), memoryMb: Type.Optional(Type.Integer()), cpus: Type.Optional(Type.Integer()),
   idleTimeoutMs: Type.Optional(Type.Integer()),
@@ -28,7 +29,7 @@ const ExecBody = Type.Object({
   timeoutMs: Type.Optional(Type.Number()),
   limits: Type.Optional(Type.Pick(ExecLimits, ['outputBytes'])),
 }, strict);
-const ExecResult = Type.Object({
+export const ExecResult = Type.Object({
   exitCode: Type.Integer(), signal: Type.Optional(Type.String()), timedOut: Type.Boolean(),
   stdout: Type.String(), stderr: Type.String(), truncated: Type.Boolean(), usage: Type.Object({ wallMs: Type.Number() }),
 });

@@ -1,16 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
-import { Name, errorResponses } from '../schemas.js';
+import { SERVICE_STATES } from '@shellbase/protocol';
+import { Name, errorResponses, oneOf } from '../schemas.js';
 
 const strict = { additionalProperties: false } as const;
-const Service = Type.Object({
+export const Service = Type.Object({
   name: Type.String(), context: Type.String(), command: Type.Union([Type.String(), Type.Array(Type.String())]),
   port: Type.Integer(), url: Type.String(), pathUrl: Type.String(),
-  state: Type.Union([Type.Literal('sleeping'), Type.Literal('starting'), Type.Literal('running'), Type.Literal('stopping')]),
+  state: oneOf(SERVICE_STATES),
   idleTimeoutMs: Type.Integer(), createdAt: Type.String(),
 }, { $id: 'Service' });
-const CreateServiceBody = Type.Object({
+export const CreateServiceBody = Type.Object({
   name: Name,
   command: Type.Union([Type.String({ minLength: 1, maxLength: 1 << 16 }), Type.Array(Type.String(), { minItems: 1, maxItems: 4096 })]),
   port: Type.Integer(),

@@ -3,10 +3,11 @@ import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
 import { Name, errorResponses } from '../schemas.js';
 
-const TenantSchema = Type.Object({
+export const TenantSchema = Type.Object({
   id: Type.String(), name: Type.String(), admin: Type.Boolean(), createdAt: Type.String(),
   quotas: Type.Optional(Type.Record(Type.String(), Type.Number())),
 });
+export const ApiKeySchema = Type.Object({ id: Type.String(), createdAt: Type.String(), revokedAt: Type.Union([Type.String(), Type.Null()]) });
 const CreateTenantBody = Type.Object({ name: Name, quotas: Type.Optional(Type.Record(Type.String(), Type.Number())) }, { additionalProperties: false });
 
 /** Tenants (admin key only): create one with its first API key, list them. */
@@ -20,7 +21,7 @@ export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
 
   const TenantParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }) });
   const KeyParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }), key: Type.String({ maxLength: 64 }) });
-  const Key = Type.Object({ id: Type.String(), createdAt: Type.String(), revokedAt: Type.Union([Type.String(), Type.Null()]) });
+  const Key = ApiKeySchema;
   const denied = { 403: errorResponses[401], ...errorResponses };
 
   app.post<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant/keys', {

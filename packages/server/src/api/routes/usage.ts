@@ -9,7 +9,7 @@ const UsageQuery = Type.Object({
   groupBy: Type.Optional(Type.Union([Type.Literal('context'), Type.Literal('kind'), Type.Literal('day'), Type.Literal('hour')])),
   tenant: Type.Optional(Type.String({ maxLength: 128 })),
 }, { additionalProperties: false });
-const Item = Type.Object({
+export const Item = Type.Object({
   key: Type.String(), queries: Type.Integer(), cpuMs: Type.Number(), wallMs: Type.Number(),
   serviceSeconds: Type.Number(), machineSeconds: Type.Number(), machineMbSeconds: Type.Number(), bytesStored: Type.Number(),
 });

@@ -43,7 +43,7 @@ export class History {
           changes: await changesBetween(this.deps.metadata, head, target), cause: { kind: 'reset', command: `reset to ${target.id}` },
           bytes: 0, createdAt: new Date().toISOString(),
         };
-        if (await this.deps.metadata.commitVersion({ version: v, moveHead: { tenantId: caller.tenantId, context: name, expectedHead: head.id } })) return v;
+        if (await this.deps.metadata.versions.commit({ version: v, moveHead: { tenantId: caller.tenantId, context: name, expectedHead: head.id } })) return v;
       }
     }));
   }
@@ -105,7 +105,7 @@ export class History {
           depth: Math.max(target.depth, source.depth) + 1, layers, changes: d.b,
           cause: { kind: 'merge', command: `merge ${from}` }, bytes, createdAt: new Date().toISOString(),
         };
-        if (await this.deps.metadata.commitVersion({ version: v, layer: layerRow, moveHead })) return { version: v.id };
+        if (await this.deps.metadata.versions.commit({ version: v, layer: layerRow, moveHead })) return { version: v.id };
       }
     }));
   }

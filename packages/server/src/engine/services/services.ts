@@ -41,7 +41,7 @@ export class Services {
    * `except`, a service itself) answer on 127.0.0.1; null when it has none.
    */
   async forwarding(tenantId: string, context: string, except?: string): Promise<Forwarding | null> {
-    return this.forward.forSandbox(await this.deps.metadata.listServices(tenantId, context), except);
+    return this.forward.forSandbox(await this.deps.metadata.services.list(tenantId, context), except);
   }
 
   private get dir(): string { return path.join(this.deps.config.home, 'services'); }
@@ -68,7 +68,7 @@ export class Services {
     resolveLimits(req.limits, undefined, config.defaults, config.maximums); // refuses what a query may not ask for
     await this.lookups.getOrCreateContext(caller, context);
     // Each service answers on 127.0.0.1:PORT inside the context's sandboxes: one port, one service.
-    const taken = (await this.deps.metadata.listServices(caller.tenantId, context)).find((s) => s.spec.port === req.port);
+    const taken = (await this.deps.metadata.services.list(caller.tenantId, context)).find((s) => s.spec.port === req.port);
     if (taken) {
       throw new ShellbaseError('already_exists', `port ${req.port} is taken by service ${taken.name} of context ${context}`, {
         details: { port: req.port, service: taken.name }, hint: 'use another port (the context\'s services share 127.0.0.1 inside its sandboxes)',
@@ -78,7 +78,7 @@ export class Services {
       tenantId: caller.tenantId, context, name: req.name, token: newToken(), createdAt: new Date().toISOString(),
       spec: { format: 1, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {} },
     };
-    if (!(await this.deps.metadata.createService(row))) {
+    if (!(await this.deps.metadata.services.create(row))) {
       throw new ShellbaseError('already_exists', `context ${context} already has a service ${JSON.stringify(req.name)}`, {
         details: { service: req.name }, hint: 'pick another name, or delete the existing service first',
       });
@@ -88,7 +88,7 @@ export class Services {
 
   async list(caller: Caller, context: string): Promise<Service[]> {
     checkName(context);
-    return (await this.deps.metadata.listServices(caller.tenantId, context)).map((r) => this.toService(r));
+    return (await this.deps.metadata.services.list(caller.tenantId, context)).map((r) => this.toService(r));
   }
 
   async get(caller: Caller, context: string, name: string): Promise<Service> {
@@ -110,7 +110,7 @@ export class Services {
       await this.runs.get(row.token)?.stop();
       this.runs.delete(row.token);
       this.forward.close(row.token);
-      await this.deps.metadata.deleteService(caller.tenantId, context, name);
+      await this.deps.metadata.services.delete(caller.tenantId, context, name);
       this.logOf(row.token).remove();
     });
   }
@@ -125,7 +125,7 @@ export class Services {
     if (!/^[a-z2-7]{26}$/.test(token)) return null;
     const existing = this.runs.get(token);
     if (existing) return existing;
-    const row = await this.deps.metadata.serviceByToken(token);
+    const row = await this.deps.metadata.services.byToken(token);
     return row ? this.runOf(row) : null;
   }
 
@@ -150,7 +150,7 @@ export class Services {
         deps: this.deps, committer: this.committer, log: this.logOf(row.token),
         head: (hold) => this.lookups.head(caller(hold), row.context),
         admit: async () => {
-          const tenant = await this.deps.metadata.getTenant(row.tenantId);
+          const tenant = await this.deps.metadata.tenants.get(row.tenantId);
           const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
           const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
           if (awake >= runningServices) throw overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
@@ -175,7 +175,7 @@ export class Services {
   private async row(caller: Caller, context: string, name: string): Promise<ServiceRow> {
     checkName(context);
     checkName(name, 'service');
-    const row = await this.deps.metadata.getService(caller.tenantId, context, name);
+    const row = await this.deps.metadata.services.get(caller.tenantId, context, name);
     if (!row) throw notFound('service', name);
     return row;
   }

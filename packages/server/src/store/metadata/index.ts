@@ -1,2 +1,2 @@
-export type { ApiKeyRow, ContextRow, CommitVersionOptions, LayerRow, MetadataStore, NewVersion, TenantRow, UsageRow, UsageTotals, VersionRow } from './types.js';
+export type * from './types.js';
 export { SqliteMetadataStore } from './sqlite/sqlite-store.js';

@@ -125,8 +125,11 @@ export interface ScratchWriter {
 export interface Snapshotter {
   /** Makes the store ready (mounting its file system if needed). */
   open(): Promise<void>;
-  /** Deletes scratch space and every stored layer not in `keep` (crash recovery, at start). */
-  recover(keep: ReadonlySet<string>): Promise<{ scratch: number; layers: number }>;
+  /**
+   * Deletes scratch space and every stored layer `known` does not name (crash recovery, at start).
+   * It asks about the layers it holds a batch at a time, so its memory does not grow with the store.
+   */
+  recover(known: (ids: string[]) => Promise<Set<string>>): Promise<{ scratch: number; layers: number }>;
   prepare(options: { diskMb: number }): Promise<Scratch>;
   /** The mount of `layers` (bottom first) under `scratch`, for the runtime. */
   mounts(layers: readonly string[], scratch: Scratch): MountSpec;

@@ -100,3 +100,47 @@ export const MIGRATIONS: string[] = [
    );
    CREATE INDEX machine_snapshots_tenant ON machine_snapshots(tenant_id);`,
 ];
+
+/*
+ * 8 (history at scale): what the store counts so nothing walks all history in JavaScript —
+ * references to each layer (per tenant in layer_refs, in all in layers.refs) and each tenant's
+ * stored bytes; versions committed without moving a head (`detached`); hourly usage rollups;
+ * indexes for collection and reports. Existing rows are counted here once.
+ */
+MIGRATIONS.push(`
+  ALTER TABLE versions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE layers ADD COLUMN refs INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE tenants ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE layer_refs (
+    tenant_id TEXT NOT NULL,
+    layer_id TEXT NOT NULL,
+    refs INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, layer_id)
+  );
+  CREATE INDEX layer_refs_layer ON layer_refs(layer_id);
+  INSERT INTO layer_refs (tenant_id, layer_id, refs)
+    SELECT v.tenant_id, j.value, COUNT(*) FROM versions v, json_each(v.layers) j GROUP BY v.tenant_id, j.value;
+  UPDATE layers SET refs = COALESCE((SELECT SUM(r.refs) FROM layer_refs r WHERE r.layer_id = layers.id), 0);
+  UPDATE tenants SET stored_bytes = COALESCE((SELECT SUM(l.bytes) FROM layer_refs r JOIN layers l ON l.id = r.layer_id WHERE r.tenant_id = tenants.id), 0);
+  WITH RECURSIVE reach(id) AS (
+    SELECT head FROM contexts
+    UNION SELECT v.parent FROM versions v JOIN reach r ON v.id = r.id WHERE v.parent IS NOT NULL
+    UNION SELECT v.merged FROM versions v JOIN reach r ON v.id = r.id WHERE v.merged IS NOT NULL
+  )
+  UPDATE versions SET detached = 1 WHERE context IS NOT NULL AND id NOT IN (SELECT id FROM reach);
+  CREATE INDEX versions_tenant_time ON versions(tenant_id, created_at);
+  CREATE INDEX versions_detached ON versions(tenant_id, created_at) WHERE detached = 1;
+  CREATE INDEX layers_unreferenced ON layers(refs) WHERE refs <= 0;
+  CREATE TABLE usage_hourly (
+    tenant_id TEXT NOT NULL,
+    context TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    hour TEXT NOT NULL,
+    queries INTEGER NOT NULL,
+    cpu_ms INTEGER NOT NULL,
+    wall_ms INTEGER NOT NULL,
+    machine_mb_ms REAL NOT NULL,
+    bytes_written INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, hour, context, kind)
+  );
+`);

@@ -1,5 +1,5 @@
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { chown, mkdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { chown, mkdir, opendir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
@@ -73,7 +73,7 @@ export class BtrfsSnapshotter implements Snapshotter {
     writeFileSync(formatFile, `${STORE_FORMAT}\n`);
   }
 
-  async recover(keep: ReadonlySet<string>): Promise<{ scratch: number; layers: number }> {
+  async recover(known: (ids: string[]) => Promise<Set<string>>): Promise<{ scratch: number; layers: number }> {
     this.pool = [];
     let scratch = 0;
     let layers = 0;
@@ -81,15 +81,27 @@ export class BtrfsSnapshotter implements Snapshotter {
       await removeSubvolumeOrTree(path.join(this.scratchDir, name));
       scratch++;
     }
-    for (const name of readdirSync(this.layersDir)) {
-      if (name.endsWith('.json')) {
-        if (!keep.has(name.slice(0, -5))) rmSync(path.join(this.layersDir, name));
-        continue;
+    // A batch of names at a time: the store may hold hundreds of thousands of layers.
+    const dir = await opendir(this.layersDir);
+    let batch: string[] = [];
+    const settle = async () => {
+      const ids = [...new Set(batch.map((n) => (n.endsWith('.json') ? n.slice(0, -5) : n)))];
+      const keep = await known(ids);
+      for (const name of batch) {
+        if (name.endsWith('.json')) {
+          if (!keep.has(name.slice(0, -5))) rmSync(path.join(this.layersDir, name));
+        } else if (!keep.has(name)) {
+          await removeSubvolumeOrTree(path.join(this.layersDir, name));
+          layers++;
+        }
       }
-      if (keep.has(name)) continue;
-      await removeSubvolumeOrTree(path.join(this.layersDir, name));
-      layers++;
+      batch = [];
+    };
+    for await (const entry of dir) {
+      batch.push(entry.name);
+      if (batch.length >= 1000) await settle();
     }
+    await settle();
     return { scratch, layers };
   }
 

@@ -32,13 +32,13 @@ export class MemorySnapshotter implements Snapshotter {
   async close(): Promise<void> { this.scratches.clear(); }
   async sync(): Promise<void> {}
 
-  async recover(keep: ReadonlySet<string>): Promise<{ scratch: number; layers: number }> {
+  async recover(known: (ids: string[]) => Promise<Set<string>>): Promise<{ scratch: number; layers: number }> {
     const scratch = this.scratches.size;
     this.scratches.clear();
+    const ids = [...this.layers.keys()].filter((id) => !isImageLayer(id));
+    const keep = await known(ids);
     let layers = 0;
-    for (const id of [...this.layers.keys()]) {
-      if (!isImageLayer(id) && !keep.has(id)) { this.layers.delete(id); layers++; }
-    }
+    for (const id of ids) if (!keep.has(id)) { this.layers.delete(id); layers++; }
     return { scratch, layers };
   }
 

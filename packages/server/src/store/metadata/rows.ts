@@ -1,0 +1,194 @@
+import type { MachineState, VersionCause } from '@shellbase/protocol';
+import type { Change } from '../snapshotter/types.js';
+
+/** The rows of the metadata store (store/metadata/types.ts has its repositories). */
+/** A tenant's own quotas; what is absent falls back to the server's defaults. */
+export interface TenantQuotas {
+  contexts?: number;
+  storedBytes?: number;
+  concurrentQueries?: number;
+  /** Services running (awake) at once. */
+  runningServices?: number;
+  /** Machines running (or paused) at once. */
+  runningMachines?: number;
+  /** Cores all its sandboxes may use together. */
+  tenantCpus?: number;
+  /** Ceilings on what one query may ask for. */
+  memoryMb?: number;
+  pids?: number;
+  cpus?: number;
+  diskMb?: number;
+  outputBytes?: number;
+  timeoutMs?: number;
+  /** History older than this many days is dropped by garbage collection (0: only the newest versions stay). */
+  retentionDays?: number;
+  /** Versions of each context's history that stay whatever their age (at least 1: the head). */
+  keepVersions?: number;
+}
+
+export interface TenantRow {
+  id: string;
+  name: string;
+  admin: boolean;
+  quotas?: TenantQuotas;
+  createdAt: string;
+}
+
+export interface ApiKeyRow {
+  /** `k_` and the first 12 hex digits of the key's hash: names a key without revealing it. */
+  id: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+/** One row of the usage ledger. */
+export interface UsageRow {
+  tenantId: string;
+  context: string;
+  kind: 'query' | 'service' | 'machine';
+  createdAt: string;
+  cpuMs: number;
+  wallMs: number;
+  memoryPeakBytes: number;
+  bytesWritten: number;
+  exitCode: number | null;
+}
+
+/** How usage is summed: per context, per kind, or per UTC day or hour (keys `YYYY-MM-DD`, `YYYY-MM-DDTHH`). */
+export type UsageGrouping = 'context' | 'kind' | 'day' | 'hour';
+
+export interface UsageTotals {
+  key: string;
+  queries: number;
+  /** Seconds services ran (their rows' wall time). */
+  serviceSeconds: number;
+  /** Seconds machines ran (paused and hibernated ones cost only stored bytes). */
+  machineSeconds: number;
+  /** Machine seconds weighted by memory (MiB): a machine row's memory_peak_bytes is its guest RAM. */
+  machineMbSeconds: number;
+  cpuMs: number;
+  wallMs: number;
+  bytesWritten: number;
+}
+
+export interface ContextRow {
+  tenantId: string;
+  name: string;
+  head: string;
+  image: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface VersionRow {
+  id: string;
+  tenantId: string;
+  parent: string | null;
+  /** For a merge: the merged source's head, a second parent. */
+  merged?: string | null;
+  /**
+   * The context it was committed for while that context exists (null for
+   * images and once the context is deleted): owns versions no head reaches,
+   * such as conflicts.
+   */
+  context?: string | null;
+  /** Greater than every parent's depth (the image version is 0); orders lineage walks. */
+  depth: number;
+  layers: string[];
+  cause: VersionCause;
+  bytes: number;
+  createdAt: string;
+}
+
+/** A version as written: with its change set. */
+export interface NewVersion extends VersionRow {
+  changes: Change[] | null;
+}
+
+export interface LayerRow {
+  id: string;
+  kind: 'image' | 'exec' | 'squash';
+  bytes: number;
+  createdAt: string;
+}
+
+export interface CommitVersionOptions {
+  version: NewVersion;
+  /** A new layer the version introduces (recorded in the same transaction). */
+  layer?: LayerRow;
+  /** Move this context's head to the version if it still equals `expectedHead`. */
+  moveHead?: { tenantId: string; context: string; expectedHead: string };
+}
+
+/** What a service runs (persisted as JSON with `format`). */
+export interface ServiceSpec {
+  format: 1;
+  command: string | string[];
+  port: number;
+  env: Record<string, string>;
+  idleTimeoutMs: number;
+  startTimeoutMs: number;
+  limits: { memoryMb?: number; pids?: number; cpus?: number; diskMb?: number };
+}
+
+export interface ServiceRow {
+  tenantId: string;
+  context: string;
+  name: string;
+  /** Unguessable; names the service in gateway URLs. */
+  token: string;
+  spec: ServiceSpec;
+  createdAt: string;
+}
+
+/** What a machine is made of and made from; a snapshot keeps it for the machines it restores. */
+export interface MachineShape {
+  format: 1;
+  image: string;
+  context?: string;
+  version?: string;
+  memoryMb: number;
+  cpus: number;
+  idleTimeoutMs: number;
+}
+
+/** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
+export interface MachineSpec extends MachineShape {
+  /** The snapshot it was restored from (forks and restores). */
+  snapshot?: string;
+  /** Its disk's qcow2 chain, writable top first. */
+  disk: string[];
+  /** Exposed guest ports; each token names one in gateway URLs. */
+  ports: { port: number; token: string }[];
+}
+
+export type MachineRowState = MachineState;
+
+export interface MachineRow {
+  id: string;
+  tenantId: string;
+  state: MachineRowState;
+  spec: MachineSpec;
+  createdAt: string;
+}
+
+/** A machine frozen at one instant: RAM file, device state, disk chain (read-only from then on). */
+export interface SnapshotSpec extends MachineShape {
+  disk: string[];
+  ram: string;
+  state: string;
+  /** The QEMU build, machine type and accelerator it was taken with: it restores only under the same. */
+  qemu: string;
+  machineType: string;
+  accel: string;
+  ports: number[];
+}
+
+export interface SnapshotRow {
+  id: string;
+  tenantId: string;
+  machineId: string;
+  spec: SnapshotSpec;
+  createdAt: string;
+}
+

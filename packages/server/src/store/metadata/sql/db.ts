@@ -1,0 +1,32 @@
+/**
+ * What the metadata store's SQL needs of a database: a dialect, not a fork
+ * (Kysely's idea). Repositories (sql/*.ts) are written once against it in the
+ * SQL both SQLite and Postgres speak: `?` placeholders (a dialect renumbers
+ * them), `ON CONFLICT … DO NOTHING/UPDATE`, `WITH RECURSIVE`, integers for
+ * booleans, JSON kept as text. Dialects: sqlite/ (better-sqlite3), postgres/.
+ */
+export type Param = string | number | null;
+
+export interface SqlDb {
+  readonly dialect: 'sqlite' | 'postgres';
+  all<T>(sql: string, params?: readonly Param[]): Promise<T[]>;
+  get<T>(sql: string, params?: readonly Param[]): Promise<T | undefined>;
+  /** Rows changed. */
+  run(sql: string, params?: readonly Param[]): Promise<number>;
+  /**
+   * Runs `fn` in one transaction that takes the database's write lock at once
+   * (SQLite: BEGIN IMMEDIATE; Postgres: a transaction on one pooled
+   * connection); commits if `fn` resolves, rolls back if it throws.
+   */
+  tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T>;
+}
+
+/** `?, ?, …` for n parameters. */
+export const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+
+/** Runs `fn` over `items` in chunks small enough for any dialect's parameter limit. */
+export async function chunked<T, R>(items: readonly T[], size: number, fn: (chunk: T[]) => Promise<R[]>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += size) out.push(...(await fn(items.slice(i, i + size))));
+  return out;
+}

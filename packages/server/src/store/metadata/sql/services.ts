@@ -1,0 +1,39 @@
+import type { ServiceRow, ServiceSpec } from '../rows.js';
+import type { ServiceRepository } from '../types.js';
+import type { SqlDb } from './db.js';
+
+interface ServiceRecord { tenant_id: string; context: string; name: string; token: string; spec: string; created_at: string }
+const toService = (r: ServiceRecord): ServiceRow => {
+  const spec = JSON.parse(r.spec) as ServiceSpec;
+  if (spec.format !== 1) throw new Error(`service ${r.name}: unknown spec format ${String(spec.format)}`);
+  return { tenantId: r.tenant_id, context: r.context, name: r.name, token: r.token, spec, createdAt: r.created_at };
+};
+const SERVICE = 'tenant_id, context, name, token, spec, created_at';
+
+/** Services' definitions (their processes live in the server: engine/services). */
+export class SqlServices implements ServiceRepository {
+  constructor(private readonly db: SqlDb) {}
+
+  async create(s: ServiceRow): Promise<boolean> {
+    return (await this.db.run(`INSERT INTO services (${SERVICE}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+      [s.tenantId, s.context, s.name, s.token, JSON.stringify(s.spec), s.createdAt])) === 1;
+  }
+
+  async get(tenantId: string, context: string, name: string): Promise<ServiceRow | null> {
+    const r = await this.db.get<ServiceRecord>(`SELECT ${SERVICE} FROM services WHERE tenant_id = ? AND context = ? AND name = ?`, [tenantId, context, name]);
+    return r ? toService(r) : null;
+  }
+
+  async list(tenantId: string, context: string): Promise<ServiceRow[]> {
+    return (await this.db.all<ServiceRecord>(`SELECT ${SERVICE} FROM services WHERE tenant_id = ? AND context = ? ORDER BY name`, [tenantId, context])).map(toService);
+  }
+
+  async byToken(token: string): Promise<ServiceRow | null> {
+    const r = await this.db.get<ServiceRecord>(`SELECT ${SERVICE} FROM services WHERE token = ?`, [token]);
+    return r ? toService(r) : null;
+  }
+
+  async delete(tenantId: string, context: string, name: string): Promise<boolean> {
+    return (await this.db.run('DELETE FROM services WHERE tenant_id = ? AND context = ? AND name = ?', [tenantId, context, name])) === 1;
+  }
+}

@@ -1,0 +1,31 @@
+import type { MetadataStore } from '../types.js';
+import { SqlContexts } from './contexts.js';
+import type { SqlDb } from './db.js';
+import { SqlMachines } from './machines.js';
+import { SqlServices } from './services.js';
+import { SqlTenants } from './tenants.js';
+import { SqlUsage } from './usage.js';
+import { SqlVersions } from './versions.js';
+
+/** The repositories over one database; a dialect adds durability and reclaiming (sqlite/, postgres/). */
+export abstract class SqlMetadataStore implements MetadataStore {
+  readonly tenants: SqlTenants;
+  readonly contexts: SqlContexts;
+  readonly versions: SqlVersions;
+  readonly usage: SqlUsage;
+  readonly services: SqlServices;
+  readonly machines: SqlMachines;
+
+  constructor(readonly db: SqlDb) {
+    this.tenants = new SqlTenants(db);
+    this.contexts = new SqlContexts(db);
+    this.versions = new SqlVersions(db);
+    this.usage = new SqlUsage(db);
+    this.services = new SqlServices(db);
+    this.machines = new SqlMachines(db);
+  }
+
+  abstract sync(): Promise<void>;
+  abstract reclaim(): Promise<void>;
+  abstract close(): Promise<void>;
+}

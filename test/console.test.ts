@@ -1,0 +1,299 @@
+// The web console (packages/console) in a real Chromium against a real server: every step goes
+// through the console's UI, which calls only the public HTTP API. Screenshots: test-results/console/.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import Fastify from 'fastify';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { CONSOLE_DIST, consoleRoutes, resolveInside } from '../packages/server/src/api/console.ts';
+import { errorHandler } from '../packages/server/src/api/errors.ts';
+import { startTestServer, type TestServer } from './harness.ts';
+
+const SHOTS = path.resolve('test-results/console');
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+/** What a step expects to be refused (a wrong key, a bad name): answers logged as `HTTP status METHOD url`. */
+const EXPECTED_4XX = /^HTTP 4\d\d /;
+
+describe('console: served at /console/', () => {
+  test('index, hashed assets, 404 and 503 in the API error form, no traversal', async () => {
+    assert.ok(existsSync(path.join(CONSOLE_DIST, 'index.html')), 'the console is built (npm run build)');
+    const empty = mkdtempSync(path.join(tmpdir(), 'console-empty-'));
+    const app = Fastify();
+    app.setErrorHandler(errorHandler);
+    consoleRoutes(app, empty);
+    const built = Fastify();
+    built.setErrorHandler(errorHandler);
+    consoleRoutes(built);
+    try {
+      const unbuilt = await app.inject('/console/');
+      assert.equal(unbuilt.statusCode, 503);
+      assert.equal(unbuilt.json().error.code, 'unavailable');
+      assert.match(unbuilt.json().error.hint, /npm run build/);
+      for (const url of ['/console', '/console/', '/console/index.html']) {
+        const r = await built.inject(url);
+        assert.equal(r.statusCode, 200, url);
+        assert.match(String(r.headers['content-type']), /^text\/html/);
+        assert.equal(r.headers['cache-control'], 'no-cache');
+      }
+      const js = /src="\/console\/(assets\/[^"]+\.js)"/.exec((await built.inject('/console/')).body)![1]!;
+      const asset = await built.inject({ url: `/console/${js}`, headers: { 'accept-encoding': 'gzip' } });
+      assert.equal(asset.statusCode, 200);
+      assert.match(String(asset.headers['content-type']), /^text\/javascript/);
+      assert.match(String(asset.headers['cache-control']), /max-age=31536000, immutable/);
+      assert.equal(asset.headers['content-encoding'], 'gzip');
+      const missing = await built.inject('/console/assets/nothing.js');
+      assert.equal(missing.statusCode, 404);
+      assert.equal(missing.json().error.code, 'not_found');
+      for (const url of ['/console/..%2f..%2fpackage.json', '/console/%2e%2e%2f%2e%2e%2f%2e%2e%2fpackage.json', '/console/assets/..%2f..%2f..%2fserver%2fpackage.json']) {
+        const r = await built.inject(url);
+        assert.equal(r.statusCode, 404, url);
+        assert.doesNotMatch(r.body, /"workspaces"|@shellbase\/server/);
+      }
+      assert.equal(resolveInside('/srv/c', '../etc/passwd'), '/srv/c/etc/passwd');
+      assert.equal(resolveInside('/srv/c', 'a\0b'), null);
+      assert.equal(resolveInside('/srv/c', ''), null);
+    } finally {
+      await app.close();
+      await built.close();
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('console: a browser session', () => {
+  let t: TestServer;
+  let browser: BrowserContext;
+  let page: Page;
+  let profile: string;
+  let shot = 0;
+  const messages: string[] = [];
+
+  /** Saves a screenshot named after the step; then no browser error may have been logged, except `allow`ed ones. */
+  async function step(name: string, allow?: RegExp) {
+    await page.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, '0')}-${name}.png`), fullPage: true });
+    const bad = messages.splice(0).filter((m) => !(allow && allow.test(m)));
+    assert.deepEqual(bad, [], `browser errors during ${name}`);
+  }
+  const open = (hash: string) => page.evaluate((h) => { location.hash = h; }, hash);
+  const api = (method: string, url: string, body?: unknown) => t.http(method, url, body === undefined ? {} : { body });
+
+  before(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    t = await startTestServer();
+    profile = mkdtempSync(path.join(tmpdir(), 'console-chromium-'));
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 800 },
+    });
+    page = browser.pages()[0] ?? (await browser.newPage());
+    // Chromium logs each 4xx/5xx answer as a console error without its URL: those are recorded from the responses instead.
+    page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource:')) messages.push(m.text()); });
+    page.on('response', (r) => { if (r.status() >= 400) messages.push(`HTTP ${r.status()} ${r.request().method()} ${r.url()}`); });
+    page.on('pageerror', (e) => messages.push(`page error: ${e.message}`));
+  });
+  after(async () => {
+    await browser?.close().catch(() => {});
+    if (profile) rmSync(profile, { recursive: true, force: true });
+    await t?.close();
+  });
+
+  test('first load (cold cache), a wrong key, then the admin key', async () => {
+    await page.goto(`${t.server.url}/console/`);
+    await page.locator('#api-key').waitFor();
+    const load = await page.evaluate(() => {
+      const nav = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming;
+      const res = performance.getEntriesByType('resource') as PerformanceResourceTiming[];
+      return {
+        interactive: performance.getEntriesByName('console-interactive')[0]?.startTime ?? NaN,
+        requests: res.length + 1,
+        bytes: nav.transferSize + res.reduce((s, r) => s + r.transferSize, 0),
+      };
+    });
+    assert.ok(Number.isFinite(load.interactive), 'the console marks when it is interactive');
+    console.log(`console first load (cold cache, loopback): interactive after ${load.interactive.toFixed(0)} ms, ${load.requests} requests, ${(load.bytes / 1024).toFixed(1)} KiB transferred`);
+
+    await page.keyboard.type('not-a-key');
+    await page.keyboard.press('Enter');
+    await page.getByRole('alert').filter({ hasText: 'That API key was not accepted.' }).waitFor();
+    assert.match(await page.getByRole('alert').innerText(), /Hint: Check the key/);
+    await step('wrong-key', EXPECTED_4XX);
+
+    await page.fill('#api-key', t.key);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Contexts' }).waitFor();
+    await page.getByRole('link', { name: 'Tenants & keys' }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('shellbase.apiKey')), t.key);
+    assert.equal(await page.evaluate(() => localStorage.length), 0, 'the key is kept for the tab only');
+    await step('signed-in');
+  });
+
+  test('an API error shows its message and hint; then a context is created', async () => {
+    await page.getByRole('button', { name: 'New context' }).click();
+    await page.fill('#ctx-name', 'bad name!');
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    const refused = await api('POST', '/v1/contexts', { name: 'bad name!' });
+    assert.equal(refused.status, 400);
+    const alert = page.getByRole('dialog').getByRole('alert');
+    await alert.waitFor();
+    const text = await alert.innerText();
+    assert.ok(text.includes(refused.json.error.message), `${text} shows ${refused.json.error.message}`);
+    assert.ok(text.includes(`Hint: ${refused.json.error.hint}`), `${text} shows the hint`);
+    await step('api-error', EXPECTED_4XX);
+
+    await page.fill('#ctx-name', 'demo');
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    await page.getByRole('heading', { name: 'demo', exact: true }).waitFor();
+    assert.equal((await api('GET', '/v1/contexts/demo')).status, 200);
+    await step('context-created');
+  });
+
+  test('run a command: streamed output with colours, the version it committed', async () => {
+    await page.getByRole('link', { name: 'Run' }).click();
+    await page.fill('#command', String.raw`printf '\033[32mgreen\033[0m hello\n'; printf 'def f():\n    return 1\n' > /root/app.py; echo done >&2`);
+    await page.keyboard.press('Enter');
+    const outcome = page.getByTestId('outcome');
+    await outcome.waitFor({ timeout: 60_000 });
+    assert.match(await outcome.innerText(), /Exit code\s+0/);
+    assert.match(await outcome.innerText(), /committed/);
+    const rows = page.locator('.terminal .xterm-rows');
+    await page.waitForFunction(() => document.querySelector('.terminal .xterm-rows')?.textContent?.includes('green hello'));
+    assert.match(await rows.innerText(), /done/);
+    // xterm.js draws ANSI green (colour 2) with its own class.
+    assert.equal(await rows.locator('span.xterm-fg-2', { hasText: 'green' }).count(), 1);
+    const head = (await api('GET', '/v1/contexts/demo')).json.head;
+    assert.ok((await outcome.innerText()).includes(head.slice(0, 12)), 'the outcome names the new head');
+    await step('run');
+  });
+
+  test('the timeline shows the new version; a diff of two versions, coloured', async () => {
+    await page.getByRole('link', { name: 'History' }).click();
+    const versions = (await api('GET', '/v1/contexts/demo/versions')).json.versions;
+    const row = page.locator(`[data-version="${versions[0].id}"]`);
+    await row.waitFor();
+    assert.match(await row.innerText(), /exec[\s\S]*printf/i);
+    assert.match(await row.innerText(), /\b0\b/, 'the exit code of a run made in this tab');
+    await page.getByRole('checkbox', { name: `Select ${versions[0].id} for a diff` }).check();
+    await page.getByRole('checkbox', { name: `Select ${versions[1].id} for a diff` }).check();
+    await page.getByRole('button', { name: /Diff selected \(2\/2\)/ }).click();
+    await page.getByRole('button', { name: /\/root\/app\.py/ }).click();
+    const patch = page.getByLabel('Diff of /root/app.py');
+    await patch.locator('.l-add').first().waitFor();
+    assert.match(await patch.innerText(), /def f\(\):/);
+    assert.equal(await patch.locator('.hljs-keyword', { hasText: 'def' }).count(), 1, 'Python is coloured');
+    await step('diff');
+  });
+
+  test('upload by drag and drop, then edit a file and save it as a new version', async () => {
+    await open('#/contexts/demo/files?path=%2Froot');
+    await page.getByRole('button', { name: /app\.py/ }).waitFor();
+    const before = (await api('GET', '/v1/contexts/demo')).json.head;
+    await page.getByTestId('dropzone').evaluate((zone) => {
+      const dt = new DataTransfer();
+      dt.items.add(new File(['dropped text\n'], 'dropped.txt', { type: 'text/plain' }));
+      zone.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      zone.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    });
+    await page.getByRole('button', { name: /dropped\.txt/ }).click();
+    await page.getByLabel('Content').filter({ hasText: 'dropped text' }).waitFor();
+    assert.equal((await api('GET', '/v1/contexts/demo/files/root/dropped.txt')).text, 'dropped text\n');
+    const uploaded = (await api('GET', '/v1/contexts/demo')).json.head;
+    assert.notEqual(uploaded, before);
+    await step('uploaded');
+
+    await page.getByRole('button', { name: 'Edit' }).click();
+    await page.fill('#file-text', 'edited in the console\n');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByLabel('Content').filter({ hasText: 'edited in the console' }).waitFor();
+    assert.equal((await api('GET', '/v1/contexts/demo/files/root/dropped.txt')).text, 'edited in the console\n');
+    const [edit] = (await api('GET', '/v1/contexts/demo/versions?limit=1')).json.versions;
+    assert.equal(edit.cause.kind, 'write');
+    assert.equal(edit.parent, uploaded);
+    await step('edited');
+  });
+
+  test('a 10,000-entry directory stays a short DOM (virtualised)', async () => {
+    const made = await api('POST', '/v1/contexts/demo/exec', { command: 'mkdir -p /root/many && cd /root/many && seq -w 1 10000 | xargs touch' });
+    assert.equal(made.json.exitCode, 0);
+    await open('#/contexts/demo/files?path=%2Froot%2Fmany');
+    const list = page.getByRole('list', { name: 'Entries of /root/many (10000)' });
+    await list.getByRole('button', { name: /00001/ }).waitFor();
+    const rendered = await list.getByRole('listitem').count();
+    assert.ok(rendered > 0 && rendered < 80, `${rendered} rows in the DOM`);
+    await list.evaluate((el) => { el.scrollTop = el.scrollHeight; });
+    await list.getByRole('button', { name: /10000/ }).waitFor();
+    await step('many-files');
+  });
+
+  test('fork, write on the fork, merge it back: the graph draws both lanes and the merge', async () => {
+    await open('#/contexts/demo/history');
+    await page.getByRole('button', { name: 'Fork', exact: true }).click();
+    await page.fill('#ctx-name', 'demo-fork');
+    await page.getByRole('dialog').getByRole('button', { name: 'Fork' }).click();
+    await page.getByRole('heading', { name: 'demo-fork', exact: true }).waitFor();
+    assert.equal((await api('POST', '/v1/contexts/demo-fork/exec', { command: 'echo fork > /root/fork.txt' })).json.committed, true);
+    assert.equal((await api('POST', '/v1/contexts/demo/merge', { from: 'demo-fork' })).status, 200);
+    await open('#/contexts/demo/history');
+    const graph = page.locator('svg.graph[data-lanes="2"]');
+    await graph.waitFor();
+    assert.equal(await graph.locator('path.edge.merge').count(), 1, 'a dashed merge edge');
+    await page.locator('.legend', { hasText: 'demo-fork' }).waitFor();
+    await step('graph');
+  });
+
+  test('the timeline pages (before=ID) instead of loading every version', async () => {
+    await api('POST', '/v1/contexts', { name: 'long' });
+    for (let i = 0; i < 120; i++) assert.equal((await t.http('PUT', `/v1/contexts/long/files/n${i}`, { raw: String(i), headers: { 'content-type': 'application/octet-stream' } })).status, 200);
+    const urls: string[] = [];
+    page.on('request', (r) => { if (r.url().includes('/v1/contexts/long/versions')) urls.push(r.url()); });
+    await open('#/contexts/long/history');
+    await page.getByText('100 versions loaded').waitFor();
+    await page.getByRole('list', { name: 'Versions, newest first' }).evaluate((el) => { el.scrollTop = el.scrollHeight; });
+    await page.getByText('121 versions loaded (all)').waitFor();
+    assert.equal(urls.filter((u) => u.includes('before=')).length, 1, urls.join('\n'));
+    await step('paged');
+  });
+
+  test('a service: start it, open its URL, read its logs', async () => {
+    await open('#/contexts/demo/services');
+    await page.getByRole('button', { name: 'New service' }).click();
+    await page.getByLabel('Command').fill('cd /root && python3 -m http.server 8000');
+    await page.getByRole('button', { name: 'Create' }).click();
+    const link = page.locator('a.service-url');
+    await link.waitFor();
+    const [tab] = await Promise.all([browser.waitForEvent('page'), link.click()]);
+    await tab.waitForLoadState();
+    await tab.getByText('app.py').waitFor({ timeout: 60_000 });
+    await tab.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, '0')}-service-page.png`) });
+    await tab.close();
+    await page.getByRole('button', { name: 'Logs' }).click();
+    await page.locator('pre.logs', { hasText: 'GET / ' }).waitFor({ timeout: 15_000 });
+    await step('service');
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.locator('tr[data-service="web"] .state', { hasText: 'sleeping' }).waitFor({ timeout: 30_000 });
+  });
+
+  test('usage charts and the admin figures from /metrics', async () => {
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.getByRole('img', { name: /Queries per day/ }).waitFor();
+    const total = (await api('GET', '/v1/usage?groupBy=day')).json.total.queries;
+    assert.ok(total >= 3);
+    assert.match(await page.locator('.totals').innerText(), new RegExp(`Queries\\s+${total}\\b`));
+    await page.getByRole('heading', { name: /Server metrics/ }).waitFor();
+    await page.getByRole('link', { name: 'demo' }).first().waitFor();
+    await step('usage');
+  });
+
+  test('machines page (none started here) and a narrow window', async () => {
+    await page.getByRole('link', { name: 'Machines' }).click();
+    await page.getByText(/no hibernate action/).waitFor();
+    await step('machines');
+    await page.setViewportSize({ width: 420, height: 800 });
+    await open('#/contexts/demo/history');
+    await page.locator('svg.graph').waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 1, `the page fits a narrow window (${overflow}px too wide)`);
+    await step('narrow');
+  });
+});
