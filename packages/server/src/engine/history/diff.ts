@@ -9,6 +9,9 @@ import { parsePath } from '../files/paths.js';
 
 const lookup = (view: VersionView, path: string): Entry | null => view.find(parsePath(path), false);
 
+/** Files up to this size are compared in one read each. */
+const SMALL_FILE = 64 * 1024;
+
 /** The largest file a unified diff reads (both sides are held in memory). */
 const MAX_PATCH_BYTES = 64 << 20;
 
@@ -41,7 +44,10 @@ async function modified(a: Entry, b: Entry, va: VersionView, vb: VersionView): P
   if (a.type !== b.type || a.stat.mode !== b.stat.mode || a.stat.uid !== b.stat.uid || a.stat.gid !== b.stat.gid) return true;
   if (VersionView.same(a, b, va, vb)) return false;
   switch (a.type) {
-    case 'file': return a.stat.size !== b.stat.size || !(await sameBytes(va.stream(a), vb.stream(b)));
+    case 'file':
+      if (a.stat.size !== b.stat.size) return true;
+      // Small files in one read each (no stream set-up); large ones compared as they stream.
+      return a.stat.size <= SMALL_FILE ? !va.readAll(a).equals(vb.readAll(b)) : !(await sameBytes(va.stream(a), vb.stream(b)));
     case 'symlink': return va.readlink(a) !== vb.readlink(b);
     case 'dir': return false; // a directory's changes show as changes of its entries
     default: return a.stat.rdev !== b.stat.rdev;
