@@ -235,9 +235,12 @@ describe('console: a browser session', () => {
     assert.equal((await api('POST', '/v1/contexts/demo-fork/exec', { command: 'echo fork > /root/fork.txt' })).json.committed, true);
     assert.equal((await api('POST', '/v1/contexts/demo/merge', { from: 'demo-fork' })).status, 200);
     await open('#/contexts/demo/history');
+    await page.getByRole('heading', { name: 'demo', exact: true }).waitFor();
+    const merge = (await api('GET', '/v1/contexts/demo')).json.head;
+    await page.locator(`[data-version="${merge}"]`, { hasText: 'merge demo-fork' }).waitFor();
     const graph = page.locator('svg.graph[data-lanes="2"]');
-    await graph.waitFor();
-    assert.equal(await graph.locator('path.edge.merge').count(), 1, 'a dashed merge edge');
+    await graph.locator('path.edge.merge').waitFor();
+    assert.equal(await graph.locator('path.edge.merge').count(), 1, 'one dashed merge edge');
     await page.locator('.legend', { hasText: 'demo-fork' }).waitFor();
     await step('graph');
   });

@@ -1,3 +1,7 @@
 import { render } from 'preact';
+import { App } from './components/app.js';
+import './styles.css';
 
-render(<main>shellbase console</main>, document.getElementById('app')!);
+render(<App />, document.getElementById('app')!);
+// The first screen (sign-in or the signed-in view) is in the DOM and takes input from here on.
+performance.mark('console-interactive');
