@@ -1,6 +1,7 @@
 // The web console (packages/console) in a real Chromium against a real server: every step goes
 // through the console's UI, which calls only the public HTTP API. Screenshots: test-results/console/.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,6 +17,8 @@ const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 /** What a step expects to be refused (a wrong key, a bad name): answers logged as `HTTP status METHOD url`. */
 const EXPECTED_4XX = /^HTTP 4\d\d /;
+/** A 1×1 PNG. */
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
 describe('console: served at /console/', () => {
   test('index, hashed assets, 404 and 503 in the API error form, no traversal', async () => {
@@ -151,7 +154,7 @@ describe('console: a browser session', () => {
 
   test('run a command: streamed output with colours, the version it committed', async () => {
     await page.getByRole('link', { name: 'Run' }).click();
-    await page.fill('#command', String.raw`printf '\033[32mgreen\033[0m hello\n'; printf 'def f():\n    return 1\n' > /root/app.py; echo done >&2`);
+    await page.fill('#command', String.raw`printf '\033[32mgreen\033[0m hello\n'; printf 'def f():\n    return 1\n' > /root/app.py; printf '\000\001' > /root/blob.bin; echo done >&2`);
     await page.keyboard.press('Enter');
     const outcome = page.getByTestId('outcome');
     await outcome.waitFor({ timeout: 60_000 });
@@ -183,24 +186,30 @@ describe('console: a browser session', () => {
     assert.match(await patch.innerText(), /def f\(\):/);
     assert.equal(await patch.locator('.hljs-keyword', { hasText: 'def' }).count(), 1, 'Python is coloured');
     await step('diff');
+    await page.getByRole('button', { name: /\/root\/blob\.bin/ }).click();
+    await page.getByLabel('Diff of /root/blob.bin').getByText(/^binary/).waitFor();
   });
 
   test('upload by drag and drop, then edit a file and save it as a new version', async () => {
     await open('#/contexts/demo/files?path=%2Froot');
     await page.getByRole('button', { name: /app\.py/ }).waitFor();
     const before = (await api('GET', '/v1/contexts/demo')).json.head;
-    await page.getByTestId('dropzone').evaluate((zone) => {
+    await page.getByTestId('dropzone').evaluate((zone, png) => {
       const dt = new DataTransfer();
       dt.items.add(new File(['dropped text\n'], 'dropped.txt', { type: 'text/plain' }));
+      dt.items.add(new File([Uint8Array.from(atob(png), (c) => c.charCodeAt(0))], 'dot.png', { type: 'image/png' }));
       zone.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
       zone.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
-    });
+    }, PNG);
     await page.getByRole('button', { name: /dropped\.txt/ }).click();
     await page.getByLabel('Content').filter({ hasText: 'dropped text' }).waitFor();
     assert.equal((await api('GET', '/v1/contexts/demo/files/root/dropped.txt')).text, 'dropped text\n');
     const uploaded = (await api('GET', '/v1/contexts/demo')).json.head;
-    assert.notEqual(uploaded, before);
+    assert.equal((await api('GET', `/v1/contexts/demo/versions?limit=2`)).json.versions[1].id, before, 'two files dropped: one version (a tar)');
+    await page.getByRole('button', { name: /dot\.png/ }).click();
+    await page.waitForFunction(() => (document.querySelector('.preview-body img') as HTMLImageElement | null)?.naturalWidth === 1);
     await step('uploaded');
+    await page.getByRole('button', { name: /dropped\.txt/ }).click();
 
     await page.getByRole('button', { name: 'Edit' }).click();
     await page.fill('#file-text', 'edited in the console\n');
@@ -211,6 +220,13 @@ describe('console: a browser session', () => {
     assert.equal(edit.cause.kind, 'write');
     assert.equal(edit.parent, uploaded);
     await step('edited');
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download .tar' }).click()]);
+    const tarFile = path.join(profile, 'root.tar');
+    await download.saveAs(tarFile);
+    const listing = execFileSync('tar', ['-tvf', tarFile], { encoding: 'utf8' });
+    for (const name of ['app.py', 'dot.png', '.bashrc']) assert.match(listing, new RegExp(`\\s${name.replace('.', '\\.')}\n`), listing);
+    assert.equal(execFileSync('tar', ['-xOf', tarFile, 'dropped.txt'], { encoding: 'utf8' }), 'edited in the console\n');
   });
 
   test('a 10,000-entry directory stays a short DOM (virtualised)', async () => {
@@ -256,6 +272,15 @@ describe('console: a browser session', () => {
     await page.getByText('121 versions loaded (all)').waitFor();
     assert.equal(urls.filter((u) => u.includes('before=')).length, 1, urls.join('\n'));
     await step('paged');
+
+    const [, second] = (await api('GET', '/v1/contexts/long/versions?limit=2')).json.versions;
+    await page.getByRole('list', { name: 'Versions, newest first' }).evaluate((el) => { el.scrollTop = 0; });
+    await page.locator(`[data-version="${second.id}"]`).getByRole('button', { name: 'Reset' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Reset' }).click();
+    await page.getByText('122 versions loaded (all)').waitFor();
+    const [reset] = (await api('GET', '/v1/contexts/long/versions?limit=1')).json.versions;
+    assert.equal(reset.cause.kind, 'reset');
+    assert.equal((await api('GET', '/v1/contexts/long/files/n119')).status, 404, 'the reset dropped the last write');
   });
 
   test('a service: start it, open its URL, read its logs', async () => {
@@ -288,13 +313,38 @@ describe('console: a browser session', () => {
     await step('usage');
   });
 
+  test('the admin makes a tenant; its key signs in without the admin views', async () => {
+    await page.getByRole('link', { name: 'Tenants & keys' }).click();
+    await page.getByRole('button', { name: 'New tenant' }).click();
+    await page.fill('#tenant-name', 'acme');
+    await page.getByRole('dialog').getByRole('button', { name: 'Create' }).click();
+    const key = await page.getByLabel('New API key').inputValue();
+    assert.ok(key.length > 20);
+    await step('tenant-key');
+    await page.getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('link', { name: 'acme' }).click();
+    await page.getByRole('heading', { name: 'Keys of acme' }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.fill('#api-key', key);
+    await page.keyboard.press('Enter');
+    await page.getByText('No contexts yet: create one.').waitFor();
+    assert.equal(await page.getByRole('link', { name: 'Tenants & keys' }).count(), 0);
+    assert.equal(await page.getByText('tenant key').count(), 1);
+    // The console learns whether a key is the admin's from GET /v1/tenants: 403 for a tenant's.
+    await step('tenant-signed-in', /^HTTP 403 GET \S+\/v1\/tenants$/);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.fill('#api-key', t.key);
+    await page.keyboard.press('Enter');
+    await page.getByRole('link', { name: 'Tenants & keys' }).waitFor();
+  });
+
   test('machines page (none started here) and a narrow window', async () => {
     await page.getByRole('link', { name: 'Machines' }).click();
     await page.getByText(/no hibernate action/).waitFor();
     await step('machines');
     await page.setViewportSize({ width: 420, height: 800 });
     await open('#/contexts/demo/history');
-    await page.locator('svg.graph').waitFor();
+    await page.locator('svg.graph[data-lanes="2"]').waitFor();
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 1, `the page fits a narrow window (${overflow}px too wide)`);
     await step('narrow');

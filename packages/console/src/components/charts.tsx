@@ -32,7 +32,7 @@ export function DayBars({ title, days, values, format }: { title: string; days: 
 export function TopBars({ title, rows, format, href }: { title: string; rows: [string, number][]; format: (n: number) => string; href?: (k: string) => string }) {
   const max = Math.max(...rows.map((r) => r[1]), 0);
   return (
-    <figure class="chart top">
+    <figure class="chart top-list">
       <figcaption>{title}</figcaption>
       {rows.length === 0 ? <p class="muted">Nothing yet.</p> : (
         <ol class="topbars">

@@ -11,7 +11,16 @@ import { useAsync } from '../lib/use-async.js';
 import { FilePreview } from './file-preview.js';
 
 const ROW = 32;
-const ICON: Record<string, string> = { dir: '📁', file: '📄', symlink: '🔗', other: '⚙' };
+/** Entry icons as SVG (emoji fonts are not everywhere). */
+const PATHS: Record<string, string> = {
+  dir: 'M1.5 3.5h5l1.5 1.5h6.5v8.5h-13z',
+  file: 'M3.5 1.5h6l3 3v10h-9z M9.5 1.5v3h3',
+  symlink: 'M3.5 1.5h6l3 3v10h-9z M6 11l4-4 M7 7h3v3',
+  other: 'M8 2.5a5.5 5.5 0 1 0 0.01 0z',
+};
+const Icon = ({ type }: { type: string }) => (
+  <svg class={`icon icon-${type}`} width="16" height="16" viewBox="0 0 16 16" aria-hidden="true"><path d={PATHS[type] ?? PATHS.other} /></svg>
+);
 
 /** A directory at a version (head by default): a virtualised list, preview, download, upload by drop, edit. */
 export function FilesView({ ctx, version, path, onChanged }: { ctx: Context; version?: string; path: string; onChanged: () => void }) {
@@ -79,7 +88,7 @@ export function FilesView({ ctx, version, path, onChanged }: { ctx: Context; ver
           onDragLeave={() => setDragging(false)}
           onDrop={async (e) => { e.preventDefault(); setDragging(false); if (e.dataTransfer) await put(await droppedFiles(e.dataTransfer)); }}>
           <div class="entries-head" aria-hidden="true"><span>Name</span><span class="num">Size</span><span>Mode</span><span>Modified</span></div>
-          {path !== '/' && <button type="button" class="entry up" onClick={() => nav(path.split('/').slice(0, -1).join('/') || '/')}><span>⬆ ..</span></button>}
+          {path !== '/' && <button type="button" class="entry up" onClick={() => nav(path.split('/').slice(0, -1).join('/') || '/')}><span>↑ ..</span></button>}
           {dir.loading && !dir.data && <p class="muted">Loading…</p>}
           {dir.data && entries.length === 0 && <p class="muted">Empty directory{atHead ? ': drop files here to upload them' : ''}.</p>}
           <VirtualList label={`Entries of ${path} (${entries.length})`} count={entries.length} rowHeight={ROW} height={`min(${Math.max(entries.length, 1) * ROW + 2}px, 60vh)`}
@@ -89,7 +98,7 @@ export function FilesView({ ctx, version, path, onChanged }: { ctx: Context; ver
               return (
                 <button type="button" class={`entry${selected?.name === e.name ? ' current' : ''}`} aria-pressed={selected?.name === e.name}
                   onClick={() => (e.type === 'dir' ? nav(p) : setSelected(e))} title={e.type === 'symlink' ? `→ ${e.target ?? ''}` : p}>
-                  <span class="name"><span aria-hidden="true">{ICON[e.type] ?? '•'}</span> {e.name}{e.type === 'dir' ? '/' : ''}</span>
+                  <span class="name"><Icon type={e.type} /> {e.name}{e.type === 'dir' ? '/' : ''}</span>
                   <span class="num">{e.type === 'file' ? bytes(e.size) : ''}</span>
                   <span class="mode">{(e.mode & 0o7777).toString(8).padStart(4, '0')}</span>
                   <span title={exact(e.mtime)}>{ago(e.mtime)}</span>

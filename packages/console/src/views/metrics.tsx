@@ -5,6 +5,8 @@ import { bytes, compact, seconds } from '../lib/format.js';
 import { byLabel, parsePrometheus, sum } from '../lib/prometheus.js';
 import { useAsync, useInterval } from '../lib/use-async.js';
 
+const uptime = (start: number) => (start > 0 ? seconds(Date.now() / 1000 - start) : '—');
+
 /** The server's /metrics (Prometheus text), parsed: for the admin, refreshed every 10 s. */
 export function MetricsPanel() {
   const m = useAsync(async () => parsePrometheus(await Api.metrics()), []);
@@ -25,8 +27,9 @@ export function MetricsPanel() {
           <div><dt>GC runs</dt><dd>{compact(sum(s, 'shellbase_gc_runs_total'))}</dd></div>
           <div><dt>GC freed</dt><dd>{bytes(sum(s, 'shellbase_gc_freed_bytes_total'))}</dd></div>
           <div><dt>Versions dropped</dt><dd>{compact(sum(s, 'shellbase_gc_versions_dropped_total'))}</dd></div>
-          <div><dt>Server memory</dt><dd>{bytes(sum(s, 'process_resident_memory_bytes'))}</dd></div>
-          <div><dt>Server CPU</dt><dd>{seconds(sum(s, 'process_cpu_seconds_total'))}</dd></div>
+          <div><dt>Server memory</dt><dd>{bytes(sum(s, 'shellbase_process_resident_memory_bytes'))}</dd></div>
+          <div><dt>Server CPU</dt><dd>{seconds(sum(s, 'shellbase_process_cpu_seconds_total'))}</dd></div>
+          <div><dt>Up for</dt><dd>{uptime(sum(s, 'shellbase_process_start_time_seconds'))}</dd></div>
         </dl>
         <div class="charts">
           <TopBars title="Queries by outcome" rows={byLabel(s, 'shellbase_queries_total', 'outcome')} format={compact} />

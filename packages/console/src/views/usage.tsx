@@ -19,7 +19,7 @@ function daysSince(from: Date): string[] {
 
 type Measure = 'queries' | 'wallMs' | 'cpuMs' | 'serviceSeconds' | 'machineSeconds' | 'bytesStored';
 const MEASURES: [Measure, string, (n: number) => string][] = [
-  ['queries', 'Queries', compact], ['wallMs', 'Query time', (n) => seconds(n / 1000)], ['cpuMs', 'CPU time', (n) => seconds(n / 1000)],
+  ['queries', 'Queries', compact], ['wallMs', 'Wall time', (n) => seconds(n / 1000)], ['cpuMs', 'CPU time', (n) => seconds(n / 1000)],
   ['serviceSeconds', 'Service time', seconds], ['machineSeconds', 'Machine time', seconds], ['bytesStored', 'Stored', bytes],
 ];
 
@@ -65,7 +65,7 @@ export function UsageView({ admin }: { admin: boolean }) {
       {d && series && (<>
         <dl class="facts totals">
           <div><dt>Queries</dt><dd>{compact(d.day.total.queries)}</dd></div>
-          <div><dt>Query time</dt><dd>{seconds(d.day.total.wallMs / 1000)}</dd></div>
+          <div><dt>Wall time</dt><dd title="queries' and services' run time">{seconds(d.day.total.wallMs / 1000)}</dd></div>
           <div><dt>CPU</dt><dd>{seconds(d.day.total.cpuMs / 1000)}</dd></div>
           <div><dt>Services</dt><dd>{seconds(d.day.total.serviceSeconds)}</dd></div>
           <div><dt>Machines</dt><dd>{seconds(d.day.total.machineSeconds)}</dd></div>
@@ -73,7 +73,7 @@ export function UsageView({ admin }: { admin: boolean }) {
         </dl>
         <div class="charts">
           <DayBars title="Queries" days={d.days} values={series.queries} format={compact} />
-          <DayBars title="Query time" days={d.days} values={series.wall} format={seconds} />
+          <DayBars title="Wall time (queries, services)" days={d.days} values={series.wall} format={seconds} />
           <DayBars title="Service seconds" days={d.days} values={series.service} format={seconds} />
           <DayBars title="Machine seconds" days={d.days} values={series.machine} format={seconds} />
         </div>
