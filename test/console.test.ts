@@ -160,8 +160,8 @@ describe('console: a browser session', () => {
     await outcome.waitFor({ timeout: 60_000 });
     assert.match(await outcome.innerText(), /Exit code\s+0/);
     assert.match(await outcome.innerText(), /committed/);
-    const rows = page.locator('.terminal .xterm-rows');
-    await page.waitForFunction(() => document.querySelector('.terminal .xterm-rows')?.textContent?.includes('green hello'));
+    const rows = page.locator('.term-box .xterm-rows');
+    await page.waitForFunction(() => document.querySelector('.term-box .xterm-rows')?.textContent?.includes('green hello'));
     assert.match(await rows.innerText(), /done/);
     // xterm.js draws ANSI green (colour 2) with its own class.
     assert.equal(await rows.locator('span.xterm-fg-2', { hasText: 'green' }).count(), 1);
@@ -338,10 +338,38 @@ describe('console: a browser session', () => {
     await page.getByRole('link', { name: 'Tenants & keys' }).waitFor();
   });
 
-  test('machines page (none started here) and a narrow window', async () => {
-    await page.getByRole('link', { name: 'Machines' }).click();
+  // The suite's one machine (the first of a version boots a template: tens of seconds without KVM).
+  test('a machine: line-mode terminal, commit into its context, delete', async () => {
+    await open('#/contexts/demo/machines');
+    await page.getByRole('button', { name: 'New machine' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Start' }).click();
+    await page.getByRole('heading', { name: /^Machine m_/ }).waitFor({ timeout: 300_000 });
     await page.getByText(/no hibernate action/).waitFor();
-    await step('machines');
+    const term = page.locator('.term-box');
+    await term.locator('.xterm-rows').waitFor();
+    await term.click();
+    const shows = (text: string) => page.waitForFunction((s) => document.querySelector('.term-box .xterm-rows')?.textContent?.includes(s), text, { timeout: 120_000 });
+    await page.keyboard.type('cd /tmp');
+    await page.keyboard.press('Enter');
+    await shows(':/tmp#');
+    await page.keyboard.type('pwd; head -1 /root/app.py; echo $((6*7)) > /root/vm.txt');
+    await page.keyboard.press('Enter');
+    await shows('def f():');
+    assert.match(await term.locator('.xterm-rows').innerText(), /^\/tmp$/m, 'the console kept the cd');
+    await step('machine');
+    await page.getByRole('button', { name: 'Commit…' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Commit' }).click();
+    await page.getByText('Committed to demo').waitFor({ timeout: 120_000 });
+    assert.equal((await api('GET', '/v1/contexts/demo/files/root/vm.txt')).text, '42\n');
+    assert.equal((await api('GET', '/v1/contexts/demo/versions?limit=1')).json.versions[0].cause.kind, 'machine');
+    await page.getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete machine' }).click();
+    await page.getByRole('heading', { name: 'Snapshots' }).waitFor();
+    assert.deepEqual((await api('GET', '/v1/machines')).json.machines, []);
+    await step('machine-deleted');
+  });
+
+  test('a narrow window', async () => {
     await page.setViewportSize({ width: 420, height: 800 });
     await open('#/contexts/demo/history');
     await page.locator('svg.graph[data-lanes="2"]').waitFor();

@@ -34,5 +34,5 @@ export function Terminal({ label, onReady, onData, rows = 18 }: {
     });
     return () => { live = false; ro?.disconnect(); term?.dispose(); };
   }, []);
-  return <div ref={el} class="terminal" role="region" aria-label={label} style={{ height: `${rows * 17 + 12}px` }} />;
+  return <div ref={el} class="term-box" role="region" aria-label={label} style={{ height: `${rows * 17 + 12}px` }} />;
 }

@@ -166,9 +166,9 @@ function MachineDetail({ id }: { id: string }) {
           </form>
         </div>
         <p class="muted">{HIBERNATION} There is no console (serial) log in the API yet.</p>
-        {x.state === 'stopped' ? <p class="muted">A stopped machine keeps only its disk: it runs no commands.</p>
-          : x.state === 'paused' ? <p class="muted">Paused: resume it to run commands.</p>
-          : <MachineTerminal id={id} />}
+        {x.state === 'stopped' && <p class="tag warn">Stopped: only its disk is left, and it runs no commands.</p>}
+        {x.state === 'paused' && <p class="tag warn">Paused: resume it to run commands.</p>}
+        <MachineTerminal id={id} />
       </>)}
       {committing && <CommitDialog id={id} context={x?.context} onClose={() => setCommitting(false)} />}
       {deleting && <Confirm title="Delete this machine?" danger="Delete machine" body={<p>Its disk, memory and run files go. Commit first to keep what it changed.</p>}
