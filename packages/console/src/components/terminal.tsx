@@ -7,6 +7,31 @@ export interface TermHandle {
   focus(): void;
 }
 
+/** Writes made before xterm.js has loaded (it is fetched on first use) wait here, then go through in order. */
+export class TermBuffer implements TermHandle {
+  private term: TermHandle | null = null;
+  private queue: string[] = [];
+
+  attach(t: TermHandle): void {
+    this.term = t;
+    for (const d of this.queue.splice(0)) t.write(d);
+  }
+
+  write(data: string): void {
+    if (this.term) this.term.write(data);
+    else this.queue.push(data);
+  }
+
+  clear(): void {
+    this.queue = [];
+    this.term?.clear();
+  }
+
+  focus(): void {
+    this.term?.focus();
+  }
+}
+
 /**
  * A terminal view (xterm.js, ANSI colours). `onData` receives keys typed into it; without it
  * the terminal only shows output. `onReady` hands over a handle once xterm has loaded.

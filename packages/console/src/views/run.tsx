@@ -1,9 +1,9 @@
 import type { CommitMode, Context, ExecEvent, ExecExit } from '@shellbase/protocol';
-import { useRef, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { ApiError, ndjson } from '../api/client.js';
 import { Api } from '../api/endpoints.js';
 import { ErrorBox } from '../components/errors.js';
-import { Terminal, type TermHandle } from '../components/terminal.js';
+import { TermBuffer, Terminal } from '../components/terminal.js';
 import { rememberExit } from '../lib/exit-codes.js';
 import { bytes, shortId } from '../lib/format.js';
 import { href } from '../lib/router.js';
@@ -14,7 +14,7 @@ const stderr = (s: string) => (s.includes('\x1b[') ? s : `\x1b[31m${s}\x1b[0m`);
 
 /** A command box: runs a query over the context, streams its output into a terminal, then tells what it committed. */
 export function RunView({ ctx, onChanged }: { ctx: Context; onChanged: () => void }) {
-  const term = useRef<TermHandle | null>(null);
+  const [term] = useState(() => new TermBuffer());
   const [command, setCommand] = useState('');
   const [commit, setCommit] = useState<CommitMode>('always');
   const [timeout, setTimeoutS] = useState('60');
@@ -30,21 +30,21 @@ export function RunView({ ctx, onChanged }: { ctx: Context; onChanged: () => voi
     setRunning(abort);
     setExit(null);
     setError(null);
-    term.current?.write(`${BOLD(`$ ${cmd}`)}\n`);
+    term.write(`${BOLD(`$ ${cmd}`)}\n`);
     try {
       const res = await Api.execStream(ctx.name, { command: cmd, commit, timeoutMs: Number(timeout) * 1000 || undefined }, abort.signal);
       for await (const ev of ndjson<ExecEvent>(res)) {
-        if (ev.type === 'stdout') term.current?.write(ev.data);
-        else if (ev.type === 'stderr') term.current?.write(stderr(ev.data));
+        if (ev.type === 'stdout') term.write(ev.data);
+        else if (ev.type === 'stderr') term.write(stderr(ev.data));
         else if (ev.type === 'exit') {
           const { type: _t, ...x } = ev;
           setExit(x);
           if (x.committed) rememberExit(x.version, x.exitCode);
-          term.current?.write(`\x1b[2m[exit ${x.exitCode}${x.signal ? ` ${x.signal}` : ''}${x.timedOut ? ', timed out' : ''} · ${x.committed ? `committed ${shortId(x.version)}` : 'not committed'}]\x1b[0m\n`);
+          term.write(`\x1b[2m[exit ${x.exitCode}${x.signal ? ` ${x.signal}` : ''}${x.timedOut ? ', timed out' : ''} · ${x.committed ? `committed ${shortId(x.version)}` : 'not committed'}]\x1b[0m\n`);
         } else if (ev.type === 'error') setError(new ApiError(500, ev.error.code, ev.error.message, ev.error.hint, ev.error.details));
       }
     } catch (err) {
-      if (abort.signal.aborted) term.current?.write('\x1b[33m[stopped: the query was killed]\x1b[0m\n');
+      if (abort.signal.aborted) term.write('\x1b[33m[stopped: the query was killed]\x1b[0m\n');
       else setError(err);
     } finally {
       setRunning(null);
@@ -65,13 +65,13 @@ export function RunView({ ctx, onChanged }: { ctx: Context; onChanged: () => voi
           </select></label>
           <label>Timeout (s) <input type="number" min="1" max="600" value={timeout} onInput={(e) => setTimeoutS(e.currentTarget.value)} class="short" /></label>
           <span class="spacer" />
-          <button type="button" onClick={() => term.current?.clear()}>Clear</button>
+          <button type="button" onClick={() => term.clear()}>Clear</button>
           {running
             ? <button type="button" class="danger" onClick={() => running.abort()}>Stop</button>
             : <button type="submit" class="primary" disabled={!command.trim()}>Run</button>}
         </div>
       </form>
-      <Terminal label="Query output" onReady={(t) => { term.current = t; }} />
+      <Terminal label="Query output" onReady={(t) => term.attach(t)} />
       <ErrorBox error={error} />
       {exit && <Outcome x={exit} ctx={ctx.name} />}
     </section>
