@@ -281,6 +281,14 @@ describe('console: a browser session', () => {
     const [reset] = (await api('GET', '/v1/contexts/long/versions?limit=1')).json.versions;
     assert.equal(reset.cause.kind, 'reset');
     assert.equal((await api('GET', '/v1/contexts/long/files/n119')).status, 404, 'the reset dropped the last write');
+
+    await page.getByRole('link', { name: 'Contexts', exact: true }).first().click();
+    await page.getByRole('searchbox', { name: 'Search contexts' }).fill('lon');
+    await page.getByRole('row').filter({ hasText: 'demo' }).waitFor({ state: 'detached' });
+    await page.getByRole('row', { name: /long/ }).getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete context' }).click();
+    await page.getByText('No context matches.').waitFor();
+    assert.equal((await api('GET', '/v1/contexts/long')).status, 404);
   });
 
   test('a service: start it, open its URL, read its logs', async () => {
@@ -300,6 +308,10 @@ describe('console: a browser session', () => {
     await step('service');
     await page.getByRole('button', { name: 'Stop' }).click();
     await page.locator('tr[data-service="web"] .state', { hasText: 'sleeping' }).waitFor({ timeout: 30_000 });
+    await page.locator('tr[data-service="web"]').getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete service' }).click();
+    await page.locator('tr[data-service="web"]').waitFor({ state: 'detached' });
+    assert.deepEqual((await api('GET', '/v1/contexts/demo/services')).json.services, []);
   });
 
   test('usage charts and the admin figures from /metrics', async () => {
