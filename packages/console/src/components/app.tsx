@@ -31,7 +31,6 @@ export function App() {
     if (!key) return;
     Api.tenants().then(() => setAdmin(true), () => setAdmin(false));
   }, [key]);
-  useEffect(() => { document.body.dataset.ready = key ? 'app' : 'sign-in'; }, [key]);
 
   if (!key) {
     return (<>

@@ -79,6 +79,8 @@ export function UsageView({ admin }: { admin: boolean }) {
         </div>
         <p class="muted">Stored bytes are a figure of now (per context: its head's layers); the ledger keeps no daily history of storage, and there is no egress metering.</p>
         <div class="charts">
+          <TopBars title="Time by kind" format={seconds}
+            rows={d.kind.items.map((i) => [i.key, i.wallMs / 1000] as [string, number]).sort((a, b) => b[1] - a[1])} />
           <figure class="chart">
             <figcaption>By kind</figcaption>
             <table class="list compact">
