@@ -57,7 +57,8 @@ export function App() {
 
   return (
     <div class="shell">
-      <a class="skip" href="#main">Skip to content</a>
+      {/* Routes live in the hash, so the skip link moves focus itself instead of following "#main". */}
+      <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById('main')?.focus(); }}>Skip to content</a>
       <header class="top">
         <a class="brand" href={href('contexts')}><span class="logo" aria-hidden="true">▚</span> shellbase</a>
         <nav aria-label="Sections">
