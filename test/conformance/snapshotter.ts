@@ -115,7 +115,8 @@ export function snapshotterConformance(name: string, make: () => Promise<{ store
     const kept = (await commitWith(store, async (w) => { await w.writeFile('k', text('k'), FILE); })).layerId;
     const lost = (await commitWith(store, async (w) => { await w.writeFile('l', text('l'), FILE); })).layerId;
     const gone = (await commitWith(store, async (w) => { await w.writeFile('g', text('g'), FILE); })).layerId;
-    await store.remove(gone);
+    await store.remove([gone]);
+    await assert.rejects(store.reader(gone).then((x) => x.readAll('g')), 'a removed layer is gone');
     const pending: Scratch = await store.prepare({ diskMb: 16 });
     const r = await store.recover(async (ids) => new Set(ids.filter((id) => id === kept)));
     assert.equal(r.layers, 1);

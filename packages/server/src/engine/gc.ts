@@ -188,8 +188,8 @@ export class GarbageCollector {
     const left = await metadata.versions.dropUnreferencedLayers(pins.snapshot().layers, PAGE);
     removed.push(...left.layers);
     deferred = left.deferred;
-    for (const l of removed) {
-      await snapshotter.remove(l.id);
+    for (let i = 0; i < removed.length; i += PAGE) {
+      await snapshotter.remove(removed.slice(i, i + PAGE).map((l) => l.id));
       await breath();
     }
     const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;

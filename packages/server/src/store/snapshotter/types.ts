@@ -144,7 +144,8 @@ export interface Snapshotter {
   reader(layerId: string): Promise<LayerReader>;
   /** Writes into a scratch without a sandbox. */
   writer(scratch: Scratch): ScratchWriter;
-  remove(layerId: string): Promise<void>;
+  /** Deletes layers (image layers are not the snapshotter's: they are skipped). */
+  remove(layerIds: readonly string[]): Promise<void>;
   /** Makes every committed layer durable (survives power loss). */
   sync(): Promise<void>;
   /** Unmounts what `open` mounted. */

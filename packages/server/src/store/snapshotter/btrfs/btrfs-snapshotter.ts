@@ -266,11 +266,22 @@ export class BtrfsSnapshotter implements Snapshotter {
     return r;
   }
 
-  async remove(layerId: string): Promise<void> {
-    if (isImageLayer(layerId)) return;
-    this.readers.delete(layerId);
-    await rm(this.metaPath(layerId), { force: true });
-    await removeSubvolumeOrTree(path.join(this.layersDir, layerId));
+  /** Deletes layers' subvolumes a hundred per `btrfs subvolume delete` (a collection may remove thousands). */
+  async remove(layerIds: readonly string[]): Promise<void> {
+    const ids = layerIds.filter((id) => !isImageLayer(id));
+    for (let i = 0; i < ids.length; i += 100) {
+      const batch = ids.slice(i, i + 100);
+      const subvolumes: string[] = [];
+      for (const id of batch) {
+        this.readers.delete(id);
+        await rm(this.metaPath(id), { force: true });
+        const dir = path.join(this.layersDir, id);
+        if (!existsSync(dir)) continue;
+        if (statSync(dir).ino === 256) subvolumes.push(dir);
+        else await removeSubvolumeOrTree(dir);
+      }
+      if (subvolumes.length) await runOk('btrfs', ['-q', 'subvolume', 'delete', ...subvolumes]);
+    }
   }
 
   async sync(): Promise<void> {

@@ -105,8 +105,8 @@ export class MemorySnapshotter implements Snapshotter {
     return new MemWriter(s.tree, s.staging, scratch.diskMb * 2 ** 20);
   }
 
-  async remove(layerId: string): Promise<void> {
-    if (!isImageLayer(layerId)) this.layers.delete(layerId);
+  async remove(layerIds: readonly string[]): Promise<void> {
+    for (const id of layerIds) if (!isImageLayer(id)) this.layers.delete(id);
   }
 }
 
