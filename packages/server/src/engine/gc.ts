@@ -86,10 +86,10 @@ export function garbage(
 }
 
 const DAY_MS = 86_400_000;
-/** Versions a collection drops per transaction: small enough that no statement stalls the event loop. */
-const PAGE = 500;
+/** Versions a collection drops per transaction: ~10 ms of statements, so no page stalls the event loop for long. */
+const PAGE = 100;
 /** Usage ledger rows folded per transaction. */
-const ROLLUP_PAGE = 5_000;
+const ROLLUP_PAGE = 2_000;
 
 const breath = () => new Promise<void>((resolve) => setImmediate(resolve));
 

@@ -1,6 +1,9 @@
 import Database from 'better-sqlite3';
 import type { Param, SqlDb } from '../sql/db.js';
 
+/** Prepared statements kept (the repositories have a few dozen fixed ones). */
+const STATEMENT_CACHE = 128;
+
 /**
  * The SQLite dialect over one better-sqlite3 connection. Statements run
  * synchronously; a transaction that awaits between statements holds a lock
@@ -15,9 +18,19 @@ export class SqliteDb implements SqlDb {
 
   constructor(readonly db: Database.Database) {}
 
+  /**
+   * A prepared statement, from a cache of the most recently used: statements with lists of
+   * parameters (`IN (?, ?, …)`) come in many lengths, and each cached one holds its compiled program.
+   */
   private stmt(sql: string): Database.Statement {
     let st = this.statements.get(sql);
-    if (!st) { st = this.db.prepare(sql); this.statements.set(sql, st); }
+    if (st) {
+      this.statements.delete(sql); // most recent last
+    } else {
+      st = this.db.prepare(sql);
+      if (this.statements.size >= STATEMENT_CACHE) this.statements.delete(this.statements.keys().next().value!);
+    }
+    this.statements.set(sql, st);
     return st;
   }
 

@@ -3,6 +3,7 @@ import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { SqlMetadataStore } from '../sql/store.js';
 import { MIGRATIONS } from './migrations.js';
+import { Checkpointer } from './checkpointer.js';
 import { SqliteDb } from './sqlite-db.js';
 
 /** Databases at most this large are vacuumed once to turn on incremental vacuum; larger ones are told how. */
@@ -26,9 +27,14 @@ export class SqliteMetadataStore extends SqlMetadataStore {
     raw.pragma('synchronous = NORMAL');
     raw.pragma('foreign_keys = ON');
     raw.pragma('busy_timeout = 5000');
+    // A bounded page cache (the build's default is 16 MiB): memory must not follow how much history the file holds.
+    raw.pragma('cache_size = -8192');
+    // Checkpoints run in a worker thread (checkpointer.ts), never in a commit on the event loop.
+    raw.pragma('wal_autocheckpoint = 0');
     migrate(raw);
     super(new SqliteDb(raw));
     this.raw = raw;
+    this.checkpointer = new Checkpointer(file);
     if (raw.pragma('auto_vacuum', { simple: true }) !== 2) {
       const size = statSync(file).size;
       if (size <= VACUUM_ONCE_BYTES) raw.exec('VACUUM');
@@ -37,6 +43,7 @@ export class SqliteMetadataStore extends SqlMetadataStore {
   }
 
   private wal: FileHandle | null = null;
+  private readonly checkpointer: Checkpointer;
 
   /**
    * In WAL mode with synchronous=NORMAL a commit writes its frames to the WAL
@@ -56,6 +63,7 @@ export class SqliteMetadataStore extends SqlMetadataStore {
   }
 
   async close(): Promise<void> {
+    await this.checkpointer.close();
     await this.wal?.close();
     this.raw.close();
   }
