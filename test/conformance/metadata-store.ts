@@ -193,8 +193,32 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.deepEqual(await md.usage.totals('t1', '2026-01-01T11:00:00.000Z', '2026-01-01T12:00:00.000Z', 'context').then((r) => r.map((x) => x.key)), ['b']);
   });
 
+  withStore('the egress log: newest first per context, trimmed by age a page at a time; network policies kept with tenants and contexts', async ({ md }) => {
+    const entry = (context: string, time: string, host: string, allowed = true) => ({
+      tenantId: 't1', context, kind: 'query' as const, time, host, port: 443, bytesOut: 10, bytesIn: 20, allowed, ...(allowed ? {} : { reason: 'not on the list' }),
+    });
+    await md.egressLog.record([entry('a', '2026-01-01T00:00:00.000Z', 'old.example'), entry('a', '2026-01-02T00:00:00.000Z', 'x.example', false),
+      entry('b', '2026-01-02T00:00:00.000Z', 'b.example'), entry('a', '2026-01-03T00:00:00.000Z', 'new.example')]);
+    assert.deepEqual((await md.egressLog.recent('t1', 'a', 10)).map((c) => [c.host, c.allowed, c.reason]),
+      [['new.example', true, undefined], ['x.example', false, 'not on the list'], ['old.example', true, undefined]]);
+    assert.deepEqual(await md.egressLog.recent('t2', 'a', 10), [], 'per tenant');
+    assert.equal(await md.egressLog.trim('2026-01-02T12:00:00.000Z', 2), 2);
+    assert.equal(await md.egressLog.trim('2026-01-02T12:00:00.000Z', 2), 1);
+    assert.deepEqual((await md.egressLog.recent('t1', 'a', 10)).map((c) => c.host), ['new.example']);
+    await md.tenants.create({ id: 'tn', name: 'tn', admin: false, createdAt: now() });
+    await md.tenants.setNetwork('tn', { egress: 'allow', domains: ['a.example'] });
+    assert.deepEqual((await md.tenants.get('tn'))?.network, { egress: 'allow', domains: ['a.example'] });
+    await md.tenants.setNetwork('tn', null);
+    assert.equal((await md.tenants.get('tn'))?.network, undefined);
+    await md.contexts.create({ tenantId: 'tn', name: 'c', head: 'v0', image: 'debian', createdAt: now(), updatedAt: now(), network: { egress: 'none' } });
+    assert.deepEqual((await md.contexts.get('tn', 'c'))?.network, { egress: 'none' });
+    assert.equal(await md.contexts.setNetwork('tn', 'c', { egress: 'public' }), true);
+    assert.deepEqual((await md.contexts.get('tn', 'c'))?.network, { egress: 'public' });
+    assert.equal(await md.contexts.setNetwork('tn', 'missing', null), false);
+  });
+
   withStore('services are unique per context, found by token, and go with their context', async ({ md }) => {
-    const spec = { format: 1 as const, command: 'python3 -m http.server', port: 8000, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {} };
+    const spec = { format: 2 as const, command: 'python3 -m http.server', port: 8000, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {}, access: 'key' as const };
     const row = { tenantId: 't1', context: 'c', name: 'web', token: 'tok1', spec, createdAt: now() };
     assert.equal(await md.services.create(row), true);
     assert.equal(await md.services.create({ ...row, token: 'tok2' }), false, 'one name per context');
@@ -207,6 +231,10 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.equal(await md.services.delete('t1', 'c', 'db'), false);
     assert.ok(await md.contexts.delete('t1', 'c'));
     assert.equal(await md.services.byToken('tok1'), null, 'deleting a context deletes its services');
+    // A format-1 definition (before access and network) reads as a service reached by URL alone.
+    const { format: _f, access: _a, ...v1 } = spec;
+    assert.ok(await md.services.create({ ...row, context: 'd', spec: { ...v1, format: 1 } as never }));
+    assert.deepEqual((await md.services.byToken('tok1'))?.spec, { ...v1, format: 2, access: 'url' });
   });
 
   withStore('machines belong to their tenant, port tokens follow their spec, snapshots outlive their machine', async ({ md }) => {

@@ -7,11 +7,12 @@ import { fileCommands } from './commands/files.js';
 import { machineCommands } from './commands/machines.js';
 import { serverCommands } from './commands/serve.js';
 import { serviceCommands } from './commands/services.js';
+import { networkCommands } from './commands/network.js';
 import { mcpCommand } from './mcp/server.js';
 
 /** Every command, in the order the usage lists them. */
 const COMMANDS: Command[] = [...serverCommands.slice(0, 1), ...clientCommands.slice(0, 4), ...fileCommands, ...clientCommands.slice(4),
-  ...serviceCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
+  ...serviceCommands, ...networkCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
 
 const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 

@@ -6,6 +6,8 @@ export interface Context {
   image: string;
   createdAt: string;
   updatedAt: string;
+  /** Its own egress policy, if one is set (forks inherit it); else its tenant's applies. */
+  network?: NetworkPolicy;
 }
 
 /** What made a version. */
@@ -47,6 +49,8 @@ export interface ExecRequest {
   onConflict?: 'fail' | 'retry';
   timeoutMs?: number;
   limits?: ExecLimits;
+  /** Narrows the context's egress policy for this query (docs/api.md, Network). */
+  network?: NetworkPolicy;
 }
 
 export interface ExecUsage {
@@ -54,6 +58,9 @@ export interface ExecUsage {
   wallMs: number;
   memoryPeakBytes: number;
   bytesWritten: number;
+  /** Bytes the query sent and received through the egress proxy (present when it had egress). */
+  egressBytes?: number;
+  ingressBytes?: number;
 }
 
 /** The result of a query once it ended. */
@@ -127,6 +134,8 @@ export interface Tenant {
   createdAt: string;
   /** The tenant's own quotas (absent ones are the server's defaults). */
   quotas?: Record<string, number>;
+  /** The tenant's egress policy (absent: the server's default, SHELLBASE_EGRESS). */
+  network?: NetworkPolicy;
 }
 
 export interface ApiKey {
@@ -145,6 +154,9 @@ export interface UsageItem {
   machineSeconds: number;
   /** Machines' running time weighted by their memory (MiB × seconds). */
   machineMbSeconds: number;
+  /** Bytes sent and received through the egress proxy by queries, services and machines. */
+  egressBytes: number;
+  ingressBytes: number;
   /** Layers (per context: its head's; in the total: every distinct layer) and, in the total, machines' disks, snapshots and hibernated memory. */
   bytesStored: number;
 }
@@ -184,8 +196,15 @@ export interface Service {
   pathUrl: string;
   state: ServiceState;
   idleTimeoutMs: number;
+  /** `url`: the URL's token is enough; `key`: the gateway also wants the tenant's API key. */
+  access: ServiceAccess;
+  /** The service's own narrowing of its context's egress policy, if any. */
+  network?: NetworkPolicy;
   createdAt: string;
 }
+
+export const SERVICE_ACCESS = ['url', 'key'] as const;
+export type ServiceAccess = (typeof SERVICE_ACCESS)[number];
 
 export interface CreateServiceRequest {
   name: string;
@@ -196,6 +215,8 @@ export interface CreateServiceRequest {
   /** Milliseconds the port has to open after a start (default 30 s). */
   startTimeoutMs?: number;
   limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
+  access?: ServiceAccess;
+  network?: NetworkPolicy;
 }
 
 /** A machine's states (machines/lifecycle.ts has its transitions). */
@@ -234,6 +255,8 @@ export interface CreateMachineRequest {
   memoryMb?: number;
   cpus?: number;
   idleTimeoutMs?: number;
+  /** Narrows the context's (or, without a context, the tenant's) egress policy for this machine. */
+  network?: NetworkPolicy;
 }
 
 /** A query's request without what only contexts have (versions and commits). */
@@ -264,4 +287,27 @@ export interface MachineSnapshot {
   memoryMb: number;
   cpus: number;
   createdAt: string;
+}
+
+/** Where a sandbox's connections may go (docs/api.md, Network). */
+export type NetworkPolicy = { egress: 'none' } | { egress: 'allow'; domains: string[] } | { egress: 'public' };
+
+/** A context's network settings: its own policy (absent: the tenant's), and what its sandboxes get. */
+export interface ContextNetwork {
+  policy: NetworkPolicy | null;
+  effective: NetworkPolicy;
+}
+
+/** One connection a sandbox asked the egress proxy for. */
+export interface NetworkConnection {
+  time: string;
+  host: string;
+  port: number;
+  bytesOut: number;
+  bytesIn: number;
+  allowed: boolean;
+  /** Why it was refused (or why it failed). */
+  reason?: string;
+  /** What made it: a query, a service run, a machine. */
+  kind: 'query' | 'service' | 'machine';
 }

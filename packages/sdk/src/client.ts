@@ -1,8 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isErrorCode, type ApiKey, type Context, type ErrorBody, type GcResult, type Tenant, type UsageItem } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { machinesApi } from './machine.js';
 import { ConnectionError, errorFromBody } from './errors.js';
+import { openTunnel } from './tunnel.js';
+import type { Socket } from 'node:net';
 
 const DEFAULT_URL = 'http://127.0.0.1:7070';
 
@@ -62,8 +64,11 @@ export class Shellbase {
 
   /** Tenants and their API keys (admin key only). */
   readonly tenants = {
-    create: (name: string, quotas?: Record<string, number>): Promise<{ tenant: Tenant; apiKey: string }> =>
-      this.json('POST', '/v1/tenants', { body: { name, ...(quotas ? { quotas } : {}) } }),
+    create: (name: string, quotas?: Record<string, number>, network?: NetworkPolicy): Promise<{ tenant: Tenant; apiKey: string }> =>
+      this.json('POST', '/v1/tenants', { body: { name, ...(quotas ? { quotas } : {}), ...(network ? { network } : {}) } }),
+    /** Sets the tenant's egress policy (null: the server's default again). */
+    setNetwork: (name: string, network: NetworkPolicy | null): Promise<Tenant> =>
+      network ? this.json('PUT', `/v1/tenants/${encodeURIComponent(name)}/network`, { body: network }) : this.json('DELETE', `/v1/tenants/${encodeURIComponent(name)}/network`),
     list: async (): Promise<Tenant[]> => (await this.json<{ tenants: Tenant[] }>('GET', '/v1/tenants')).tenants,
     /** Another key for the tenant (rotate: create, switch clients, revoke the old one). */
     createKey: (name: string): Promise<{ key: ApiKey; apiKey: string }> =>
@@ -113,6 +118,11 @@ export class Shellbase {
       if (parsed.error && isErrorCode(parsed.error.code)) body = parsed.error;
     } catch { /* not JSON: keep the raw text */ }
     throw errorFromBody(body, res.status);
+  }
+
+  /** A TCP tunnel the API opens at `path` (a service's `/connect`). */
+  tunnel(path: string): Promise<Socket> {
+    return openTunnel(this.url, path, this.apiKey);
   }
 
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {

@@ -1,6 +1,8 @@
-import type { Context, CreateServiceRequest, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
+import type { Socket } from 'node:net';
+import type { Context, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
 import { ndjson } from './ndjson.js';
+import { listenTunnel, type LocalTunnel } from './tunnel.js';
 
 export type ExecOptions = Omit<ExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
 
@@ -93,6 +95,27 @@ export class ContextHandle {
     /** The last lines of its stdout and stderr, across runs. */
     logs: async (name: string, options: { tail?: number } = {}): Promise<string> =>
       (await this.sb.request('GET', this.path(`/services/${encodeURIComponent(name)}/logs`), { query: { tail: options.tail }, accept: 'text/plain' })).text(),
+    /**
+     * A local port that reaches the service's port over plain TCP (through the
+     * API, with the API key; the service wakes on each connection), so a
+     * database in a context answers `psql -h 127.0.0.1 -p PORT`.
+     */
+    connect: (name: string, options: { port?: number; host?: string; onError?: (e: unknown) => void } = {}): Promise<LocalTunnel> =>
+      listenTunnel(() => this.sb.tunnel(this.path(`/services/${encodeURIComponent(name)}/connect`)), options),
+    /** One TCP connection to the service as a duplex stream (resolves once its port accepted). */
+    stream: (name: string): Promise<Socket> => this.sb.tunnel(this.path(`/services/${encodeURIComponent(name)}/connect`)),
+  };
+
+  /** This context's egress policy (its own, if set, and the one its sandboxes get) and its audit log. */
+  readonly network = {
+    get: (): Promise<ContextNetwork> => this.sb.json('GET', this.path('/network')),
+    /** Sets its own policy (within the tenant's); forks inherit it. */
+    set: (policy: NetworkPolicy): Promise<ContextNetwork> => this.sb.json('PUT', this.path('/network'), { body: policy }),
+    /** Drops its own policy: the tenant's applies again. */
+    clear: (): Promise<ContextNetwork> => this.sb.json('DELETE', this.path('/network')),
+    /** The last connections its sandboxes asked for, newest first (allowed or refused, and why). */
+    log: async (options: { limit?: number } = {}): Promise<NetworkConnection[]> =>
+      (await this.sb.json<{ connections: NetworkConnection[] }>('GET', this.path('/network/log'), { query: { limit: options.limit } })).connections,
   };
 
   /** Forks this context (at its head, or at the pinned version) into a new one, in O(1). */

@@ -1,5 +1,7 @@
 import { availableParallelism, totalmem } from 'node:os';
 import path from 'node:path';
+import type { NetworkPolicy } from '@shellbase/protocol';
+import { checkPolicy } from './net/policy.js';
 
 /** A query's resource limits, all present. */
 export interface Limits {
@@ -36,6 +38,38 @@ export interface ServerConfig {
   /** Quotas of a tenant that sets none of its own. */
   quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; runningMachines: number; tenantCpus: number };
   machines: MachinesConfig;
+  egress: EgressConfig;
+}
+
+export interface EgressConfig {
+  /** The policy of tenants that have none of their own (SHELLBASE_EGRESS: none, public, or allow:a.com,*.b.com). */
+  default: NetworkPolicy;
+  /** Private ranges the admin lets sandboxes reach (SHELLBASE_EGRESS_ALLOW_CIDRS, comma-separated). */
+  allowCidrs: string[];
+  /** Names the proxy resolves to given addresses before asking DNS (SHELLBASE_EGRESS_HOSTS: name=address,…; tests and split-horizon setups). */
+  hosts: Record<string, string>;
+  /** Connections open at once through the proxy, per sandbox and per tenant. */
+  maxPerSandbox: number;
+  maxPerTenant: number;
+  /** Days the egress audit log keeps a connection (SHELLBASE_EGRESS_LOG_DAYS; garbage collection trims it). */
+  logDays: number;
+}
+
+function egressDefault(v: string | undefined): NetworkPolicy {
+  if (v === undefined || v === '' || v === 'public') return { egress: 'public' };
+  if (v === 'none') return { egress: 'none' };
+  if (v.startsWith('allow:')) return checkPolicy({ egress: 'allow', domains: v.slice(6).split(',') });
+  throw new Error(`SHELLBASE_EGRESS must be none, public or allow:DOMAIN,…, not ${JSON.stringify(v)}`);
+}
+
+function hostMap(v: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (v ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const [name, address] = pair.split('=');
+    if (!name || !address) throw new Error(`SHELLBASE_EGRESS_HOSTS takes name=address pairs, not ${JSON.stringify(pair)}`);
+    out[name.toLowerCase()] = address;
+  }
+  return out;
 }
 
 export interface MachinesConfig {
@@ -123,6 +157,14 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       maxCpus: num('SHELLBASE_MACHINES_MAX_CPUS', availableParallelism()),
       defaultIdleTimeoutMs: num('SHELLBASE_MACHINES_IDLE_MS', 600_000),
       templateIdleMs: num('SHELLBASE_MACHINES_TEMPLATE_IDLE_MS', 86_400_000),
+    },
+    egress: {
+      default: egressDefault(env.SHELLBASE_EGRESS),
+      allowCidrs: (env.SHELLBASE_EGRESS_ALLOW_CIDRS ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+      hosts: hostMap(env.SHELLBASE_EGRESS_HOSTS),
+      maxPerSandbox: num('SHELLBASE_EGRESS_MAX_CONNECTIONS', 256),
+      maxPerTenant: num('SHELLBASE_EGRESS_MAX_TENANT_CONNECTIONS', 1024),
+      logDays: num('SHELLBASE_EGRESS_LOG_DAYS', 7),
     },
     ...overrides,
   };

@@ -13,6 +13,7 @@ import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
 import { SqliteMetadataStore } from './store/metadata/index.js';
+import { startNetwork } from './net/index.js';
 import { GroupSync } from './util/group-sync.js';
 import { SANDBOX_ROOT } from './util/idmap.js';
 import { assertNativeBuilt } from './util/native.js';
@@ -61,7 +62,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
-  const deps = { config, metadata, snapshotter: layers, runtime, log, meter, pins: new Pins(), durability };
+  const deps = { config, metadata, snapshotter: layers, runtime, log, meter, pins: new Pins(), durability, ...startNetwork(config, metadata.egressLog, meter, log) };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.
   let machines: Machines | null = null;
   const engine = new Engine(deps, {
@@ -86,7 +87,8 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const adminKeyFile = await engine.tenants.ensureAdmin();
   const app = await buildApi({ engine, machines, log, metrics: meter.registry, http: config.http });
   await app.listen({ host: config.host, port: config.port });
-  const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token), log);
+  const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token),
+    (authorization) => engine.tenants.authenticate(authorization), log);
   await new Promise<void>((resolve, reject) => {
     gateway.once('error', reject);
     gateway.listen(config.gatewayPort, config.host, () => resolve());
@@ -106,6 +108,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
       await app.close();
       await machines!.close();
       await engine.close();
+      await deps.egress.close();
       await runtime.close();
       await layers.close();
       await metadata.close();

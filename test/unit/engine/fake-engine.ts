@@ -7,6 +7,7 @@ import type { Caller } from '../../../packages/server/src/core/deps.ts';
 import { Pins } from '../../../packages/server/src/core/pins.ts';
 import { Engine } from '../../../packages/server/src/engine/engine.ts';
 import { imageInfo } from '../../../packages/server/src/images/index.ts';
+import { startNetwork } from '../../../packages/server/src/net/index.ts';
 import { PrometheusMeter } from '../../../packages/server/src/meter/prometheus.ts';
 import { MemoryRuntime } from '../../../packages/server/src/runtime/memory/memory-runtime.ts';
 import { SqliteMetadataStore } from '../../../packages/server/src/store/metadata/sqlite/sqlite-store.ts';
@@ -31,6 +32,8 @@ export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise
   const home = mkdtempSync(path.join(tmpdir(), 'shellbase-fast-'));
   const cache = path.join(home, 'cache');
   const config = loadConfig({ home, cache, durable: false, ...overrides });
+  // The memory runtime has no network: no egress sessions (the egress tests run real sandboxes).
+  config.egress.default = { egress: 'none' };
   const info = imageInfo(cache, 'debian');
   mkdirSync(path.dirname(info.rootfs), { recursive: true });
   writeFileSync(path.join(path.dirname(info.rootfs), 'recipe.json'), '{}');
@@ -38,10 +41,12 @@ export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise
   snapshotter.addImage(info.layerId, { '/etc/motd': 'hello\n', '/root/': '', '/tmp/': '' });
   const metadata = new SqliteMetadataStore(path.join(home, 'meta.db'));
   const pins = new Pins();
+  const log = pino({ level: 'silent' });
+  const meter = new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() });
   const engine = new Engine({
-    config, metadata, snapshotter, runtime: new MemoryRuntime(snapshotter), log: pino({ level: 'silent' }),
-    meter: new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() }), pins,
+    config, metadata, snapshotter, runtime: new MemoryRuntime(snapshotter), log, meter, pins,
     durability: { layers: async () => undefined, metadata: async () => undefined },
+    ...startNetwork(config, metadata.egressLog, meter, log),
   });
   await engine.recover();
   const made = new Set<string>();

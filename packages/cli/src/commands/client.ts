@@ -1,17 +1,18 @@
 import { Shellbase } from '@shellbase/sdk';
 import { flag, numberFlag, UsageError, type Command } from '../args.js';
+import { networkFlag } from './network.js';
 
 /** A client from SHELLBASE_URL and SHELLBASE_API_KEY (or the admin key of a server on this host). */
 export const sb = () => new Shellbase();
 
-const EXEC = 'shellbase exec CTX [--version V] [--timeout MS] [--commit always|on-success|never] -- CMD...';
+const EXEC = 'shellbase exec CTX [--version V] [--timeout MS] [--commit always|on-success|never] [--network none|public|allow:DOMAIN,…] -- CMD...';
 const COMMIT_MODES = ['always', 'on-success', 'never'];
 
 /** Queries, contexts, history listings, tenants, keys, usage and collection: the client commands. */
 export const clientCommands: Command[] = [
   {
     name: 'exec',
-    spec: { usage: EXEC, flags: { version: 'string', timeout: 'string', commit: 'string' }, positionals: [1, 1], rest: 'required' },
+    spec: { usage: EXEC, flags: { version: 'string', timeout: 'string', commit: 'string', network: 'string' }, positionals: [1, 1], rest: 'required' },
     async run(args) {
       const [ctx] = args.positionals;
       const commit = flag(args, 'commit');
@@ -23,6 +24,7 @@ export const clientCommands: Command[] = [
         version: flag(args, 'version'),
         commit: commit as 'always' | 'on-success' | 'never' | undefined,
         timeoutMs: numberFlag(args, 'timeout', EXEC),
+        network: networkFlag(args, EXEC),
         signal: abort.signal,
       })) {
         if (ev.type === 'stdout') process.stdout.write(ev.data);

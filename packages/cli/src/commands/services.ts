@@ -1,22 +1,27 @@
-import { numberFlag, UsageError, type Command } from '../args.js';
+import { flag, numberFlag, UsageError, type Command } from '../args.js';
+import { networkFlag } from './network.js';
 import { sb } from './client.js';
 
-const SERVE_APP = 'shellbase serve-app CTX NAME --port P [--idle MS] [--start-timeout MS] -- CMD...';
+const SERVE_APP = 'shellbase serve-app CTX NAME --port P [--idle MS] [--start-timeout MS] [--access url|key] [--network POLICY] -- CMD...';
 
 /** Services: define, list, read logs. */
 export const serviceCommands: Command[] = [
   {
     name: 'serve-app',
-    spec: { usage: SERVE_APP, flags: { port: 'string', idle: 'string', 'start-timeout': 'string' }, positionals: [2, 2], rest: 'required' },
+    spec: { usage: SERVE_APP, flags: { port: 'string', idle: 'string', 'start-timeout': 'string', access: 'string', network: 'string' }, positionals: [2, 2], rest: 'required' },
     async run(args) {
       const [ctx, name] = args.positionals;
       const port = numberFlag(args, 'port', SERVE_APP);
       if (port === undefined) throw new UsageError(`--port is required\n\nusage: ${SERVE_APP}`);
       const idle = numberFlag(args, 'idle', SERVE_APP);
       const start = numberFlag(args, 'start-timeout', SERVE_APP);
+      const access = flag(args, 'access');
+      if (access !== undefined && access !== 'url' && access !== 'key') throw new UsageError(`--access is url or key\n\nusage: ${SERVE_APP}`);
+      const network = networkFlag(args, SERVE_APP);
       const svc = await sb().context(ctx).services.create({
         name, port, command: args.rest.length === 1 ? args.rest[0] : args.rest,
         ...(idle !== undefined ? { idleTimeoutMs: idle } : {}), ...(start !== undefined ? { startTimeoutMs: start } : {}),
+        ...(access !== undefined ? { access } : {}), ...(network ? { network } : {}),
       });
       console.log(svc.url);
       console.error(`defined; nothing runs until the first request (also ${svc.pathUrl})`);

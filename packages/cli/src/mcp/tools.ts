@@ -21,7 +21,7 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
 
   server.registerTool('exec', {
     title: 'Run a shell command',
-    description: 'Runs a shell command (bash -c) in a fresh sandbox over the context\'s current files (Debian, as root; no network unless the server\'s egress policy gives it). '
+    description: 'Runs a shell command (bash -c) in a fresh sandbox over the context\'s current files (Debian, as root; internet access only through the server\'s egress proxy, under the context\'s network policy: curl, pip, npm, git and apt use it). '
       + 'File changes are committed as a new version of the context; /tmp is not kept. Returns the exit code, stdout, stderr and the version. '
       + `Output past ${TEXT_LIMIT} bytes is cut; the full output is then saved in the context and the result says where.`,
     inputSchema: {

@@ -23,7 +23,7 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-en
  * upgrades become a raw byte pipe). An unknown token is a 404 that says
  * nothing of which targets exist.
  */
-export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, log: Logger): Server {
+export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, authenticate: Authenticate, log: Logger): Server {
   const agents = new Map<string, Agent>();
   const agentFor = (socketPath: string) => {
     let a = agents.get(socketPath);
@@ -39,6 +39,7 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
     const r = route(req.headers.host, req.url ?? '/');
     const run = r && (await resolve(r.token));
     if (!r || !run) throw notFound('service', 'this address');
+    if (run.owner.requireKey) await checkKey(req, run, authenticate);
     return { run, path: r.path };
   }
 
@@ -48,6 +49,7 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
     res.once('close', release);
     const headers = { ...req.headers };
     for (const h of HOP_BY_HOP) delete headers[h];
+    if (run.owner.requireKey) delete headers.authorization;
     const up = request({ socketPath, path, method: req.method, headers, agent: agentFor(socketPath) }, (upRes) => {
       const out = { ...upRes.headers };
       for (const h of HOP_BY_HOP) delete out[h];
@@ -64,7 +66,10 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
     void (async () => {
       const { run, path } = await find(req);
       const lines = [`${req.method} ${path} HTTP/1.1`];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        if (run.owner.requireKey && req.rawHeaders[i].toLowerCase() === 'authorization') continue;
+        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      }
       await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
     })().catch((err: unknown) => {
       const e = toError(err);
@@ -81,6 +86,24 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
 
   server.on('close', () => { for (const a of agents.values()) a.destroy(); });
   return server;
+}
+
+/** Who an `Authorization` header's API key belongs to (throws 401 for a missing or unknown key). */
+export type Authenticate = (authorization: string | undefined) => Promise<{ tenantId: string; admin: boolean }>;
+
+/**
+ * `access: "key"`: the URL's token is not enough, the request must carry an
+ * API key of the target's tenant (or the admin's). The key is consumed here:
+ * the service never sees it.
+ */
+async function checkKey(req: IncomingMessage, run: PortTarget, authenticate: Authenticate): Promise<void> {
+  if (!req.headers.authorization) {
+    throw new ShellbaseError('unauthorized', `${run.name} wants an API key`, { hint: 'send Authorization: Bearer <the tenant\'s API key>; its access is "key"' });
+  }
+  const who = await authenticate(req.headers.authorization);
+  if (who.tenantId !== run.owner.tenantId && !who.admin) {
+    throw new ShellbaseError('forbidden', `this API key is not of ${run.name}'s tenant`, { hint: 'use a key of the tenant that owns it' });
+  }
 }
 
 function toError(err: unknown): ShellbaseError {

@@ -17,8 +17,24 @@ export const ErrorResponse = Type.Object({
   }),
 }, { $id: 'Error' });
 
+/** An egress policy as the API returns it. */
+export const NetworkPolicy = Type.Union([
+  Type.Object({ egress: Type.Literal('none') }, strict),
+  Type.Object({ egress: Type.Literal('allow'), domains: Type.Array(Type.String()) }, strict),
+  Type.Object({ egress: Type.Literal('public') }, strict),
+]);
+
+/**
+ * An egress policy as requests give it: any object here, checked by
+ * net/policy.ts (whose errors name the bad field, domain or wildcard).
+ */
+export const NetworkPolicyIn = Type.Unsafe<Static<typeof NetworkPolicy>>({
+  type: 'object', description: '{"egress": "none"}, {"egress": "public"} or {"egress": "allow", "domains": ["api.example.com", "*.github.com"]}',
+});
+
 export const Context = Type.Object({
   name: Type.String(), head: Type.String(), image: Type.String(), createdAt: Type.String(), updatedAt: Type.String(),
+  network: Type.Optional(NetworkPolicy),
 }, { $id: 'Context' });
 
 export const Version = Type.Object({
@@ -57,6 +73,7 @@ export const ExecBody = Type.Object({
   onConflict: Type.Optional(Type.Union([Type.Literal('fail'), Type.Literal('retry')])),
   timeoutMs: Type.Optional(Type.Number()),
   limits: Type.Optional(ExecLimits),
+  network: Type.Optional(NetworkPolicyIn),
 }, strict);
 export type ExecBodyT = Static<typeof ExecBody>;
 
@@ -76,6 +93,7 @@ export const ExecResult = Type.Object({
   retries: Type.Optional(Type.Integer()),
   usage: Type.Object({
     cpuMs: Type.Number(), wallMs: Type.Number(), memoryPeakBytes: Type.Number(), bytesWritten: Type.Number(),
+    egressBytes: Type.Optional(Type.Number()), ingressBytes: Type.Optional(Type.Number()),
   }),
 }, { $id: 'ExecResult' });
 

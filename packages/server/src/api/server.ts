@@ -16,6 +16,8 @@ import { fileRoutes } from './routes/files.js';
 import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
 import { serviceRoutes } from './routes/services.js';
+import { networkRoutes } from './routes/network.js';
+import { attachTunnels, serviceTunnels } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
@@ -101,7 +103,9 @@ export async function buildApi({ engine, machines, log, metrics, http: limits }:
   usageRoutes(app, engine);
   gcRoutes(app, engine);
   serviceRoutes(app, engine);
+  networkRoutes(app, engine);
   machineRoutes(app, machines);
+  attachTunnels(app.server, (authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log);
   consoleRoutes(app);
   return app;
 }

@@ -13,6 +13,7 @@ import type { Stat } from './routes/files.js';
 import type { ApiKeySchema, TenantSchema } from './routes/tenants.js';
 import type { CreateServiceBody, Service } from './routes/services.js';
 import type { Item } from './routes/usage.js';
+import type { Connection, ContextNetwork } from './routes/network.js';
 import type { Context, ExecResult, Version } from './schemas.js';
 
 /** Every field, at every depth, made required: two types with the same fields have mutually assignable Keys. */
@@ -38,4 +39,6 @@ export const checks = [
   same<Wire<typeof Machine>, Flat<P.Machine>>(true),
   same<Wire<typeof Snapshot>, Flat<P.MachineSnapshot>>(true),
   same<Wire<typeof MachineExecResult>, Flat<P.MachineExecResult>>(true),
+  same<Wire<typeof ContextNetwork>, Flat<P.ContextNetwork>>(true),
+  same<Wire<typeof Connection>, Flat<P.NetworkConnection>>(true),
 ];

@@ -5,6 +5,9 @@ import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
 import type { Meter } from '../meter/types.js';
 import type { Runtime } from '../runtime/types.js';
 import type { Hold, Pins } from './pins.js';
+import type { NetworkPolicy } from '@shellbase/protocol';
+import type { Egress } from '../net/egress.js';
+import type { Forwarder } from '../net/forwarder.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
 export interface Caller {
@@ -12,6 +15,8 @@ export interface Caller {
   admin: boolean;
   /** The tenant's own quotas (absent ones fall back to the server's). */
   quotas?: TenantQuotas;
+  /** The tenant's own egress policy (absent: the server's default). */
+  network?: NetworkPolicy;
   /** Pins what this caller's operation looks up until the operation ends (see pins.ts). */
   hold: Hold;
 }
@@ -42,6 +47,10 @@ export interface Deps {
   meter: Meter;
   pins: Pins;
   durability: Durability;
+  /** The egress enforcement point (net/egress.ts). */
+  egress: Egress;
+  /** sbx-forward in the data directory: ports on a sandbox's 127.0.0.1 that reach the server. */
+  forwarder: Forwarder;
 }
 
 /** Tenant id of versions every tenant may read: the root versions of images. */

@@ -13,6 +13,7 @@ import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
 import { Squasher } from './squash.js';
+import { Network } from './network.js';
 import { SYSTEM_TENANT, durably, type Caller, type Deps } from '../core/deps.js';
 import { overQuota, quotasOf } from '../core/quotas.js';
 import { checkName } from '../core/validate.js';
@@ -32,7 +33,7 @@ export interface CreateContextOptions {
 }
 
 const toContext = (r: ContextRow): Context => ({
-  name: r.name, head: r.head, image: r.image, createdAt: r.createdAt, updatedAt: r.updatedAt,
+  name: r.name, head: r.head, image: r.image, createdAt: r.createdAt, updatedAt: r.updatedAt, ...(r.network ? { network: r.network } : {}),
 });
 
 const toVersion = (v: VersionRow): Version => ({
@@ -57,23 +58,26 @@ export class Engine {
   readonly gc: GarbageCollector;
   /** Long-running processes over contexts, reached through the gateway. */
   readonly services: Services;
+  /** Egress policies and the audit log. */
+  readonly network: Network;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: Deps, peers: EnginePeers = {}) {
     this.squasher = new Squasher(deps);
+    this.network = new Network(deps);
     const committer = new Committer(deps.metadata, deps.durability);
     const lookups = {
       version: (caller: Caller, id: string) => this.version(caller, id),
       base: (caller: Caller, name: string, version?: string) => this.baseVersion(caller, name, version),
       head: async (caller: Caller, name: string) => this.version(caller, (await this.contextRow(caller, name)).head),
     };
-    this.services = new Services(deps, committer, {
+    this.services = new Services(deps, committer, this.network, {
       getOrCreateContext: (caller, name) => this.getOrCreateContext(caller, name),
       head: lookups.head,
     });
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
       ...lookups, forwarding: (tenantId, context) => this.services.forwarding(tenantId, context),
-    });
+    }, this.network);
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
@@ -178,10 +182,12 @@ export class Engine {
     checkName(opts.name);
     let head: VersionRow;
     let image = opts.image ?? 'debian';
+    let network: ContextRow['network'];
     if (opts.from) {
       const source = await this.contextRow(caller, opts.from.context);
       head = await this.version(caller, opts.from.version ?? source.head);
       image = source.image;
+      network = source.network;
     } else {
       head = await this.imageVersion(image);
     }
@@ -190,7 +196,7 @@ export class Engine {
       throw overQuota('contexts', contexts, 'delete contexts you no longer need, or ask the admin for a higher quota');
     }
     const now = new Date().toISOString();
-    const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now };
+    const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now, ...(network ? { network } : {}) };
     if (!(await this.deps.metadata.contexts.create(row))) {
       throw new ShellbaseError('already_exists', `context ${JSON.stringify(opts.name)} already exists`, {
         details: { context: opts.name }, hint: 'pick another name, or use the existing context',

@@ -7,7 +7,9 @@ import type { CommittedLayer } from '../store/snapshotter/types.js';
 import type { VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
-import type { Forwarding } from './services/forwarding.js';
+import { mergeForwarding, type Bind, type Forwarding } from '../net/forwarder.js';
+import { proxyEnv } from '../net/proxy-env.js';
+import { Network } from './network.js';
 import type { Squasher } from './squash.js';
 import type { Caller, Deps } from '../core/deps.js';
 import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validate.js';
@@ -34,6 +36,7 @@ export class ExecRunner {
     private readonly committer: Committer,
     private readonly squasher: Squasher,
     private readonly lookups: Lookups,
+    private readonly network: Network,
   ) {}
 
   async exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
@@ -65,40 +68,51 @@ export class ExecRunner {
     const cwd = checkCwd(req.cwd ?? '/root');
     const env = checkEnv(req.env);
     let base = await this.lookups.base(caller, name, req.version);
-    for (let retries = 0; ; retries++) {
-      const fwd = await this.lookups.forwarding(caller.tenantId, name);
-      const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
-      const spec = { argv: [...(fwd?.prefix ?? []), ...argv], cwd, env, stdin: hooks.stdin ?? req.stdin, limits, binds: fwd?.binds, group };
-      const { run, layer, bytesWritten, refused } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
-      const result = resultOf(run, base.id, bytesWritten, limits);
-      await this.deps.metadata.usage.record({
-        tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
-        wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
-      });
-      if (refused) {
-        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, 'discarded');
-        throw refused;
+    const policy = await this.network.effective(caller, name, req.network);
+    // One egress session serves the query's runs (a retry runs again); none at all without egress.
+    const session = await this.network.open(caller.tenantId, name, 'query', policy);
+    try {
+      for (let retries = 0; ; retries++) {
+        const fwd = mergeForwarding(await this.lookups.forwarding(caller.tenantId, name), session?.forwarding());
+        const wrapped = this.deps.forwarder.wrap(fwd, argv);
+        const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
+        const spec = { argv: wrapped.argv, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group };
+        const { run, layer, bytesWritten, refused } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
+        const traffic = session ? await session.take() : null;
+        const result = resultOf(run, base.id, bytesWritten, limits);
+        if (traffic) Object.assign(result.usage, { egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn });
+        await this.deps.metadata.usage.record({
+          tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
+          wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
+          egressBytes: traffic?.bytesOut ?? 0, ingressBytes: traffic?.bytesIn ?? 0,
+        });
+        if (refused) {
+          this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, 'discarded');
+          throw refused;
+        }
+        if (retries > 0) result.retries = retries;
+        if (!layer) {
+          this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
+          return result;
+        }
+        const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req) });
+        applyOutcome(result, outcome);
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
+        if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
+        if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
+          return result;
+        }
+        base = await this.lookups.version(caller, outcome.head);
       }
-      if (retries > 0) result.retries = retries;
-      if (!layer) {
-        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
-        return result;
-      }
-      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req) });
-      applyOutcome(result, outcome);
-      this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
-      if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
-      if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
-        return result;
-      }
-      base = await this.lookups.version(caller, outcome.head);
+    } finally {
+      await Network.close(session);
     }
   }
 
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
-    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string | Buffer; limits: Limits; binds?: Forwarding['binds']; group: { id: string; cpus: number } },
+    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string | Buffer; limits: Limits; binds?: Bind[]; group: { id: string; cpus: number } },
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown }> {

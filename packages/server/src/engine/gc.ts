@@ -193,6 +193,7 @@ export class GarbageCollector {
       await breath();
     }
     const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;
+    if (complete) await this.trimEgressLog(deadline);
     await metadata.reclaim();
     const templatesDeleted = await this.templates().catch((err) => { log.error({ err }, 'collecting machine templates failed'); return 0; });
     const result: GcResult = {
@@ -221,6 +222,16 @@ export class GarbageCollector {
       if (n < ROLLUP_PAGE) break;
     }
     return total;
+  }
+
+  /** Drops egress audit entries older than SHELLBASE_EGRESS_LOG_DAYS, a page at a time, within the budget. */
+  private async trimEgressLog(deadline: number): Promise<void> {
+    const before = new Date(Date.now() - this.deps.config.egress.logDays * DAY_MS).toISOString();
+    while (performance.now() < deadline) {
+      const n = await this.deps.metadata.egressLog.trim(before, ROLLUP_PAGE);
+      await breath();
+      if (n < ROLLUP_PAGE) break;
+    }
   }
 
   /** Each tenant's retention: its own settings, else the server's. */

@@ -1,17 +1,20 @@
+import type { NetworkPolicy } from '@shellbase/protocol';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ServerConfig } from '../config.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import { checkQuotas } from '../core/quotas.js';
+import { checkPolicy } from '../net/policy.js';
 import { hashKey, newApiKey } from '../util/keys.js';
 import type { ApiKeyRow, MetadataStore, TenantQuotas, TenantRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { durably, type Caller, type Durability } from '../core/deps.js';
 import { checkName } from '../core/validate.js';
 
-export interface Tenant { id: string; name: string; admin: boolean; createdAt: string; quotas?: TenantQuotas }
+export interface Tenant { id: string; name: string; admin: boolean; createdAt: string; quotas?: TenantQuotas; network?: NetworkPolicy }
 
-const toTenant = (t: TenantRow): Tenant => ({ id: t.id, name: t.name, admin: t.admin, createdAt: t.createdAt, ...(t.quotas ? { quotas: t.quotas } : {}) });
+const toTenant = (t: TenantRow): Tenant => ({ id: t.id, name: t.name, admin: t.admin, createdAt: t.createdAt, ...(t.quotas ? { quotas: t.quotas } : {}),
+  ...(t.network ? { network: t.network } : {}) });
 
 function requireAdmin(caller: Caller): void {
   if (!caller.admin) throw new ShellbaseError('forbidden', 'only the admin key manages tenants', { hint: 'use the key in $SHELLBASE_HOME/admin.key' });
@@ -46,18 +49,19 @@ export class Tenants {
     }
     const tenant = await this.md.tenants.byKey(hashKey(m[1]));
     if (!tenant) throw new ShellbaseError('unauthorized', 'invalid API key', { hint: 'check SHELLBASE_API_KEY' });
-    return { tenantId: tenant.id, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}) };
+    return { tenantId: tenant.id, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}), ...(tenant.network ? { network: tenant.network } : {}) };
   }
 
-  create(caller: Caller, name: string, quotas?: Record<string, unknown>): Promise<{ tenant: Tenant; apiKey: string }> {
-    return durably(this.durability, () => this.create_(caller, name, quotas));
+  create(caller: Caller, name: string, quotas?: Record<string, unknown>, network?: unknown): Promise<{ tenant: Tenant; apiKey: string }> {
+    return durably(this.durability, () => this.create_(caller, name, quotas, network));
   }
 
-  private async create_(caller: Caller, name: string, quotas?: Record<string, unknown>): Promise<{ tenant: Tenant; apiKey: string }> {
+  private async create_(caller: Caller, name: string, quotas?: Record<string, unknown>, network?: unknown): Promise<{ tenant: Tenant; apiKey: string }> {
     requireAdmin(caller);
     checkName(name, 'tenant');
     const row: TenantRow = { id: newId('t'), name, admin: false, createdAt: new Date().toISOString() };
     if (quotas) row.quotas = checkQuotas(quotas, this.config);
+    if (network !== undefined) row.network = checkPolicy(network);
     if (!(await this.md.tenants.create(row))) {
       throw new ShellbaseError('already_exists', `tenant ${JSON.stringify(name)} already exists`, { hint: 'pick another name' });
     }
@@ -94,6 +98,16 @@ export class Tenants {
 
   async listKeys(caller: Caller, name: string): Promise<ApiKeyRow[]> {
     return this.md.tenants.listKeys((await this.managed(caller, name)).id);
+  }
+
+  /** Sets a tenant's egress policy (null: the server's default, SHELLBASE_EGRESS, again). */
+  setNetwork(caller: Caller, name: string, raw: unknown): Promise<Tenant> {
+    return durably(this.durability, async () => {
+      const t = await this.managed(caller, name);
+      const network = raw === null ? null : checkPolicy(raw);
+      await this.md.tenants.setNetwork(t.id, network);
+      return toTenant({ ...t, ...(network ? { network } : { network: undefined }) });
+    });
   }
 
   /** Revokes one key, or every key of the tenant (its data stays). */

@@ -84,6 +84,7 @@ export class MachineIo {
     };
     return {
       name: `machine ${run.row.id} port ${port}`,
+      owner: { tenantId: run.row.tenantId, requireKey: false },
       acquire,
       pipe: (client, preface) => pipeThrough(acquire, client, preface),
     };

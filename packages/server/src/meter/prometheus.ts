@@ -38,6 +38,15 @@ export class PrometheusMeter implements Meter {
     name: 'shellbase_gc_freed_bytes_total', help: 'Bytes of layers garbage collection deleted.', registers: [this.registry],
   });
 
+  private readonly egressConnections = new Counter({
+    name: 'shellbase_egress_connections_total', help: 'Connections sandboxes asked the egress proxy for, by what made them and whether the policy allowed them.',
+    labelNames: ['kind', 'result'] as const, registers: [this.registry],
+  });
+  private readonly egressBytes = new Counter({
+    name: 'shellbase_egress_bytes_total', help: 'Bytes through the egress proxy: out (egressBytes, sent by sandboxes) and in (ingressBytes).',
+    labelNames: ['kind', 'direction'] as const, registers: [this.registry],
+  });
+
   /** `storedBytes` is read at every scrape (the sum over layer rows, not a disk walk). */
   constructor(sources: { storedBytes(): Promise<number> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'shellbase_' });
@@ -60,6 +69,12 @@ export class PrometheusMeter implements Meter {
 
   machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void {
     this.machineSteps.observe({ step }, ms / 1000);
+  }
+
+  egressConnection(kind: 'query' | 'service' | 'machine', allowed: boolean, bytesOut: number, bytesIn: number): void {
+    this.egressConnections.inc({ kind, result: allowed ? 'allowed' : 'refused' });
+    if (bytesOut) this.egressBytes.inc({ kind, direction: 'out' }, bytesOut);
+    if (bytesIn) this.egressBytes.inc({ kind, direction: 'in' }, bytesIn);
   }
 
   fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void {

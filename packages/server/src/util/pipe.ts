@@ -5,6 +5,8 @@ import type { Duplex } from 'node:stream';
 export interface PortTarget {
   /** For error messages ("service web", "machine m_… port 8080"). */
   readonly name: string;
+  /** Whose it is, and whether the gateway wants that tenant's API key as well as the URL's token. */
+  readonly owner: { tenantId: string; requireKey: boolean };
   /** Wakes the target if needed; resolves once its Unix socket accepts. Call `release` when done. */
   acquire(): Promise<{ socketPath: string; release: () => void }>;
   /** Joins `client` to the target as a byte pipe (after `preface`), holding it awake until either side closes. */

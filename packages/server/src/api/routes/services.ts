@@ -1,15 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
-import { SERVICE_STATES } from '@shellbase/protocol';
-import { Name, errorResponses, oneOf } from '../schemas.js';
+import { ShellbaseError } from '../../errors.js';
+import { TUNNEL_PROTOCOL } from '../tunnel.js';
+import { SERVICE_ACCESS, SERVICE_STATES } from '@shellbase/protocol';
+import { Name, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
 
 const strict = { additionalProperties: false } as const;
 export const Service = Type.Object({
   name: Type.String(), context: Type.String(), command: Type.Union([Type.String(), Type.Array(Type.String())]),
   port: Type.Integer(), url: Type.String(), pathUrl: Type.String(),
   state: oneOf(SERVICE_STATES),
-  idleTimeoutMs: Type.Integer(), createdAt: Type.String(),
+  idleTimeoutMs: Type.Integer(), access: oneOf(SERVICE_ACCESS), network: Type.Optional(NetworkPolicy), createdAt: Type.String(),
 }, { $id: 'Service' });
 export const CreateServiceBody = Type.Object({
   name: Name,
@@ -21,6 +23,8 @@ export const CreateServiceBody = Type.Object({
   limits: Type.Optional(Type.Object({
     memoryMb: Type.Optional(Type.Number()), pids: Type.Optional(Type.Number()), cpus: Type.Optional(Type.Number()), diskMb: Type.Optional(Type.Number()),
   }, strict)),
+  access: Type.Optional(oneOf(SERVICE_ACCESS)),
+  network: Type.Optional(NetworkPolicyIn),
 }, strict);
 const Params = Type.Object({ name: Type.String({ maxLength: 1024 }) });
 const SvcParams = Type.Object({ name: Type.String({ maxLength: 1024 }), svc: Type.String({ maxLength: 1024 }) });
@@ -28,6 +32,16 @@ const LogsQuery = Type.Object({ tail: Type.Optional(Type.Integer({ minimum: 1, m
 
 /** Services of a context: define (nothing runs), list, get, stop (sleep now), delete, logs. */
 export function serviceRoutes(app: FastifyInstance, engine: Engine): void {
+  app.get<{ Params: Static<typeof SvcParams> }>('/v1/contexts/:name/services/:svc/connect', {
+    schema: {
+      tags: ['services', 'network'], params: SvcParams, response: errorResponses,
+      description: `A TCP tunnel to the service: send this with \`Connection: Upgrade\` and \`Upgrade: ${TUNNEL_PROTOCOL}\`; after \`101 Switching Protocols\` the connection carries the service port's bytes (the service wakes first).`,
+    },
+  }, async (req) => {
+    await engine.services.get(req.caller, req.params.name, req.params.svc);
+    throw new ShellbaseError('invalid_argument', 'this path is a TCP tunnel', { hint: `send Connection: Upgrade and Upgrade: ${TUNNEL_PROTOCOL} (the CLI's \`shellbase connect\` and the SDK's services.connect do)` });
+  });
+
   app.addSchema(Service);
   const base = '/v1/contexts/:name/services';
   app.post<{ Params: Static<typeof Params>; Body: Static<typeof CreateServiceBody> }>(base, {

@@ -1,14 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
-import { Name, errorResponses } from '../schemas.js';
+import { Name, NetworkPolicy, NetworkPolicyIn, errorResponses } from '../schemas.js';
 
 export const TenantSchema = Type.Object({
   id: Type.String(), name: Type.String(), admin: Type.Boolean(), createdAt: Type.String(),
   quotas: Type.Optional(Type.Record(Type.String(), Type.Number())),
+  network: Type.Optional(NetworkPolicy),
 });
 export const ApiKeySchema = Type.Object({ id: Type.String(), createdAt: Type.String(), revokedAt: Type.Union([Type.String(), Type.Null()]) });
-const CreateTenantBody = Type.Object({ name: Name, quotas: Type.Optional(Type.Record(Type.String(), Type.Number())) }, { additionalProperties: false });
+const CreateTenantBody = Type.Object({
+  name: Name, quotas: Type.Optional(Type.Record(Type.String(), Type.Number())), network: Type.Optional(NetworkPolicyIn),
+}, { additionalProperties: false });
 
 /** Tenants (admin key only): create one with its first API key, list them. */
 export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
@@ -17,7 +20,7 @@ export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
       tags: ['tenants'], body: CreateTenantBody,
       response: { 201: Type.Object({ tenant: TenantSchema, apiKey: Type.String() }), 403: errorResponses[401], ...errorResponses },
     },
-  }, async (req, reply) => reply.status(201).send(await engine.tenants.create(req.caller, req.body.name, req.body.quotas)));
+  }, async (req, reply) => reply.status(201).send(await engine.tenants.create(req.caller, req.body.name, req.body.quotas, req.body.network)));
 
   const TenantParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }) });
   const KeyParams = Type.Object({ tenant: Type.String({ maxLength: 1024 }), key: Type.String({ maxLength: 64 }) });
@@ -39,6 +42,14 @@ export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
   app.delete<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant', {
     schema: { tags: ['tenants'], params: TenantParams, response: { 204: Type.Null(), ...denied } },
   }, async (req, reply) => { await engine.tenants.revoke(req.caller, req.params.tenant); return reply.status(204).send(); });
+
+  app.put<{ Params: Static<typeof TenantParams>; Body: Static<typeof NetworkPolicyIn> }>('/v1/tenants/:tenant/network', {
+    schema: { tags: ['tenants', 'network'], params: TenantParams, body: NetworkPolicyIn, response: { 200: TenantSchema, ...denied } },
+  }, async (req) => engine.tenants.setNetwork(req.caller, req.params.tenant, req.body));
+
+  app.delete<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant/network', {
+    schema: { tags: ['tenants', 'network'], params: TenantParams, response: { 200: TenantSchema, ...denied } },
+  }, async (req) => engine.tenants.setNetwork(req.caller, req.params.tenant, null));
 
   app.get('/v1/tenants', {
     schema: { tags: ['tenants'], response: { 200: Type.Object({ tenants: Type.Array(TenantSchema) }), 403: errorResponses[401], ...errorResponses } },

@@ -1,20 +1,13 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, copyFileSync, mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
+import { INSIDE, type Forwarding } from '../../net/forwarder.js';
 import type { ServiceRow } from '../../store/metadata/types.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
-import { SBX_FORWARD } from '../../util/native.js';
 import type { ServiceRun } from './run.js';
 
-/** Where the forwarder and the context's sockets appear inside a sandbox (in its private /tmp). */
-const INSIDE = '/tmp/.shellbase';
-
-export interface Forwarding {
-  binds: { source: string; target: string; readOnly?: boolean }[];
-  /** Put before the command's argv. */
-  prefix: string[];
-}
+export type { Forwarding } from '../../net/forwarder.js';
 
 /**
  * A context's services inside its own sandboxes: each sandbox of the context
@@ -26,16 +19,11 @@ export interface Forwarding {
  */
 export class ContextForwarding {
   private readonly listeners = new Map<string, Server>();
-  private readonly binary: string;
 
   constructor(private readonly dir: string, private readonly runOf: (row: ServiceRow) => ServiceRun) {
     mkdirSync(path.join(dir, 'ctx'), { recursive: true });
     chmodSync(dir, 0o711);
     chmodSync(path.join(dir, 'ctx'), 0o711);
-    // A copy inside the data directory: the sandboxes' root can reach it (the repository may be in /root).
-    this.binary = path.join(dir, 'sbx-forward');
-    copyFileSync(SBX_FORWARD, this.binary);
-    chmodSync(this.binary, 0o755);
   }
 
   private contextDir(row: { tenantId: string; context: string }): string {
@@ -49,8 +37,8 @@ export class ContextForwarding {
     const dir = this.contextDir(others[0]);
     for (const s of others) await this.listen(s, dir);
     return {
-      binds: [{ source: this.binary, target: `${INSIDE}/forward`, readOnly: true }, { source: dir, target: `${INSIDE}/services` }],
-      prefix: [`${INSIDE}/forward`, ...others.map((s) => `${s.spec.port}=${INSIDE}/services/${s.spec.port}.sock`), '--'],
+      binds: [{ source: dir, target: `${INSIDE}/services` }],
+      pairs: others.map((s) => `${s.spec.port}=${INSIDE}/services/${s.spec.port}.sock`),
     };
   }
 

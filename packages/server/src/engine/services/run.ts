@@ -10,7 +10,9 @@ import type { Committer } from '../commit.js';
 import type { Hold } from '../../core/pins.js';
 import type { Deps } from '../../core/deps.js';
 import { resolveLimits } from '../../core/validate.js';
-import type { Forwarding } from './forwarding.js';
+import { mergeForwarding, type Forwarding } from '../../net/forwarder.js';
+import type { EgressSession } from '../../net/egress.js';
+import { proxyEnv } from '../../net/proxy-env.js';
 import type { ServiceLog } from './log.js';
 import { SERVICE_LIFECYCLE, type ServiceEvent } from './lifecycle.js';
 import { IdleLease } from '../../core/idle-lease.js';
@@ -32,6 +34,8 @@ export interface RunContext {
   admit(): Promise<{ tenantCpus: number }>;
   /** The context's other services on 127.0.0.1 inside this one's sandbox. */
   forwarding(): Promise<Forwarding | null>;
+  /** An egress session under the service's effective policy (null: none). */
+  egress(): Promise<EgressSession | null>;
 }
 
 /**
@@ -51,6 +55,8 @@ export class ServiceRun implements PortTarget {
   private sandbox: RunningSandbox | null = null;
   private bridge: Bridge | null = null;
   private abort: AbortController | null = null;
+  /** The run's way out (null without egress). */
+  private session: EgressSession | null = null;
 
   constructor(readonly row: ServiceRow, private readonly ctx: RunContext) {}
 
@@ -77,6 +83,10 @@ export class ServiceRun implements PortTarget {
 
   get name(): string { return `service ${this.row.name}`; }
 
+  get owner(): { tenantId: string; requireKey: boolean } {
+    return { tenantId: this.row.tenantId, requireKey: this.row.spec.access === 'key' };
+  }
+
   private async ensureRunning(): Promise<void> {
     for (;;) {
       if (this.state === 'running') return;
@@ -100,14 +110,15 @@ export class ServiceRun implements PortTarget {
       const base = await this.ctx.head(hold);
       const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, deps.config.maximums);
       scratch = await deps.snapshotter.prepare({ diskMb: limits.diskMb });
-      const fwd = await this.ctx.forwarding();
-      const argv = [...(fwd?.prefix ?? []), ...(typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command)];
+      this.session = await this.ctx.egress();
+      const fwd = mergeForwarding(await this.ctx.forwarding(), this.session?.forwarding());
+      const { argv, binds } = deps.forwarder.wrap(fwd, typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command);
       this.abort = new AbortController();
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
         mount: deps.snapshotter.mounts(base.layers, scratch), argv, cwd: '/root',
-        env: spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds: fwd?.binds, group: { id: this.row.tenantId, cpus: tenantCpus },
+        env: this.session ? { ...proxyEnv(), ...spec.env } : spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });
@@ -135,6 +146,7 @@ export class ServiceRun implements PortTarget {
       } else {
         hold.release();
         if (scratch) await deps.snapshotter.discard(scratch);
+        await this.closeSession();
         this.go('startFailed');
       }
       if (e instanceof ShellbaseError) throw e;
@@ -183,6 +195,7 @@ export class ServiceRun implements PortTarget {
       this.bridge = null;
       rmSync(this.ctx.socketPath, { force: true });
       this.lease.unwatch();
+      const traffic = await this.closeSession();
       log.append(`--- shellbase: exited (${result.signal ?? `code ${result.exitCode}`}) after ${Math.round(performance.now() - started)} ms\n`);
       try {
         const layer = await deps.snapshotter.commit(scratch);
@@ -193,6 +206,7 @@ export class ServiceRun implements PortTarget {
         await deps.metadata.usage.record({
           tenantId: this.row.tenantId, context: this.row.context, kind: 'service', createdAt: new Date().toISOString(),
           cpuMs: result.cpuMs, wallMs: result.wallMs, memoryPeakBytes: result.memoryPeakBytes, bytesWritten: layer?.bytes ?? 0, exitCode: result.exitCode,
+          egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn,
         });
       } catch (err) {
         deps.log.error({ err, service: this.row.name }, 'committing a service run failed');
@@ -210,9 +224,17 @@ export class ServiceRun implements PortTarget {
     this.ctx.deps.log.error({ err, service: this.row.name }, 'service sandbox failed');
     this.ctx.log.append(`--- shellbase: sandbox failed: ${(err as Error).message}\n`);
     await this.ctx.deps.snapshotter.discard(scratch).catch(() => undefined);
+    await this.closeSession();
     hold.release();
     this.ended = null;
     this.go('exited');
+  }
+
+  /** Ends the run's egress session; the bytes it moved. */
+  private async closeSession(): Promise<{ bytesOut: number; bytesIn: number }> {
+    const s = this.session;
+    this.session = null;
+    return s ? s.close() : { bytesOut: 0, bytesIn: 0 };
   }
 
   /** Polls the sandbox's own TCP tables until something listens on `port`; the socat target for it. */

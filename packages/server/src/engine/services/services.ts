@@ -1,6 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import type { CreateServiceRequest, Service } from '@shellbase/protocol';
+import { SERVICE_ACCESS, type CreateServiceRequest, type Service } from '@shellbase/protocol';
+import { checkPolicy } from '../../net/policy.js';
+import type { Network } from '../network.js';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import type { Committer } from '../commit.js';
@@ -31,7 +33,7 @@ export class Services {
 
   private readonly forward: ContextForwarding;
 
-  constructor(private readonly deps: Deps, private readonly committer: Committer, private readonly lookups: Lookups) {
+  constructor(private readonly deps: Deps, private readonly committer: Committer, private readonly network: Network, private readonly lookups: Lookups) {
     mkdirSync(this.dir, { recursive: true, mode: 0o711 });
     this.forward = new ContextForwarding(this.dir, (row) => this.runOf(row));
   }
@@ -66,7 +68,11 @@ export class Services {
     const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? DEFAULT_IDLE_MS, 100, 86_400_000);
     const startTimeoutMs = checkRange('startTimeoutMs', req.startTimeoutMs ?? DEFAULT_START_MS, 100, 600_000);
     resolveLimits(req.limits, undefined, config.defaults, config.maximums); // refuses what a query may not ask for
+    const access = req.access ?? 'url';
+    if (!(SERVICE_ACCESS as readonly string[]).includes(access)) throw invalid(`access must be ${SERVICE_ACCESS.join(' or ')}`, '"key" makes the gateway want the tenant\'s API key as well as the URL');
     await this.lookups.getOrCreateContext(caller, context);
+    const network = req.network === undefined ? undefined : checkPolicy(req.network);
+    if (network) await this.network.effective(caller, context, network); // 403 when wider than the context's
     // Each service answers on 127.0.0.1:PORT inside the context's sandboxes: one port, one service.
     const taken = (await this.deps.metadata.services.list(caller.tenantId, context)).find((s) => s.spec.port === req.port);
     if (taken) {
@@ -76,7 +82,9 @@ export class Services {
     }
     const row: ServiceRow = {
       tenantId: caller.tenantId, context, name: req.name, token: newToken(), createdAt: new Date().toISOString(),
-      spec: { format: 1, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {} },
+      spec: {
+        format: 2, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {}, access, ...(network ? { network } : {}),
+      },
     };
     if (!(await this.deps.metadata.services.create(row))) {
       throw new ShellbaseError('already_exists', `context ${context} already has a service ${JSON.stringify(req.name)}`, {
@@ -93,6 +101,11 @@ export class Services {
 
   async get(caller: Caller, context: string, name: string): Promise<Service> {
     return this.toService(await this.row(caller, context, name));
+  }
+
+  /** The run of a caller's service (what a TCP tunnel joins). */
+  async target(caller: Caller, context: string, name: string): Promise<ServiceRun> {
+    return this.runOf(await this.row(caller, context, name));
   }
 
   /** Puts the service to sleep now (its writes commit). */
@@ -158,6 +171,7 @@ export class Services {
         },
         socketPath: path.join(this.dir, `${row.token}.sock`),
         forwarding: () => this.forwarding(row.tenantId, row.context, row.name),
+        egress: async () => this.network.open(row.tenantId, row.context, 'service', await this.network.effectiveOf(row.tenantId, row.context, row.spec.network)),
       });
       this.runs.set(row.token, run);
     }
@@ -183,7 +197,8 @@ export class Services {
   private toService(r: ServiceRow): Service {
     return {
       name: r.name, context: r.context, command: r.spec.command, port: r.spec.port, ...this.urls(r.token),
-      state: this.runs.get(r.token)?.state ?? 'sleeping', idleTimeoutMs: r.spec.idleTimeoutMs, createdAt: r.createdAt,
+      state: this.runs.get(r.token)?.state ?? 'sleeping', idleTimeoutMs: r.spec.idleTimeoutMs, access: r.spec.access,
+      ...(r.spec.network ? { network: r.spec.network } : {}), createdAt: r.createdAt,
     };
   }
 }

@@ -1,4 +1,4 @@
-import type { MachineState, VersionCause } from '@shellbase/protocol';
+import type { MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, VersionCause } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 
 /** The rows of the metadata store (store/metadata/types.ts has its repositories). */
@@ -31,6 +31,8 @@ export interface TenantRow {
   name: string;
   admin: boolean;
   quotas?: TenantQuotas;
+  /** Its egress policy; absent: the server's default (SHELLBASE_EGRESS). */
+  network?: NetworkPolicy;
   createdAt: string;
 }
 
@@ -52,6 +54,9 @@ export interface UsageRow {
   memoryPeakBytes: number;
   bytesWritten: number;
   exitCode: number | null;
+  /** Bytes sent and received through the egress proxy. */
+  egressBytes?: number;
+  ingressBytes?: number;
 }
 
 /** How usage is summed: per context, per kind, or per UTC day or hour (keys `YYYY-MM-DD`, `YYYY-MM-DDTHH`). */
@@ -69,6 +74,8 @@ export interface UsageTotals {
   cpuMs: number;
   wallMs: number;
   bytesWritten: number;
+  egressBytes: number;
+  ingressBytes: number;
 }
 
 export interface ContextRow {
@@ -76,6 +83,8 @@ export interface ContextRow {
   name: string;
   head: string;
   image: string;
+  /** Its own egress policy (a fork inherits it); absent: the tenant's. */
+  network?: NetworkPolicy;
   createdAt: string;
   updatedAt: string;
 }
@@ -121,14 +130,19 @@ export interface CommitVersionOptions {
 }
 
 /** What a service runs (persisted as JSON with `format`). */
+/** A service's definition, stored as JSON. Format 2 added `access` and `network` (format 1 reads as access "url"). */
 export interface ServiceSpec {
-  format: 1;
+  format: 2;
   command: string | string[];
   port: number;
   env: Record<string, string>;
   idleTimeoutMs: number;
   startTimeoutMs: number;
   limits: { memoryMb?: number; pids?: number; cpus?: number; diskMb?: number };
+  /** `key`: the gateway wants the tenant's API key as well as the URL's token. */
+  access: ServiceAccess;
+  /** Narrows the context's egress policy for this service. */
+  network?: NetworkPolicy;
 }
 
 export interface ServiceRow {
@@ -192,3 +206,6 @@ export interface SnapshotRow {
   createdAt: string;
 }
 
+
+/** One connection of the egress audit log. */
+export type EgressLogRow = { tenantId: string; context: string } & NetworkConnection;

@@ -1,6 +1,7 @@
+import type { NetworkConnection, NetworkPolicy } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 import type {
-  ApiKeyRow, CommitVersionOptions, ContextRow, LayerRow, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
+  ApiKeyRow, CommitVersionOptions, ContextRow, EgressLogRow, LayerRow, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
   UsageTotals, VersionRow,
 } from './rows.js';
 
@@ -28,6 +29,7 @@ export interface MetadataStore {
   readonly usage: UsageRepository;
   readonly services: ServiceRepository;
   readonly machines: MachineRepository;
+  readonly egressLog: EgressLogRepository;
   /** Makes every committed transaction durable (survives power loss, not only a crash). */
   sync(): Promise<void>;
   /** Returns free pages to the file system (SQLite's incremental vacuum); a no-op elsewhere. */
@@ -45,6 +47,7 @@ export interface TenantRepository {
   byName(name: string): Promise<TenantRow | null>;
   admin(): Promise<TenantRow | null>;
   setQuotas(id: string, quotas: TenantQuotas | undefined): Promise<void>;
+  setNetwork(id: string, network: NetworkPolicy | null): Promise<void>;
   addKey(tenantId: string, keyHash: string): Promise<void>;
   /** The tenant a key hash belongs to, if the key exists and is not revoked. */
   byKey(keyHash: string): Promise<TenantRow | null>;
@@ -65,6 +68,8 @@ export interface ContextRepository {
   create(row: ContextRow): Promise<boolean>;
   /** Deletes a context and its services; its versions stay (forks may share them) but no longer name it. */
   delete(tenantId: string, name: string): Promise<boolean>;
+  /** Sets (or, with null, drops) a context's own egress policy; false if there is no such context. */
+  setNetwork(tenantId: string, name: string, network: NetworkPolicy | null): Promise<boolean>;
 }
 
 /** How much history a tenant keeps (engine/gc.ts). */
@@ -162,4 +167,12 @@ export interface MachineRepository {
   getSnapshot(tenantId: string, id: string): Promise<SnapshotRow | null>;
   listSnapshots(tenantId?: string): Promise<SnapshotRow[]>;
   deleteSnapshot(tenantId: string, id: string): Promise<boolean>;
+}
+
+export interface EgressLogRepository {
+  record(rows: readonly EgressLogRow[]): Promise<void>;
+  /** A context's most recent connections, newest first. */
+  recent(tenantId: string, context: string, limit: number): Promise<NetworkConnection[]>;
+  /** Deletes entries older than `before`, at most `limit`; how many. */
+  trim(before: string, limit: number): Promise<number>;
 }

@@ -1,12 +1,14 @@
+import type { NetworkPolicy } from '@shellbase/protocol';
 import type { ContextRow } from '../rows.js';
 import type { ContextRepository } from '../types.js';
 import type { SqlDb } from './db.js';
 
-interface ContextRecord { tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string }
+interface ContextRecord { tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string; network: string | null }
 const toContext = (r: ContextRecord): ContextRow => ({
   tenantId: r.tenant_id, name: r.name, head: r.head, image: r.image, createdAt: r.created_at, updatedAt: r.updated_at,
+  ...(r.network ? { network: JSON.parse(r.network) } : {}),
 });
-const CONTEXT = 'tenant_id, name, head, image, created_at, updated_at';
+const CONTEXT = 'tenant_id, name, head, image, created_at, updated_at, network';
 
 /** Contexts: a tenant's named pointers to head versions (heads move in SqlVersions.commit). */
 export class SqlContexts implements ContextRepository {
@@ -27,8 +29,12 @@ export class SqlContexts implements ContextRepository {
 
   async create(c: ContextRow): Promise<boolean> {
     return (await this.db.run(
-      'INSERT INTO contexts (tenant_id, name, head, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
-      [c.tenantId, c.name, c.head, c.image, c.createdAt, c.updatedAt])) === 1;
+      'INSERT INTO contexts (tenant_id, name, head, image, created_at, updated_at, network) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      [c.tenantId, c.name, c.head, c.image, c.createdAt, c.updatedAt, c.network ? JSON.stringify(c.network) : null])) === 1;
+  }
+
+  async setNetwork(tenantId: string, name: string, network: NetworkPolicy | null): Promise<boolean> {
+    return (await this.db.run('UPDATE contexts SET network = ? WHERE tenant_id = ? AND name = ?', [network ? JSON.stringify(network) : null, tenantId, name])) === 1;
   }
 
   async delete(tenantId: string, name: string): Promise<boolean> {

@@ -1,5 +1,6 @@
 import type { MetadataStore } from '../types.js';
 import { SqlContexts } from './contexts.js';
+import { SqlEgressLog } from './egress-log.js';
 import type { SqlDb } from './db.js';
 import { SqlMachines } from './machines.js';
 import { SqlServices } from './services.js';
@@ -15,6 +16,7 @@ export abstract class SqlMetadataStore implements MetadataStore {
   readonly usage: SqlUsage;
   readonly services: SqlServices;
   readonly machines: SqlMachines;
+  readonly egressLog: SqlEgressLog;
 
   constructor(readonly db: SqlDb) {
     this.tenants = new SqlTenants(db);
@@ -23,6 +25,7 @@ export abstract class SqlMetadataStore implements MetadataStore {
     this.usage = new SqlUsage(db);
     this.services = new SqlServices(db);
     this.machines = new SqlMachines(db);
+    this.egressLog = new SqlEgressLog(db);
   }
 
   abstract sync(): Promise<void>;

@@ -1,20 +1,22 @@
+import type { NetworkPolicy } from '@shellbase/protocol';
 import type { ApiKeyRow, TenantQuotas, TenantRow } from '../rows.js';
 import type { TenantRepository } from '../types.js';
 import type { SqlDb } from './db.js';
 
-interface TenantRecord { id: string; name: string; admin: number; created_at: string; quotas: string | null }
+interface TenantRecord { id: string; name: string; admin: number; created_at: string; quotas: string | null; network: string | null }
 const toTenant = (r: TenantRecord): TenantRow => ({
   id: r.id, name: r.name, admin: Number(r.admin) === 1, createdAt: r.created_at, ...(r.quotas ? { quotas: JSON.parse(r.quotas) } : {}),
+  ...(r.network ? { network: JSON.parse(r.network) } : {}),
 });
-const TENANT = 'id, name, admin, created_at, quotas';
+const TENANT = 'id, name, admin, created_at, quotas, network';
 
 /** Tenants, their API keys (stored as SHA-256 hashes) and their stored-bytes counters. */
 export class SqlTenants implements TenantRepository {
   constructor(private readonly db: SqlDb) {}
 
   async create(t: TenantRow): Promise<boolean> {
-    return (await this.db.run('INSERT INTO tenants (id, name, admin, created_at, quotas) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
-      [t.id, t.name, t.admin ? 1 : 0, t.createdAt, t.quotas ? JSON.stringify(t.quotas) : null])) === 1;
+    return (await this.db.run('INSERT INTO tenants (id, name, admin, created_at, quotas, network) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      [t.id, t.name, t.admin ? 1 : 0, t.createdAt, t.quotas ? JSON.stringify(t.quotas) : null, t.network ? JSON.stringify(t.network) : null])) === 1;
   }
 
   async list(): Promise<TenantRow[]> {
@@ -42,6 +44,10 @@ export class SqlTenants implements TenantRepository {
 
   async setQuotas(id: string, quotas: TenantQuotas | undefined): Promise<void> {
     await this.db.run('UPDATE tenants SET quotas = ? WHERE id = ?', [quotas ? JSON.stringify(quotas) : null, id]);
+  }
+
+  async setNetwork(id: string, network: NetworkPolicy | null): Promise<void> {
+    await this.db.run('UPDATE tenants SET network = ? WHERE id = ?', [network ? JSON.stringify(network) : null, id]);
   }
 
   async addKey(tenantId: string, keyHash: string): Promise<void> {

@@ -144,3 +144,32 @@ MIGRATIONS.push(`
     PRIMARY KEY (tenant_id, hour, context, kind)
   );
 `);
+
+/*
+ * 9 (networking): a tenant's and a context's egress policies (JSON; null: the one around it),
+ * bytes a query, service run or machine segment sent and received through the egress proxy, and
+ * the connections it asked for (the audit log, trimmed by age).
+ */
+MIGRATIONS.push(`
+  ALTER TABLE tenants ADD COLUMN network TEXT;
+  ALTER TABLE contexts ADD COLUMN network TEXT;
+  ALTER TABLE usage ADD COLUMN egress_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage ADD COLUMN ingress_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_hourly ADD COLUMN egress_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_hourly ADD COLUMN ingress_bytes INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE egress_log (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    context TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    time TEXT NOT NULL,
+    host TEXT NOT NULL,
+    port INTEGER NOT NULL,
+    bytes_out INTEGER NOT NULL,
+    bytes_in INTEGER NOT NULL,
+    allowed INTEGER NOT NULL,
+    reason TEXT
+  );
+  CREATE INDEX egress_log_context ON egress_log(tenant_id, context, id);
+  CREATE INDEX egress_log_time ON egress_log(time);
+`);

@@ -1,0 +1,80 @@
+import type { IncomingMessage, Server } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Caller } from '../core/deps.js';
+import { ShellbaseError, notFound } from '../errors.js';
+import type { PortTarget } from '../util/pipe.js';
+
+/** The protocol name a client asks for in `Upgrade:` (anything else is not a tunnel). */
+export const TUNNEL_PROTOCOL = 'shellbase-tcp';
+
+/** What a tunnel path names, found for the calling tenant (a 404 for anything else). */
+export type TunnelTarget = (caller: Caller, path: string) => Promise<PortTarget>;
+
+const SERVICE = /^\/v1\/contexts\/([^/]+)\/services\/([^/]+)\/connect$/;
+
+/** `/v1/contexts/{name}/services/{svc}/connect`: the names, decoded; null for other paths. */
+export function tunnelPath(path: string): { context: string; service: string } | null {
+  const m = SERVICE.exec(path.split('?')[0]);
+  return m ? { context: decodeURIComponent(m[1]), service: decodeURIComponent(m[2]) } : null;
+}
+
+/**
+ * Plain TCP to a service from outside: `GET /v1/contexts/{name}/services/{svc}/connect`
+ * with `Connection: Upgrade`, `Upgrade: shellbase-tcp` and the API key. The
+ * service is woken (as by a gateway request) and, once its port accepts, the
+ * answer is `101 Switching Protocols` and the connection carries the service's
+ * bytes both ways, holding it awake until either side closes. Errors before
+ * that are the API's JSON errors with their statuses.
+ */
+export function attachTunnels(server: Server, begin: (authorization: string | undefined) => Promise<Caller>, find: TunnelTarget, log: Logger): void {
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
+    if ((req.headers.upgrade ?? '').toLowerCase() !== TUNNEL_PROTOCOL) {
+      reject(socket, new ShellbaseError('invalid_argument', `the API upgrades only to ${TUNNEL_PROTOCOL}`, { hint: 'WebSockets to services go through the gateway URL' }));
+      return;
+    }
+    void (async () => {
+      const caller = await begin(req.headers.authorization);
+      try {
+        const target = await find(caller, req.url ?? '/');
+        const { socketPath, release } = await target.acquire();
+        const up = connect(socketPath);
+        try {
+          await new Promise<void>((resolve, fail) => { up.once('connect', resolve); up.once('error', fail); });
+        } catch (e) {
+          release();
+          throw new ShellbaseError('unavailable', `${target.name} did not accept the connection: ${(e as Error).message}`, { hint: 'see its logs' });
+        }
+        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${TUNNEL_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
+        if (head.length) up.write(head);
+        const done = () => { release(); socket.destroy(); up.destroy(); };
+        up.once('close', done);
+        socket.once('close', done);
+        up.on('error', done);
+        socket.pipe(up).pipe(socket);
+      } finally {
+        caller.hold.release();
+      }
+    })().catch((err: unknown) => {
+      if (!(err instanceof ShellbaseError)) log.error({ err }, 'tunnel failed');
+      reject(socket, err instanceof ShellbaseError ? err : new ShellbaseError('internal', 'internal error'));
+    });
+  });
+}
+
+/** Answers an upgrade that will not happen with the API's JSON error. */
+function reject(socket: Duplex, e: ShellbaseError): void {
+  const body = JSON.stringify({ error: e.toBody() });
+  socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+/** The tunnel targets of contexts' services. */
+export function serviceTunnels(target: (caller: Caller, context: string, service: string) => Promise<PortTarget>): TunnelTarget {
+  return async (caller, path) => {
+    const p = tunnelPath(path);
+    if (!p) throw notFound('tunnel', path.split('?')[0]);
+    return target(caller, p.context, p.service);
+  };
+}
