@@ -3,12 +3,19 @@
  * sandbox (a query's, or another service's), without a network: built
  * static, it is bind-mounted into the sandbox and runs first.
  *
- *   sbx-forward PORT=SOCKET [PORT=SOCKET]... -- PROGRAM ARGS...
+ *   sbx-forward PORT=SOCKET|PORT>SOCKET... -- PROGRAM ARGS...
+ *   sbx-forward --hand-stdin SOCKET
  *
  * Binds 127.0.0.1:PORT for each pair *before* PROGRAM starts (so PROGRAM can
- * never connect too early), forks a relay that passes every connection to
- * the Unix SOCKET (the server's side, which wakes the service), and execs
- * PROGRAM. The relay dies with the sandbox's pid namespace.
+ * never connect too early), forks a server that serves them, and execs
+ * PROGRAM; the server dies with the sandbox's pid namespace. A `PORT=SOCKET`
+ * connection is relayed to the Unix SOCKET (the server's side, which wakes
+ * the service) by a process of its own; a `PORT>SOCKET` one is handed over
+ * whole: the accepted socket itself is sent over SOCKET (SCM_RIGHTS) and
+ * nothing here touches its bytes (the egress proxy, native/egress.c).
+ *
+ * `--hand-stdin SOCKET` hands over its standard input the same way and exits
+ * (QEMU's guestfwd runs it per connection of a machine to the proxy).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -51,7 +58,34 @@ static void relay(int a, int b) {
   }
 }
 
-static void serve(int n, const int *fds, char **paths) {
+static int unix_connect(const char *path) {
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+  int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (u >= 0 && connect(u, (struct sockaddr *)&sun, sizeof sun) != 0) { close(u); return -1; }
+  return u;
+}
+
+/* Sends socket `fd` over the Unix socket at `path` (one byte of data carries it). */
+static int hand_over(int fd, const char *path) {
+  int u = unix_connect(path);
+  if (u < 0) return -1;
+  char byte = 'S';
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  memset(cbuf, 0, sizeof cbuf);
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  int ok = sendmsg(u, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+  close(u);
+  return ok;
+}
+
+static void serve(int n, const int *fds, char **paths, const int *hand) {
   struct pollfd p[MAX_PAIRS];
   for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
   signal(SIGCHLD, SIG_IGN); /* handlers are reaped by the kernel */
@@ -61,11 +95,11 @@ static void serve(int n, const int *fds, char **paths) {
       if (!(p[i].revents & POLLIN)) continue;
       int c = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC);
       if (c < 0) continue;
-      if (fork() == 0) {
-        struct sockaddr_un sun = {.sun_family = AF_UNIX};
-        snprintf(sun.sun_path, sizeof sun.sun_path, "%s", paths[i]);
-        int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (u >= 0 && connect(u, (struct sockaddr *)&sun, sizeof sun) == 0) relay(c, u);
+      if (hand[i]) {
+        hand_over(c, paths[i]);
+      } else if (fork() == 0) {
+        int u = unix_connect(paths[i]);
+        if (u >= 0) relay(c, u);
         _exit(0);
       }
       close(c);
@@ -74,11 +108,16 @@ static void serve(int n, const int *fds, char **paths) {
 }
 
 int main(int argc, char **argv) {
-  int fds[MAX_PAIRS], n = 0, i = 1;
+  if (argc == 3 && strcmp(argv[1], "--hand-stdin") == 0) {
+    if (hand_over(0, argv[2]) != 0) return die(argv[2]);
+    return 0;
+  }
+  int fds[MAX_PAIRS], hand[MAX_PAIRS], n = 0, i = 1;
   char *paths[MAX_PAIRS];
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    char *eq = strchr(argv[i], '=');
+    char *eq = strpbrk(argv[i], "=>");
     if (!eq || n == MAX_PAIRS) { fprintf(stderr, "sbx-forward: bad pair %s\n", argv[i]); return 125; }
+    hand[n] = *eq == '>';
     *eq = 0;
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[i])), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -93,7 +132,7 @@ int main(int argc, char **argv) {
   if (relay_pid < 0) die("fork");
   if (relay_pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* PROGRAM is this process's parent after the exec */
-    serve(n, fds, paths);
+    serve(n, fds, paths, hand);
   }
   for (int k = 0; k < n; k++) close(fds[k]);
   execvp(argv[i + 1], &argv[i + 1]);

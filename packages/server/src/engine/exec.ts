@@ -9,7 +9,8 @@ import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
 import { mergeForwarding, type Bind, type Forwarding } from '../net/forwarder.js';
 import { proxyEnv } from '../net/proxy-env.js';
-import { Network } from './network.js';
+import type { Network } from './network.js';
+import type { Traffic } from '../net/egress.js';
 import type { Squasher } from './squash.js';
 import type { Caller, Deps } from '../core/deps.js';
 import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validate.js';
@@ -69,43 +70,45 @@ export class ExecRunner {
     const env = checkEnv(req.env);
     let base = await this.lookups.base(caller, name, req.version);
     const policy = await this.network.effective(caller, name, req.network);
-    // One egress session serves the query's runs (a retry runs again); none at all without egress.
-    const session = await this.network.open(caller.tenantId, name, 'query', policy);
-    try {
-      for (let retries = 0; ; retries++) {
+    for (let retries = 0; ; retries++) {
+      // Each run has its own egress session (none at all without egress): its bytes are the run's.
+      const session = await this.network.open(caller.tenantId, name, 'query', policy);
+      let ran: Awaited<ReturnType<ExecRunner['runOnce']>>;
+      let traffic: Traffic | null = null;
+      try {
         const fwd = mergeForwarding(await this.lookups.forwarding(caller.tenantId, name), session?.forwarding());
         const wrapped = this.deps.forwarder.wrap(fwd, argv);
         const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
         const spec = { argv: wrapped.argv, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group };
-        const { run, layer, bytesWritten, refused } = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
-        const traffic = session ? await session.take() : null;
-        const result = resultOf(run, base.id, bytesWritten, limits);
-        if (traffic) Object.assign(result.usage, { egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn });
-        await this.deps.metadata.usage.record({
-          tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
-          wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
-          egressBytes: traffic?.bytesOut ?? 0, ingressBytes: traffic?.bytesIn ?? 0,
-        });
-        if (refused) {
-          this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, 'discarded');
-          throw refused;
-        }
-        if (retries > 0) result.retries = retries;
-        if (!layer) {
-          this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
-          return result;
-        }
-        const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req) });
-        applyOutcome(result, outcome);
-        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
-        if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
-        if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
-          return result;
-        }
-        base = await this.lookups.version(caller, outcome.head);
+        ran = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
+      } finally {
+        if (session) traffic = await session.close();
       }
-    } finally {
-      await Network.close(session);
+      const { run, layer, bytesWritten, refused } = ran;
+      const result = resultOf(run, base.id, bytesWritten, limits);
+      if (traffic) Object.assign(result.usage, { egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn });
+      await this.deps.metadata.usage.record({
+        tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
+        wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
+        egressBytes: traffic?.bytesOut ?? 0, ingressBytes: traffic?.bytesIn ?? 0,
+      });
+      if (refused) {
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, 'discarded');
+        throw refused;
+      }
+      if (retries > 0) result.retries = retries;
+      if (!layer) {
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
+        return result;
+      }
+      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req) });
+      applyOutcome(result, outcome);
+      this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
+      if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
+      if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
+        return result;
+      }
+      base = await this.lookups.version(caller, outcome.head);
     }
   }
 

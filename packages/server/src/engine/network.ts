@@ -2,10 +2,8 @@ import type { ContextNetwork, NetworkConnection, NetworkPolicy } from '@shellbas
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { notFound } from '../errors.js';
-import type { EgressSession, Traffic } from '../net/egress.js';
+import type { EgressSession } from '../net/egress.js';
 import { checkPolicy, checkWithin, effectivePolicy, narrowest, within, describe } from '../net/policy.js';
-
-const NO_TRAFFIC: Traffic = { bytesOut: 0, bytesIn: 0 };
 
 /**
  * Egress policies of tenants and contexts, what a sandbox gets, and the audit
@@ -67,10 +65,6 @@ export class Network {
   async open(tenantId: string, context: string, kind: NetworkConnection['kind'], policy: NetworkPolicy): Promise<EgressSession | null> {
     if (policy.egress === 'none') return null;
     return this.deps.egress.open({ tenantId, context, kind, policy });
-  }
-
-  static async close(session: EgressSession | null): Promise<Traffic> {
-    return session ? session.close() : NO_TRAFFIC;
   }
 }
 

@@ -33,6 +33,7 @@ export function startNetwork(config: ServerConfig, log: EgressLogRepository, met
     maxPerTenant: e.maxPerTenant,
     record: (row) => audit.record(row),
     flush: () => audit.flush(),
+    log: logger,
   });
   return { egress, forwarder: new Forwarder(path.join(config.home, 'bin')) };
 }

@@ -12,7 +12,9 @@ export const SBX_SPAWNER = fileURLToPath(new URL('../../native/build/sbx-spawner
 
 /** Runs first inside sandboxes of contexts with services (packages/server/native/forward.c). */
 export const SBX_FORWARD = fileURLToPath(new URL('../../native/build/sbx-forward', import.meta.url));
+/** The egress proxy's data plane (native/egress.c). */
+export const SBX_EGRESS = fileURLToPath(new URL('../../native/build/sbx-egress', import.meta.url));
 
 export function assertNativeBuilt(): void {
-  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
+  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD, SBX_EGRESS]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
 }
