@@ -66,9 +66,12 @@ export class Shellbase {
   readonly tenants = {
     create: (name: string, quotas?: Record<string, number>, network?: NetworkPolicy): Promise<{ tenant: Tenant; apiKey: string }> =>
       this.json('POST', '/v1/tenants', { body: { name, ...(quotas ? { quotas } : {}), ...(network ? { network } : {}) } }),
+    /** Changes the tenant's quotas (replaced whole) and egress policy (null: the server's default again). */
+    update: (name: string, change: { quotas?: Record<string, number>; network?: NetworkPolicy | null }): Promise<Tenant> =>
+      this.json('PUT', `/v1/tenants/${encodeURIComponent(name)}`, { body: change }),
     /** Sets the tenant's egress policy (null: the server's default again). */
     setNetwork: (name: string, network: NetworkPolicy | null): Promise<Tenant> =>
-      network ? this.json('PUT', `/v1/tenants/${encodeURIComponent(name)}/network`, { body: network }) : this.json('DELETE', `/v1/tenants/${encodeURIComponent(name)}/network`),
+      this.json('PUT', `/v1/tenants/${encodeURIComponent(name)}`, { body: { network } }),
     list: async (): Promise<Tenant[]> => (await this.json<{ tenants: Tenant[] }>('GET', '/v1/tenants')).tenants,
     /** Another key for the tenant (rotate: create, switch clients, revoke the old one). */
     createKey: (name: string): Promise<{ key: ApiKey; apiKey: string }> =>

@@ -100,13 +100,15 @@ export class Tenants {
     return this.md.tenants.listKeys((await this.managed(caller, name)).id);
   }
 
-  /** Sets a tenant's egress policy (null: the server's default, SHELLBASE_EGRESS, again). */
-  setNetwork(caller: Caller, name: string, raw: unknown): Promise<Tenant> {
+  /** Changes a tenant's quotas (replaced whole) and egress policy (null: the server's default again); what is not given stays. */
+  update(caller: Caller, name: string, change: { quotas?: Record<string, unknown>; network?: unknown }): Promise<Tenant> {
     return durably(this.durability, async () => {
       const t = await this.managed(caller, name);
-      const network = raw === null ? null : checkPolicy(raw);
-      await this.md.tenants.setNetwork(t.id, network);
-      return toTenant({ ...t, ...(network ? { network } : { network: undefined }) });
+      const quotas = change.quotas === undefined ? undefined : checkQuotas(change.quotas, this.config);
+      const network = change.network === undefined ? undefined : change.network === null ? null : checkPolicy(change.network);
+      if (quotas !== undefined) await this.md.tenants.setQuotas(t.id, quotas);
+      if (network !== undefined) await this.md.tenants.setNetwork(t.id, network);
+      return toTenant((await this.md.tenants.get(t.id))!);
     });
   }
 

@@ -9,6 +9,10 @@ export const TenantSchema = Type.Object({
   network: Type.Optional(NetworkPolicy),
 });
 export const ApiKeySchema = Type.Object({ id: Type.String(), createdAt: Type.String(), revokedAt: Type.Union([Type.String(), Type.Null()]) });
+/** What an admin changes of a tenant: its quotas (replaced whole), its egress policy (null: the server's default). */
+const UpdateTenantBody = Type.Object({
+  quotas: Type.Optional(Type.Record(Type.String(), Type.Number())), network: Type.Optional(Type.Union([NetworkPolicyIn, Type.Null()])),
+}, { additionalProperties: false });
 const CreateTenantBody = Type.Object({
   name: Name, quotas: Type.Optional(Type.Record(Type.String(), Type.Number())), network: Type.Optional(NetworkPolicyIn),
 }, { additionalProperties: false });
@@ -43,13 +47,9 @@ export function tenantRoutes(app: FastifyInstance, engine: Engine): void {
     schema: { tags: ['tenants'], params: TenantParams, response: { 204: Type.Null(), ...denied } },
   }, async (req, reply) => { await engine.tenants.revoke(req.caller, req.params.tenant); return reply.status(204).send(); });
 
-  app.put<{ Params: Static<typeof TenantParams>; Body: Static<typeof NetworkPolicyIn> }>('/v1/tenants/:tenant/network', {
-    schema: { tags: ['tenants', 'network'], params: TenantParams, body: NetworkPolicyIn, response: { 200: TenantSchema, ...denied } },
-  }, async (req) => engine.tenants.setNetwork(req.caller, req.params.tenant, req.body));
-
-  app.delete<{ Params: Static<typeof TenantParams> }>('/v1/tenants/:tenant/network', {
-    schema: { tags: ['tenants', 'network'], params: TenantParams, response: { 200: TenantSchema, ...denied } },
-  }, async (req) => engine.tenants.setNetwork(req.caller, req.params.tenant, null));
+  app.put<{ Params: Static<typeof TenantParams>; Body: Static<typeof UpdateTenantBody> }>('/v1/tenants/:tenant', {
+    schema: { tags: ['tenants', 'network'], params: TenantParams, body: UpdateTenantBody, response: { 200: TenantSchema, ...denied } },
+  }, async (req) => engine.tenants.update(req.caller, req.params.tenant, req.body));
 
   app.get('/v1/tenants', {
     schema: { tags: ['tenants'], response: { 200: Type.Object({ tenants: Type.Array(TenantSchema) }), 403: errorResponses[401], ...errorResponses } },
