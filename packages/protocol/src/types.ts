@@ -150,8 +150,12 @@ export interface UsageItem {
   queries: number;
   cpuMs: number;
   wallMs: number;
+  /** Wall time of service runs, idle tails included (capacity), and of machines' running stretches. */
   serviceSeconds: number;
   machineSeconds: number;
+  /** The billed part: service runs' time with a request, connection or start in progress; machines' with a call, connection or guest CPU in use. */
+  serviceActiveSeconds: number;
+  machineActiveSeconds: number;
   /** Machines' running time weighted by their memory (MiB × seconds). */
   machineMbSeconds: number;
   /** Bytes sent and received through the egress proxy by queries, services and machines. */

@@ -57,6 +57,8 @@ export interface UsageRow {
   /** Bytes sent and received through the egress proxy. */
   egressBytes?: number;
   ingressBytes?: number;
+  /** Of a service run's or machine segment's wall time, the part with some use in progress (billed). */
+  activeMs?: number;
 }
 
 /** How usage is summed: per context, per kind, or per UTC day or hour (keys `YYYY-MM-DD`, `YYYY-MM-DDTHH`). */
@@ -76,6 +78,8 @@ export interface UsageTotals {
   bytesWritten: number;
   egressBytes: number;
   ingressBytes: number;
+  serviceActiveSeconds: number;
+  machineActiveSeconds: number;
 }
 
 export interface ContextRow {

@@ -173,3 +173,12 @@ MIGRATIONS.push(`
   CREATE INDEX egress_log_context ON egress_log(tenant_id, context, id);
   CREATE INDEX egress_log_time ON egress_log(time);
 `);
+
+/*
+ * 10 (billing): the active part of a service run's or machine segment's wall time (some request,
+ * connection or call in progress): what is billed, beside the wall time operators plan with.
+ */
+MIGRATIONS.push(`
+  ALTER TABLE usage ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_hourly ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0;
+`);
