@@ -204,8 +204,13 @@ export interface Service {
   access: ServiceAccess;
   /** The service's own narrowing of its context's egress policy, if any. */
   network?: NetworkPolicy;
+  /** Who else reaches it at `{name}.{context}.internal:{port}`; absent: its own context only. */
+  share?: ServiceShare;
   createdAt: string;
 }
+
+/** `"tenant"`: every context of the tenant; a list: those contexts. */
+export type ServiceShare = 'tenant' | string[];
 
 export const SERVICE_ACCESS = ['url', 'key'] as const;
 export type ServiceAccess = (typeof SERVICE_ACCESS)[number];
@@ -221,6 +226,7 @@ export interface CreateServiceRequest {
   limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
   access?: ServiceAccess;
   network?: NetworkPolicy;
+  share?: ServiceShare;
 }
 
 /** A machine's states (machines/lifecycle.ts has its transitions). */

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict, Union
+from typing import Literal, Mapping, TypedDict, Union
 
 CommitMode = Literal["always", "on-success", "never"]
 OnConflict = Literal["fail", "retry"]
@@ -43,8 +43,7 @@ class MachineLimits(TypedDict, total=False):
     output_bytes: int
 
 
-# Where a sandbox's connections may go (docs/api.md, Network): these dicts go to the server as they
-# are and come back as they were given (the server sorts `domains`).
+# Where a sandbox's connections may go (docs/api.md, Network), as the wire has it both ways.
 
 class NoEgress(TypedDict):
     """No network at all: no proxy, and names do not resolve."""
@@ -68,6 +67,13 @@ class PublicEgress(TypedDict):
 #: An egress policy: `{"egress": "none"}`, `{"egress": "public"}` or `{"egress": "allow", "domains": [...]}`.
 #: A context's narrows its tenant's, a query's or service's narrows its context's.
 NetworkPolicy = Union[NoEgress, AllowEgress, PublicEgress]
+
+
+class TenantChange(TypedDict, total=False):
+    """What `tenants.update` changes: quotas (replaced whole, by the API's names), network (None: the server's default)."""
+
+    quotas: Mapping[str, float]
+    network: NetworkPolicy | None
 
 
 # Results (outputs).

@@ -1,4 +1,4 @@
-import type { MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, VersionCause } from '@shellbase/protocol';
+import type { MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, ServiceShare, VersionCause } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 
 /** The rows of the metadata store (store/metadata/types.ts has its repositories). */
@@ -134,7 +134,7 @@ export interface CommitVersionOptions {
 }
 
 /** What a service runs (persisted as JSON with `format`). */
-/** A service's definition, stored as JSON. Format 2 added `access` and `network` (format 1 reads as access "url"). */
+/** A service's definition, stored as JSON. Format 2 added `access`, `network` and `share` (format 1 reads as access "url", unshared). */
 export interface ServiceSpec {
   format: 2;
   command: string | string[];
@@ -147,6 +147,8 @@ export interface ServiceSpec {
   access: ServiceAccess;
   /** Narrows the context's egress policy for this service. */
   network?: NetworkPolicy;
+  /** Who else reaches it by name (`{service}.{context}.internal`): every context of the tenant, or these; absent: its own context only. */
+  share?: ServiceShare;
 }
 
 export interface ServiceRow {

@@ -182,3 +182,9 @@ MIGRATIONS.push(`
   ALTER TABLE usage ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE usage_hourly ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0;
 `);
+
+/* 11 (service links): whether a service is shared beyond its context (its spec says with whom). */
+MIGRATIONS.push(`
+  ALTER TABLE services ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX services_shared ON services(tenant_id, shared);
+`);
