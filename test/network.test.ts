@@ -243,6 +243,16 @@ print(' '.join(codes))
     assert.equal(next.stdout, 'upstream says hi to GET /next\n');
   });
 
+  test('the data plane dying costs only the connections it had: it is started again and egress goes on', async () => {
+    const before = t.server.engine.deps.egress.planePid;
+    assert.ok(before, 'sbx-egress runs once a sandbox had egress');
+    process.kill(before, 'SIGKILL');
+    for (let i = 0; i < 100 && t.server.engine.deps.egress.planePid === before; i++) await sleep(20);
+    const r = await sh('net', `curl -sS http://api.example.test:${port}/after`);
+    assert.equal(r.stdout, 'upstream says hi to GET /after\n', r.stderr);
+    assert.notEqual(t.server.engine.deps.egress.planePid, before);
+  });
+
   test('services: egress under their policy; TCP from outside through a tunnel that wakes them; access "key"', async () => {
     const ctx = t.sb.context('svc');
     await ctx.files.write('/root/echo.py', ECHO);

@@ -91,6 +91,7 @@ export class Egress {
       request: (conn, session, head) => void this.decide(conn, session, head),
       failed: (conn, why) => { const c = this.conns.get(conn); if (c) c.reason = `connecting failed: ${why}`; },
       closed: (conn, bytesOut, bytesIn) => this.ended(conn, { bytesOut, bytesIn }),
+      lost: () => { for (const id of [...this.conns.keys()]) this.ended(id, { bytesOut: 0, bytesIn: 0 }); },
     }, this.o.log);
     return this.plane_;
   }
@@ -116,6 +117,9 @@ export class Egress {
     this.sessions.delete(s.id);
     rmSync(s.dir, { recursive: true, force: true });
   }
+
+  /** sbx-egress's process id, once started (diagnostics and tests). */
+  get planePid(): number | undefined { return this.plane_?.pid; }
 
   /** Where `.internal` names go (the engine's services register it). */
   routeInternal(route: InternalRoute): void { this.internal = route; }
