@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
@@ -7,7 +7,7 @@ import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
-import type { MachineRow, MachineShape, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { E2bSandboxSpec, MachineRow, MachineShape, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../images/ids.js';
 import type { AccelChoice } from './accel.js';
@@ -17,6 +17,7 @@ import { MachineHost } from './host.js';
 import { MachineLayout } from './layout.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
+import { MachineDisks } from './storage.js';
 import { MACHINE_TYPE, qemuBuild } from './qemu.js';
 import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
@@ -28,20 +29,6 @@ import { Templates } from './templates.js';
 function shapeOf(s: MachineShape): MachineShape {
   return { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus, idleTimeoutMs: s.idleTimeoutMs };
 }
-
-/** Bytes allocated on disk under `dir` (sparse files count what they hold). */
-function allocated(dir: string): number {
-  let total = 0;
-  let entries: Dirent[] = [];
-  try { entries = readdirSync(dir, { withFileTypes: true }); } catch { return 0; }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) total += allocated(p);
-    else if (e.isFile()) { try { total += statSync(p).blocks * 512; } catch { /* gone meanwhile */ } }
-  }
-  return total;
-}
-
 
 /**
  * Machines: rows in the metadata store, one MachineRun per machine while the
@@ -58,9 +45,11 @@ export class Machines {
   readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
 
   private readonly layout: MachineLayout;
+  private readonly disks: MachineDisks;
 
   constructor(private readonly deps: Deps, private readonly contexts: ContextAccess) {
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
+    this.disks = new MachineDisks(deps, this.layout);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
   }
 
@@ -94,11 +83,12 @@ export class Machines {
     return this.opening;
   }
 
-  create(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
-    return durably(this.deps.durability, () => this.createNow(caller, req));
+  /** `extra`: fields kept in its spec for another API (compat/e2b). */
+  create(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'> = {}): Promise<Machine> {
+    return durably(this.deps.durability, () => this.createNow(caller, req, extra));
   }
 
-  private async createNow(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
+  private async createNow(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'>): Promise<Machine> {
     const m = this.deps.config.machines;
     const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
     const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
@@ -126,7 +116,7 @@ export class Machines {
       await overlay(tpl.disk, disk);
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [] },
+        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [], ...extra },
       };
       return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] });
     }, built);
@@ -140,7 +130,7 @@ export class Machines {
    */
   async collectTemplates(): Promise<number> {
     if (!this.templates) return 0;
-    const inUse = new Set([...await this.chainFiles()].map((f) => path.dirname(f)));
+    const inUse = new Set([...await this.disks.chainFiles()].map((f) => path.dirname(f)));
     let names: string[] = [];
     try { names = readdirSync(this.layout.tenantsDir); } catch { return 0; }
     return this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
@@ -164,7 +154,7 @@ export class Machines {
     await run.destroy();
     this.runs.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
-    await this.collectDisks(run.row.tenantId, run.row.spec.disk);
+    await this.disks.collect(run.row.tenantId, run.row.spec.disk);
   }
 
   /** Refuses a start that would pass the tenant's quota, the host's cap or its memory budget. */
@@ -217,6 +207,8 @@ export class Machines {
   }
 
   async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
+  /** Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it. */
+  async hibernate(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.hibernate()); }
   async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
   async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
 
@@ -357,7 +349,7 @@ export class Machines {
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.machines.deleteSnapshot(caller.tenantId, id);
     rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
-    await this.collectDisks(caller.tenantId, snap.spec.disk);
+    await this.disks.collect(caller.tenantId, snap.spec.disk);
   }
 
   async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
@@ -386,6 +378,31 @@ export class Machines {
     });
   }
 
+  /** A guest port as the gateway reaches it, exposed first if it was not. */
+  async portTarget(caller: Caller, id: string, port: number): Promise<PortTarget> {
+    await this.expose(caller, id, port);
+    return this.io.portTarget(await this.runFor(caller, id), port);
+  }
+
+  /** Machines' rows as they are now (of one tenant, or all), for APIs that keep fields in them (compat/e2b). */
+  async rows(tenantId?: string): Promise<MachineRow[]> {
+    return (await this.deps.metadata.machines.list(tenantId)).map((r) => this.runs.get(r.id)?.row ?? r);
+  }
+
+  async rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.row(caller, id); }
+
+  /** Sets (or, undefined, drops) the E2B-compatible API's record of a machine. */
+  setE2b(caller: Caller, id: string, e2b: E2bSandboxSpec | undefined): Promise<void> {
+    return durably(this.deps.durability, async () => {
+      const run = await this.runFor(caller, id);
+      await run.serial(async () => {
+        const { e2b: _old, ...spec } = run.row.spec;
+        run.row = { ...run.row, spec: e2b ? { ...spec, e2b } : spec };
+        await this.deps.metadata.machines.update(run.row);
+      });
+    });
+  }
+
   /** The gateway's view of an exposed port; null for tokens no machine has. */
   async byPortToken(token: string): Promise<PortTarget | null> {
     const found = await this.deps.metadata.machines.byPortToken(token);
@@ -396,29 +413,6 @@ export class Machines {
 
   private urls(token: string): { url: string; pathUrl: string } {
     return gatewayUrls(this.deps.config.gatewayPort, token);
-  }
-
-  /**
-   * Deletes the files of a deleted machine's or snapshot's disk chain that no other machine or
-   * snapshot of the tenant names (frozen layers are shared by forks). Only files of the tenant's
-   * own disk directory: templates stay.
-   */
-  private async collectDisks(tenantId: string, chain: readonly string[]): Promise<void> {
-    try {
-      const keep = await this.chainFiles(tenantId);
-      const dir = this.layout.disksDir(tenantId);
-      for (const file of chain) if (path.dirname(file) === dir && !keep.has(file)) rmSync(file, { force: true });
-    } catch (err) {
-      this.deps.log.error({ err }, 'collecting machine disks failed');
-    }
-  }
-
-  /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */
-  private async chainFiles(tenantId?: string): Promise<Set<string>> {
-    const files = new Set<string>();
-    for (const m of await this.deps.metadata.machines.list(tenantId)) for (const d of m.spec.disk) files.add(d);
-    for (const s of await this.deps.metadata.machines.listSnapshots(tenantId)) for (const d of s.spec.disk) files.add(d);
-    return files;
   }
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
@@ -456,11 +450,7 @@ export class Machines {
   }
 
   /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
-  async storedBytes(tenantId: string): Promise<number> {
-    let total = allocated(this.layout.tenantDir(tenantId));
-    for (const m of await this.deps.metadata.machines.list(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
-    return total;
-  }
+  storedBytes(tenantId: string): Promise<number> { return this.disks.storedBytes(tenantId); }
 
   /** Runs a command in a machine (woken if hibernated). */
   exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void } = {}): Promise<MachineExecResult> {
