@@ -226,6 +226,30 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     await back.kill();
   });
 
+  test('fork and snapshots: copies with the files and processes of the moment', async () => {
+    await sbx.files.write('forked.txt', 'before');
+    const ticker = await sbx.commands.run('while true; do date +%s%N > /tmp/tick; sleep 0.1; done', { background: true, timeoutMs: 0 });
+    const [copy] = await sbx.fork();
+    assert.ok(copy instanceof Sandbox, String(copy));
+    made.push(copy);
+    assert.notEqual(copy.sandboxId, sbx.sandboxId);
+    assert.equal(await copy.files.read('forked.txt'), 'before');
+    await copy.files.write('forked.txt', 'copy');
+    assert.equal(await sbx.files.read('forked.txt'), 'before', 'the source keeps its own disk');
+    assert.ok((await copy.commands.list()).some((p) => p.pid === ticker.pid), 'the copy has the process');
+    await copy.kill();
+    await ticker.kill();
+    const snap = await sbx.createSnapshot();
+    assert.match(snap.snapshotId, /^s_/);
+    assert.deepEqual((await sbx.listSnapshots().nextItems()).map((x) => x.snapshotId), [snap.snapshotId]);
+    const restored = await create(snap.snapshotId);
+    assert.equal(await restored.files.read('forked.txt'), 'before');
+    assert.equal((await restored.getInfo()).templateId, snap.snapshotId);
+    await restored.kill();
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
+  });
+
   test('kill; the timeout ends a sandbox (deleted, or paused when asked)', async () => {
     const running = async (s: Sandbox) => (await Sandbox.list({ query: { state: ['running'] } }).nextItems()).some((x) => x.sandboxId === s.sandboxId);
     const a = await create({ timeoutMs: 3000 });

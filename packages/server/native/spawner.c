@@ -55,7 +55,7 @@
 #include "procs.h"
 
 /* Past this much unsent output to a client, its processes' pipes wait (backpressure). */
-enum { TX_HIGH = 4 << 20, MAX_FRAME = 256 << 20 };
+enum { TX_HIGH = 256 << 10, MAX_FRAME = 256 << 20 };
 
 struct client { int in, out; struct buf rx, tx; int dead; };
 static struct client **clients;
