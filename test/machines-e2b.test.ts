@@ -135,6 +135,23 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     await assert.rejects(sbx.files.write('/root/x.txt', 'no'));
     await sbx.files.write('/root/x.txt', 'yes', { user: 'root' });
     assert.equal((await sbx.commands.run('cat /root/x.txt; stat -c %U /root/x.txt', { user: 'root' })).stdout, 'yesroot\n');
+    // Streamed and gzip bodies both ways; signed URLs for plain HTTP clients.
+    const big = 'x'.repeat(3 << 20);
+    const body = new Blob([big]).stream();
+    assert.equal((await sbx.files.write('big.txt', body)).path, '/home/user/big.txt');
+    assert.equal((await sbx.files.read('big.txt', { gzip: true })).length, big.length);
+    await sbx.files.write('zipped.txt', 'compressed on the way', { gzip: true });
+    assert.equal(await sbx.files.read('zipped.txt'), 'compressed on the way');
+    const down = await fetch(await sbx.downloadUrl('zipped.txt'));
+    assert.deepEqual([down.status, await down.text()], [200, 'compressed on the way']);
+    const form = new FormData();
+    form.append('file', new Blob(['uploaded']), 'up.txt');
+    const up = await fetch(await sbx.uploadUrl('up.txt'), { method: 'POST', body: form });
+    assert.equal(up.status, 200, await up.text());
+    assert.equal(await sbx.files.read('up.txt'), 'uploaded');
+    const forged = new URL(await sbx.downloadUrl('zipped.txt'));
+    forged.searchParams.set('path', '/etc/shadow');
+    assert.equal((await fetch(forged)).status, 401);
     // What the SDK wrote, the guest sees.
     assert.equal((await sbx.commands.run('cat notes/c.txt; stat -c %U notes/c.txt')).stdout, 'gammauser\n');
   });

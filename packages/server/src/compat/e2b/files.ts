@@ -24,14 +24,19 @@ function fail(res: ServerResponse, e: unknown): void {
  * A signed URL (uploadUrl/downloadUrl of a secure sandbox): `v1_` and the unpadded base64 of
  * sha256("path:operation:user:token[:expiration]"), `user` empty for the default one.
  */
-function checkSignature(call: EnvdCall, url: URL, operation: 'read' | 'write'): void {
+export function signedBy(url: URL, method: string | undefined, token: string): boolean {
   const sig = url.searchParams.get('signature');
-  if (sig === null) return;
+  const exp = url.searchParams.get('signature_expiration');
+  const operation = method === 'POST' ? 'write' : 'read';
+  const raw = `${url.searchParams.get('path') ?? ''}:${operation}:${url.searchParams.get('username') ?? ''}:${token}${exp !== null ? `:${exp}` : ''}`;
+  return sig === `v1_${createHash('sha256').update(raw).digest('base64').replace(/=+$/, '')}`;
+}
+
+function checkSignature(call: EnvdCall, url: URL, operation: 'read' | 'write'): void {
+  if (!url.searchParams.has('signature')) return;
   const exp = url.searchParams.get('signature_expiration');
   if (exp !== null && !(Number(exp) * 1000 > Date.now())) throw new ConnectError('unauthenticated', 'the signed URL expired');
-  const raw = `${url.searchParams.get('path') ?? ''}:${operation}:${url.searchParams.get('username') ?? ''}:${call.sandbox.e2b.accessToken}${exp !== null ? `:${exp}` : ''}`;
-  const want = `v1_${createHash('sha256').update(raw).digest('base64').replace(/=+$/, '')}`;
-  if (sig !== want) throw new ConnectError('unauthenticated', 'the URL\'s signature does not match');
+  if (!signedBy(url, operation === 'write' ? 'POST' : 'GET', call.sandbox.e2b.accessToken)) throw new ConnectError('unauthenticated', 'the URL\'s signature does not match');
 }
 
 function pathParam(url: URL): string {

@@ -8,7 +8,7 @@ import { ShellbaseError } from '../../errors.js';
 import type { Machines } from '../../machines/machines.js';
 import { ControlPlane, isControlPath } from './control.js';
 import { Envd } from './envd.js';
-import { fileRoutes } from './files.js';
+import { fileRoutes, signedBy } from './files.js';
 import { filesystemService } from './filesystem.js';
 import { processService } from './process.js';
 import { Sandboxes } from './sandboxes.js';
@@ -53,7 +53,8 @@ export class E2bCompat {
 
   /** Whether a request is E2B's (and `handle` should take it). */
   claims(req: IncomingMessage): boolean {
-    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath((req.url ?? '/').split('?')[0]);
+    const path = (req.url ?? '/').split('?')[0];
+    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath(path) || path === '/files';
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -62,6 +63,7 @@ export class E2bCompat {
       const port = portHost(req.headers.host);
       if (typeof id === 'string') await this.envd.handle(req, res, id);
       else if (port?.port === ENVD_PORT) await this.envd.handle(req, res, port.id);
+      else if ((req.url ?? '/').startsWith('/files')) await this.signed(req, res);
       else if (port) {
         await this.toPort(port.id, port.port, req, async (caller, target) => {
           res.once('close', () => caller.hold.release());
@@ -74,6 +76,18 @@ export class E2bCompat {
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 500, message: 'internal error' }));
       else res.destroy();
     });
+  }
+
+  /**
+   * `/files` with no sandbox named: a signed URL (`uploadUrl`, `downloadUrl`) made with
+   * E2B_SANDBOX_URL, which carries no sandbox id; the sandbox whose token made the signature.
+   */
+  private async signed(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://envd');
+    const id = url.searchParams.has('signature') ? this.sandboxes.bySignature((token) => signedBy(url, req.method, token)) : undefined;
+    if (id) { await this.envd.handle(req, res, id); return; }
+    const body = JSON.stringify({ code: 401, message: 'no sandbox made this signature (or none was sent): use a signed URL, or send E2b-Sandbox-Id and X-Access-Token' });
+    res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
   }
 
   /** A WebSocket (or other upgrade) to a guest port. */

@@ -36,6 +36,8 @@ const isSnapshot = (t: string) => /^s_[a-z0-9]{1,64}$/.test(t);
 export class Sandboxes {
   /** Sandbox id → tenant: envd and port traffic carry no API key, only the sandbox id. */
   private readonly owners = new Map<string, string>();
+  /** Sandbox id → its envd token: a signed URL names no sandbox, only a signature one of them made. */
+  private readonly tokens = new Map<string, string>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly lock = new KeyedLock();
 
@@ -44,8 +46,7 @@ export class Sandboxes {
   async open(): Promise<void> {
     for (const row of await this.machines.rows()) {
       if (!row.spec.e2b) continue;
-      this.owners.set(row.id, row.tenantId);
-      this.schedule(row.id, row.tenantId, row.spec.e2b);
+      this.know(row.id, row.tenantId, row.spec.e2b);
     }
   }
 
@@ -55,6 +56,18 @@ export class Sandboxes {
   }
 
   ownerOf(id: string): string | undefined { return this.owners.get(id); }
+
+  /** The sandbox whose token signed a URL (`signed` checks one token). */
+  bySignature(signed: (token: string) => boolean): string | undefined {
+    for (const [id, token] of this.tokens) if (signed(token)) return id;
+    return undefined;
+  }
+
+  private know(id: string, tenantId: string, e2b: E2bSandboxSpec): void {
+    this.owners.set(id, tenantId);
+    this.tokens.set(id, e2b.accessToken);
+    this.schedule(id, tenantId, e2b);
+  }
 
   /** A caller acting for the tenant that owns a sandbox (envd traffic, timers). Release its hold when done. */
   async callerFor(tenantId: string): Promise<Caller> {
@@ -91,8 +104,7 @@ export class Sandboxes {
       const source = image !== null ? { image } : { context: t };
       ({ id } = await this.machines.create(caller, source, { e2b }));
     }
-    this.owners.set(id, caller.tenantId);
-    this.schedule(id, caller.tenantId, e2b);
+    this.know(id, caller.tenantId, e2b);
     return this.get(caller, id);
   }
 
@@ -164,8 +176,7 @@ export class Sandboxes {
     for (const m of copies) {
       const e2b = this.record({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
       await this.machines.setE2b(caller, m.id, e2b);
-      this.owners.set(m.id, caller.tenantId);
-      this.schedule(m.id, caller.tenantId, e2b);
+      this.know(m.id, caller.tenantId, e2b);
       out.push(await this.get(caller, m.id));
     }
     return out;
@@ -173,6 +184,7 @@ export class Sandboxes {
 
   private forget(id: string): void {
     this.owners.delete(id);
+    this.tokens.delete(id);
     clearTimeout(this.timers.get(id));
     this.timers.delete(id);
   }
