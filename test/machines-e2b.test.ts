@@ -299,6 +299,21 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     assert.equal((await sbx.commands.run('echo still mine')).stdout, 'still mine\n');
   });
 
+  test('bad input is a 400 (or 404) that makes nothing', async () => {
+    const before = (await t.sb.machines.list()).length;
+    await assert.rejects(Sandbox.create({ network: { allowOut: ['1.1.1.1'] } }), /400: network.allowOut is not supported/);
+    await assert.rejects(Sandbox.create({ allowInternetAccess: true }), /400: sandboxes have no internet access/);
+    await assert.rejects(Sandbox.create({ timeoutMs: 8 * 86_400_000 }), /400: timeout must be/);
+    await assert.rejects(Sandbox.create({ metadata: { n: 1 as unknown as string } }), /400: metadata.n must be a string/);
+    await assert.rejects(Sandbox.create('no-such-template'), /404: template "no-such-template" not found/);
+    await assert.rejects(sbx.setTimeout(-5), /400/);
+    await assert.rejects(sbx.commands.run('true', { cwd: '/no/such/dir' }), /cwd/);
+    await assert.rejects(sbx.commands.run('true', { user: 'nobody-here' }), /no user "nobody-here"/);
+    await assert.rejects(sbx.files.list('/etc/passwd'), /not a directory/i);
+    await assert.rejects(sbx.commands.sendStdin(999_999, 'x'), NotFoundError);
+    assert.equal((await t.sb.machines.list()).length, before);
+  });
+
   test('a sandbox\'s files committed into a context; a context as a template', async () => {
     await sbx.files.write('/srv/app/config.json', '{"v":1}', { user: 'root' });
     const version = await t.sb.machines.get(sbx.sandboxId).commit('from-e2b');
@@ -308,6 +323,5 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     assert.equal(await again.files.read('/srv/app/config.json'), '{"v":1}');
     assert.equal((await again.getInfo()).templateId, 'from-e2b');
     await again.kill();
-    await assert.rejects(Sandbox.create('no-such-context'), /404/);
   });
 });

@@ -90,6 +90,13 @@ export class ControlPlane {
     if (Array.isArray(b.volumeMounts) && b.volumeMounts.length) throw invalid('volume mounts are not supported by shellbase', 'keep files in the sandbox, or commit them into a context');
     if (b.allow_internet_access === true) throw invalid('sandboxes have no internet access on shellbase', 'leave allowInternetAccess unset or false');
     const network = (typeof b.network === 'object' && b.network !== null ? b.network : {}) as Record<string, unknown>;
+    for (const k of ['allowOut', 'rules', 'egressProxy', 'httpsPorts', 'maskRequestHost'] as const) {
+      const v = network[k];
+      if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && Object.keys(v).length === 0)) {
+        throw invalid(`network.${k} is not supported by shellbase: sandboxes have no network`, 'leave it unset (network.denyOut is accepted: everything is denied already)');
+      }
+    }
+    if (b.iam !== undefined && b.iam !== null) throw invalid('workload identity (iam) is not supported by shellbase');
     const autoPause = optionalBoolean(b.autoPause, 'autoPause') ?? false;
     const autoResume = typeof b.autoResume === 'object' && b.autoResume !== null ? optionalBoolean((b.autoResume as Record<string, unknown>).enabled, 'autoResume.enabled') ?? false : false;
     if (optionalBoolean(b.autoPauseMemory, 'autoPauseMemory') === false) throw invalid('pausing without memory is not supported by shellbase', 'leave keepMemory unset or true');
