@@ -172,6 +172,36 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     await assert.rejects(sbx.files.watchDir('no-such-dir', () => undefined), FileNotFoundError);
   });
 
+  test('envd calls the SDK does not make: polling watchers, StreamInput (Connect JSON, raw)', async () => {
+    const info = await fetch(`${t.server.url}/sandboxes/${sbx.sandboxId}`, { headers: { 'x-api-key': t.key } });
+    const token = ((await info.json()) as { envdAccessToken: string }).envdAccessToken;
+    const headers = (type: string) => ({ 'content-type': type, 'e2b-sandbox-id': sbx.sandboxId, 'x-access-token': token });
+    const unary = async (path: string, body: object) => {
+      const r = await fetch(`${t.server.url}/${path}`, { method: 'POST', headers: headers('application/json'), body: JSON.stringify(body) });
+      return { status: r.status, json: await r.json() as Record<string, unknown> };
+    };
+    await sbx.files.makeDir('polled');
+    const { json: created } = await unary('filesystem.Filesystem/CreateWatcher', { path: '/home/user/polled' });
+    const watcherId = created.watcherId as string;
+    await sbx.files.write('polled/p.txt', 'p');
+    const events: { name: string; type: string }[] = [];
+    await until('polled events', async () => {
+      events.push(...((await unary('filesystem.Filesystem/GetWatcherEvents', { watcherId })).json.events as typeof events));
+      return events.some((e) => e.name === 'p.txt' && e.type === 'EVENT_TYPE_CREATE');
+    });
+    assert.deepEqual((await unary('filesystem.Filesystem/RemoveWatcher', { watcherId })).status, 200);
+    const gone = await unary('filesystem.Filesystem/GetWatcherEvents', { watcherId });
+    assert.deepEqual([gone.status, gone.json.code], [404, 'not_found']);
+    // StreamInput: a client stream of enveloped messages (start, then data), one reply at the end.
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+    const env = (flags: number, m: object) => { const j = Buffer.from(JSON.stringify(m)); const h = Buffer.alloc(5); h[0] = flags; h.writeUInt32BE(j.length, 1); return Buffer.concat([h, j]); };
+    const body = Buffer.concat([env(0, { start: { process: { pid: cat.pid } } }), env(0, { data: { input: { stdin: Buffer.from('streamed\n').toString('base64') } } }), env(2, {})]);
+    const r = await fetch(`${t.server.url}/process.Process/StreamInput`, { method: 'POST', headers: headers('application/connect+json'), body });
+    assert.equal(r.status, 200);
+    await cat.closeStdin();
+    assert.equal((await cat.wait()).stdout, 'streamed\n');
+  });
+
   test('a PTY session: input, resize, kill', async () => {
     let screen = '';
     const dec = new TextDecoder();

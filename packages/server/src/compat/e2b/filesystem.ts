@@ -96,7 +96,13 @@ class Watchers {
     const id = randomUUID();
     const w = { sandbox: call.sandbox.row.id, events: [] as object[], proc: null as unknown as Attached, error: undefined as ConnectError | undefined };
     w.proc = await call.withAgent((agent) => watch(agent, call.user, msg, (e) => { if (w.events.length < 10_000) w.events.push(e); }));
-    void w.proc.exited.then((x) => { if (x.code !== 0 && !x.detached) w.error = new ConnectError('not_found', 'the watched directory went away'); }, () => { w.error = new ConnectError('unavailable', 'the watcher was lost with the sandbox\'s connection'); });
+    // A watcher that ended (its directory went, or its sandbox) is kept a while for its last events and its error.
+    const ended = (error: ConnectError) => {
+      w.error = error;
+      setTimeout(() => { if (this.all.get(id) === w) this.all.delete(id); }, 600_000).unref();
+    };
+    void w.proc.exited.then((x) => { if (!x.detached) ended(new ConnectError('not_found', 'the watched directory went away')); },
+      () => ended(new ConnectError('unavailable', 'the watcher was lost with the sandbox\'s connection')));
     this.all.set(id, w);
     return { watcherId: id };
   }

@@ -63,7 +63,7 @@ export class E2bCompat {
       const port = portHost(req.headers.host);
       if (typeof id === 'string') await this.envd.handle(req, res, id);
       else if (port?.port === ENVD_PORT) await this.envd.handle(req, res, port.id);
-      else if ((req.url ?? '/').startsWith('/files')) await this.signed(req, res);
+      else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res);
       else if (port) {
         await this.toPort(port.id, port.port, req, async (caller, target) => {
           res.once('close', () => caller.hold.release());

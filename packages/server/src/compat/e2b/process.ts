@@ -10,6 +10,16 @@ import { errnoError, startAs } from './guest.js';
 /** What a started process keeps in the agent's table (its label), for List and for selecting by tag. */
 interface ProcessLabel { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string; tag?: string; pty?: boolean; nonce?: string }
 
+/** A label of the agent's table as this service wrote it; null for any other (not listed). */
+function labelOf(b: Buffer): ProcessLabel | null {
+  try {
+    const l = JSON.parse(b.toString()) as ProcessLabel;
+    return typeof l === 'object' && l !== null && typeof l.cmd === 'string' && Array.isArray(l.args) ? l : null;
+  } catch {
+    return null;
+  }
+}
+
 const SIGNALS: Record<string, number> = { SIGNAL_SIGTERM: 15, SIGNAL_SIGKILL: 9 };
 /** How Go (envd) prints a signal's end: "signal: killed". */
 const SIGNAL_WORDS: Partial<Record<NodeJS.Signals, string>> = {
@@ -51,7 +61,7 @@ async function select(agent: Agent, v: unknown): Promise<number> {
   const s = obj(v);
   if (typeof s.pid === 'number' && Number.isInteger(s.pid) && s.pid > 0) return s.pid;
   if (typeof s.tag === 'string') {
-    for (const p of await agent.spawner.list()) if ((JSON.parse(p.label.toString()) as ProcessLabel).tag === s.tag) return p.pid;
+    for (const p of await agent.spawner.list()) if (labelOf(p.label)?.tag === s.tag) return p.pid;
     throw new ConnectError('not_found', `no process with tag ${JSON.stringify(s.tag)}`);
   }
   throw new ConnectError('invalid_argument', 'process must select a pid or a tag');
@@ -112,7 +122,7 @@ async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { on
 function killer(agent: Agent, nonce: string): () => void {
   return () => {
     void (async () => {
-      const p = (await agent.spawner.list()).find((x) => (JSON.parse(x.label.toString()) as ProcessLabel).nonce === nonce);
+      const p = (await agent.spawner.list()).find((x) => labelOf(x.label)?.nonce === nonce);
       if (p) await agent.spawner.signal(p.pid, 9);
     })().catch(() => undefined);
   };
@@ -137,7 +147,7 @@ async function connect(call: EnvdCall, msg: Record<string, unknown>, stream: Ser
   await call.withAgent(async (agent) => {
     const pid = await select(agent, msg.process);
     const entry = (await agent.spawner.list()).find((p) => p.pid === pid);
-    const pty = entry ? (JSON.parse(entry.label.toString()) as ProcessLabel).pty === true : false;
+    const pty = entry ? labelOf(entry.label)?.pty === true : false;
     await follow(req, stream, async (h) => {
       const p = agent.spawner.attach(pid, h);
       await p.pid.catch(() => { throw new ConnectError('not_found', `process ${pid} not found`); });
@@ -148,9 +158,9 @@ async function connect(call: EnvdCall, msg: Record<string, unknown>, stream: Ser
 
 async function list(call: EnvdCall): Promise<object> {
   return call.withAgent(async (agent) => ({
-    processes: (await agent.spawner.list()).map((p) => {
-      const l = JSON.parse(p.label.toString()) as ProcessLabel;
-      return { pid: p.pid, config: { cmd: l.cmd, args: l.args, envs: l.envs, ...(l.cwd ? { cwd: l.cwd } : {}) }, ...(l.tag ? { tag: l.tag } : {}) };
+    processes: (await agent.spawner.list()).flatMap((p) => {
+      const l = labelOf(p.label);
+      return l ? [{ pid: p.pid, config: { cmd: l.cmd, args: l.args, envs: l.envs, ...(l.cwd ? { cwd: l.cwd } : {}) }, ...(l.tag ? { tag: l.tag } : {}) }] : [];
     }),
   }));
 }
