@@ -217,7 +217,8 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
 
   test('getHost(port) reaches a guest port through the API port', async () => {
     await sbx.files.write('site/index.html', 'hello from the sandbox');
-    await sbx.commands.run('cd site && python3 -m http.server 8000', { background: true });
+    // Not `python3 -m http.server`: its HTTPServer looks its own name up, and DNS in a guest with no network only times out.
+    await sbx.commands.run(`cd site && python3 -c "import socketserver, http.server as h; socketserver.TCPServer(('', 8000), h.SimpleHTTPRequestHandler).serve_forever()"`, { background: true, timeoutMs: 0 });
     const host = sbx.getHost(8000);
     assert.equal(host, `8000-${sbx.sandboxId}.${DOMAIN}`);
     const api = new URL(t.server.url);
