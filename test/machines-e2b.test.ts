@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, TimeoutError, type FilesystemEvent } from 'e2b';
 import { sleep, startTestServer, type TestServer } from './harness.ts';
@@ -234,6 +235,24 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     let r = { status: 0, body: '' };
     await until('the guest server', async () => { r = await get(); return r.status === 200; });
     assert.equal(r.body, 'hello from the sandbox');
+    // An upgrade (a WebSocket's handshake) becomes a byte pipe: a guest server that answers 101, then echoes in capitals.
+    await sbx.files.write('upgrade.py', [
+      'import socket', 's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("", 9000)); s.listen()',
+      'c, _ = s.accept(); d = b""', 'while b"\\r\\n\\r\\n" not in d: d += c.recv(4096)',
+      'c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: echo\\r\\nConnection: Upgrade\\r\\n\\r\\n")',
+      'while (x := c.recv(4096)): c.sendall(x.upper())', '',
+    ].join('\n'));
+    await sbx.commands.run('python3 upgrade.py', { background: true, timeoutMs: 0 });
+    const piped = () => new Promise<string>((resolve, reject) => {
+      const sock = connect(Number(api.port), api.hostname, () => sock.write(`GET / HTTP/1.1\r\nHost: ${sbx.getHost(9000)}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n`));
+      let got = '';
+      sock.on('data', (c) => { got += c; if (got.endsWith('\r\n\r\n') && got.startsWith('HTTP/1.1 101')) sock.write('piped'); if (got.includes('PIPED')) sock.end(); });
+      sock.on('close', () => resolve(got));
+      sock.on('error', reject);
+    });
+    let up = '';
+    await until('the upgrade', async () => { up = await piped(); return up.includes('PIPED'); });
+    assert.match(up, /^HTTP\/1.1 101 Switching Protocols\r\n[^]*\r\n\r\nPIPED$/);
   });
 
   test('getInfo, setTimeout, list with metadata filter and paging', async () => {
