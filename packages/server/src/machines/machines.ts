@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
@@ -7,7 +7,7 @@ import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
-import type { E2bSandboxSpec, MachineRow, MachineShape, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { E2bSandboxSpec, MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../images/ids.js';
 import type { AccelChoice } from './accel.js';
@@ -18,17 +18,10 @@ import { MachineLayout } from './layout.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
 import { MachineDisks } from './storage.js';
-import { MACHINE_TYPE, qemuBuild } from './qemu.js';
 import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
-
-
-
-/** The fields a machine and its snapshots share (and nothing else of either). */
-function shapeOf(s: MachineShape): MachineShape {
-  return { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus, idleTimeoutMs: s.idleTimeoutMs };
-}
+import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 
 /**
  * Machines: rows in the metadata store, one MachineRun per machine while the
@@ -238,32 +231,11 @@ export class Machines {
     const run = await this.runFor(caller, id);
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, false);
-    return this.toSnapshot(snap);
+    return toSnapshot(snap);
   }
 
   private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
-    const host = await this.host();
-    const sid = newId('s');
-    host.tenantDir(caller.tenantId);
-    const dir = this.layout.snapshotDir(caller.tenantId, sid);
-    // Passable: the QEMU of each restored copy reads its state file here.
-    mkdirSync(dir, { recursive: true, mode: 0o711 });
-    const kept = this.layout.snapshotFiles(dir);
-    const ram = temporary ? this.layout.tempRam(sid) : kept.ram;
-    const state = kept.state;
-    let disk: string[];
-    try {
-      disk = await run.serial(() => run.freeze({ ram, state }));
-    } catch (e) {
-      rmSync(dir, { recursive: true, force: true });
-      rmSync(ram, { force: true });
-      throw e;
-    }
-    const spec = run.row.spec;
-    const row: SnapshotRow = {
-      id: sid, tenantId: caller.tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
-      spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
-    };
+    const row = await freezeMachine(await this.host(), caller.tenantId, run, temporary);
     if (!temporary) await this.deps.metadata.machines.createSnapshot(row);
     return row;
   }
@@ -308,24 +280,14 @@ export class Machines {
     this.checkCount(count);
     const host = await this.host();
     const s = snap.spec;
-    const here = { qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel };
-    for (const k of ['qemu', 'machineType', 'accel'] as const) {
-      if (s[k] !== here[k]) {
-        throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} was taken with ${k} ${JSON.stringify(s[k])}; this host has ${JSON.stringify(here[k])}`, {
-          details: { snapshot: snap.id, [k]: s[k] }, hint: 'restore it on a host with the same QEMU build and accelerator, or start from a context instead',
-        });
-      }
-    }
-    for (const f of [s.ram, s.state, ...s.disk]) {
-      if (!existsSync(f)) throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} is incomplete (${path.basename(f)} is missing)`, { hint: 'delete it and take a new one' });
-    }
+    await checkRestorable(host, snap);
     await this.admit(caller, s.memoryMb, count);
     const out: MachineRun[] = [];
     try {
       for (let i = 0; i < count; i++) {
         const id = newId('m');
         host.disksDir(caller.tenantId);
-      const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
+        const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
         await overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
@@ -353,7 +315,7 @@ export class Machines {
   }
 
   async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
-    return (await this.deps.metadata.machines.listSnapshots(caller.tenantId)).map((s) => this.toSnapshot(s));
+    return (await this.deps.metadata.machines.listSnapshots(caller.tenantId)).map((s) => toSnapshot(s));
   }
 
   /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
@@ -433,9 +395,7 @@ export class Machines {
     };
   }
 
-  private toSnapshot(s: SnapshotRow): MachineSnapshot {
-    return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, createdAt: s.createdAt };
-  }
+
 
   /** The machine's disk (its changes since its template) as a new version of `context`. */
   async commit(caller: Caller, id: string, context: string): Promise<{ version: string }> {
