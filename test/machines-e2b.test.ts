@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, TimeoutError, type FilesystemEvent } from 'e2b';
+import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, TimeoutError, type FilesystemEvent, type SandboxOpts } from 'e2b';
 import { sleep, startTestServer, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server, machines under TCG. One sandbox lives through the
@@ -23,8 +23,8 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
   let t: TestServer;
   let sbx: Sandbox;
   const made: Sandbox[] = [];
-  const create = async (...args: Parameters<typeof Sandbox.create>) => {
-    const s = await Sandbox.create(...args);
+  const create = async (template?: string | SandboxOpts, opts?: SandboxOpts) => {
+    const s = typeof template === 'string' ? await Sandbox.create(template, opts) : await Sandbox.create(template);
     made.push(s);
     return s;
   };
