@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, TimeoutError, type FilesystemEvent, type SandboxOpts } from 'e2b';
+import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, RateLimitError, TimeoutError, type FilesystemEvent, type SandboxOpts } from 'e2b';
 import { sleep, startTestServer, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server, machines under TCG. One sandbox lives through the
@@ -334,7 +334,7 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
   });
 
   test('two tenants\' keys do not see each other\'s sandboxes', async () => {
-    const other = (await t.http('POST', '/v1/tenants', { body: { name: 'e2b-other' } })).json as { apiKey: string };
+    const other = (await t.http('POST', '/v1/tenants', { body: { name: 'e2b-other', quotas: { runningMachines: 1 } } })).json as { apiKey: string };
     const opts = { apiKey: other.apiKey };
     assert.deepEqual(await Sandbox.list(opts).nextItems(), []);
     await assert.rejects(Sandbox.connect(sbx.sandboxId, opts), SandboxNotFoundError);
@@ -347,6 +347,12 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     });
     assert.equal(r.status, 401);
     assert.equal((await sbx.commands.run('echo still mine')).stdout, 'still mine\n');
+    // Its quota is its own: one running machine, and the second is a RateLimitError.
+    const theirs = await create(opts);
+    assert.deepEqual((await Sandbox.list(opts).nextItems()).map((s) => s.sandboxId), [theirs.sandboxId]);
+    assert.equal((await Sandbox.list().nextItems()).some((s) => s.sandboxId === theirs.sandboxId), false);
+    await assert.rejects(Sandbox.create(opts), RateLimitError);
+    await theirs.kill();
   });
 
   test('bad input is a 400 (or 404) that makes nothing', async () => {
