@@ -212,6 +212,8 @@ export interface Machine {
   image: string;
   memoryMb: number;
   cpus: number;
+  /** Its disk's size as the guest sees it (GiB); its root file system fills it. Grows with `POST /v1/machines/{id}/disk`. */
+  diskGb: number;
   /** Hibernates after this long without exec, file calls or requests to its ports. */
   idleTimeoutMs: number;
   /** The snapshot it was restored from, when it was (forks and restores). */
@@ -233,7 +235,14 @@ export interface CreateMachineRequest {
   image?: string;
   memoryMb?: number;
   cpus?: number;
+  /** The disk's size in GiB: at least 8 (the default), at most the server's maximum. */
+  diskGb?: number;
   idleTimeoutMs?: number;
+}
+
+/** Grows a running (or hibernated) machine's disk and its root file system, online. Disks never shrink. */
+export interface ResizeMachineDiskRequest {
+  diskGb: number;
 }
 
 /** A query's request without what only contexts have (versions and commits). */
@@ -263,5 +272,6 @@ export interface MachineSnapshot {
   machine: string;
   memoryMb: number;
   cpus: number;
+  diskGb: number;
   createdAt: string;
 }

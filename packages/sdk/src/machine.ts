@@ -47,6 +47,9 @@ export class MachineHandle {
   stop(): Promise<Machine> { return this.sb.json('POST', this.path('/stop')); }
   async remove(): Promise<void> { await this.sb.request('DELETE', this.path()); }
 
+  /** Grows its disk to `diskGb` GiB and its root file system with it, online (wakes it if it hibernated). Disks never shrink. */
+  resizeDisk(diskGb: number): Promise<Machine> { return this.sb.json('POST', this.path('/disk'), { body: { diskGb } }); }
+
   /** RAM, devices and disk frozen at one instant; restore it with `sb.machines.restore`. */
   async snapshot(): Promise<string> { return (await this.sb.json<{ snapshot: string }>('POST', this.path('/snapshot'))).snapshot; }
 

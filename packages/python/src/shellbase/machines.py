@@ -116,6 +116,10 @@ class MachineHandle:
         """Deletes it: its disk, memory and run files go."""
         self._t.request("DELETE", self._path()).close()
 
+    def resize_disk(self, disk_gb: int) -> Machine:
+        """Grows its disk to `disk_gb` GiB and its root file system with it, online (wakes it if it hibernated). Disks never shrink."""
+        return from_wire(Machine, self._t.json("POST", self._path("/disk"), json_body={"diskGb": disk_gb}))
+
     def snapshot(self) -> str:
         """Freezes RAM, devices and disk at one instant; restore it with `sb.machines.restore`. Returns its id."""
         return str(self._t.json("POST", self._path("/snapshot"))["snapshot"])
@@ -147,11 +151,12 @@ class Machines:
         image: str | None = None,
         memory_mb: int | None = None,
         cpus: int | None = None,
+        disk_gb: int | None = None,
         idle_timeout_ms: int | None = None,
     ) -> MachineHandle:
         """A running machine, restored from a template (the first one of an image or version boots it once)."""
         body = to_wire({"context": context, "version": version, "image": image, "memory_mb": memory_mb, "cpus": cpus,
-                        "idle_timeout_ms": idle_timeout_ms})
+                        "disk_gb": disk_gb, "idle_timeout_ms": idle_timeout_ms})
         return MachineHandle(self._t, str(self._t.json("POST", "/v1/machines", json_body=body)["id"]))
 
     def get(self, id: str) -> MachineHandle:

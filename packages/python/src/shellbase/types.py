@@ -272,6 +272,8 @@ class Machine:
     image: str
     memory_mb: int
     cpus: int
+    #: Its disk's size as the guest sees it (GiB); `resize_disk` grows it.
+    disk_gb: int
     idle_timeout_ms: int
     created_at: str
     ports: list[MachinePort] = field(default_factory=list)
@@ -322,4 +324,5 @@ class MachineSnapshot:
     machine: str
     memory_mb: int
     cpus: int
+    disk_gb: int
     created_at: str

@@ -10,7 +10,11 @@ import { GUEST_AGENT } from './agent.js';
 import { AGENT_PORT } from './qemu.js';
 import type { MachineLayout } from './layout.js';
 
-/** The size of a machine's disk as its guest sees it (sparse: only written blocks take space). */
+/**
+ * The size of a template's disk as its guest sees it (sparse: only written blocks take space): the
+ * smallest disk a machine has. A machine asks for more (`diskGb`) and its disk grows after the
+ * restore (QMP `block_resize`, then `resize2fs` online in the guest: `MachineRun.growDisk`).
+ */
 export const DISK_GB = 8;
 
 const AGENT_UNIT = `[Unit]
@@ -70,13 +74,14 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
 }
 
 /**
- * Makes `out`, a sparse raw ext4 image, from `layers` (bottom first) with the
- * guest layer on top. `mkfs.ext4 -d` reads the merged tree inside the
+ * Makes `out`, a sparse raw ext4 image, from `layers` (bottom first) with
+ * `above` on top (top first: the guest layer, then the kernel layer of
+ * machines/kernel-layer.ts). `mkfs.ext4 -d` reads the merged tree inside the
  * sandboxes' user namespace, so the disk holds ids as the guest sees them
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.
  */
-export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
+export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLayers: readonly string[], above: readonly string[], out: string, staging: string): Promise<void> {
   const scratch = await layers.prepare({ diskMb: 64 });
   // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
   mkdirSync(staging, { recursive: true, mode: 0o711 });
@@ -85,7 +90,7 @@ export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLa
     writeFileSync(made, '', { mode: 0o600 });
     chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
     await runtime.runHelper({
-      mount: layers.mounts(versionLayers, scratch), extraLower: guestDir,
+      mount: layers.mounts(versionLayers, scratch), extraLowers: above,
       argv: (merged) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
     });
     chownSync(made, 0, 0);

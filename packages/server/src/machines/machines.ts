@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
@@ -7,12 +7,12 @@ import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
-import type { MachineRow, MachineShape, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { MachineRow, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../images/ids.js';
 import type { AccelChoice } from './accel.js';
 import { findAssets } from './assets.js';
-import { overlay } from './disk.js';
+import { DISK_GB, overlay } from './disk.js';
 import { MachineHost } from './host.js';
 import { MachineLayout } from './layout.js';
 import type { PortTarget } from '../util/pipe.js';
@@ -21,26 +21,7 @@ import { MACHINE_TYPE, qemuBuild } from './qemu.js';
 import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
-
-
-
-/** The fields a machine and its snapshots share (and nothing else of either). */
-function shapeOf(s: MachineShape): MachineShape {
-  return { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus, idleTimeoutMs: s.idleTimeoutMs };
-}
-
-/** Bytes allocated on disk under `dir` (sparse files count what they hold). */
-function allocated(dir: string): number {
-  let total = 0;
-  let entries: Dirent[] = [];
-  try { entries = readdirSync(dir, { withFileTypes: true }); } catch { return 0; }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) total += allocated(p);
-    else if (e.isFile()) { try { total += statSync(p).blocks * 512; } catch { /* gone meanwhile */ } }
-  }
-  return total;
-}
+import { allocated, machineView, shapeOf, snapshotView } from './views.js';
 
 
 /**
@@ -102,6 +83,7 @@ export class Machines {
     const m = this.deps.config.machines;
     const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
     const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
+    const diskGb = checkRange('diskGb', req.diskGb ?? DISK_GB, DISK_GB, m.maxDiskGb);
     const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? m.defaultIdleTimeoutMs, 100, 7 * 86_400_000);
     let version: VersionRow;
     let image = req.image ?? 'debian';
@@ -126,10 +108,15 @@ export class Machines {
       await overlay(tpl.disk, disk);
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [] },
+        spec: {
+          format: 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
+          diskGb: DISK_GB, idleTimeoutMs, disk: [disk, tpl.disk], ports: [],
+        },
       };
       return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] });
     }, built);
+    // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
+    if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
     return this.toMachine(run);
   }
 
@@ -431,17 +418,10 @@ export class Machines {
   }
 
   private toMachine(r: MachineRun | MachineRow): Machine {
-    const row = r instanceof MachineRun ? r.row : r;
-    const s = row.spec;
-    return {
-      id: row.id, state: row.state, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
-      idleTimeoutMs: s.idleTimeoutMs, ...(s.snapshot ? { snapshot: s.snapshot } : {}), ports: s.ports.map((p) => ({ port: p.port, ...this.urls(p.token) })), createdAt: row.createdAt,
-    };
+    return machineView(r instanceof MachineRun ? r.row : r, this.deps.config.gatewayPort);
   }
 
-  private toSnapshot(s: SnapshotRow): MachineSnapshot {
-    return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, createdAt: s.createdAt };
-  }
+  private toSnapshot(s: SnapshotRow): MachineSnapshot { return snapshotView(s); }
 
   /** The machine's disk (its changes since its template) as a new version of `context`. */
   async commit(caller: Caller, id: string, context: string): Promise<{ version: string }> {
@@ -460,6 +440,32 @@ export class Machines {
     let total = allocated(this.layout.tenantDir(tenantId));
     for (const m of await this.deps.metadata.machines.list(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
     return total;
+  }
+
+  /**
+   * Grows a machine's disk to `diskGb` and its root file system with it, online (a hibernated
+   * machine is woken first). Disks never shrink; asking for the size it has changes nothing.
+   */
+  resizeDisk(caller: Caller, id: string, diskGb: number): Promise<Machine> {
+    return durably(this.deps.durability, async () => {
+      checkRange('diskGb', diskGb, DISK_GB, this.deps.config.machines.maxDiskGb);
+      const run = await this.runFor(caller, id);
+      const has = run.row.spec.diskGb;
+      if (diskGb < has) {
+        throw invalid(`machine ${id}'s disk is ${has} GiB: disks grow, never shrink`, `pass diskGb between ${has} and ${this.deps.config.machines.maxDiskGb}`, { machine: id, diskGb: has });
+      }
+      if (diskGb > has) await this.grow(run, diskGb);
+      return this.toMachine(run);
+    });
+  }
+
+  private async grow(run: MachineRun, diskGb: number): Promise<void> {
+    const release = await run.acquire();
+    try {
+      await run.serial(() => run.growDisk(diskGb));
+    } finally {
+      release();
+    }
   }
 
   /** Runs a command in a machine (woken if hibernated). */

@@ -165,6 +165,14 @@ export class QemuVm {
     this.node = node;
   }
 
+  /**
+   * Grows the disk's virtual size to `bytes` (its top file; the frozen files below stay as they
+   * are, reads past their end are zeros). The guest's virtio driver is told its capacity changed.
+   */
+  async resizeDisk(bytes: number): Promise<void> {
+    await this.qmp.execute('block_resize', { 'node-name': this.node, size: bytes });
+  }
+
   /** Forwards guest `port` from 127.0.0.1 in QEMU's network namespace (a running VM; restores get it on the command line). */
   async forward(port: number): Promise<void> {
     const out = await this.qmp.human(`hostfwd_add net tcp:127.0.0.1:${port}-:${port}`);

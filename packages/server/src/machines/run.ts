@@ -12,6 +12,14 @@ import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
 import { runFiles } from './layout.js';
 
+/**
+ * Run in the guest after its disk grew to $1 sectors: waits until the kernel sees them (the
+ * virtio driver learns of it from a configuration interrupt), then grows the root file system.
+ */
+const GROW_ROOT = `for i in $(seq 200); do [ "$(cat /sys/block/vda/size)" -ge "$1" ] && break; sleep 0.05; done
+[ "$(cat /sys/block/vda/size)" -ge "$1" ] || { echo "the guest still sees $(cat /sys/block/vda/size) sectors of $1" >&2; exit 1; }
+resize2fs /dev/vda`;
+
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
 export interface RestoreSource {
   ram: string;
@@ -177,6 +185,26 @@ export class MachineRun {
     }
     await this.hooks.save(this.row);
     return frozen;
+  }
+
+  /**
+   * Grows the disk to `diskGb` GiB while the machine runs: QEMU grows the top of its chain, the
+   * guest's kernel sees the new capacity, and `resize2fs` grows the mounted root file system.
+   * Copies made from now on (forks, snapshots) inherit the size.
+   */
+  async growDisk(diskGb: number): Promise<void> {
+    if (this.row.state !== 'running') throw this.notRunning();
+    const sectors = diskGb * 2 ** 21;
+    await this.vm!.resizeDisk(sectors * 512);
+    // The size is the guest's from here on, whatever resize2fs says.
+    this.row = { ...this.row, spec: { ...this.row.spec, diskGb } };
+    await this.hooks.save(this.row);
+    const r = await this.agent!.run({ argv: ['sh', '-c', GROW_ROOT, 'sh', String(sectors)], timeoutMs: 120_000, outputBytes: 16 * 1024 });
+    if (r.exitCode !== 0) {
+      throw new ShellbaseError('failed_precondition', `machine ${this.row.id}'s disk is ${diskGb} GiB now, but its file system did not grow: ${(r.stderr.toString() || r.stdout.toString()).trim().slice(-500)}`, {
+        details: { machine: this.row.id, diskGb }, hint: 'run `resize2fs /dev/vda` in the machine (its image needs e2fsprogs)',
+      });
+    }
   }
 
   /** RAM and device state to the machine's directory, QEMU ended, memory freed. */

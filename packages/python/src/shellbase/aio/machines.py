@@ -90,6 +90,9 @@ class AsyncMachineHandle:
     async def delete(self) -> None:
         await run_sync(self._s.delete)
 
+    async def resize_disk(self, disk_gb: int) -> Machine:
+        return await run_sync(self._s.resize_disk, disk_gb)
+
     async def snapshot(self) -> str:
         return await run_sync(self._s.snapshot)
 
@@ -117,10 +120,11 @@ class AsyncMachines:
         image: str | None = None,
         memory_mb: int | None = None,
         cpus: int | None = None,
+        disk_gb: int | None = None,
         idle_timeout_ms: int | None = None,
     ) -> AsyncMachineHandle:
         handle = await run_sync(self._s.create, context=context, version=version, image=image, memory_mb=memory_mb, cpus=cpus,
-                                idle_timeout_ms=idle_timeout_ms)
+                                disk_gb=disk_gb, idle_timeout_ms=idle_timeout_ms)
         return AsyncMachineHandle(handle)
 
     def get(self, id: str) -> AsyncMachineHandle:

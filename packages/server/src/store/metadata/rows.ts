@@ -142,13 +142,19 @@ export interface ServiceRow {
 }
 
 /** What a machine is made of and made from; a snapshot keeps it for the machines it restores. */
+/**
+ * What a machine and its snapshots share. Format 2 added `diskGb`; a format-1 spec is read as
+ * format 2 with `diskGb: 8`, the one size disks had then (store/metadata/sql/machines.ts).
+ */
 export interface MachineShape {
-  format: 1;
+  format: 2;
   image: string;
   context?: string;
   version?: string;
   memoryMb: number;
   cpus: number;
+  /** The disk's size as the guest sees it (GiB). */
+  diskGb: number;
   idleTimeoutMs: number;
 }
 
