@@ -332,6 +332,8 @@ class MachinePort:
     port: int
     url: str
     path_url: str
+    #: "key": the gateway wants the tenant's API key too.
+    access: ServiceAccess = "url"
 
 
 @dataclass(frozen=True)
@@ -340,6 +342,7 @@ class ExposedPort:
 
     url: str
     path_url: str
+    access: ServiceAccess = "url"
 
 
 @dataclass(frozen=True)
@@ -351,6 +354,8 @@ class Machine:
     image: str
     memory_mb: int
     cpus: int
+    #: Its disk's size as the guest sees it (GiB); `resize_disk` grows it.
+    disk_gb: int
     idle_timeout_ms: int
     created_at: str
     ports: list[MachinePort] = field(default_factory=list)
@@ -359,6 +364,8 @@ class Machine:
     version: str | None = None
     #: The snapshot it was restored from (forks and restores).
     snapshot: str | None = None
+    #: Its own narrowing of its context's (or tenant's) egress policy, if made with one; forks keep it.
+    network: NetworkPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -401,4 +408,5 @@ class MachineSnapshot:
     machine: str
     memory_mb: int
     cpus: int
+    disk_gb: int
     created_at: str
