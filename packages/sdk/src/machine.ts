@@ -1,6 +1,6 @@
 import type { CreateMachineRequest, Machine, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
-import { ndjson } from './ndjson.js';
+import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 
 export type MachineExecOptions = Omit<MachineExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
 
@@ -21,6 +21,7 @@ export class MachineHandle {
 
   /** Runs a command in the live machine (a string for `bash -c`, or argv); wakes it if it hibernated. */
   exec(command: string | string[], options: MachineExecOptions = {}): Promise<MachineExecResult> {
+    if ((options.timeoutMs ?? 0) > LONG_EXEC_MS) return collectExec(this.execStream(command, options));
     return this.sb.json('POST', this.path('/exec'), { body: this.body(command, options), signal: options.signal });
   }
 
