@@ -23,7 +23,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   accept?: string;
   signal?: AbortSignal;
-  query?: Record<string, string | number | undefined>;
+  /** Query parameters; an array repeats its parameter. */
+  query?: Record<string, string | number | string[] | undefined>;
 }
 
 function defaultKey(): string | undefined {
@@ -120,7 +121,7 @@ export class Shellbase {
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     if (options.raw !== undefined) headers['content-type'] = 'application/octet-stream';
     const qs = Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined)
-      .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&');
+      .flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => `${encodeURIComponent(k)}=${encodeURIComponent(String(x))}`)).join('&');
     let res: Response;
     try {
       const streamed = options.raw !== undefined && typeof options.raw !== 'string' && !(options.raw instanceof Uint8Array);

@@ -20,6 +20,8 @@ export interface BuildOptions {
   dockerfile?: string;
   /** Run every step again, even those the cache has. */
   noCache?: boolean;
+  /** Values for the Dockerfile's ARGs. */
+  buildArgs?: Record<string, string>;
   signal?: AbortSignal;
 }
 
@@ -69,7 +71,10 @@ export async function* buildStream(sb: Shellbase, o: BuildOptions): AsyncGenerat
   const body = typeof o.context === 'string' ? contextOf(o.context, o.dockerfile) : o.context;
   const res = await sb.request('POST', '/v1/builds', {
     raw: body, accept: 'application/x-ndjson', signal: o.signal,
-    query: { tag: o.tag, dockerfile: o.dockerfile, noCache: o.noCache ? 'true' : undefined },
+    query: {
+      tag: o.tag, dockerfile: o.dockerfile, noCache: o.noCache ? 'true' : undefined,
+      buildArg: o.buildArgs ? Object.entries(o.buildArgs).map(([k, v]) => `${k}=${v}`) : undefined,
+    },
   });
   yield* ndjson<BuildEvent>(res);
 }

@@ -20,6 +20,7 @@ import { SYSTEM_TENANT, durably, type Caller, type Deps } from '../core/deps.js'
 import { overQuota, quotasOf } from '../core/quotas.js';
 import { checkCwd, checkEnv, checkName } from '../core/validate.js';
 import { Images } from './images/images.js';
+import { Builds } from './builds/builds.js';
 import { checkUser, runAs } from './users.js';
 import type { VersionView } from './files/view.js';
 
@@ -76,6 +77,8 @@ export class Engine {
   readonly network: Network;
   /** Tenants' OCI images: pulled, imported, listed, deleted. */
   readonly images: Images;
+  /** Dockerfile builds into contexts, with a step cache. */
+  readonly builds: Builds;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: Deps, peers: EnginePeers = {}) {
@@ -104,6 +107,13 @@ export class Engine {
       view: (v) => this.files.viewOf(v),
       builtIn: (image) => (IMAGE_NAMES as string[]).includes(image),
     }, this.network);
+    this.builds = new Builds(deps, {
+      start: (caller, image) => this.images.start(caller, image),
+      pull: async (caller, ref, report) => { await this.images.pull(caller, { ref }, (p) => report(p.message)); },
+      version: lookups.version,
+      view: (v) => this.files.viewOf(v),
+      exec: this.exec_,
+    });
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
     this.gc = new GarbageCollector(deps, peers.collect);

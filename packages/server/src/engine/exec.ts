@@ -140,6 +140,39 @@ export class ExecRunner {
     }
   }
 
+  /**
+   * One build step's sandbox (a Dockerfile RUN) over `base`, under the context's
+   * egress policy: its writes as a layer when it exits 0, metered as a query
+   * of `context`. No head moves (the build records the version).
+   */
+  async runStep(caller: Caller, context: string, base: VersionRow, step: { argv: string[]; env: Record<string, string>; cwd: string; user?: SandboxUser },
+    hooks: ExecHooks): Promise<{ run: SandboxResult; layer: CommittedLayer | null }> {
+    const quotas = quotasOf(this.deps.config, caller);
+    const limits = resolveLimits({}, quotas.maximums.timeoutMs, this.deps.config.defaults, quotas.maximums);
+    await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
+    const session = await this.network.open(caller.tenantId, context, 'query', await this.network.effective(caller, context));
+    let ran: Awaited<ReturnType<ExecRunner['runOnce']>>;
+    let traffic: Traffic | null = null;
+    try {
+      const wrapped = this.deps.forwarder.wrap(mergeForwarding(session?.forwarding()), []);
+      ran = await this.runOnce(base, {
+        argv: step.argv, preamble: wrapped.argv, user: step.user, cwd: step.cwd, env: session ? { ...proxyEnv(), ...step.env } : step.env,
+        limits, binds: wrapped.binds, group: { id: caller.tenantId, cpus: quotas.tenantCpus },
+      }, hooks, 'on-success');
+    } finally {
+      if (session) traffic = await session.close();
+    }
+    const { run, layer, bytesWritten, refused } = ran;
+    await this.deps.metadata.usage.record({
+      tenantId: caller.tenantId, context, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
+      wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
+      egressBytes: traffic?.bytesOut ?? 0, ingressBytes: traffic?.bytesIn ?? 0,
+    });
+    this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, layer ? 'committed' : 'nothing');
+    if (refused) throw refused;
+    return { run, layer };
+  }
+
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,

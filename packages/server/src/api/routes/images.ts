@@ -21,11 +21,30 @@ export const ImageSchema = Type.Object({
 const PullBody = Type.Object({ ref: Ref, insecure: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 const ImportQuery = Type.Object({ ref: Type.Optional(Ref) }, { additionalProperties: false });
 const RefParams = Type.Object({ '*': Type.String({ maxLength: 512 }) });
+const BuildQuery = Type.Object({
+  tag: Type.String({ minLength: 1, maxLength: 128 }), dockerfile: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  noCache: Type.Optional(Type.Boolean()),
+  /** Build arguments, each `NAME=VALUE` (repeat the parameter for more). */
+  buildArg: Type.Optional(Type.Union([Type.String({ maxLength: 65536 }), Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 256 })])),
+}, { additionalProperties: false });
+const BuildStepSchema = Type.Object({ instruction: Type.String(), cached: Type.Boolean(), version: Type.String(), ms: Type.Number() });
+export const BuildResultSchema = Type.Object({ context: Type.String(), version: Type.String(), steps: Type.Array(BuildStepSchema) }, { $id: 'BuildResult' });
+
+/** `buildArg` values as a map; a value without `=` is refused. */
+function buildArgs(given: string | string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const a of given === undefined ? [] : Array.isArray(given) ? given : [given]) {
+    const eq = a.indexOf('=');
+    if (eq <= 0) throw invalid(`buildArg ${JSON.stringify(a)} is not NAME=VALUE`, 'pass buildArg=NAME=VALUE');
+    out[a.slice(0, eq)] = a.slice(eq + 1);
+  }
+  return out;
+}
 
 /**
  * OCI images: pull from a registry, import an archive (OCI layout or `docker
- * save`), list, delete. Pulls and imports report progress as NDJSON with
- * `Accept: application/x-ndjson`.
+ * save`), list, delete; and Dockerfile builds. Pulls, imports and builds
+ * report progress as NDJSON with `Accept: application/x-ndjson`.
  */
 export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   app.addSchema(ImageSchema);
@@ -56,6 +75,19 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
       if (!req.body) throw invalid('the archive is missing', 'send the archive (a tar) as the request body');
       return respondEvents(req.headers.accept, reply, 'images', async (report) =>
         ({ images: await engine.images.import(req.caller, req.body as Readable, { ref: req.query.ref }, (p) => report({ type: 'progress', ...p })) }));
+    });
+
+    // A Dockerfile build: the body is the build context as a tar; NDJSON step events, then `result`.
+    scope.post<{ Querystring: Static<typeof BuildQuery> }>('/v1/builds', {
+      schema: { tags: ['builds'], querystring: BuildQuery, response: { 200: BuildResultSchema, ...errorResponses } },
+    }, async (req, reply) => {
+      if (!req.body) throw invalid('the build context is missing', 'send the build directory as a tar in the request body');
+      const q = req.query;
+      const args = buildArgs(q.buildArg);
+      return respondEvents(req.headers.accept, reply, 'result', async (report, signal) => ({
+        ...(await engine.builds.build(req.caller, { tag: q.tag, ...(q.dockerfile ? { dockerfile: q.dockerfile } : {}), noCache: q.noCache === true, buildArgs: args },
+          req.body as Readable, (e) => report({ ...e }), signal)),
+      }));
     });
   });
 }
