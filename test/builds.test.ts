@@ -1,4 +1,9 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Shellbase, type BuildEvent, type BuildResult } from '../packages/sdk/src/index.ts';
 import { tar, type TarInput } from '../packages/sdk/src/tar.ts';
@@ -163,5 +168,34 @@ describe('builds: Dockerfiles become contexts, with cached steps', () => {
     const other = new Shellbase({ url: t.server.url, apiKey });
     const theirs = await other.build({ context: context(files()), tag: 'built', buildArgs: { BASE: base, WHO: 'shellbase' } });
     assert.ok(theirs.steps.filter((s) => /RUN/.test(s.instruction)).every((s) => !s.cached), 'another tenant reuses none of the cache');
+  });
+
+  test('the CLI builds a directory (-f, --build-arg, .dockerignore), lists and removes images, and sets defaults', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-build-'));
+    try {
+      mkdirSync(path.join(dir, 'docker'));
+      writeFileSync(path.join(dir, 'docker', 'app.Dockerfile'), `ARG BASE\nFROM \${BASE}\nARG N\nCOPY . /in/\nRUN ls /in > /home/app/listing; echo $N > /home/app/n\n`);
+      writeFileSync(path.join(dir, 'kept.txt'), 'k');
+      writeFileSync(path.join(dir, 'left-out.log'), 'x');
+      writeFileSync(path.join(dir, '.dockerignore'), '*.log\n');
+      const env = { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key };
+      const cli = (...args: string[]) => promisify(execFile)(process.execPath, [path.resolve('packages/cli/dist/main.js'), ...args], { env });
+      const built = await cli('build', '-f', path.join(dir, 'docker', 'app.Dockerfile'), '--tag', 'cli-built', '--build-arg', `BASE=${base}`, '--build-arg', 'N=7', dir);
+      assert.match(built.stdout, /^cli-built v_\S+\n$/);
+      assert.match(built.stderr, /#4\/4 \[0 4\/4\] RUN ls/);
+      assert.equal((await t.sb.context('cli-built').exec('cat /home/app/listing /home/app/n')).stdout, 'docker\nkept.txt\n7\n');
+      const again = await cli('build', '-f', path.join(dir, 'docker', 'app.Dockerfile'), '-t', 'cli-built', '--build-arg', `BASE=${base}`, '--build-arg', 'N=7', dir);
+      assert.equal(again.stderr.split('\n').filter((l) => l.includes('CACHED')).length, 4);
+      assert.match((await cli('image', 'ls')).stdout, /test\/app:1/);
+      const d = await cli('defaults', 'cli-built', '--env', 'A=1', '--env', 'B=2', '--cwd', '/in', '--user', 'root');
+      assert.match(d.stdout, /env  A=1\nenv  B=2/);
+      assert.equal((await t.sb.context('cli-built').exec('pwd; echo $A$B; id -u')).stdout, '/in\n12\n0\n');
+      const bad = await cli('build', '--tag', 'x', path.join(dir, 'nope')).catch((e: { code: number; stderr: string }) => e);
+      assert.equal((bad as { code: number }).code, 2);
+      await cli('image', 'rm', base);
+      assert.doesNotMatch((await cli('image', 'ls')).stdout, /test\/app:1/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
