@@ -190,6 +190,7 @@ describe('builds: Dockerfiles become contexts, with cached steps', () => {
       const d = await cli('defaults', 'cli-built', '--env', 'A=1', '--env', 'B=2', '--cwd', '/in', '--user', 'root');
       assert.match(d.stdout, /env  A=1\nenv  B=2/);
       assert.equal((await t.sb.context('cli-built').exec('pwd; echo $A$B; id -u')).stdout, '/in\n12\n0\n');
+      assert.match((await cli('create', 'cli-made', '--image', base)).stdout, /^cli-made v_\S+ \(127\.0\.0\.1:\d+\/test\/app:1\)\n$/);
       const bad = await cli('build', '--tag', 'x', path.join(dir, 'nope')).catch((e: { code: number; stderr: string }) => e);
       assert.equal((bad as { code: number }).code, 2);
       await cli('image', 'rm', base);

@@ -94,6 +94,16 @@ export const imageCommands: Command[] = [
     },
   },
   {
+    name: 'create',
+    spec: { usage: 'shellbase create CTX [--image REF]   (a context of a pulled image; default debian)', flags: { image: 'string' }, positionals: [1, 1] },
+    async run(args) {
+      const image = flag(args, 'image');
+      const c = await sb().contexts.create({ name: args.positionals[0], ...(image ? { image } : {}) });
+      console.log(`${c.name} ${c.head} (${c.image})`);
+      return 0;
+    },
+  },
+  {
     name: 'defaults',
     spec: { usage: DEFAULTS, flags: { env: 'list', cwd: 'string', user: 'string', clear: 'boolean' }, positionals: [1, 1] },
     async run(args) {
