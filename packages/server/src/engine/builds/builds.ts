@@ -9,7 +9,7 @@ import type { ImageStart } from '../images/images.js';
 import { resolveUser } from '../users.js';
 import { parseDockerfile, syntaxError, type Instruction, type Stage } from './dockerfile.js';
 import { BuildContext, copyEntries, digestEntries, versionTree, type CopyEntry, type SourceTree } from './sources.js';
-import { applyConfig, defaultsOf, runEnv, stepKey, varsOf, workdirOf, type StageState } from './state.js';
+import { applyConfig, declareArgs, defaultsOf, runEnv, stepKey, varsOf, workdirOf, type StageState } from './state.js';
 import { fillLayer, recordStep, writeEntries } from './steps.js';
 import { expand, splitWords } from './words.js';
 import type { ExecRunner } from '../exec.js';
@@ -67,10 +67,7 @@ export class Builds {
     if (!text) throw invalid(`the build context has no ${name}`, 'put a Dockerfile at the root of the build context, or pass dockerfile=PATH');
     const file = parseDockerfile(text.toString('utf8'));
     const globals: Record<string, string> = {};
-    for (const a of file.globalArgs) {
-      const s = { args: globals, env: {} } as unknown as StageState;
-      applyConfig(s, a, req.buildArgs ?? {}, {});
-    }
+    for (const a of file.globalArgs) declareArgs(globals, a, req.buildArgs ?? {}, {}, globals);
     const run: Run = {
       caller, req, ctx, report, signal, globals, stages: new Map(), steps: [], index: 0,
       total: file.stages.reduce((n, s) => n + 1 + s.steps.length, 0),

@@ -54,6 +54,21 @@ export function workdirOf(s: StageState, ins: Instruction): string {
 }
 
 /**
+ * An ARG's names into `into`: the build's value, else the default given
+ * (expanded), else (re-declared in a stage) the value before the first FROM.
+ */
+export function declareArgs(into: Record<string, string>, ins: Instruction, buildArgs: Record<string, string>,
+  globals: Record<string, string>, vars: Record<string, string>): void {
+  for (const w of splitWords(ins.args, ins.line)) {
+    const eq = w.indexOf('=');
+    const name = eq < 0 ? w : w.slice(0, eq);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw syntaxError(ins.line, `${JSON.stringify(name)} is not an ARG name`);
+    const value = buildArgs[name] ?? (eq < 0 ? globals[name] : expand(w.slice(eq + 1), vars, ins.line));
+    if (value !== undefined) into[name] = value;
+  }
+}
+
+/**
  * Applies an instruction that only changes the stage's settings (ENV, ARG,
  * USER, LABEL, CMD, ENTRYPOINT, EXPOSE, SHELL, MAINTAINER); false for those
  * that make a layer.
@@ -68,13 +83,7 @@ export function applyConfig(s: StageState, ins: Instruction, buildArgs: Record<s
       }
       return true;
     case 'ARG':
-      for (const w of splitWords(ins.args, ins.line)) {
-        const eq = w.indexOf('=');
-        const name = eq < 0 ? w : w.slice(0, eq);
-        if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw syntaxError(ins.line, `${JSON.stringify(name)} is not an ARG name`);
-        const value = buildArgs[name] ?? (eq < 0 ? globals[name] : expand(w.slice(eq + 1), vars, ins.line));
-        if (value !== undefined) s.args[name] = value;
-      }
+      declareArgs(s.args, ins, buildArgs, globals, vars);
       return true;
     case 'USER': {
       const user = expand(ins.args, vars, ins.line);
