@@ -170,6 +170,18 @@ describe('builds: Dockerfiles become contexts, with cached steps', () => {
     assert.ok(theirs.steps.filter((s) => /RUN/.test(s.instruction)).every((s) => !s.cached), 'another tenant reuses none of the cache');
   });
 
+  test("RUN steps reach the network under the tag context's egress policy", async () => {
+    const ctx = t.sb.context('netbuild');
+    await ctx.exec('true');
+    const f = { Dockerfile: 'FROM debian\nRUN (env | grep -ci _proxy || true) > /root/proxies\n' };
+    await ctx.network.set({ egress: 'none' });
+    await t.sb.build({ context: context(f), tag: 'netbuild' });
+    assert.equal((await ctx.exec('cat /root/proxies')).stdout, '0\n', 'no egress: no proxy');
+    await ctx.network.set({ egress: 'public' });
+    await t.sb.build({ context: context(f), tag: 'netbuild', noCache: true });
+    assert.notEqual((await ctx.exec('cat /root/proxies')).stdout, '0\n', 'egress: the proxy variables are set');
+  });
+
   test('the CLI builds a directory (-f, --build-arg, .dockerignore), lists and removes images, and sets defaults', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-build-'));
     try {
