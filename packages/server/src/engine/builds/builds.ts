@@ -172,11 +172,10 @@ export class Builds {
     const key = stepKey(s.version.id, parts);
     if (!run.req.noCache) {
       const id = await metadata.buildCache.get(run.caller.tenantId, key);
+      // Pinned before it is read: collection either keeps the version now or has already dropped it (and the entry).
+      if (id) run.caller.hold.version(id);
       const v = id ? await metadata.versions.get(id) : null;
-      if (v && v.tenantId === run.caller.tenantId) {
-        run.caller.hold.version(v.id);
-        return { state: { ...s, version: v }, cached: true };
-      }
+      if (v && v.tenantId === run.caller.tenantId) return { state: { ...s, version: v }, cached: true };
     }
     let version: VersionRow;
     if (make) version = await make();
