@@ -95,7 +95,7 @@ describe('images: OCI pulls and imports become contexts', () => {
     await reg.pushIndex('test/multi', 'both', [{ ...arm, os: 'linux', architecture: 'arm64' }, { ...amd, os: 'linux', architecture: 'amd64' }]);
     await reg.pushIndex('test/multi', 'arm', [{ ...arm, os: 'linux', architecture: 'arm64' }]);
     const both = await t.sb.images.pull(`${reg.host}/test/multi:both`);
-    assert.equal(both.digest, amd.digest, "the linux/amd64 manifest of the index");
+    assert.equal(both.digest, amd.digest, 'the linux/amd64 manifest of the index');
     for (const tag of ['arm', 'arm-only']) {
       const res = await t.http('POST', '/v1/images/pull', { body: { ref: `${reg.host}/test/multi:${tag}` } });
       assert.equal(res.status, 400, res.text);
