@@ -52,7 +52,7 @@ describe('MCP: shellbase as tools for any agent', () => {
     try {
       const { tools } = await client.listTools();
       assert.deepEqual(tools.map((x) => x.name).sort(),
-        ['create_machine', 'delete_machine', 'diff', 'exec', 'fork_context', 'list_dir', 'machine_exec', 'machine_fork', 'read_file', 'reset', 'start_service', 'versions', 'write_file']);
+        ['build_context', 'create_machine', 'delete_machine', 'diff', 'exec', 'fork_context', 'list_dir', 'machine_exec', 'machine_fork', 'read_file', 'reset', 'start_service', 'versions', 'write_file']);
       for (const x of tools) assert.ok((x.description ?? '').length > 40, `${x.name} says what it does`);
       await task(client, (a) => ({ context: 'agent', ...a }), 'agent-try');
       const bad = await client.callTool({ name: 'read_file', arguments: { context: 'agent', path: '/root/nope' } });
@@ -117,6 +117,12 @@ describe('MCP: shellbase as tools for any agent', () => {
       const f = await structured('fork_context', { name: 'structured-fork' });
       assert.equal(f.head, w.version);
       assert.equal((await structured('reset', { version: run.version })).context, 'structured');
+      const dockerfile = 'FROM debian\nCOPY hello.txt /root/\nRUN cat /root/hello.txt && echo copied > /root/copy.txt\n';
+      const b = await structured('build_context', { tag: 'mcp-built', dockerfile, files: { 'hello.txt': 'hi\n' } });
+      assert.deepEqual(b.steps.map((x: { cached: boolean }) => x.cached), [true, false, false]);
+      assert.equal(b.output, 'hi\n', 'RUN output is returned');
+      const again = await structured('build_context', { tag: 'mcp-built', dockerfile, files: { 'hello.txt': 'hi\n' } });
+      assert.deepEqual(again.steps.map((x: { cached: boolean }) => x.cached), [true, true, true]);
       const s = await structured('start_service', { name: 'web', command: 'python3 -m http.server 8000', port: 8000 });
       assert.match(s.url, /^http:/);
     } finally {

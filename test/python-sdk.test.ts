@@ -21,9 +21,9 @@ const SUITE_TIMEOUT_MS = 25 * 60_000;
 /**
  * TypeScript names whose Python equivalent is named differently (after camelCase -> snake_case):
  * Python says `delete` everywhere (as `contexts.delete` and `context.delete` do in both SDKs), and
- * `upload_tar` is the name issue 22 gives `writeTar`.
+ * `upload_tar` is the name issue 22 gives `writeTar`; `import` is a keyword in Python (`images.import_archive`).
  */
-const RENAMED: Record<string, string> = { remove: 'delete', writeTar: 'upload_tar' };
+const RENAMED: Record<string, string> = { remove: 'delete', writeTar: 'upload_tar', import: 'import_archive' };
 /** TypeScript members with no Python equivalent, each with the reason (`where.name`). None today. */
 const ONLY_IN_TYPESCRIPT: Record<string, string> = {};
 
@@ -54,7 +54,7 @@ import json, shellbase
 from shellbase import Shellbase
 sb = Shellbase("http://127.0.0.1:1", "k")
 objects = {
-    "Shellbase": sb, "contexts": sb.contexts, "tenants": sb.tenants, "machines": sb.machines,
+    "Shellbase": sb, "contexts": sb.contexts, "tenants": sb.tenants, "machines": sb.machines, "images": sb.images,
     "context": sb.context("c"), "context.files": sb.context("c").files, "context.services": sb.context("c").services,
     "context.network": sb.context("c").network,
     "machine": sb.machines.get("m"), "machine.files": sb.machines.get("m").files,
@@ -111,7 +111,7 @@ describe('the Python SDK', { timeout: SUITE_TIMEOUT_MS + 5 * 60_000 }, () => {
     assert.ok(py.file.startsWith(venv), `shellbase imported from the virtual environment, not ${py.file}`);
     const sb = new Shellbase({ url: 'http://127.0.0.1:1', apiKey: 'k' });
     const ts: Record<string, object> = {
-      Shellbase: sb, contexts: sb.contexts, tenants: sb.tenants, machines: sb.machines,
+      Shellbase: sb, contexts: sb.contexts, tenants: sb.tenants, machines: sb.machines, images: sb.images,
       context: sb.context('c'), 'context.files': sb.context('c').files, 'context.services': sb.context('c').services,
       'context.network': sb.context('c').network,
       machine: sb.machines.get('m'), 'machine.files': sb.machines.get('m').files,

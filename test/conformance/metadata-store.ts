@@ -294,6 +294,65 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.ok((await md.tenants.listKeys('t1')).every((k) => k.revokedAt !== null));
   });
 
+  withStore('contexts keep defaults and config; update changes them, and the head only by compare-and-set', async ({ md, root }) => {
+    const defaults = { env: { A: '1' }, cwd: '/app', user: 'app' };
+    const config = { cmd: ['python3'], exposedPorts: ['80/tcp'], labels: { l: 'v' } };
+    assert.ok(await md.contexts.create({ tenantId: 't1', name: 'd', head: 'v0', image: 'x', createdAt: now(), updatedAt: now(), defaults, config }));
+    const got = (await md.contexts.get('t1', 'd'))!;
+    assert.deepEqual([got.defaults, got.config], [defaults, config]);
+    assert.equal((await md.contexts.get('t1', 'c'))!.defaults, undefined, 'a context made without defaults has none');
+    assert.ok(await md.contexts.update('t1', 'd', { defaults: { cwd: '/srv' }, updatedAt: now() }));
+    assert.deepEqual((await md.contexts.get('t1', 'd'))!.defaults, { cwd: '/srv' });
+    const v = version('vd', root, ['image:x:1', 'ld']);
+    assert.ok(await md.versions.commit({ version: v, layer: layer('ld', 3) }));
+    assert.equal(await md.contexts.update('t1', 'd', { head: { expected: 'nope', to: 'vd' }, image: 'y', updatedAt: now() }), false);
+    assert.equal((await md.contexts.get('t1', 'd'))!.image, 'x', 'a failed compare-and-set changes nothing');
+    assert.ok(await md.contexts.update('t1', 'd', { head: { expected: 'v0', to: 'vd' }, image: 'y', config: {}, updatedAt: now() }));
+    const moved = (await md.contexts.get('t1', 'd'))!;
+    assert.deepEqual([moved.head, moved.image, moved.config, moved.defaults], ['vd', 'y', undefined, { cwd: '/srv' }], 'an empty config is none');
+    assert.equal(await md.contexts.update('t1', 'nope', { updatedAt: now() }), false);
+  });
+
+  withStore('images name root versions that collection keeps; imported layers are found by digest; the build cache goes with its versions', async ({ md, root }) => {
+    const digest = (c: string) => `sha256:${c.repeat(64)}`;
+    await md.versions.addLayer({ ...layer('o_a', 100, 'import'), digest: digest('a') });
+    await md.versions.addLayer({ ...layer('o_b', 20, 'import'), digest: digest('b') });
+    assert.deepEqual(await md.versions.layerByDigest(digest('a')), { ...layer('o_a', 100, 'import'), digest: digest('a'), createdAt: (await md.versions.layerByDigest(digest('a')))!.createdAt });
+    assert.equal(await md.versions.layerByDigest(digest('c')), null);
+    const img = version('vi', null, ['o_a', 'o_b'], null, { cause: { kind: 'image', command: 'r/x:1' }, bytes: 120 });
+    const config = { format: 1 as const, env: { PATH: '/bin' }, cwd: '/w', diffIds: [digest('a'), digest('b')] };
+    await md.images.put({ tenantId: 't1', ref: 'r/x:1', digest: digest('d'), version: 'vi', config, bytes: 120, createdAt: now() }, img);
+    await md.images.put({ tenantId: 't1', ref: 'r/x:latest', digest: digest('d'), version: 'vi', config, bytes: 120, createdAt: now() });
+    assert.deepEqual((await md.images.list('t1')).map((i) => i.ref), ['r/x:1', 'r/x:latest']);
+    assert.deepEqual((await md.images.get('t1', 'r/x:1'))!.config, config);
+    assert.equal((await md.images.byDigest('t1', digest('d')))!.version, 'vi');
+    assert.equal(await md.images.get('t2', 'r/x:1'), null, 'images are the tenant\'s');
+    assert.equal(await md.tenants.storedBytes('t1'), 120, 'an image\'s layers are its tenant\'s stored bytes');
+    assert.ok(await md.versions.tenantRefersTo('t1', 'o_a'));
+    assert.equal(await md.versions.tenantRefersTo('t2', 'o_a'), false);
+    const built = version('vb', img, ['o_a', 'o_b', 'lb'], [], { context: 'c' });
+    assert.ok(await md.versions.commit({ version: built, layer: layer('lb', 1) }));
+    await md.buildCache.put('t1', 'k1', 'vb', now());
+    await md.buildCache.put('t1', 'k1', 'vb', now());
+    assert.equal(await md.buildCache.get('t1', 'k1'), 'vb');
+    assert.equal(await md.buildCache.get('t2', 'k1'), null);
+    const retention = { cutoff: at(-3650), keepVersions: 1 };
+    assert.deepEqual(await md.versions.garbage('t1', retention, [], 10), [], 'an image\'s root version stays while it is named');
+    assert.equal((await md.versions.drop(['vi'], new Set())).versions, 0, 'and is never dropped');
+    assert.ok(await md.images.delete('t1', 'r/x:1'));
+    assert.equal(await md.images.delete('t1', 'r/x:1'), false);
+    assert.deepEqual(await md.versions.garbage('t1', retention, [], 10), [], 'another reference still names it');
+    assert.ok(await md.images.delete('t1', 'r/x:latest'));
+    assert.deepEqual(await md.versions.garbage('t1', retention, [], 10), [], 'a version owned by a context stands on it');
+    assert.ok(await md.contexts.delete('t1', 'c'));
+    assert.deepEqual((await md.versions.garbage('t1', retention, [], 10)).sort(), ['vb', 'vi']);
+    const r = await md.versions.drop(['vb', 'vi'], new Set());
+    assert.deepEqual(r.layers.map((l) => l.id).sort(), ['lb', 'o_a', 'o_b'], 'unreferenced imported layers go');
+    assert.equal(await md.buildCache.get('t1', 'k1'), null, 'a dropped version\'s cache entry goes with it');
+    assert.equal(await md.tenants.storedBytes('t1'), 0);
+    assert.equal(root.id, 'v0');
+  });
+
   withStore('sync and reclaim run at any time', async ({ md }) => {
     await md.sync();
     await md.reclaim();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
+import { isImportedLayer } from '../../packages/server/src/images/ids.ts';
 import type { EntryAttrs, LayerReader, Scratch, ScratchWriter, Snapshotter } from '../../packages/server/src/store/snapshotter/types.ts';
 
 const ROOT: EntryAttrs = { mode: 0o755, uid: 100_000, gid: 100_000 };
@@ -82,6 +83,35 @@ export function snapshotterConformance(name: string, make: () => Promise<{ store
     const f = (await store.reader(b.layerId)).stat('copy/f')!;
     assert.deepEqual([f.mode, f.uid, f.size], [0o600, 101_000, 4]);
     assert.equal((await store.reader(b.layerId)).readAll('copy/f').toString(), 'data');
+    const c = await commitWith(store, async (w) => { await w.copyFile(ra, 'd/f', 'owned', { mode: 0o640, uid: 100_033, gid: 100_034 }); });
+    const owned = (await store.reader(c.layerId)).stat('owned')!;
+    assert.deepEqual([owned.mode, owned.uid, owned.gid, owned.size], [0o640, 100_033, 100_034, 4], 'a copy takes the attributes it is given');
+  });
+
+  withStore('commitImport turns OCI whiteouts into the store\'s; an empty import is a layer too', async (store) => {
+    const s = await store.prepare({ diskMb: 16 });
+    const w = store.writer(s);
+    assert.equal(typeof w.tree().source, 'string');
+    await w.writeFile('.wh.gone', text(''), FILE);
+    w.mkdir('d', ROOT);
+    await w.writeFile('d/.wh..wh..opq', text(''), FILE);
+    await w.writeFile('d/keep', text('k'), FILE);
+    await w.writeFile('d/.wh.keep', text(''), FILE); // hides lower layers only: the layer's own keep stays
+    w.mkdir('e', ROOT);
+    await w.writeFile('e/.wh.x', text(''), FILE);
+    await w.writeFile('e/.wh...', text(''), FILE); // would name the parent: dropped
+    const layer = await store.commitImport(s);
+    assert.ok(isImportedLayer(layer.layerId), layer.layerId);
+    assert.deepEqual(layer.changes, [['/d', 'O'], ['/d/keep', 'f'], ['/e', 'd'], ['/e/x', 'w'], ['/gone', 'w']]);
+    assert.equal(layer.bytes, 1);
+    const r = await store.reader(layer.layerId);
+    assert.deepEqual([...r.opaque], ['d']);
+    assert.deepEqual([r.stat('gone')?.kind, r.stat('e/x')?.kind], ['whiteout', 'whiteout']);
+    assert.deepEqual(r.list('d'), ['keep']);
+    const empty = await store.commitImport(await store.prepare({ diskMb: 16 }));
+    assert.deepEqual([empty.changes, empty.bytes], [[], 0]);
+    assert.deepEqual((await store.reader(empty.layerId)).list(''), []);
+    assert.notEqual(empty.layerId, layer.layerId);
   });
 
   withStore('staged entries move into the tree; the staging directory is not part of the layer', async (store) => {

@@ -6,8 +6,13 @@
 export interface CommandSpec {
   /** One line (or a few) of usage, shown on every mistake and by --help. */
   usage: string;
-  /** Flags the command takes: `string` ones need a value (`--name V` or `--name=V`), `boolean` ones take none. */
-  flags?: Record<string, 'string' | 'boolean'>;
+  /**
+   * Flags the command takes: `string` ones need a value (`--name V` or `--name=V`), `list` ones
+   * too and may repeat (their values joined by a NUL: listFlag reads them), `boolean` ones take none.
+   */
+  flags?: Record<string, 'string' | 'list' | 'boolean'>;
+  /** One-letter flags and the long flag each stands for (`{ f: 'file' }`: `-f X` is `--file X`). */
+  short?: Record<string, string>;
   /** How many positionals: [least, most] (default [0, 0]). */
   positionals?: [number, number];
   /** Whether arguments after `--` are required, allowed or refused (default refused). */
@@ -28,22 +33,23 @@ export function parseArgs(argv: readonly string[], spec: CommandSpec): ParsedArg
   const known = spec.flags ?? {};
   let sawRest = false;
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
+    let a = argv[i];
     if (a === '--') { out.rest = argv.slice(i + 1); sawRest = true; break; }
+    if (/^-[A-Za-z]$/.test(a) && spec.short && Object.hasOwn(spec.short, a.slice(1))) a = `--${spec.short[a.slice(1)]}`;
     if (a.startsWith('--') && a.length > 2) {
       const eq = a.indexOf('=');
       const name = eq > 0 ? a.slice(2, eq) : a.slice(2);
       const kind = Object.hasOwn(known, name) ? known[name] : undefined;
       if (!kind) throw wrong(`unknown flag --${name}`);
-      if (out.flags.has(name)) throw wrong(`--${name} given twice`);
+      if (out.flags.has(name) && kind !== 'list') throw wrong(`--${name} given twice`);
       if (kind === 'boolean') {
         if (eq > 0) throw wrong(`--${name} takes no value`);
         out.flags.set(name, true);
-      } else if (eq > 0) {
-        out.flags.set(name, a.slice(eq + 1));
       } else {
-        if (i + 1 >= argv.length || argv[i + 1] === '--') throw wrong(`--${name} needs a value`);
-        out.flags.set(name, argv[++i]);
+        if (eq < 0 && (i + 1 >= argv.length || argv[i + 1] === '--')) throw wrong(`--${name} needs a value`);
+        const value = eq > 0 ? a.slice(eq + 1) : argv[++i];
+        const before = out.flags.get(name);
+        out.flags.set(name, kind === 'list' && typeof before === 'string' ? `${before}\0${value}` : value);
       }
     } else if (a.startsWith('-') && a.length > 1 && !/^-\d/.test(a)) {
       throw wrong(`unknown flag ${a}`);
@@ -63,6 +69,12 @@ export function parseArgs(argv: readonly string[], spec: CommandSpec): ParsedArg
 export function flag(args: ParsedArgs, name: string): string | undefined {
   const v = args.flags.get(name);
   return typeof v === 'string' ? v : undefined;
+}
+
+/** Every value of a `list` flag, in order. */
+export function listFlag(args: ParsedArgs, name: string): string[] {
+  const v = flag(args, name);
+  return v === undefined ? [] : v.split('\0');
 }
 
 /** A numeric flag, refused unless it is a number. */

@@ -1,2 +1,3 @@
 export * from './errors.js';
 export * from './types.js';
+export * from './dockerignore.js';

@@ -3,15 +3,92 @@
 export interface Context {
   name: string;
   head: string;
+  /** The image it was made from: `debian`, or a pulled image's reference. */
   image: string;
   createdAt: string;
   updatedAt: string;
   /** Its own egress policy, if one is set (forks inherit it); else its tenant's applies. */
   network?: NetworkPolicy;
+  /** What its queries and services run with unless a request says otherwise (forks inherit them). */
+  defaults?: ContextDefaults;
+  /** What its image (or Dockerfile) says the context runs, kept as it was given. */
+  config?: ContextConfig;
 }
 
+/**
+ * A context's defaults: environment (merged under a request's `env`), working
+ * directory and user (`root`, or a user of the context's /etc/passwd, `name`,
+ * `name:group`, `uid` or `uid:gid`, as a Dockerfile's USER).
+ */
+export interface ContextDefaults {
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+}
+
+/** An image's (or a Dockerfile's) entrypoint, command, exposed ports and labels: recorded, not run. */
+export interface ContextConfig {
+  entrypoint?: string[];
+  cmd?: string[];
+  exposedPorts?: string[];
+  labels?: Record<string, string>;
+}
+
+/** An OCI image's config as shellbase keeps it: its defaults and what it would run. */
+export interface ImageConfig extends ContextConfig {
+  env: Record<string, string>;
+  cwd?: string;
+  user?: string;
+}
+
+/** An OCI image a tenant pulled or imported; `POST /v1/contexts {image: ref}` makes contexts of it. */
+export interface Image {
+  /** Normalized reference, e.g. `docker.io/library/python:3.12-slim`. */
+  ref: string;
+  /** The digest of its manifest. */
+  digest: string;
+  /** Its root version (the image's layers, bottom first). */
+  version: string;
+  layers: number;
+  /** Bytes of its layers' files, unpacked. */
+  bytes: number;
+  config: ImageConfig;
+  createdAt: string;
+}
+
+/** One line of a pull's or an import's NDJSON stream; the last is `image` (or `images`), or `error`. */
+export type ImageEvent =
+  | { type: 'progress'; message: string; layer?: string; bytes?: number; total?: number }
+  | { type: 'image'; image: Image }
+  | { type: 'images'; images: Image[] }
+  | { type: 'error'; error: import('./errors.js').ErrorBody };
+
+/** One step of a build as it ran: its Dockerfile line, whether it came from the cache, the version it made. */
+export interface BuildStep {
+  /** The instruction as written (continuations joined), with its stage: `[build 2/5] RUN make`. */
+  instruction: string;
+  cached: boolean;
+  /** The version after the step (config-only steps leave the previous one). */
+  version: string;
+  ms: number;
+}
+
+export interface BuildResult {
+  context: string;
+  version: string;
+  steps: BuildStep[];
+}
+
+/** One line of a build's NDJSON stream: a step starting or done, a RUN's output, then `result` (or `error`). */
+export type BuildEvent =
+  | { type: 'step'; index: number; total: number; instruction: string; line: number }
+  | ({ type: 'stepDone' } & BuildStep)
+  | { type: 'stdout' | 'stderr'; data: string }
+  | ({ type: 'result' } & BuildResult)
+  | { type: 'error'; error: import('./errors.js').ErrorBody };
+
 /** What made a version. */
-export const VERSION_CAUSE_KINDS = ['exec', 'write', 'merge', 'reset', 'image', 'service', 'machine'] as const;
+export const VERSION_CAUSE_KINDS = ['exec', 'write', 'merge', 'reset', 'image', 'service', 'machine', 'build'] as const;
 export type VersionCauseKind = (typeof VERSION_CAUSE_KINDS)[number];
 
 export interface VersionCause {
@@ -44,6 +121,8 @@ export interface ExecRequest {
   stdin?: string;
   env?: Record<string, string>;
   cwd?: string;
+  /** Who runs it (default: the context's default user, else root); see ContextDefaults. */
+  user?: string;
   version?: string;
   commit?: CommitMode;
   onConflict?: 'fail' | 'retry';
@@ -283,7 +362,7 @@ export interface ResizeMachineDiskRequest {
 }
 
 /** A query's request without what only contexts have (versions and commits). */
-export type MachineExecRequest = Omit<ExecRequest, 'version' | 'commit' | 'onConflict' | 'limits'> & {
+export type MachineExecRequest = Omit<ExecRequest, 'version' | 'commit' | 'onConflict' | 'limits' | 'user'> & {
   limits?: Pick<ExecLimits, 'outputBytes'>;
 };
 

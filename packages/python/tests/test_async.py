@@ -15,7 +15,7 @@ LONG = "echo started; sleep 30; echo finished > /root/finished"
 STOPPED_WITHIN_S = 15.0
 
 # Calls that send nothing (handles) stay plain functions; exec_stream returns an async iterator.
-NOT_COROUTINES = {"Shellbase.context", "context.at", "machines.get", "context.exec_stream", "machine.exec_stream"}
+NOT_COROUTINES = {"Shellbase.context", "context.at", "machines.get", "context.exec_stream", "machine.exec_stream", "Shellbase.build_stream"}
 
 
 def public(obj: object) -> dict[str, object]:
@@ -31,6 +31,7 @@ class SurfaceTest(unittest.TestCase):
             ("contexts", sync.contexts, aio.contexts),
             ("tenants", sync.tenants, aio.tenants),
             ("machines", sync.machines, aio.machines),
+            ("images", sync.images, aio.images),
             ("context", sync.context("c"), aio.context("c")),
             ("context.files", sync.context("c").files, aio.context("c").files),
             ("context.services", sync.context("c").services, aio.context("c").services),

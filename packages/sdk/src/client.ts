@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { isErrorCode, type ApiKey, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type Tenant, type UsageItem } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type BuildEvent, type BuildResult, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { machinesApi } from './machine.js';
+import { build, buildStream, imagesApi, type BuildOptions } from './images.js';
 import { ConnectionError, errorFromBody } from './errors.js';
 import { openTunnel } from './tunnel.js';
 import type { Socket } from 'node:net';
@@ -17,12 +18,13 @@ export interface ShellbaseOptions {
 
 export interface RequestOptions {
   body?: unknown;
-  /** A body sent as bytes (application/octet-stream). */
-  raw?: string | Uint8Array;
+  /** A body sent as bytes (application/octet-stream), whole or streamed. */
+  raw?: string | Uint8Array | AsyncIterable<Uint8Array>;
   headers?: Record<string, string>;
   accept?: string;
   signal?: AbortSignal;
-  query?: Record<string, string | number | undefined>;
+  /** Query parameters; an array repeats its parameter. */
+  query?: Record<string, string | number | string[] | undefined>;
 }
 
 function defaultKey(): string | undefined {
@@ -54,6 +56,7 @@ export class Shellbase {
   readonly contexts = {
     list: async (): Promise<Context[]> => (await this.json<{ contexts: Context[] }>('GET', '/v1/contexts')).contexts,
     get: (name: string): Promise<Context> => this.json('GET', `/v1/contexts/${encodeURIComponent(name)}`),
+    /** `image`: `debian` (the default) or a pulled image's reference. */
     create: (body: { name: string; image?: string; from?: { context: string; version?: string } }): Promise<Context> =>
       this.json('POST', '/v1/contexts', { body }),
     delete: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/contexts/${encodeURIComponent(name)}`); },
@@ -61,6 +64,22 @@ export class Shellbase {
 
   /** Machines (microVMs): `await sb.machines.create()` then `machine.exec(...)`, `machine.fork(2)`. */
   readonly machines = machinesApi(this);
+
+  /** OCI images: `await sb.images.pull('docker.io/library/python:3.12-slim')`, then contexts of them. */
+  readonly images = imagesApi(this);
+
+  /**
+   * Builds a Dockerfile into the context `tag` (steps the cache has are not run
+   * again); `onEvent` sees steps and RUN output as they come.
+   */
+  build(options: BuildOptions & { onEvent?: (e: BuildEvent) => void }): Promise<BuildResult> {
+    return build(this, options);
+  }
+
+  /** The same build as a stream of events, ending with `result`. */
+  buildStream(options: BuildOptions): AsyncGenerator<BuildEvent> {
+    return buildStream(this, options);
+  }
 
   /** Tenants and their API keys (admin key only). */
   readonly tenants = {
@@ -102,13 +121,15 @@ export class Shellbase {
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     if (options.raw !== undefined) headers['content-type'] = 'application/octet-stream';
     const qs = Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined)
-      .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&');
+      .flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => `${encodeURIComponent(k)}=${encodeURIComponent(String(x))}`)).join('&');
     let res: Response;
     try {
+      const streamed = options.raw !== undefined && typeof options.raw !== 'string' && !(options.raw instanceof Uint8Array);
       res = await fetch(`${this.url}${path}${qs ? `?${qs}` : ''}`, {
         method, headers, signal: options.signal,
         body: (options.raw as BodyInit | undefined) ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
-      });
+        ...(streamed ? { duplex: 'half' } : {}),
+      } as RequestInit);
     } catch (e) {
       if (options.signal?.aborted) throw e;
       throw connectionError(this.url, this.urlSource, e);

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { Context, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, ServiceShare, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
+import type { Context, ContextDefaults, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, ServiceShare, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
 import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 import { listenTunnel, type LocalTunnel } from './tunnel.js';
@@ -141,6 +141,11 @@ export class ContextHandle {
 
   info(): Promise<Context> {
     return this.sb.json('GET', this.path());
+  }
+
+  /** Replaces the context's defaults (env, cwd, user) its queries and services run with unless they say otherwise. */
+  setDefaults(defaults: ContextDefaults): Promise<Context> {
+    return this.sb.json('PATCH', this.path(), { body: { defaults } });
   }
 
   async delete(): Promise<void> {

@@ -1,7 +1,10 @@
 export { Shellbase, type ShellbaseOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
 export { MachineHandle, type MachineExecOptions } from './machine.js';
+export { contextOf, type BuildOptions, type ImageProgress, type TarBody } from './images.js';
+export { tar, tarDirectory, type TarInput } from './tar.js';
 export * from './errors.js';
 export type { LocalTunnel } from './tunnel.js';
 export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
-  Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, CreateMachineRequest } from '@shellbase/protocol';
+  Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, CreateMachineRequest,
+  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent } from '@shellbase/protocol';

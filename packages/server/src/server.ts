@@ -57,7 +57,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   await layers.open();
   // Cgroups are named per data directory, so servers over different homes never touch each other's.
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
-  const runtime = new BwrapRuntime(cgroupDriver(instance));
+  const runtime = new BwrapRuntime(cgroupDriver(instance), { helpers: path.join(config.home, 'bin') });
   const meter = new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() });
   const durability = config.durable ? {
     layers: runner(new GroupSync(() => layers.sync())),

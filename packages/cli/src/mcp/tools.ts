@@ -2,6 +2,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
 import { registerMachineTools } from './machine-tools.js';
+import { registerBuildTools } from './build-tools.js';
 import { TEXT_LIMIT, commandOutput, cut, fitted, guarded } from './result.js';
 
 
@@ -192,4 +193,5 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
   }));
 
   registerMachineTools(server, sb, pinned);
+  registerBuildTools(server, sb);
 }

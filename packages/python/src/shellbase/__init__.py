@@ -1,4 +1,4 @@
-"""shellbase: contexts, queries, files, history, services and machines from Python.
+"""shellbase: contexts, queries, files, history, services, machines, images and builds from Python.
 
     from shellbase import Shellbase
     sb = Shellbase()                       # SHELLBASE_URL, SHELLBASE_API_KEY
@@ -29,12 +29,21 @@ from .errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from .images import BuildStream, Dockerignore, Images, tar_context
 from .machines import MachineFiles, MachineHandle, Machines
 from .streams import EventStream, ExecStream, MachineExecStream
 from .tunnel import LocalTunnel
 from .types import (
     AllowEgress,
     ApiKey,
+    BuildEvent,
+    BuildResult,
+    BuildResultEvent,
+    BuildStep,
+    BuildStepDone,
+    BuildStepStart,
+    Image,
+    ImageProgress,
     CommitMode,
     Conflict,
     ConnectionKind,
@@ -82,7 +91,8 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AllowEgress", "AlreadyExistsError", "ApiKey", "AsyncShellbase", "CommitMode", "Conflict", "ConflictError",
+    "AllowEgress", "AlreadyExistsError", "ApiKey", "AsyncShellbase", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep",
+    "BuildStepDone", "BuildStepStart", "BuildStream", "Dockerignore", "Image", "ImageProgress", "Images", "tar_context", "CommitMode", "Conflict", "ConflictError",
     "ConnectionKind", "Context", "ContextFiles", "ContextHandle", "ContextNetwork", "ContextNetworking", "ContextServices",
     "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry", "ErrorCode", "EventStream",
     "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort", "FailedPreconditionError",

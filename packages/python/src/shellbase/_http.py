@@ -32,7 +32,8 @@ USER_AGENT = "shellbase-python/0.1.0"
 UrlSource = Literal["the url option", "SHELLBASE_URL", "the default"]
 #: What a request may carry: JSON-able data goes in `json=`, bytes or a binary file in `body=`.
 Body = Union[bytes, IO[bytes]]
-QueryValue = Union[str, int, float, bool, None]
+#: A query parameter; a list repeats it.
+QueryValue = Union[str, int, float, bool, None, "list[str]"]
 
 
 def default_key() -> str | None:
@@ -175,7 +176,7 @@ class Transport:
             send_headers["Content-Type"] = "application/json"
         elif body is not None:
             send_headers.setdefault("Content-Type", "application/octet-stream")
-        qs = urllib.parse.urlencode({k: _query_value(v) for k, v in (query or {}).items() if v is not None})
+        qs = urllib.parse.urlencode({k: v if isinstance(v, list) else _query_value(v) for k, v in (query or {}).items() if v is not None}, doseq=True)
         conn = self._connect(timeout)
         try:
             try:
@@ -324,7 +325,7 @@ def _why(err: OSError) -> str:
     return str(err) or type(err).__name__
 
 
-def _query_value(value: QueryValue) -> str:
+def _query_value(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import socket
-from typing import Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from ._http import Body, QueryValue, Response, Transport, UrlSource
 from ._wire import JsonObject, from_wire, to_wire
 from .context import ContextHandle, quote
+from .images import BuildStream, Images, Source, build, build_stream
 from .machines import Machines
 from .tunnel import open_tunnel
-from .types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
+from .types import ApiKey, BuildEvent, BuildResult, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
 
 
 class Contexts:
@@ -98,6 +99,8 @@ class Shellbase:
         self.contexts = Contexts(self._t)
         #: Machines (microVMs): `sb.machines.create()` then `machine.exec(...)`, `machine.fork(2)`.
         self.machines = Machines(self._t)
+        #: OCI images: `sb.images.pull("docker.io/library/python:3.12-slim")`, then contexts of them.
+        self.images = Images(self._t)
         self.tenants = Tenants(self._t)
 
     @property
@@ -131,6 +134,17 @@ class Shellbase:
         """What the caller's queries, services and machines cost over a time range (ISO times), and what they store."""
         query = {"from": from_, "to": to, "groupBy": group_by, "tenant": tenant}
         return from_wire(Usage, self._t.json("GET", "/v1/usage", query=query))
+
+    def build(self, context: Source, tag: str, *, dockerfile: str | None = None, no_cache: bool = False,
+              build_args: Mapping[str, str] | None = None, on_event: Callable[[BuildEvent], None] | None = None) -> BuildResult:
+        """Builds a Dockerfile into the context `tag` (steps the cache has are not run again). `context` is a
+        directory (sent as a tar, its .dockerignore applied), a tar's bytes, or a binary file of one."""
+        return build(self._t, context, tag, dockerfile=dockerfile, no_cache=no_cache, build_args=build_args, on_event=on_event)
+
+    def build_stream(self, context: Source, tag: str, *, dockerfile: str | None = None, no_cache: bool = False,
+                     build_args: Mapping[str, str] | None = None) -> BuildStream:
+        """The same build as a stream of events (steps, RUN output), ending with the result event."""
+        return build_stream(self._t, context, tag, dockerfile=dockerfile, no_cache=no_cache, build_args=build_args)
 
     def gc(self) -> GcResult:
         """Runs garbage collection now (admin key); it also runs in the background."""

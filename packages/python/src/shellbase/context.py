@@ -316,5 +316,9 @@ class ContextHandle:
     def info(self) -> Context:
         return from_wire(Context, self._t.json("GET", self._path()))
 
+    def set_defaults(self, defaults: Mapping[str, object]) -> Context:
+        """Replaces the context's defaults (`env`, `cwd`, `user`; `{}` drops them): what its queries and services run with."""
+        return from_wire(Context, self._t.json("PATCH", self._path(), json_body={"defaults": dict(defaults)}))
+
     def delete(self) -> None:
         self._t.request("DELETE", self._path()).close()

@@ -87,6 +87,10 @@ class Context:
     updated_at: str
     #: Its own egress policy, if one is set (forks inherit it); else its tenant's applies.
     network: NetworkPolicy | None = None
+    #: What its queries and services run with unless a request says otherwise: `env`, `cwd`, `user`.
+    defaults: dict[str, object] | None = None
+    #: What its image or Dockerfile says it runs (`entrypoint`, `cmd`, `exposedPorts`, `labels`): recorded, not run.
+    config: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -410,3 +414,70 @@ class MachineSnapshot:
     cpus: int
     disk_gb: int
     created_at: str
+
+
+@dataclass(frozen=True)
+class Image:
+    """An OCI image the tenant pulled or imported; `sb.contexts.create(name, image=ref)` makes contexts of it."""
+
+    ref: str
+    digest: str
+    #: Its root version (its layers, bottom first).
+    version: str
+    layers: int
+    bytes: int
+    #: `env`, `cwd`, `user`, `entrypoint`, `cmd`, `exposedPorts`, `labels` as the image's config gives them.
+    config: dict[str, object]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ImageProgress:
+    """A line of a pull's or an import's progress."""
+
+    type: Literal["progress"]
+    message: str
+    layer: str | None = None
+    bytes: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One step of a build: its Dockerfile line (with its stage), whether the cache had it, the version after it."""
+
+    instruction: str
+    cached: bool
+    version: str
+    ms: float
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    context: str
+    version: str
+    steps: list[BuildStep]
+
+
+@dataclass(frozen=True)
+class BuildStepStart:
+    type: Literal["step"]
+    index: int
+    total: int
+    instruction: str
+    line: int
+
+
+@dataclass(frozen=True)
+class BuildStepDone(BuildStep):
+    type: Literal["stepDone"] = "stepDone"
+
+
+@dataclass(frozen=True)
+class BuildResultEvent(BuildResult):
+    """The last event of a build's stream."""
+
+    type: Literal["result"] = "result"
+
+
+BuildEvent = Union[BuildStepStart, BuildStepDone, OutputEvent, BuildResultEvent]

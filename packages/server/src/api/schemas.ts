@@ -32,10 +32,24 @@ export const NetworkPolicyIn = Type.Unsafe<Static<typeof NetworkPolicy>>({
   type: 'object', description: '{"egress": "none"}, {"egress": "public"} or {"egress": "allow", "domains": ["api.example.com", "*.github.com"]}',
 });
 
+const Env = Type.Record(Type.String(), Type.String());
+
+export const ContextDefaults = Type.Object({
+  env: Type.Optional(Env), cwd: Type.Optional(Type.String({ maxLength: 4096 })), user: Type.Optional(Type.String({ maxLength: 129 })),
+}, strict);
+
+export const ContextConfig = Type.Object({
+  entrypoint: Type.Optional(Type.Array(Type.String())), cmd: Type.Optional(Type.Array(Type.String())),
+  exposedPorts: Type.Optional(Type.Array(Type.String())), labels: Type.Optional(Env),
+});
+
 export const Context = Type.Object({
   name: Type.String(), head: Type.String(), image: Type.String(), createdAt: Type.String(), updatedAt: Type.String(),
   network: Type.Optional(NetworkPolicy),
+  defaults: Type.Optional(ContextDefaults), config: Type.Optional(ContextConfig),
 }, { $id: 'Context' });
+
+export const PatchContextBody = Type.Object({ defaults: ContextDefaults }, strict);
 
 export const Version = Type.Object({
   id: Type.String(),
@@ -47,7 +61,7 @@ export const Version = Type.Object({
 
 export const CreateContextBody = Type.Object({
   name: Name,
-  image: Type.Optional(Type.String({ maxLength: 64 })),
+  image: Type.Optional(Type.String({ maxLength: 512 })),
   from: Type.Optional(Type.Object({ context: Name, version: Type.Optional(VersionId) }, strict)),
 }, strict);
 
@@ -68,6 +82,7 @@ export const ExecBody = Type.Object({
   stdin: Type.Optional(Type.String()),
   env: Type.Optional(Type.Record(Type.String(), Type.String())),
   cwd: Type.Optional(Type.String({ maxLength: 4096 })),
+  user: Type.Optional(Type.String({ maxLength: 129 })),
   version: Type.Optional(VersionId),
   commit: Type.Optional(Type.Union([Type.Literal('always'), Type.Literal('on-success'), Type.Literal('never')])),
   onConflict: Type.Optional(Type.Union([Type.Literal('fail'), Type.Literal('retry')])),

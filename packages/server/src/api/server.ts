@@ -16,6 +16,7 @@ import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
+import { imageRoutes } from './routes/images.js';
 import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
 import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
@@ -107,6 +108,7 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
   gcRoutes(app, engine);
   serviceRoutes(app, engine);
   networkRoutes(app, engine);
+  imageRoutes(app, engine);
   machineRoutes(app, machines);
   consoleRoutes(app);
   // Upgrades: the E2B API's guest ports claim theirs; the rest are TCP tunnels to services (or refused there).

@@ -14,6 +14,7 @@ import type { ApiKeySchema, TenantSchema } from './routes/tenants.js';
 import type { CreateServiceBody, Service } from './routes/services.js';
 import type { Item } from './routes/usage.js';
 import type { Connection, ContextNetwork } from './routes/network.js';
+import type { BuildResultSchema, ImageSchema } from './routes/images.js';
 import type { Context, ExecResult, Version } from './schemas.js';
 
 /** Every field, at every depth, made required: two types with the same fields have mutually assignable Keys. */
@@ -43,4 +44,6 @@ export const checks = [
   same<Wire<typeof Connection>, Flat<P.NetworkConnection>>(true),
   same<Wire<typeof CreateMachineBody>, Flat<P.CreateMachineRequest>>(true),
   same<Wire<typeof DiskBody>, Flat<P.ResizeMachineDiskRequest>>(true),
+  same<Wire<typeof ImageSchema>, Flat<P.Image>>(true),
+  same<Wire<typeof BuildResultSchema>, Flat<P.BuildResult>>(true),
 ];

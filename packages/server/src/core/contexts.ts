@@ -18,8 +18,10 @@ export interface ExecHooks {
 export interface ContextAccess {
   /** The version a machine starts from (pinned by the caller's hold): `version`, else the context's head. */
   base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
-  /** The root version of an image. */
-  imageVersion(image: string): Promise<VersionRow>;
+  /** The root version of an image: a built-in one, or one the caller pulled (pinned by the caller's hold). */
+  imageVersion(caller: Caller, image: string): Promise<VersionRow>;
+  /** What a version lacks to boot as a machine (systemd as /sbin/init), or null when it has it. */
+  unbootable(version: VersionRow): Promise<string | null>;
   /** The image a context was made from (null: no such context). */
   imageOf(caller: Caller, context: string): Promise<string | null>;
   /** A query of a context (a machine's commit applies its changes through one). */

@@ -1,4 +1,6 @@
-import type { Context, ExecRequest, ExecResult, GcResult, Version } from '@shellbase/protocol';
+import type { Context, ContextDefaults, ExecRequest, ExecResult, GcResult, Version } from '@shellbase/protocol';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
 import { ShellbaseError, notFound } from '../errors.js';
 import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
 import { imageVersionId, parseImageLayer } from '../images/ids.js';
@@ -16,7 +18,11 @@ import { Squasher } from './squash.js';
 import { Network } from './network.js';
 import { SYSTEM_TENANT, durably, type Caller, type Deps } from '../core/deps.js';
 import { overQuota, quotasOf } from '../core/quotas.js';
-import { checkName } from '../core/validate.js';
+import { checkCwd, checkEnv, checkName } from '../core/validate.js';
+import { Images } from './images/images.js';
+import { Builds } from './builds/builds.js';
+import { checkUser, runAs } from './users.js';
+import type { VersionView } from './files/view.js';
 
 /** What the engine asks of peer subsystems (machines), wired by the server. */
 export interface EnginePeers {
@@ -34,7 +40,16 @@ export interface CreateContextOptions {
 
 const toContext = (r: ContextRow): Context => ({
   name: r.name, head: r.head, image: r.image, createdAt: r.createdAt, updatedAt: r.updatedAt, ...(r.network ? { network: r.network } : {}),
+  ...(r.defaults ? { defaults: r.defaults } : {}), ...(r.config ? { config: r.config } : {}),
 });
+
+/** Refuses defaults that a request could not carry either (400); returns them. */
+function checkDefaults(d: ContextDefaults): ContextDefaults {
+  if (d.env !== undefined) checkEnv(d.env);
+  if (d.cwd !== undefined) checkCwd(d.cwd);
+  if (d.user !== undefined) checkUser(d.user);
+  return d;
+}
 
 const toVersion = (v: VersionRow): Version => ({
   id: v.id, parent: v.parent, createdAt: v.createdAt, cause: v.cause, bytes: v.bytes,
@@ -60,6 +75,10 @@ export class Engine {
   readonly services: Services;
   /** Egress policies and the audit log. */
   readonly network: Network;
+  /** Tenants' OCI images: pulled, imported, listed, deleted. */
+  readonly images: Images;
+  /** Dockerfile builds into contexts, with a step cache. */
+  readonly builds: Builds;
   private readonly exec_: ExecRunner;
 
   constructor(readonly deps: Deps, peers: EnginePeers = {}) {
@@ -74,12 +93,27 @@ export class Engine {
     this.services = new Services(deps, committer, this.network, {
       getOrCreateContext: (caller, name) => this.getOrCreateContext(caller, name),
       head: lookups.head,
+      runAs: async (caller, name, base, argv, fromString, req) => {
+        const ctx = await this.contextRow(caller, name);
+        return runAs(argv, fromString, req, ctx.defaults, () => this.files.viewOf(base), (IMAGE_NAMES as string[]).includes(ctx.image));
+      },
     });
     deps.egress.routeInternal((tenantId, context, host, port) => this.services.linkSocket(tenantId, context, host, port));
+    this.files = new Files(deps, committer, this.squasher, lookups);
+    this.images = new Images(deps, { version: lookups.version, imageVersion: (image) => this.imageVersion(image) });
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
       ...lookups, forwarding: (tenantId, context) => this.services.forwarding(tenantId, context),
+      target: (caller, name, version) => this.target(caller, name, version),
+      view: (v) => this.files.viewOf(v),
+      builtIn: (image) => (IMAGE_NAMES as string[]).includes(image),
     }, this.network);
-    this.files = new Files(deps, committer, this.squasher, lookups);
+    this.builds = new Builds(deps, {
+      start: (caller, image) => this.images.start(caller, image),
+      pull: async (caller, ref, report) => { await this.images.pull(caller, { ref }, (p) => report(p.message)); },
+      version: lookups.version,
+      view: (v) => this.files.viewOf(v),
+      exec: this.exec_,
+    });
     this.history = new History(deps, committer, this.files, lookups);
     this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
     this.gc = new GarbageCollector(deps, peers.collect);
@@ -92,6 +126,8 @@ export class Engine {
     const cgroups = await runtime.recover();
     const removed = await layers.recover((ids) => metadata.versions.knownLayers(ids));
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
+    // Imports spool their archives here; one a crash interrupted left its spool.
+    await rm(path.join(this.deps.config.home, 'tmp'), { recursive: true, force: true });
     await this.moveToRebuiltImages();
   }
 
@@ -109,7 +145,8 @@ export class Engine {
   contextAccess(): ContextAccess {
     return {
       base: (caller, context, version) => this.baseVersion(caller, context, version),
-      imageVersion: (image) => this.imageVersion(image),
+      imageVersion: async (caller, image) => (await this.images.start(caller, image)).version,
+      unbootable: async (v) => unbootable(await this.files.viewOf(v)),
       imageOf: async (caller, context) => (await this.deps.metadata.contexts.get(caller.tenantId, context))?.image ?? null,
       exec: (caller, context, req, hooks) => this.exec(caller, context, req, hooks),
     };
@@ -183,21 +220,26 @@ export class Engine {
     checkName(opts.name);
     let head: VersionRow;
     let image = opts.image ?? 'debian';
-    let network: ContextRow['network'];
+    let settings: Pick<ContextRow, 'defaults' | 'config' | 'network'> = {};
     if (opts.from) {
       const source = await this.contextRow(caller, opts.from.context);
       head = await this.version(caller, opts.from.version ?? source.head);
       image = source.image;
-      network = source.network;
+      settings = {
+        ...(source.network ? { network: source.network } : {}), ...(source.defaults ? { defaults: source.defaults } : {}), ...(source.config ? { config: source.config } : {}),
+      };
     } else {
-      head = await this.imageVersion(image);
+      const start = await this.images.start(caller, image);
+      head = start.version;
+      image = start.image;
+      settings = { ...(start.defaults ? { defaults: start.defaults } : {}), ...(start.config ? { config: start.config } : {}) };
     }
     const { contexts } = quotasOf(this.deps.config, caller);
     if ((await this.deps.metadata.contexts.count(caller.tenantId)) >= contexts) {
       throw overQuota('contexts', contexts, 'delete contexts you no longer need, or ask the admin for a higher quota');
     }
     const now = new Date().toISOString();
-    const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now, ...(network ? { network } : {}) };
+    const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now, ...settings };
     if (!(await this.deps.metadata.contexts.create(row))) {
       throw new ShellbaseError('already_exists', `context ${JSON.stringify(opts.name)} already exists`, {
         details: { context: opts.name }, hint: 'pick another name, or use the existing context',
@@ -230,8 +272,26 @@ export class Engine {
     return pinned ?? this.version(caller, ctx.head);
   }
 
+  /** The version a query runs over (`version`, else the head) and its context, made on first use. */
+  async target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow }> {
+    const pinned = version === undefined ? null : await this.version(caller, version);
+    const context = await this.getOrCreateContext(caller, name);
+    return { base: pinned ?? await this.version(caller, context.head), context };
+  }
+
   async getContext(caller: Caller, name: string): Promise<Context> {
     return toContext(await this.contextRow(caller, name));
+  }
+
+  /** Replaces a context's defaults (`{}` clears them); its queries and services use them from their next start. */
+  setDefaults(caller: Caller, name: string, defaults: ContextDefaults): Promise<Context> {
+    return durably(this.deps.durability, async () => {
+      await this.contextRow(caller, name);
+      if (!(await this.deps.metadata.contexts.update(caller.tenantId, name, { defaults: checkDefaults(defaults), updatedAt: new Date().toISOString() }))) {
+        throw notFound('context', name);
+      }
+      return toContext(await this.contextRow(caller, name));
+    });
   }
 
   async listContexts(caller: Caller): Promise<Context[]> {
@@ -278,4 +338,20 @@ export class Engine {
     await this.exec_.drain();
     await this.squasher.idle();
   }
+}
+
+/**
+ * What a tree lacks to boot as a machine: machines hand over to /sbin/init,
+ * which must be systemd (it starts the guest agent's unit). Null when it has it.
+ */
+function unbootable(view: VersionView): string | null {
+  const init = view.find(['sbin', 'init'], false);
+  if (!init) return 'it has no /sbin/init (machines boot systemd as PID 1)';
+  let target = init;
+  if (init.type === 'symlink') target = view.find(['sbin', 'init']) ?? init;
+  const name = target.segments[target.segments.length - 1];
+  if (target.type !== 'file' || name !== 'systemd') {
+    return `its /sbin/init is not systemd (${init.type === 'symlink' ? `a link to ${view.readlink(init)}` : 'a program of its own'}); machines boot systemd as PID 1`;
+  }
+  return null;
 }

@@ -4,7 +4,7 @@ import type { Limits } from '../config.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/snapshotter/types.js';
-import type { VersionRow } from '../store/metadata/types.js';
+import type { ContextRow, VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
 import { mergeForwarding, type Bind, type Forwarding } from '../net/forwarder.js';
@@ -14,13 +14,32 @@ import type { Traffic } from '../net/egress.js';
 import type { Squasher } from './squash.js';
 import type { Caller, Deps } from '../core/deps.js';
 import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validate.js';
-
+import type { VersionView } from './files/view.js';
+import { checkUser, runAs } from './users.js';
+import type { SandboxUser } from '../runtime/types.js';
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
-  base(caller: Caller, name: string, version?: string): Promise<VersionRow>;
+  /** The version a query runs over (`version`, else the head) and its context (made on first use). */
+  target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow }>;
+  view(version: VersionRow): Promise<VersionView>;
+  /** Whether the context's image is a built-in one (its shell is bash). */
+  builtIn(image: string): boolean;
   /** The context's services on 127.0.0.1 inside its sandboxes (null: it has none). */
   forwarding(tenantId: string, context: string): Promise<Forwarding | null>;
+}
+
+/** What one sandbox of a query runs. */
+interface RunSpec {
+  argv: string[];
+  preamble?: string[];
+  user?: SandboxUser;
+  cwd: string;
+  env: Record<string, string>;
+  stdin?: string | Buffer;
+  limits: Limits;
+  binds?: Bind[];
+  group: { id: string; cpus: number };
 }
 
 /** `onConflict: "retry"` runs the command again on the new head at most this often. */
@@ -63,12 +82,18 @@ export class ExecRunner {
 
   private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas): Promise<ExecResult> {
     const { config } = this.deps;
-    const argv = checkCommand(req);
+    const command = checkCommand(req);
     const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, quotas.maximums);
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
-    const cwd = checkCwd(req.cwd ?? '/root');
-    const env = checkEnv(req.env);
-    let base = await this.lookups.base(caller, name, req.version);
+    if (req.cwd !== undefined) checkCwd(req.cwd);
+    checkEnv(req.env);
+    if (req.user !== undefined) checkUser(req.user);
+    const target = await this.lookups.target(caller, name, req.version);
+    let base = target.base;
+    const { context } = target;
+    const as = await runAs(command, req.command !== undefined, req, context.defaults, () => this.lookups.view(target.base), this.lookups.builtIn(context.image));
+    const { argv, env, user } = as;
+    const cwd = checkCwd(as.cwd);
     const policy = await this.network.effective(caller, name, req.network);
     for (let retries = 0; ; retries++) {
       // Each run has its own egress session (none at all without egress): its bytes are the run's.
@@ -77,9 +102,12 @@ export class ExecRunner {
       let traffic: Traffic | null = null;
       try {
         const fwd = mergeForwarding(await this.lookups.forwarding(caller.tenantId, name), session?.forwarding());
-        const wrapped = this.deps.forwarder.wrap(fwd, argv);
+        // The forwarder runs first, as the sandbox's root; then (with a user) the switch to the image's user.
+        const wrapped = this.deps.forwarder.wrap(fwd, []);
         const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
-        const spec = { argv: wrapped.argv, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group };
+        const spec: RunSpec = {
+          argv, preamble: wrapped.argv, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group,
+        };
         ran = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       } finally {
         if (session) traffic = await session.close();
@@ -112,10 +140,43 @@ export class ExecRunner {
     }
   }
 
+  /**
+   * One build step's sandbox (a Dockerfile RUN) over `base`, under the context's
+   * egress policy: its writes as a layer when it exits 0, metered as a query
+   * of `context`. No head moves (the build records the version).
+   */
+  async runStep(caller: Caller, context: string, base: VersionRow, step: { argv: string[]; env: Record<string, string>; cwd: string; user?: SandboxUser },
+    hooks: ExecHooks): Promise<{ run: SandboxResult; layer: CommittedLayer | null }> {
+    const quotas = quotasOf(this.deps.config, caller);
+    const limits = resolveLimits({}, quotas.maximums.timeoutMs, this.deps.config.defaults, quotas.maximums);
+    await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
+    const session = await this.network.open(caller.tenantId, context, 'query', await this.network.effective(caller, context));
+    let ran: Awaited<ReturnType<ExecRunner['runOnce']>>;
+    let traffic: Traffic | null = null;
+    try {
+      const wrapped = this.deps.forwarder.wrap(mergeForwarding(session?.forwarding()), []);
+      ran = await this.runOnce(base, {
+        argv: step.argv, preamble: wrapped.argv, user: step.user, cwd: step.cwd, env: session ? { ...proxyEnv(), ...step.env } : step.env,
+        limits, binds: wrapped.binds, group: { id: caller.tenantId, cpus: quotas.tenantCpus },
+      }, hooks, 'on-success');
+    } finally {
+      if (session) traffic = await session.close();
+    }
+    const { run, layer, bytesWritten, refused } = ran;
+    await this.deps.metadata.usage.record({
+      tenantId: caller.tenantId, context, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
+      wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
+      egressBytes: traffic?.bytesOut ?? 0, ingressBytes: traffic?.bytesIn ?? 0,
+    });
+    this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, layer ? 'committed' : 'nothing');
+    if (refused) throw refused;
+    return { run, layer };
+  }
+
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   private async runOnce(
     base: VersionRow,
-    spec: { argv: string[]; cwd: string; env: Record<string, string>; stdin?: string | Buffer; limits: Limits; binds?: Bind[]; group: { id: string; cpus: number } },
+    spec: RunSpec,
     hooks: ExecHooks,
     mode: string,
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown }> {
@@ -125,7 +186,7 @@ export class ExecRunner {
     let run: SandboxResult;
     try {
       run = await runtime.run({
-        mount: layers.mounts(base.layers, scratch), argv: spec.argv, env: spec.env,
+        mount: layers.mounts(base.layers, scratch), argv: spec.argv, preamble: spec.preamble, user: spec.user, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });

@@ -99,12 +99,19 @@ export class Machines {
       version = await this.contexts.base(caller, checkName(req.context), req.version);
     } else {
       if (req.version !== undefined) throw invalid('version needs a context', 'pass context with version');
-      version = await this.contexts.imageVersion(image);
+      version = await this.contexts.imageVersion(caller, image);
     }
     if (req.context !== undefined) image = (await this.contexts.imageOf(caller, req.context)) ?? image;
     // A request's network may only narrow what its context (or tenant) allows: 400 malformed, 403 wider.
     const network = req.network === undefined ? undefined : checkPolicy(req.network);
     if (network) await this.network.effective(caller, req.context, network);
+    const lacks = await this.contexts.unbootable(version);
+    if (lacks) {
+      throw new ShellbaseError('failed_precondition', `${req.context !== undefined ? `context ${req.context}` : `image ${image}`} cannot boot as a machine: ${lacks}`, {
+        details: { image, ...(req.context !== undefined ? { context: req.context } : {}) },
+        hint: 'install systemd in it (Debian: apt-get install systemd-sysv), or use queries (exec), which need no init',
+      });
+    }
     const host = await this.host();
     await this.admit(caller, memoryMb, 1);
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.

@@ -16,9 +16,24 @@ export interface SandboxLimits {
   timeoutMs: number;
 }
 
+/** An image's user a sandbox's command runs as (ids inside the sandbox). */
+export interface SandboxUser {
+  uid: number;
+  gid: number;
+  /** Supplementary groups. */
+  groups: number[];
+}
+
 export interface SandboxSpec {
   mount: MountSpec;
   argv: string[];
+  /**
+   * Runs first, as the sandbox's root, and execs the rest of the command line
+   * (services' forwarder, which binds ports before the command starts).
+   */
+  preamble?: string[];
+  /** Run `argv` as this user (default: the sandbox's root). */
+  user?: SandboxUser;
   env: Record<string, string>;
   cwd: string;
   stdin?: string | Buffer;

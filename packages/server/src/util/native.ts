@@ -15,6 +15,9 @@ export const SBX_FORWARD = fileURLToPath(new URL('../../native/build/sbx-forward
 /** The egress proxy's data plane (native/egress.c). */
 export const SBX_EGRESS = fileURLToPath(new URL('../../native/build/sbx-egress', import.meta.url));
 
+/** Runs a sandbox's command as an image's user (packages/server/native/run-as.c). */
+export const SBX_USER = fileURLToPath(new URL('../../native/build/sbx-user', import.meta.url));
+
 export function assertNativeBuilt(): void {
-  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD, SBX_EGRESS]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
+  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD, SBX_EGRESS, SBX_USER]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
 }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from .._http import Body, QueryValue, UrlSource
 from .._wire import JsonObject
@@ -11,6 +11,10 @@ from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, Networ
 from ._run import AsyncResponse, run_sync
 from .context import AsyncContextHandle
 from .machines import AsyncMachines
+from .images import AsyncImages
+from ..images import Source
+from ..types import BuildEvent, BuildResult, BuildResultEvent
+from ._run import AsyncEventStream
 from .tunnel import Streams, open_tunnel
 
 
@@ -78,6 +82,7 @@ class AsyncShellbase:
         self.contexts = AsyncContexts(self.sync.contexts)
         self.machines = AsyncMachines(self.sync.machines)
         self.tenants = AsyncTenants(self.sync.tenants)
+        self.images = AsyncImages(self.sync.images)
 
     @property
     def url(self) -> str:
@@ -106,6 +111,16 @@ class AsyncShellbase:
         tenant: str | None = None,
     ) -> Usage:
         return await run_sync(self.sync.usage, from_=from_, to=to, group_by=group_by, tenant=tenant)
+
+    async def build(self, context: Source, tag: str, *, dockerfile: str | None = None, no_cache: bool = False,
+                    build_args: Mapping[str, str] | None = None, on_event: Callable[[BuildEvent], None] | None = None) -> BuildResult:
+        """Builds a Dockerfile into the context `tag`; `on_event` sees steps and RUN output (called from a worker thread)."""
+        return await run_sync(self.sync.build, context, tag, dockerfile=dockerfile, no_cache=no_cache, build_args=build_args, on_event=on_event)
+
+    def build_stream(self, context: Source, tag: str, *, dockerfile: str | None = None, no_cache: bool = False,
+                     build_args: Mapping[str, str] | None = None) -> AsyncEventStream[BuildEvent, BuildResultEvent]:
+        """The build's events as an async iterator (the request goes out on the first `__anext__`)."""
+        return AsyncEventStream(lambda: self.sync.build_stream(context, tag, dockerfile=dockerfile, no_cache=no_cache, build_args=build_args))
 
     async def gc(self) -> GcResult:
         return await run_sync(self.sync.gc)

@@ -213,5 +213,9 @@ class AsyncContextHandle:
     async def info(self) -> Context:
         return await run_sync(self._s.info)
 
+    async def set_defaults(self, defaults: Mapping[str, object]) -> Context:
+        """Replaces the context's defaults (`env`, `cwd`, `user`; `{}` drops them)."""
+        return await run_sync(self._s.set_defaults, defaults)
+
     async def delete(self) -> None:
         await run_sync(self._s.delete)

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
-import { Context, CreateContextBody, ForkBody, NameParams, Version, VersionsQuery, errorResponses } from '../schemas.js';
+import { Context, CreateContextBody, ForkBody, NameParams, PatchContextBody, Version, VersionsQuery, errorResponses } from '../schemas.js';
 import type { Static } from 'typebox';
 
-/** Contexts and their history: create, list, get, delete, fork, versions. */
+/** Contexts and their history: create, list, get, set defaults, delete, fork, versions. */
 export function contextRoutes(app: FastifyInstance, engine: Engine): void {
   app.post<{ Body: Static<typeof CreateContextBody> }>('/v1/contexts', {
     schema: { tags: ['contexts'], body: CreateContextBody, response: { 201: Context, ...errorResponses } },
@@ -17,6 +17,10 @@ export function contextRoutes(app: FastifyInstance, engine: Engine): void {
   app.get<{ Params: Static<typeof NameParams> }>('/v1/contexts/:name', {
     schema: { tags: ['contexts'], params: NameParams, response: { 200: Context, ...errorResponses } },
   }, async (req) => engine.getContext(req.caller, req.params.name));
+
+  app.patch<{ Params: Static<typeof NameParams>; Body: Static<typeof PatchContextBody> }>('/v1/contexts/:name', {
+    schema: { tags: ['contexts'], params: NameParams, body: PatchContextBody, response: { 200: Context, ...errorResponses } },
+  }, async (req) => engine.setDefaults(req.caller, req.params.name, req.body.defaults));
 
   app.delete<{ Params: Static<typeof NameParams> }>('/v1/contexts/:name', {
     schema: { tags: ['contexts'], params: NameParams, response: { 204: Type.Null(), ...errorResponses } },

@@ -2,9 +2,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
 import { toShellbaseError } from '../errors.js';
+import { NDJSON, NdjsonStream } from '../ndjson.js';
 import { ExecBody, ExecResult, NameParams, errorResponses } from '../schemas.js';
-
-const NDJSON = 'application/x-ndjson';
 
 /**
  * POST /v1/contexts/:name/exec. With `Accept: application/x-ndjson` the
@@ -46,22 +45,3 @@ export async function respondExec<R extends { stdout: string; stderr: string }>(
   return reply;
 }
 
-/** Events of an NDJSON response that starts with its first event. */
-class NdjsonStream {
-  started = false;
-
-  constructor(private readonly reply: FastifyReply) {}
-
-  send(event: { type: string } & Record<string, unknown>): void {
-    if (!this.started) {
-      this.started = true;
-      this.reply.hijack();
-      this.reply.raw.writeHead(200, { 'content-type': NDJSON, 'cache-control': 'no-store' });
-    }
-    if (!this.reply.raw.destroyed) this.reply.raw.write(`${JSON.stringify(event)}\n`);
-  }
-
-  end(): void {
-    if (this.started) this.reply.raw.end();
-  }
-}

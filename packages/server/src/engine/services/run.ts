@@ -16,6 +16,7 @@ import { proxyEnv } from '../../net/proxy-env.js';
 import type { ServiceLog } from './log.js';
 import { SERVICE_LIFECYCLE, type ServiceEvent } from './lifecycle.js';
 import { IdleLease } from '../../core/idle-lease.js';
+import type { RunAs } from '../users.js';
 
 /** SIGTERM, then this long before SIGKILL. */
 const GRACE_MS = 5_000;
@@ -27,6 +28,8 @@ export interface RunContext {
   committer: Committer;
   /** The context's head, pinned by `hold` (the run's base). */
   head(hold: Hold): Promise<VersionRow>;
+  /** What the sandbox runs with: the service's environment over the context's defaults, its cwd and user. */
+  runAs(hold: Hold, base: VersionRow, argv: string[], fromString: boolean): Promise<RunAs>;
   log: ServiceLog;
   /** Where the gateway reaches the service: a Unix socket bridged into the sandbox's network namespace. */
   socketPath: string;
@@ -112,13 +115,15 @@ export class ServiceRun implements PortTarget {
       scratch = await deps.snapshotter.prepare({ diskMb: limits.diskMb });
       this.session = await this.ctx.egress();
       const fwd = mergeForwarding(await this.ctx.forwarding(), this.session?.forwarding());
-      const { argv, binds } = deps.forwarder.wrap(fwd, typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command);
+      // The forwarder runs first, as the sandbox's root; then (with a user) the switch to the image's user.
+      const { argv: preamble, binds } = deps.forwarder.wrap(fwd, []);
+      const as = await this.ctx.runAs(hold, base, typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command, typeof spec.command === 'string');
       this.abort = new AbortController();
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
-        mount: deps.snapshotter.mounts(base.layers, scratch), argv, cwd: '/root',
-        env: this.session ? { ...proxyEnv(), ...spec.env } : spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
+        mount: deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, user: as.user, cwd: as.cwd,
+        env: this.session ? { ...proxyEnv(), ...as.env } : as.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });

@@ -15,10 +15,13 @@ import { ContextForwarding, type Forwarding } from './forwarding.js';
 import { checkShare, ServiceLinks } from './links.js';
 import { ServiceLog } from './log.js';
 import { ServiceRun } from './run.js';
+import type { RunAs, RunRequest } from '../users.js';
 
 interface Lookups {
   getOrCreateContext(caller: Caller, name: string): Promise<unknown>;
   head(caller: Caller, name: string): Promise<VersionRow>;
+  /** What a sandbox of the context runs with over `base` (its defaults applied: engine/users.ts). */
+  runAs(caller: Caller, name: string, base: VersionRow, argv: string[], fromString: boolean, req: RunRequest): Promise<RunAs>;
 }
 
 const DEFAULT_IDLE_MS = 300_000;
@@ -202,6 +205,7 @@ export class Services {
       run = new ServiceRun(row, {
         deps: this.deps, committer: this.committer, log: this.logOf(row.token),
         head: (hold) => this.lookups.head(caller(hold), row.context),
+        runAs: (hold, base, argv, fromString) => this.lookups.runAs(caller(hold), row.context, base, argv, fromString, { env: row.spec.env }),
         admit: async () => {
           const tenant = await this.deps.metadata.tenants.get(row.tenantId);
           const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });

@@ -5,8 +5,8 @@
  * user namespace `sbx run --userns` made (bwrap runs as its root, so it makes
  * no user namespace of its own).
  * File system: the overlay as `/`, a fresh /proc, bwrap's minimal /dev (null,
- * zero, full, random, urandom, tty, pts, shm) and /tmp as a tmpfs that is not
- * part of the context. bwrap always sets no_new_privs, then installs the
+ * zero, full, random, urandom, tty, pts, shm) and /tmp as a tmpfs (mode 1777)
+ * that is not part of the context. bwrap always sets no_new_privs, then installs the
  * seccomp filter of native/seccomp.c (fd SECCOMP_FD) just before the exec.
  * Capabilities: the sandbox's root keeps only SANDBOX_CAPS, a subset of
  * Docker's default set without MKNOD, NET_RAW and AUDIT_WRITE (so no device
@@ -36,7 +36,8 @@ export function bwrapArgs(o: BwrapArgsOptions): string[] {
     '--die-with-parent', '--new-session',
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup',
     '--bind', o.merged, '/',
-    '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+    // /tmp as any Linux has it: every user may write there (a USER of the image too).
+    '--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp',
     // Below /tmp: a mount point made in the overlay would become a change of the context. The one
     // exception is a read-only /etc/hosts (services' links), which every image has, so bwrap finds
     // its mount point there and makes none.

@@ -1,12 +1,12 @@
-import { readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import path from 'node:path';
 import { USERNS_SPEC } from '../../util/idmap.js';
-import { SBX } from '../../util/native.js';
+import { SBX, SBX_USER } from '../../util/native.js';
 import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
 import type { Readable } from 'node:stream';
-import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec } from '../types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec, SandboxUser } from '../types.js';
 import { bridge, jail, runHelper, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
@@ -27,7 +27,30 @@ const SIGNAL_NAMES = new Map<number, string>(
  * sandbox's pid namespace and with it every process of the query.
  */
 export class BwrapRuntime implements Runtime {
-  constructor(private readonly cgroups: CgroupDriver) {}
+  /** The static `sbx-user` a sandbox's root can reach (the checkout may be below a home it cannot pass). */
+  private readonly userShim: string;
+
+  /** `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside sandboxes. */
+  constructor(private readonly cgroups: CgroupDriver, options: { helpers?: string } = {}) {
+    this.userShim = SBX_USER;
+    if (options.helpers) {
+      mkdirSync(options.helpers, { recursive: true, mode: 0o711 });
+      this.userShim = path.join(options.helpers, 'sbx-user');
+      copyFileSync(SBX_USER, this.userShim);
+      chmodSync(this.userShim, 0o755);
+    }
+  }
+
+  /** The command line inside the sandbox: the preamble (as root), then the user switch, then the command. */
+  private commandLine(spec: SandboxSpec): { argv: string[]; binds: NonNullable<SandboxSpec['binds']> } {
+    const binds = [...(spec.binds ?? [])];
+    const argv = [...(spec.preamble ?? [])];
+    if (spec.user) {
+      binds.push({ source: this.userShim, target: USER_SHIM, readOnly: true });
+      argv.push(...userArgs(spec.user));
+    }
+    return { argv: [...argv, ...spec.argv], binds };
+  }
 
   cgroup(limits: CgroupLimits): Cgroup {
     return this.cgroups.acquire(limits);
@@ -79,7 +102,7 @@ export class BwrapRuntime implements Runtime {
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
     args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
       '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
-      ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd, binds: spec.binds }));
+      ...bwrapArgs({ merged, ...this.commandLine(spec), env: spec.env, cwd: spec.cwd }));
 
     const started = performance.now();
     const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
@@ -140,6 +163,13 @@ export class BwrapRuntime implements Runtime {
       this.removals.add(removal);
     }
   }
+}
+
+/** Where `sbx-user` appears inside a sandbox (its private /tmp). */
+const USER_SHIM = '/tmp/.shellbase/user';
+
+function userArgs(u: SandboxUser): string[] {
+  return [USER_SHIM, String(u.uid), String(u.gid), u.groups.length ? u.groups.join(',') : '-', '--'];
 }
 
 /**

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { ShellbaseError } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
 import { SBX } from '../../util/native.js';
@@ -30,9 +31,16 @@ export async function unpackTar(body: Readable, into: { source: string }): Promi
   const child = spawn(SBX, ['userns', USERNS_SPEC, '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => { if (stderr.length < 4096) stderr += c.toString(); });
-  child.stdin.on('error', () => undefined);
-  body.pipe(child.stdin);
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  // A body that fails (a client gone, a layer that does not check out) stops tar: nothing half-read is taken for an archive.
+  let failed: unknown = null;
+  await pipeline(body, child.stdin).catch((e: unknown) => {
+    if ((e as NodeJS.ErrnoException).code === 'EPIPE') return; // tar stopped reading: its exit code says why
+    failed = e;
+    child.kill('SIGKILL');
+  });
+  const code = await closed;
+  if (failed) throw failed;
   if (code !== 0) {
     const full = /Disk quota exceeded|No space left/.test(stderr);
     throw new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr.trim().slice(0, 500)}`, {

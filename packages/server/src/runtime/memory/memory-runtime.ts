@@ -4,6 +4,10 @@ import type { Spawned } from '../../util/spawner.js';
 import type { Cgroup, CgroupLimits } from '../cgroups/types.js';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec } from '../types.js';
 import { parseScript, type Command } from './script.js';
+import { invalid } from '../../errors.js';
+import { normalizeTarPath, readTar } from '../../images/oci/tar.js';
+import { dirNode, fileNode, find, parentOf } from '../../store/snapshotter/memory/tree.js';
+import { SANDBOX_ROOT } from '../../util/idmap.js';
 
 const unsupported = (what: string) => new Error(`the in-memory runtime does not ${what} (use the bwrap runtime)`);
 
@@ -61,7 +65,41 @@ export class MemoryRuntime implements Runtime {
   }
 
   cgroup(_limits: CgroupLimits): Cgroup { throw unsupported('make cgroups'); }
-  async unpackTar(_body: Readable, _into: { source: string }): Promise<void> { throw unsupported('unpack tar archives'); }
+  /**
+   * Unpacks as the bwrap runtime's GNU tar does, into the scratch tree the description names:
+   * owners shifted as a sandbox maps them, a leading `/` dropped; members with `..` and device
+   * nodes are refused (GNU tar refuses the one, a sandbox cannot make the other).
+   */
+  async unpackTar(body: Readable, into: { source: string }): Promise<void> {
+    const root = this.snapshotter.target(into.source);
+    const links: [string, string][] = [];
+    for await (const { header: h, body: data } of readTar(body)) {
+      if (h.path === '') continue;
+      const refuse = (why: string) => invalid(`the tar stream could not be unpacked: ${h.name}: ${why}`, 'send a tar archive of regular files, directories and symlinks');
+      if (h.name.split('/').includes('..')) throw refuse("Member name contains '..'");
+      if (h.type === 'char' || h.type === 'block' || h.type === 'fifo') throw refuse('Cannot mknod: Operation not permitted');
+      const attrs = { mode: h.mode, uid: SANDBOX_ROOT + h.uid, gid: SANDBOX_ROOT + h.gid, atimeMs: h.mtime * 1000, mtimeMs: h.mtime * 1000 };
+      const { dir, name } = parentOf(root, h.path, true);
+      if (h.type === 'dir') {
+        const existing = dir.children!.get(name);
+        if (existing?.kind === 'dir') Object.assign(existing, attrs); else dir.children!.set(name, dirNode(attrs));
+      } else if (h.type === 'symlink') {
+        dir.children!.set(name, { ...fileNode(Buffer.alloc(0), attrs), kind: 'symlink', data: undefined, target: h.linkname });
+      } else if (h.type === 'hardlink') {
+        links.push([h.path, normalizeTarPath(h.linkname)]);
+      } else {
+        const chunks: Buffer[] = [];
+        for await (const c of data) chunks.push(Buffer.from(c));
+        dir.children!.set(name, fileNode(Buffer.concat(chunks), attrs));
+      }
+    }
+    for (const [to, from] of links) {
+      const src = find(root, from);
+      if (src?.kind !== 'file') throw invalid(`the tar stream could not be unpacked: ${to}: Cannot hard link to ${from}`, 'send a tar archive');
+      const { dir, name } = parentOf(root, to, true);
+      dir.children!.set(name, { ...src });
+    }
+  }
   async runHelper(_spec: HelperSpec): Promise<void> { throw unsupported('run helper tools'); }
   bridge(_spec: BridgeSpec): Bridge { throw unsupported('bridge network namespaces'); }
   jail(_spec: JailSpec): Spawned { throw unsupported('start confined programs'); }

@@ -1,4 +1,4 @@
-import type { MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, ServiceShare, VersionCause } from '@shellbase/protocol';
+import type { ContextConfig, ContextDefaults, ImageConfig, MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, ServiceShare, VersionCause } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 
 /** The rows of the metadata store (store/metadata/types.ts has its repositories). */
@@ -91,6 +91,43 @@ export interface ContextRow {
   network?: NetworkPolicy;
   createdAt: string;
   updatedAt: string;
+  /** Persisted as JSON with `format: 1`. */
+  defaults?: ContextDefaults;
+  /** Persisted as JSON with `format: 1`. */
+  config?: ContextConfig;
+}
+
+/** What a build or a PATCH changes of a context, besides (maybe) its head. */
+export interface ContextChanges {
+  head?: { expected: string; to: string };
+  image?: string;
+  defaults?: ContextDefaults;
+  config?: ContextConfig;
+  updatedAt: string;
+}
+
+/** An OCI image's config as stored (JSON with `format: 1`): the wire's, and its layers' diff_ids. */
+export interface StoredImageConfig extends ImageConfig {
+  format: 1;
+  /** The uncompressed layers' digests, bottom first (the config's `rootfs.diff_ids`). */
+  diffIds: string[];
+}
+
+/**
+ * An OCI image a tenant pulled or imported under a reference: a name for a
+ * root version of the tenant's, which garbage collection keeps while an image
+ * names it (and, as any version, while a context's versions stand on it).
+ */
+export interface ImageRow {
+  tenantId: string;
+  /** Normalized reference (images/ids.ts). */
+  ref: string;
+  /** Digest of its manifest. */
+  digest: string;
+  version: string;
+  config: StoredImageConfig;
+  bytes: number;
+  createdAt: string;
 }
 
 export interface VersionRow {
@@ -120,9 +157,12 @@ export interface NewVersion extends VersionRow {
 
 export interface LayerRow {
   id: string;
-  kind: 'image' | 'exec' | 'squash';
+  /** A built-in image's, a sandbox's or writer's, a squash's, or one imported from an OCI image. */
+  kind: 'image' | 'exec' | 'squash' | 'import';
   bytes: number;
   createdAt: string;
+  /** An imported layer's content: its OCI diff_id (the uncompressed tar's digest), by which it is found again. */
+  digest?: string;
 }
 
 export interface CommitVersionOptions {

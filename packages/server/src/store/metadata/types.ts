@@ -1,7 +1,7 @@
 import type { NetworkConnection, NetworkPolicy } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 import type {
-  ApiKeyRow, CommitVersionOptions, ContextRow, EgressLogRow, LayerRow, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
+  ApiKeyRow, CommitVersionOptions, ContextChanges, ContextRow, EgressLogRow, ImageRow, LayerRow, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
   UsageTotals, VersionRow,
 } from './rows.js';
 
@@ -30,6 +30,8 @@ export interface MetadataStore {
   readonly services: ServiceRepository;
   readonly machines: MachineRepository;
   readonly egressLog: EgressLogRepository;
+  readonly images: ImageRepository;
+  readonly buildCache: BuildCacheRepository;
   /** Makes every committed transaction durable (survives power loss, not only a crash). */
   sync(): Promise<void>;
   /** Returns free pages to the file system (SQLite's incremental vacuum); a no-op elsewhere. */
@@ -70,6 +72,12 @@ export interface ContextRepository {
   delete(tenantId: string, name: string): Promise<boolean>;
   /** Sets (or, with null, drops) a context's own egress policy; false if there is no such context. */
   setNetwork(tenantId: string, name: string, network: NetworkPolicy | null): Promise<boolean>;
+  /**
+   * Changes what `changes` names of a context (its head only if it is still
+   * `head.expected`: compare-and-set); false if the context does not exist or
+   * its head moved (then nothing changed).
+   */
+  update(tenantId: string, name: string, changes: ContextChanges): Promise<boolean>;
 }
 
 /** How much history a tenant keeps (engine/gc.ts). */
@@ -135,6 +143,42 @@ export interface VersionRepository {
   drop(ids: readonly string[], keepLayers: ReadonlySet<string>): Promise<DropResult>;
   /** Layer rows no version refers to (left by an earlier drop while pinned), except `keep`, deleted now; at most `limit`. */
   dropUnreferencedLayers(keep: ReadonlySet<string>, limit: number): Promise<DropResult>;
+  /** The imported layer whose content has this digest (an OCI diff_id), if any. */
+  layerByDigest(digest: string): Promise<LayerRow | null>;
+  /**
+   * Records a layer no version refers to yet (an imported layer, before its
+   * image's root version): garbage collection may take it unless it is pinned.
+   */
+  addLayer(layer: LayerRow): Promise<void>;
+  /** Whether any version of the tenant refers to the layer. */
+  tenantRefersTo(tenantId: string, layerId: string): Promise<boolean>;
+}
+
+/**
+ * OCI images tenants named by reference. An image's root version belongs to
+ * its tenant; garbage collection treats it as a root (as a head) while an
+ * image row names it.
+ */
+export interface ImageRepository {
+  /** Records the image named `row.ref` (replacing what it named); `version`, when given, is a new root version inserted in the same transaction. */
+  put(row: ImageRow, version?: NewVersion): Promise<void>;
+  get(tenantId: string, ref: string): Promise<ImageRow | null>;
+  /** An image of the tenant with this manifest digest (its root version serves another reference to the same image). */
+  byDigest(tenantId: string, digest: string): Promise<ImageRow | null>;
+  /** A tenant's images by reference. */
+  list(tenantId: string): Promise<ImageRow[]>;
+  delete(tenantId: string, ref: string): Promise<boolean>;
+}
+
+/**
+ * The build cache: a build step's key (its parent version, instruction and
+ * inputs, hashed: engine/builds) to the version it made, per tenant. Entries
+ * go with their versions when garbage collection drops them.
+ */
+export interface BuildCacheRepository {
+  get(tenantId: string, key: string): Promise<string | null>;
+  /** Records (or replaces) the version a key made. */
+  put(tenantId: string, key: string, version: string, createdAt: string): Promise<void>;
 }
 
 export interface UsageRepository {

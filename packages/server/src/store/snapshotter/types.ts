@@ -107,8 +107,8 @@ export interface ScratchWriter {
   whiteout(rel: string): Promise<void>;
   /** Marks a directory the writer made opaque. */
   setOpaque(rel: string): Promise<void>;
-  /** Copies a file of a layer (bytes, owner, mode, times) to `to`. */
-  copyFile(from: LayerReader, rel: string, to: string): Promise<void>;
+  /** Copies a file of a layer (bytes, owner, mode, times; `attrs` instead of its owner, mode and times when given) to `to`. */
+  copyFile(from: LayerReader, rel: string, to: string, attrs?: EntryAttrs): Promise<void>;
   /**
    * A private directory on the scratch's file system and within its limit,
    * never part of the layer, for a helper to fill (the runtime's tar): a mount
@@ -120,6 +120,12 @@ export interface ScratchWriter {
   stagedStat(rel: string): LayerStat;
   /** Moves an entry from the staging directory into the tree (a rename: no copy). */
   adopt(stagedRel: string, to: string): void;
+  /**
+   * The tree itself, for a helper that fills a fresh scratch whole (the runtime's tar unpacking
+   * an OCI layer or a build context): a mount description, as `staging` is. Nothing else
+   * writes to the scratch meanwhile.
+   */
+  tree(): { source: string };
 }
 
 export interface Snapshotter {
@@ -136,6 +142,15 @@ export interface Snapshotter {
   /** Turns the scratch into a layer; null (and the scratch dropped) when nothing was written. */
   commit(scratch: Scratch): Promise<CommittedLayer | null>;
   discard(scratch: Scratch): Promise<void>;
+  /**
+   * Turns a scratch that holds an OCI layer as its archive spells it (filled through the
+   * writer's `tree`) into a layer: an entry `.wh.NAME` becomes a whiteout of NAME (or is only
+   * dropped when NAME is in the layer too: a whiteout hides lower layers only), and
+   * `.wh..wh..opq` makes its directory opaque; both names are removed. Unlike `commit`, an
+   * empty scratch is a layer too (an OCI layer may change nothing). Its id is an imported
+   * layer's (images/ids.ts).
+   */
+  commitImport(scratch: Scratch): Promise<CommittedLayer>;
   /** Drops a scratch without making a layer and says how many bytes of file data it held. */
   release(scratch: Scratch): Promise<number>;
   /** Builds one layer equal to `layers` (bottom first) stacked; none of them may be an image. */

@@ -2,6 +2,7 @@ import type { MetadataStore } from '../types.js';
 import { SqlContexts } from './contexts.js';
 import { SqlEgressLog } from './egress-log.js';
 import type { SqlDb } from './db.js';
+import { SqlBuildCache, SqlImages } from './images.js';
 import { SqlMachines } from './machines.js';
 import { SqlServices } from './services.js';
 import { SqlTenants } from './tenants.js';
@@ -17,6 +18,8 @@ export abstract class SqlMetadataStore implements MetadataStore {
   readonly services: SqlServices;
   readonly machines: SqlMachines;
   readonly egressLog: SqlEgressLog;
+  readonly images: SqlImages;
+  readonly buildCache: SqlBuildCache;
 
   constructor(readonly db: SqlDb) {
     this.tenants = new SqlTenants(db);
@@ -26,6 +29,8 @@ export abstract class SqlMetadataStore implements MetadataStore {
     this.services = new SqlServices(db);
     this.machines = new SqlMachines(db);
     this.egressLog = new SqlEgressLog(db);
+    this.images = new SqlImages(db);
+    this.buildCache = new SqlBuildCache(db);
   }
 
   abstract sync(): Promise<void>;

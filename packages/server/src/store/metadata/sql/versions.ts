@@ -15,15 +15,29 @@ const toVersion = (r: VersionRecord): VersionRow => ({
   id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, context: r.context, depth: r.depth, layers: JSON.parse(r.layers),
   cause: JSON.parse(r.cause), bytes: r.bytes, createdAt: r.created_at,
 });
-const toLayer = (r: { id: string; kind: LayerRow['kind']; bytes: number; created_at: string }): LayerRow => ({ id: r.id, kind: r.kind, bytes: r.bytes, createdAt: r.created_at });
+const toLayer = (r: { id: string; kind: LayerRow['kind']; bytes: number; created_at: string; digest?: string | null }): LayerRow => ({
+  id: r.id, kind: r.kind, bytes: r.bytes, createdAt: r.created_at, ...(r.digest ? { digest: r.digest } : {}),
+});
 
 const HEAD_MOVED = new Error('head moved');
 /** Parameters per statement: below SQLite's and Postgres's limits with room to spare. */
 const CHUNK = 500;
 
+/** Inserts a version (unattached: `detached`) and counts its references to its layers. */
+export async function insertVersion(db: SqlDb, v: NewVersion, detached: boolean): Promise<void> {
+  await db.run(
+    `INSERT INTO versions (id, tenant_id, parent, merged, context, depth, layers, changes, cause, bytes, created_at, detached)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [v.id, v.tenantId, v.parent, v.merged ?? null, v.context ?? null, v.depth, JSON.stringify(v.layers),
+      v.changes === null ? null : JSON.stringify(v.changes), JSON.stringify(v.cause), v.bytes, v.createdAt, detached ? 1 : 0],
+  );
+  await addRefs(db, v.tenantId, v.layers, 1);
+}
+
 /**
  * Versions, the layer rows they refer to, and what garbage collection asks of
- * them. The `detached` column marks versions committed without moving a head
+ * them. An image's root version (sql/images.ts) is a root of what collection
+ * keeps, as a head is, while an image names it. The `detached` column marks versions committed without moving a head
  * (conflicts, work whose context went): no head reaches them, so while young
  * and owned they are roots of what collection keeps.
  */
@@ -31,24 +45,15 @@ export class SqlVersions implements VersionRepository {
   constructor(private readonly db: SqlDb) {}
 
   private async insertLayer(db: SqlDb, l: LayerRow): Promise<void> {
-    await db.run('INSERT INTO layers (id, kind, bytes, created_at, refs) VALUES (?, ?, ?, ?, 0) ON CONFLICT (id) DO NOTHING', [l.id, l.kind, l.bytes, l.createdAt]);
-  }
-
-  private async insertVersion(db: SqlDb, v: NewVersion, detached: boolean): Promise<void> {
-    await db.run(
-      `INSERT INTO versions (id, tenant_id, parent, merged, context, depth, layers, changes, cause, bytes, created_at, detached)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [v.id, v.tenantId, v.parent, v.merged ?? null, v.context ?? null, v.depth, JSON.stringify(v.layers),
-        v.changes === null ? null : JSON.stringify(v.changes), JSON.stringify(v.cause), v.bytes, v.createdAt, detached ? 1 : 0],
-    );
-    await addRefs(db, v.tenantId, v.layers, 1);
+    await db.run('INSERT INTO layers (id, kind, bytes, created_at, refs, digest) VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (id) DO NOTHING',
+      [l.id, l.kind, l.bytes, l.createdAt, l.digest ?? null]);
   }
 
   async commit({ version, layer, moveHead }: CommitVersionOptions): Promise<boolean> {
     try {
       await this.db.tx(async (db) => {
         if (layer) await this.insertLayer(db, layer);
-        await this.insertVersion(db, version, !moveHead);
+        await insertVersion(db, version, !moveHead);
         if (!moveHead) return;
         const moved = await db.run('UPDATE contexts SET head = ?, updated_at = ? WHERE tenant_id = ? AND name = ? AND head = ?',
           [version.id, version.createdAt, moveHead.tenantId, moveHead.context, moveHead.expectedHead]);
@@ -88,7 +93,7 @@ export class SqlVersions implements VersionRepository {
   async ensureImage(version: NewVersion, layer: LayerRow): Promise<void> {
     await this.db.tx(async (db) => {
       await this.insertLayer(db, layer);
-      if (!(await db.get('SELECT 1 AS x FROM versions WHERE id = ?', [version.id]))) await this.insertVersion(db, version, false);
+      if (!(await db.get('SELECT 1 AS x FROM versions WHERE id = ?', [version.id]))) await insertVersion(db, version, false);
     });
   }
 
@@ -147,7 +152,7 @@ export class SqlVersions implements VersionRepository {
         UNION SELECT c.id FROM versions c JOIN pins p ON c.parent = p.id
         UNION SELECT c.id FROM versions c JOIN pins p ON c.merged = p.id
       ),
-      heads(id) AS (SELECT head FROM contexts WHERE tenant_id = ?)`;
+      heads(id) AS (SELECT head FROM contexts WHERE tenant_id = ? UNION SELECT version FROM images WHERE tenant_id = ?)`;
     // Old versions more than keepVersions steps from every root.
     const old = await this.db.all<{ id: string }>(
       `WITH RECURSIVE ${keep},
@@ -164,7 +169,7 @@ export class SqlVersions implements VersionRepository {
        WHERE v.tenant_id = ? AND v.created_at < ?
          AND v.id NOT IN (SELECT id FROM near) AND v.id NOT IN (SELECT id FROM heads) AND v.id NOT IN (SELECT id FROM pins)
        ORDER BY v.created_at LIMIT ?`,
-      [...pins, tenantId, tenantId, r.cutoff, r.keepVersions, r.keepVersions, tenantId, r.cutoff, limit],
+      [...pins, tenantId, tenantId, tenantId, r.cutoff, r.keepVersions, r.keepVersions, tenantId, r.cutoff, limit],
     );
     if (old.length >= limit) return old.map((x) => x.id);
     // Versions no context owns that nothing owned (or a head) stands on: walked up from owned children.
@@ -181,7 +186,7 @@ export class SqlVersions implements VersionRepository {
        WHERE v.tenant_id = ? AND v.context IS NULL AND v.created_at >= ?
          AND v.id NOT IN (SELECT id FROM live) AND v.id NOT IN (SELECT id FROM pins)
        ORDER BY v.created_at LIMIT ?`,
-      [...pins, tenantId, tenantId, tenantId, tenantId, r.cutoff, limit - old.length],
+      [...pins, tenantId, tenantId, tenantId, tenantId, tenantId, r.cutoff, limit - old.length],
     );
     return [...old, ...orphans].map((x) => x.id);
   }
@@ -194,13 +199,15 @@ export class SqlVersions implements VersionRepository {
       const chunk = ids.slice(i, i + CHUNK);
       await this.db.tx(async (db) => {
         const rows = await db.all<{ id: string; tenant_id: string; layers: string }>(
-          `SELECT id, tenant_id, layers FROM versions WHERE id IN (${marks(chunk.length)}) AND id NOT IN (SELECT head FROM contexts)`, chunk);
+          `SELECT id, tenant_id, layers FROM versions WHERE id IN (${marks(chunk.length)})
+             AND id NOT IN (SELECT head FROM contexts) AND id NOT IN (SELECT version FROM images)`, chunk);
         if (rows.length === 0) return;
         const doomed = rows.map((r) => r.id);
         const m = marks(doomed.length);
         await db.run(`UPDATE versions SET parent = NULL WHERE parent IN (${m})`, doomed);
         await db.run(`UPDATE versions SET merged = NULL WHERE merged IN (${m})`, doomed);
         versions += await db.run(`DELETE FROM versions WHERE id IN (${m})`, doomed);
+        await db.run(`DELETE FROM build_cache WHERE version IN (${m})`, doomed);
         // Each layer loses one reference per dropped version that named it.
         const byTenant = new Map<string, Map<string, number>>();
         for (const r of rows) {
@@ -231,6 +238,20 @@ export class SqlVersions implements VersionRepository {
     const rows = ids.length === 0 ? [] : await db.all<{ id: string; kind: LayerRow['kind']; bytes: number; created_at: string }>(
       `DELETE FROM layers WHERE id IN (${marks(ids.length)}) RETURNING id, kind, bytes, created_at`, ids);
     return { versions: 0, layers: rows.map(toLayer), deferred: unreferenced.length - ids.length };
+  }
+
+  async layerByDigest(digest: string): Promise<LayerRow | null> {
+    const r = await this.db.get<{ id: string; kind: LayerRow['kind']; bytes: number; created_at: string; digest: string }>(
+      'SELECT id, kind, bytes, created_at, digest FROM layers WHERE digest = ? ORDER BY created_at LIMIT 1', [digest]);
+    return r ? toLayer(r) : null;
+  }
+
+  async addLayer(layer: LayerRow): Promise<void> {
+    await this.insertLayer(this.db, layer);
+  }
+
+  async tenantRefersTo(tenantId: string, layerId: string): Promise<boolean> {
+    return (await this.db.get('SELECT 1 AS x FROM layer_refs WHERE tenant_id = ? AND layer_id = ? AND refs > 0', [tenantId, layerId])) !== undefined;
   }
 
   async dropUnreferencedLayers(keep: ReadonlySet<string>, limit: number): Promise<DropResult> {

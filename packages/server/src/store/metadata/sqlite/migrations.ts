@@ -188,3 +188,35 @@ MIGRATIONS.push(`
   ALTER TABLE services ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
   CREATE INDEX services_shared ON services(tenant_id, shared);
 `);
+
+/*
+ * 12 (images and builds): OCI images a tenant named (their root versions are kept like heads),
+ * imported layers found by content (`layers.digest`, the OCI diff_id), contexts' defaults and
+ * image config (JSON, format 1), and the build cache: a step's key to the version it made.
+ */
+MIGRATIONS.push(`
+  ALTER TABLE layers ADD COLUMN digest TEXT;
+  CREATE INDEX layers_digest ON layers(digest) WHERE digest IS NOT NULL;
+  ALTER TABLE contexts ADD COLUMN defaults TEXT;
+  ALTER TABLE contexts ADD COLUMN config TEXT;
+  CREATE TABLE images (
+    tenant_id TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    version TEXT NOT NULL REFERENCES versions(id),
+    config TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, ref)
+  );
+  CREATE INDEX images_version ON images(version);
+  CREATE INDEX images_digest ON images(tenant_id, digest);
+  CREATE TABLE build_cache (
+    tenant_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+  );
+  CREATE INDEX build_cache_version ON build_cache(version);
+`);

@@ -3,10 +3,11 @@ import { chown, mkdir, opendir, rename, rm, rmdir, writeFile } from 'node:fs/pro
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
-import { isImageLayer } from '../../../images/ids.js';
+import { isImageLayer, newImportedLayerId } from '../../../images/ids.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer, type ScanResult } from './scan.js';
 import type { Change, CommittedLayer, LayerReader, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
+import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
 import { closeVolume, openVolume } from './volume.js';
 
@@ -166,6 +167,29 @@ export class BtrfsSnapshotter implements Snapshotter {
     return { layerId: await this.promote(this.scratchPath(scratch), changes), bytes, changes };
   }
 
+  async commitImport(scratch: Scratch): Promise<CommittedLayer> {
+    const tree = this.scratchTree(scratch);
+    let { changes, bytes } = await this.scanOrDiscard(scratch);
+    const plan = planWhiteouts(changes);
+    if (plan.remove.length) {
+      try {
+        for (const rel of plan.remove) await rm(path.join(tree, rel), { recursive: true, force: true });
+        // One process per batch, not per path: a layer may delete thousands of files.
+        for (let i = 0; i < plan.whiteouts.length; i += 500) {
+          await runOk('sh', ['-c', 'for p; do mknod "$p" c 0 0 || exit 1; done', 'sh', ...plan.whiteouts.slice(i, i + 500).map((r) => path.join(tree, r))]);
+        }
+        for (let i = 0; i < plan.opaque.length; i += 500) {
+          await runOk('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', ...plan.opaque.slice(i, i + 500).map((r) => (r ? path.join(tree, r) : tree))]);
+        }
+      } catch (e) {
+        await this.discard(scratch);
+        throw e;
+      }
+      ({ changes, bytes } = await this.scanOrDiscard(scratch));
+    }
+    return { layerId: await this.promote(this.scratchPath(scratch), changes, newImportedLayerId()), bytes, changes };
+  }
+
   async release(scratch: Scratch): Promise<number> {
     const tree = this.scratchTree(scratch);
     if (untouched(tree)) {
@@ -202,13 +226,12 @@ export class BtrfsSnapshotter implements Snapshotter {
    * copy), beside its `ID.json` (LAYER_META_FORMAT): the opaque directories,
    * which views need and Node cannot read from xattrs.
    */
-  private async promote(dir: string, changes: Change[]): Promise<string> {
+  private async promote(dir: string, changes: Change[], layerId = newId('l')): Promise<string> {
     // The overlay work directory keeps a root-only `work/work` inside; neither it nor a tar
     // upload's staging belongs in a layer.
     await rm(path.join(dir, 'work'), { recursive: true, force: true });
     await rm(path.join(dir, 'staging'), { recursive: true, force: true });
     await rmdir(path.join(dir, 'merged'));
-    const layerId = newId('l');
     // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
     const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
     await writeFile(this.metaPath(layerId), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));

@@ -53,9 +53,9 @@ const applyAttrs = (p: string, a: EntryAttrs, symlink = false) => {
 
 /** Writes into a scratch's tree; `staging` sits beside the tree on the same file system. */
 export class DirWriter implements ScratchWriter {
-  constructor(private readonly tree: string, private readonly stagingDir: () => string) {}
+  constructor(private readonly root: string, private readonly stagingDir: () => string) {}
 
-  private at(rel: string): string { return rel === '' ? this.tree : path.join(this.tree, rel); }
+  private at(rel: string): string { return rel === '' ? this.root : path.join(this.root, rel); }
 
   mkdir(rel: string, attrs: EntryAttrs): void {
     const p = this.at(rel);
@@ -91,13 +91,13 @@ export class DirWriter implements ScratchWriter {
     await runOk('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', this.at(rel)]);
   }
 
-  async copyFile(from: LayerReader, rel: string, to: string): Promise<void> {
+  async copyFile(from: LayerReader, rel: string, to: string, attrs?: EntryAttrs): Promise<void> {
     const st = from.stat(rel);
     if (!st || st.kind !== 'file') throw new Error(`${from.layerId}:${rel} is not a file`);
     const p = this.at(to);
     if (from instanceof DirReader) copyFileSync(from.hostPath(rel), p, constants.COPYFILE_FICLONE);
     else await pipeline(from.stream(rel), createWriteStream(p));
-    applyAttrs(p, st);
+    applyAttrs(p, attrs ?? st);
   }
 
   staging(): { source: string } { return { source: this.stagingDir() }; }
@@ -107,4 +107,6 @@ export class DirWriter implements ScratchWriter {
   stagedStat(rel: string): LayerStat { return layerStat(lstatSync(path.join(this.stagingDir(), rel))); }
 
   adopt(stagedRel: string, to: string): void { renameSync(path.join(this.stagingDir(), stagedRel), this.at(to)); }
+
+  tree(): { source: string } { return { source: this.root }; }
 }

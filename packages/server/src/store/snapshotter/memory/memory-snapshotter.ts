@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
-import { isImageLayer } from '../../../images/ids.js';
+import { isImageLayer, newImportedLayerId } from '../../../images/ids.js';
+import { planWhiteouts } from '../oci-whiteouts.js';
 import { newId } from '../../../util/ids.js';
 import type { Change, CommittedLayer, EntryAttrs, LayerReader, LayerStat, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { applyLayer, clone, dirNode, fileNode, find, parentOf, scan, sizeOf, split, statOf, whiteoutNode, type Node } from './tree.js';
@@ -78,6 +79,26 @@ export class MemorySnapshotter implements Snapshotter {
     return { layerId, bytes, changes };
   }
 
+  async commitImport(scratch: Scratch): Promise<CommittedLayer> {
+    const { tree } = this.take(scratch);
+    const plan = planWhiteouts(scan(tree).changes);
+    for (const rel of plan.remove) { const { dir, name } = parentOf(tree, rel); dir.children!.delete(name); }
+    for (const rel of plan.whiteouts) { const { dir, name } = parentOf(tree, rel); dir.children!.set(name, whiteoutNode()); }
+    for (const rel of plan.opaque) { const n = rel ? find(tree, rel) : tree; if (n?.kind === 'dir') n.opaque = true; }
+    const { changes, bytes } = scan(tree);
+    const layerId = newImportedLayerId();
+    this.layers.set(layerId, { root: tree, opaque: opaqueOf(tree) });
+    return { layerId, bytes, changes };
+  }
+
+  /** The tree a writer's `tree()` or `staging()` description names, for the in-memory runtime's tar. */
+  target(source: string): Node {
+    const [kind, id] = source.split(':');
+    const s = this.scratches.get(id);
+    if (!s || (kind !== 'memory-tree' && kind !== 'memory-staging')) throw new Error(`no scratch tree ${source}`);
+    return kind === 'memory-tree' ? s.tree : s.staging;
+  }
+
   async discard(scratch: Scratch): Promise<void> { this.scratches.delete(scratch.id); }
 
   async release(scratch: Scratch): Promise<number> { return sizeOf(this.take(scratch).tree); }
@@ -102,7 +123,7 @@ export class MemorySnapshotter implements Snapshotter {
   writer(scratch: Scratch): ScratchWriter {
     const s = this.scratches.get(scratch.id);
     if (!s) throw new Error(`no scratch ${scratch.id}`);
-    return new MemWriter(s.tree, s.staging, scratch.diskMb * 2 ** 20);
+    return new MemWriter(scratch.id, s.tree, s.staging, scratch.diskMb * 2 ** 20);
   }
 
   async remove(layerIds: readonly string[]): Promise<void> {
@@ -141,17 +162,17 @@ class MemReader implements LayerReader {
 }
 
 class MemWriter implements ScratchWriter {
-  constructor(private readonly tree: Node, private readonly stagingTree: Node, private readonly limit: number) {}
+  constructor(private readonly id: string, private readonly root: Node, private readonly stagingTree: Node, private readonly limit: number) {}
 
   private put(rel: string, n: Node): void {
-    if (n.kind === 'file' && sizeOf(this.tree) + n.data!.length > this.limit) throw quotaExceeded();
-    const { dir, name } = parentOf(this.tree, rel);
+    if (n.kind === 'file' && sizeOf(this.root) + n.data!.length > this.limit) throw quotaExceeded();
+    const { dir, name } = parentOf(this.root, rel);
     dir.children!.set(name, n);
     dir.mtimeMs = Date.now(); // as a file system does: a new entry changes its directory
   }
 
   mkdir(rel: string, a: EntryAttrs): void {
-    const existing = split(rel).length ? find(this.tree, rel) : this.tree;
+    const existing = split(rel).length ? find(this.root, rel) : this.root;
     if (existing?.kind === 'dir') { Object.assign(existing, attrsOf(a)); return; }
     this.put(rel, { ...dirNode(a), ...attrsOf(a) });
   }
@@ -169,17 +190,18 @@ class MemWriter implements ScratchWriter {
   async whiteout(rel: string): Promise<void> { this.put(rel, whiteoutNode()); }
 
   async setOpaque(rel: string): Promise<void> {
-    const n = find(this.tree, rel);
+    const n = find(this.root, rel);
     if (n?.kind !== 'dir') throw new Error(`${rel} is not a directory`);
     n.opaque = true;
   }
 
-  async copyFile(from: LayerReader, rel: string, to: string): Promise<void> {
+  async copyFile(from: LayerReader, rel: string, to: string, attrs?: EntryAttrs): Promise<void> {
     const st = from.stat(rel)!;
-    this.put(to, fileNode(from.readAll(rel), st));
+    this.put(to, fileNode(from.readAll(rel), attrs ?? st));
   }
 
-  staging(): { source: string } { return { source: 'memory-staging' }; }
+  staging(): { source: string } { return { source: `memory-staging:${this.id}` }; }
+  tree(): { source: string } { return { source: `memory-tree:${this.id}` }; }
   async stagedChanges(): Promise<Change[]> { return scan(this.stagingTree).changes; }
   stagedStat(rel: string): LayerStat { return statOf(find(this.stagingTree, rel)!); }
 

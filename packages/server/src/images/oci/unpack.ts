@@ -1,0 +1,119 @@
+import { createHash, type Hash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip, createZstdDecompress } from 'node:zlib';
+import { ShellbaseError, invalid } from '../../errors.js';
+import type { Runtime } from '../../runtime/types.js';
+import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
+import { TAR_END, readTar, tarPadding } from './tar.js';
+
+/** What a layer's bytes must be: its blob's digest and size as a manifest lists them, and its diff_id. */
+export interface LayerExpectation {
+  /** The blob's digest and size (compressed as sent); for an uncompressed layer, the diff_id. */
+  digest: string;
+  size?: number;
+  diffId: string;
+  compression: 'gzip' | 'zstd' | 'none';
+}
+
+/** Bytes through, hashed and counted; past `max` bytes the stream fails. */
+async function* hashed(source: AsyncIterable<Buffer | Uint8Array>, hash: Hash, counted: (n: number) => void, max = Infinity): AsyncGenerator<Buffer> {
+  let n = 0;
+  for await (const chunk of source) {
+    const c = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+    n += c.length;
+    if (n > max) throw invalid(`the layer is larger than the ${max} bytes its manifest says`, 'the registry or archive is corrupt; nothing was kept');
+    hash.update(c);
+    counted(n);
+    yield c;
+  }
+}
+
+/** The layer's tar stream, decompressed; a corrupt stream is the layer's fault (400), not the server's. */
+async function* decompressed(source: AsyncIterable<Buffer>, compression: LayerExpectation['compression']): AsyncGenerator<Buffer> {
+  if (compression === 'none') { yield* source; return; }
+  const z = compression === 'gzip' ? createGunzip() : createZstdDecompress();
+  const feeding = pipeline(Readable.from(source), z).catch((e: unknown) => { z.destroy(asBadLayer(e)); });
+  try {
+    for await (const c of z) yield c as Buffer;
+  } catch (e) {
+    throw asBadLayer(e);
+  } finally {
+    z.destroy();
+    await feeding;
+  }
+}
+
+const asBadLayer = (e: unknown): Error => (e instanceof ShellbaseError ? e : invalid(
+  `the layer cannot be decompressed: ${(e as Error).message}`, 'the registry or archive is corrupt; nothing was kept'));
+
+/**
+ * An OCI layer's entries as GNU tar should unpack them: device nodes and FIFOs
+ * are dropped (a sandbox cannot make them; images do not need them, /dev is
+ * the runtime's), a member whose name holds `..` refuses the layer. Absolute
+ * names stay: GNU tar unpacks them below the layer's root, as Docker does.
+ */
+async function* filtered(tar: AsyncIterable<Buffer>, onDropped: (name: string) => void): AsyncGenerator<Buffer> {
+  for await (const e of readTar(tar)) {
+    const { header: h } = e;
+    if (h.name.split('/').includes('..') || (h.type === 'hardlink' && h.linkname.split('/').includes('..'))) {
+      throw invalid(`the layer holds a member that leaves its root (${JSON.stringify(h.name)})`, 'layers name paths below their root only; nothing was kept');
+    }
+    if (h.type === 'char' || h.type === 'block' || h.type === 'fifo') { onDropped(h.path); continue; }
+    yield e.raw;
+    for await (const c of e.body) yield c;
+    yield tarPadding(h.size);
+  }
+  yield TAR_END;
+}
+
+export interface UnpackOptions {
+  /** Bytes of the blob received so far (progress). */
+  onBytes?: (n: number) => void;
+  /** Disk limit of the import (MiB). */
+  diskMb: number;
+}
+
+function check(what: string, expected: string, actual: string): void {
+  if (expected !== actual) {
+    throw new ShellbaseError('invalid_argument', `layer ${what} mismatch: expected ${expected}, got ${actual}; nothing was kept`, {
+      details: { expected, actual }, hint: 'the registry or archive is corrupt or was tampered with',
+    });
+  }
+}
+
+/**
+ * Unpacks one OCI layer into a new layer of the snapshotter: decompressed
+ * as it streams (gzip, zstd or none), unpacked by the runtime's confined tar,
+ * OCI whiteouts translated (Snapshotter.commitImport). Both the blob's digest
+ * and the diff_id are checked once the last byte is in; a mismatch, like any
+ * failure, discards the scratch, so nothing of the layer is kept.
+ */
+export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, body: AsyncIterable<Buffer>, expect: LayerExpectation,
+  opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: string[] }> {
+  const blob = createHash('sha256');
+  const plain = createHash('sha256');
+  const dropped: string[] = [];
+  const scratch = await snapshotter.prepare({ diskMb: opts.diskMb });
+  try {
+    const sent = hashed(body, blob, (n) => opts.onBytes?.(n), expect.size);
+    const tar = hashed(decompressed(sent, expect.compression), plain, () => undefined);
+    await runtime.unpackTar(Readable.from(filtered(tar, (p) => dropped.push(p))), snapshotter.writer(scratch).tree());
+    check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+    check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
+  } catch (e) {
+    await snapshotter.discard(scratch);
+    throw e;
+  }
+  return { layer: await snapshotter.commitImport(scratch), dropped };
+}
+
+/** Reads a layer through and checks both digests, keeping nothing (proof of its content before a stored copy is shared). */
+export async function verifyLayer(body: AsyncIterable<Buffer>, expect: LayerExpectation, onBytes?: (n: number) => void): Promise<void> {
+  const blob = createHash('sha256');
+  const plain = createHash('sha256');
+  const sent = hashed(body, blob, (n) => onBytes?.(n), expect.size);
+  for await (const _ of hashed(decompressed(sent, expect.compression), plain, () => undefined)) { /* hashed only */ }
+  check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+  check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
+}
