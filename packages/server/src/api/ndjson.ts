@@ -3,25 +3,53 @@ import { toShellbaseError } from './errors.js';
 
 export const NDJSON = 'application/x-ndjson';
 
-/** Events of an NDJSON response that starts with its first event (errors before it are plain JSON errors). */
+/** Events of an NDJSON response that starts with its first event or keep-alive (errors before it are plain JSON errors). */
 export class NdjsonStream {
   started = false;
+  private lastWrite = Date.now();
+  private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly reply: FastifyReply) {}
+  /**
+   * A line of its own every `KEEPALIVE_MS` of silence (an empty line, which readers skip): an
+   * HTTP client gives up on a response whose head or body is silent for minutes (fetch: 300 s),
+   * and a command may print nothing for longer. Before the first event the head goes out with
+   * the first keep-alive, so an error after that is an `error` event, not a status.
+   */
+  constructor(private readonly reply: FastifyReply) {
+    this.timer = setInterval(() => {
+      if (Date.now() - this.lastWrite < KEEPALIVE_MS) return;
+      this.start();
+      this.write('\n');
+    }, KEEPALIVE_MS / 2);
+    this.timer.unref();
+    reply.raw.once('close', () => clearInterval(this.timer));
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.reply.hijack();
+    this.reply.raw.writeHead(200, { 'content-type': NDJSON, 'cache-control': 'no-store' });
+  }
+
+  private write(text: string): void {
+    this.lastWrite = Date.now();
+    if (!this.reply.raw.destroyed) this.reply.raw.write(text);
+  }
 
   send(event: { type: string } & Record<string, unknown>): void {
-    if (!this.started) {
-      this.started = true;
-      this.reply.hijack();
-      this.reply.raw.writeHead(200, { 'content-type': NDJSON, 'cache-control': 'no-store' });
-    }
-    if (!this.reply.raw.destroyed) this.reply.raw.write(`${JSON.stringify(event)}\n`);
+    this.start();
+    this.write(`${JSON.stringify(event)}\n`);
   }
 
   end(): void {
+    clearInterval(this.timer);
     if (this.started) this.reply.raw.end();
   }
 }
+
+/** Silence after which an NDJSON answer writes an empty line (tests may shorten it: SHELLBASE_NDJSON_KEEPALIVE_MS). */
+const KEEPALIVE_MS = Number(process.env.SHELLBASE_NDJSON_KEEPALIVE_MS ?? 30_000);
 
 /**
  * Answers a long operation that reports as it goes (a pull, an import, a
@@ -41,7 +69,7 @@ export async function respondEvents<R extends Record<string, unknown>>(
     const result = await run((e) => out.send(e), abort.signal);
     out.send({ type: final, ...result });
   } catch (err) {
-    if (!out.started) throw err;
+    if (!out.started) { out.end(); throw err; }
     out.send({ type: 'error', error: toShellbaseError(err).toBody() });
   }
   out.end();

@@ -38,7 +38,7 @@ export async function respondExec<R extends { stdout: string; stderr: string }>(
     const { stdout: _o, stderr: _e, ...exit } = await run({ signal: abort.signal, onOutput: (type, data) => out.send({ type, data }) });
     out.send({ type: 'exit', ...exit });
   } catch (err) {
-    if (!out.started) throw err;
+    if (!out.started) { out.end(); throw err; }
     out.send({ type: 'error', error: toShellbaseError(err).toBody() });
   }
   out.end();
