@@ -10,7 +10,9 @@ import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, 
 import { bridge, jail, runHelper, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
-import { spawner, type Spawned } from '../../util/spawner.js';
+import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js';
+import { WarmPool, type WarmPoolOptions } from './warm-pool.js';
+import { warmJob } from './warm-job.js';
 
 /** Open files per sandbox process (soft and hard limit): thousands, not the host's table. */
 export const OPEN_FILES = 4096;
@@ -27,7 +29,22 @@ const SIGNAL_NAMES = new Map<number, string>(
  * sandbox's pid namespace and with it every process of the query.
  */
 export class BwrapRuntime implements Runtime {
-  constructor(private readonly cgroups: CgroupDriver) {}
+  private readonly warm: WarmPool | null;
+
+  /** With `warm`, queries start in sandboxes made ahead (warm-pool.ts) whenever one is ready. */
+  constructor(private readonly cgroups: CgroupDriver, opts: { warm?: Omit<WarmPoolOptions, 'nofile'> } = {}) {
+    this.warm = opts.warm ? new WarmPool({ ...opts.warm, nofile: OPEN_FILES }) : null;
+  }
+
+  /** Starts what the runtime keeps ready (the warm pool); before it, every sandbox starts cold. */
+  async start(): Promise<void> {
+    await this.warm?.start();
+  }
+
+  /** The warm pool's members (ready, being made) and its target size; null without a pool. */
+  warmStats(): ReturnType<WarmPool['stats']> | null {
+    return this.warm?.stats() ?? null;
+  }
 
   cgroup(limits: CgroupLimits): Cgroup {
     return this.cgroups.acquire(limits);
@@ -45,6 +62,7 @@ export class BwrapRuntime implements Runtime {
   private readonly removals = new Set<Promise<void>>();
 
   async close(): Promise<void> {
+    await this.warm?.close();
     await Promise.all([...this.removals]);
     return this.cgroups.close();
   }
@@ -74,24 +92,22 @@ export class BwrapRuntime implements Runtime {
       members.set(cgroup, limits.cpus);
       this.rebalance(group.id, group.cpus);
     }
-    const merged = path.join(spec.mount.chdir, spec.mount.merged);
-    const args = ['run'];
-    for (const f of cgroup.joinFiles) args.push('--cgroup', f);
-    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
-      '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
-      ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd, binds: spec.binds }));
-
     const started = performance.now();
     const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
     const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
     const { stream } = spec;
-    const spawned = spawner.start([SBX, ...args], spec.stdin, stream ? {
-      onStdout: (c) => stream('stdout', c),
-      onStderr: (c) => stream('stderr', c),
+    const handlers = stream ? {
+      onStdout: (c: Buffer) => stream('stdout', c),
+      onStderr: (c: Buffer) => stream('stderr', c),
     } : {
-      onStdout: (c) => stdout.push(c),
-      onStderr: (c) => stderr.push(c),
-    });
+      onStdout: (c: Buffer) => stdout.push(c),
+      onStderr: (c: Buffer) => stderr.push(c),
+    };
+    // Warm: sandboxes without stdin that nobody watches start (services need the cold path's pid).
+    const warm = this.warm && !stream && !spec.onStart && !spec.stdin?.length
+      ? this.warm.take(warmJob({ mount: spec.mount, joinFiles: cgroup.joinFiles, argv: spec.argv, env: spec.env, cwd: spec.cwd, binds: spec.binds }), handlers)
+      : null;
+    let spawned = warm ? warm.spawned : this.startCold(spec, cgroup, handlers);
     spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });
 
     let timedOut = false;
@@ -103,7 +119,12 @@ export class BwrapRuntime implements Runtime {
     if (spec.signal?.aborted) onAbort();
 
     try {
-      const { code, signal: sig } = await spawned.exited;
+      let { code, signal: sig } = await spawned.exited;
+      if (warm && !(await warm.started) && !timedOut && !aborted) {
+        // The warm sandbox ended before its command could run (killed, or its set-up failed).
+        spawned = this.startCold(spec, cgroup, handlers);
+        ({ code, signal: sig } = await spawned.exited);
+      }
       const wallMs = Math.round(performance.now() - started);
       if (code === 125 && stderr.end().startsWith('sbx:')) {
         throw new Error(`sandbox set-up failed: ${stderr.end().trim()}`);
@@ -139,6 +160,17 @@ export class BwrapRuntime implements Runtime {
       const removal = cgroup.release().catch(() => undefined).finally(() => this.removals.delete(removal));
       this.removals.add(removal);
     }
+  }
+
+  /** `sbx run` mounts the overlay in a private mount namespace and execs bwrap. */
+  private startCold(spec: SandboxSpec, cgroup: Cgroup, handlers: SpawnHandlers): Spawned {
+    const merged = path.join(spec.mount.chdir, spec.mount.merged);
+    const args = ['run'];
+    for (const f of cgroup.joinFiles) args.push('--cgroup', f);
+    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
+      '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
+      ...bwrapArgs({ merged, argv: spec.argv, env: spec.env, cwd: spec.cwd, binds: spec.binds }));
+    return spawner.start([SBX, ...args], spec.stdin, handlers);
   }
 }
 
