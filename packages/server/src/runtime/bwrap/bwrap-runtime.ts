@@ -148,6 +148,7 @@ export class BwrapRuntime implements Runtime {
         memoryPeakBytes: stats.memoryPeakBytes,
       };
     } finally {
+      if (warm) this.warm!.refill();
       clearTimeout(timer);
       spec.signal?.removeEventListener('abort', onAbort);
       if (group !== undefined) {

@@ -10,7 +10,7 @@ import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js
  * started through the spawner: namespaces, id maps, loopback, /proc, /dev and /tmp made, the
  * seccomp filter compiled, waiting on this pool's Unix socket for one job. `take()` hands out a
  * ready member once (it is never given a second job, so nothing passes between queries or
- * tenants); the pool then starts another in the background. A member that dies while it
+ * tenants); the pool starts another in the background once that query ended. A member that dies while it
  * waits is dropped and replaced.
  *
  * Size: as many members as queries took in the last second (at least `min`, at most `max`),
@@ -102,14 +102,21 @@ export class WarmPool {
     return { ready: this.ready.length, making: this.making, target: this.target() };
   }
 
+  /**
+   * Makes members up to the target size. A taken member is replaced once its query ended (the
+   * runtime calls this then), so that making it does not compete with that query for the CPU.
+   */
+  refill(): void {
+    setImmediate(() => this.fill());
+  }
+
   /** A ready member with `job` handed to it, or null (none ready: start the sandbox cold). */
   take(job: Buffer, handlers: SpawnHandlers): WarmLaunch | null {
     const now = performance.now();
     this.takes.push(now);
     let m: Member | undefined;
     while ((m = this.ready.shift()) && (m.done || !m.socket || m.socket.destroyed));
-    this.fill();
-    if (!m) return null;
+    if (!m) { this.fill(); return null; }
     const socket = m.socket!;
     m.early = '';
     // Output before the member's "s" can only be its own set-up error: held until then.
