@@ -41,11 +41,6 @@ export class BwrapRuntime implements Runtime {
     await this.warm?.start();
   }
 
-  /** The warm pool's members (ready, being made) and its target size; null without a pool. */
-  warmStats(): ReturnType<WarmPool['stats']> | null {
-    return this.warm?.stats() ?? null;
-  }
-
   cgroup(limits: CgroupLimits): Cgroup {
     return this.cgroups.acquire(limits);
   }

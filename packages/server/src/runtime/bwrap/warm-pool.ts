@@ -52,6 +52,7 @@ interface Member {
 const REST_MS = 30_000;
 const WINDOW_MS = 1_000;
 const TRIM_MS = 5_000;
+const FIRST_MS = 5_000;
 
 export class WarmPool {
   private readonly server = net.createServer((c) => this.onConnection(c));
@@ -64,6 +65,7 @@ export class WarmPool {
   private restingUntil = 0;
   private closed = false;
   private trimmer: NodeJS.Timeout | null = null;
+  private firstReady: (() => void) | null = null;
   readonly socketPath: string;
   private readonly baseDir: string;
   private readonly min: number;
@@ -90,16 +92,18 @@ export class WarmPool {
     this.trimmer = setInterval(() => this.trim(), TRIM_MS);
     this.trimmer.unref();
     this.fill();
+    // Returns with the first member ready (or after its failures, or a few seconds): the first
+    // queries need not start cold.
+    await new Promise<void>((resolve) => {
+      this.firstReady = resolve;
+      setTimeout(resolve, FIRST_MS).unref();
+    });
+    this.firstReady = null;
   }
 
   private trim(): void {
     const extra = this.ready.length - this.target();
     for (const m of this.ready.splice(0, Math.max(0, extra))) m.spawned.kill();
-  }
-
-  /** Members waiting for a job, and being made. */
-  stats(): { ready: number; making: number; target: number } {
-    return { ready: this.ready.length, making: this.making, target: this.target() };
   }
 
   /**
@@ -191,6 +195,7 @@ export class WarmPool {
     if (this.closed) return;
     this.opts.onError?.(`a warm sandbox ended before it was ready: ${m.early.trim().slice(0, 500) || 'no message'}`);
     if (++this.failures >= 3) {
+      this.firstReady?.();
       this.restingUntil = performance.now() + REST_MS;
       this.failures = 0;
       setTimeout(() => this.fill(), REST_MS).unref();
@@ -211,6 +216,7 @@ export class WarmPool {
       this.failures = 0;
       c.once('close', () => { if (!m.sink) m.spawned.kill(); }); // gone before its job: let the member go
       this.ready.push(m);
+      this.firstReady?.();
     };
     c.on('data', onData);
     c.on('error', () => undefined);
