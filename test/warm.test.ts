@@ -59,6 +59,7 @@ async function warmly<R extends { stdout: string }>(query: () => Promise<R>): Pr
 /** What a command can see of its sandbox's isolation; identical on both paths but for pid 1's name. */
 const PROBE = [
   `grep -E '^(Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/self/status`,
+  `grep -E '^(Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|Sig(Blk|Ign|Cgt))' /proc/1/status`,
   `awk '{print $5, $6, $9, $10}' /proc/self/mountinfo | sed 's/upperdir=[^,]*,workdir=[^,]*//' | sort`,
   'ls -la /dev /dev/pts /tmp | awk \'{print $1, $3, $4, $NF}\'', 'hostname', 'cat /proc/self/cgroup', 'ulimit -n', 'umask', 'id',
   'cat /proc/self/uid_map /proc/self/gid_map /proc/net/if_inet6', 'ls /sys/class/net', 'ps -o pid=,sid= -p $$',

@@ -6,8 +6,9 @@
  * overlay the outer mounted, pivots into it, makes the binds, enters a new cgroup namespace (the
  * outer has moved it into the query's cgroups by then, so the command sees its cgroup as `/`),
  * and forks the command: new session, clean environment, no_new_privs, the sandbox's
- * capabilities, the seccomp filter, exec. Like bubblewrap's pid 1, it reaps until the command
- * ends and then exits with its status, which ends the pid namespace and whatever is left in it.
+ * capabilities, the seccomp filter, exec. Like bubblewrap's pid 1, it then drops every
+ * capability and takes the filter itself, reaps until the command ends and exits with its
+ * status, which ends the pid namespace and whatever is left in it.
  */
 #define _GNU_SOURCE
 #include "warm.h"
@@ -192,6 +193,20 @@ static void exec_command(const char *cwd, char **env, char **argv, uint64_t caps
   _exit(1);
 }
 
+/* pid 1 from here on only reaps; like bubblewrap's, it holds no capability, has no_new_privs and
+   the seccomp filter, so nothing the command reaches (/proc/1) is less confined than it is. */
+static void confine_self(const struct warm_filter *filter) {
+  sigset_t chld; /* and, as in bubblewrap's, SIGCHLD blocked: wait() takes it instead */
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+  struct __user_cap_data_struct none[2] = {{0}, {0}};
+  if (syscall(SYS_capset, &h, none) != 0) warm_die("capset");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) warm_die("no_new_privs");
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter->prog) != 0) warm_die("seccomp");
+}
+
 static void run_job(int go, const struct warm_filter *filter) {
   struct warm_job job;
   if (warm_read_job(go, &job) != 0) _exit(0); /* let go unused */
@@ -251,6 +266,7 @@ static void run_job(int go, const struct warm_filter *filter) {
   pid_t cmd = fork();
   if (cmd < 0) warm_die("fork");
   if (cmd == 0) exec_command(cwd, env, argv, caps, filter);
+  confine_self(filter);
   for (;;) {
     int status;
     pid_t p = wait(&status);
