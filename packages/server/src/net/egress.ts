@@ -104,18 +104,21 @@ export class Egress {
   }
 
   /**
-   * A session for one sandbox. Once a first session was asked for, two are kept open ahead (a
+   * A session whose socket host uid `owner` may connect to (the sandboxes' root; a machine's
+   * QEMU). Once a first sandboxes' session was asked for, two of those are kept open ahead (a
    * directory, a socket sbx-egress listens on) and given their spec when taken: no sandbox can
    * reach a session before that, since its directory is bound into the sandbox only after.
    */
-  async open(spec: SessionSpec): Promise<EgressSession> {
-    const spare = this.spares.shift();
-    this.spare();
-    if (spare) {
-      spare.assign(spec);
-      return spare;
+  async open(spec: SessionSpec, owner: number = SANDBOX_ROOT): Promise<EgressSession> {
+    if (owner === SANDBOX_ROOT) {
+      const spare = this.spares.shift();
+      this.spare();
+      if (spare) {
+        spare.assign(spec);
+        return spare;
+      }
     }
-    const s = await this.fresh();
+    const s = await this.fresh(owner);
     s.assign(spec);
     return s;
   }
@@ -127,19 +130,19 @@ export class Egress {
   private spare(): void {
     while (!this.closing && this.spares.length + this.sparing < SPARE_SESSIONS) {
       this.sparing++;
-      this.fresh().then((s) => {
+      this.fresh(SANDBOX_ROOT).then((s) => {
         if (this.closing) void this.closeSession(s); else this.spares.push(s);
       }, (e: unknown) => this.o.log.warn({ err: e }, 'an egress session could not be opened ahead')).finally(() => { this.sparing--; });
     }
   }
 
-  private async fresh(): Promise<EgressSession> {
+  private async fresh(owner: number): Promise<EgressSession> {
     const s = new EgressSession(this, newId('e'), this.o.dir);
     mkdirSync(s.dir, { mode: 0o700 });
-    chownSync(s.dir, SANDBOX_ROOT, SANDBOX_ROOT);
+    chownSync(s.dir, owner, owner);
     this.sessions.set(s.id, s);
     try {
-      await this.plane.open(s.id, s.dir, SANDBOX_ROOT);
+      await this.plane.open(s.id, s.dir, owner);
     } catch (e) {
       this.sessions.delete(s.id);
       rmSync(s.dir, { recursive: true, force: true });
@@ -274,6 +277,9 @@ export class EgressSession {
     const inside = `${INSIDE}/egress/egress.sock`;
     return { binds: [{ source: this.dir, target: `${INSIDE}/egress` }], pairs: [`${HTTP_PROXY_PORT}>${inside}`, `${SOCKS_PORT}>${inside}`] };
   }
+
+  /** Connections asked for from now on follow `policy` (open ones go on). */
+  setPolicy(policy: Policy): void { this.spec.policy = policy; }
 
   /** Stops answering; open connections are cut. What went through, in all. */
   async close(): Promise<Traffic> {
