@@ -20,6 +20,9 @@
  *
  *   sbx userns BASE:COUNT -- PROGRAM ARGS...
  *       Only the user namespace of `run --userns`, then execs PROGRAM.
+ *
+ *   sbx warm --connect SOCKET --id ID --userns BASE:COUNT --nofile N --base DIR
+ *       A sandbox made ahead of its query, waiting for its job (warm.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +43,8 @@
 #include <unistd.h>
 
 int sandbox_filter_fd(void); /* seccomp.c */
+int cmd_warm(int argc, char **argv); /* warm.c */
+void clear_volatile_marker(const char *work);
 
 static void die(const char *what) {
   fprintf(stderr, "sbx: %s: %s\n", what, strerror(errno));
@@ -126,7 +131,7 @@ static int cmd_userns(int argc, char **argv) {
  * work directory (a pooled scratch) mounts again. A scratch never survives a crash, so a marker
  * a crash left never meets a mount.
  */
-static void clear_volatile_marker(const char *work) {
+void clear_volatile_marker(const char *work) {
   static const char *const parts[] = {"/work/incompat/volatile/dirty", "/work/incompat/volatile", "/work/incompat"};
   char path[4096];
   for (int k = 0; k < 3; k++) {
@@ -195,6 +200,7 @@ static int cmd_run(int argc, char **argv) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "userns") == 0) return cmd_userns(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx run|userns ...\n");
+  if (argc >= 2 && strcmp(argv[1], "warm") == 0) return cmd_warm(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx run|userns|warm ...\n");
   return 2;
 }

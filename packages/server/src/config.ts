@@ -33,6 +33,8 @@ export interface ServerConfig {
   http: { headersTimeoutMs: number; requestTimeoutMs: number };
   /** Sync layers and metadata before acknowledging writes (power-loss durability); off only for throw-away data. */
   durable: boolean;
+  /** Queries start in sandboxes made ahead of them (runtime/bwrap/warm-pool.ts); `SHELLBASE_WARM=0` turns it off. */
+  warm: boolean;
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number; budgetMs: number };
   /** Quotas of a tenant that sets none of its own. */
@@ -130,6 +132,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     storeSizeGb: num('SHELLBASE_STORE_SIZE_GB', 64),
     squashAbove: num('SHELLBASE_SQUASH_ABOVE', 24),
     durable: env.SHELLBASE_DURABLE !== '0',
+    warm: env.SHELLBASE_WARM !== '0',
     http: {
       headersTimeoutMs: num('SHELLBASE_HEADERS_TIMEOUT_MS', 10_000),
       requestTimeoutMs: num('SHELLBASE_REQUEST_TIMEOUT_MS', 120_000),

@@ -57,7 +57,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   await layers.open();
   // Cgroups are named per data directory, so servers over different homes never touch each other's.
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
-  const runtime = new BwrapRuntime(cgroupDriver(instance), { helpers: path.join(config.home, 'bin') });
+  const runtime = new BwrapRuntime(cgroupDriver(instance), {
+    helpers: path.join(config.home, 'bin'),
+    warm: config.warm ? { dir: path.join(config.home, 'warm'), onError: (message) => log.warn(message) } : undefined,
+  });
   const meter = new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() });
   const durability = config.durable ? {
     layers: runner(new GroupSync(() => layers.sync())),
@@ -74,6 +77,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const e2b = new E2bCompat(engine, machines, deps, log);
   try {
     await engine.recover();
+    await runtime.start();
     await machines.open();
     await e2b.open();
   } catch (e) {

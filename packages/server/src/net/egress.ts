@@ -47,6 +47,9 @@ export interface SessionSpec {
 /** Bytes a sandbox's connections moved. */
 export interface Traffic { bytesOut: number; bytesIn: number }
 
+/** Sessions kept open ahead of the sandboxes that will take them. */
+const SPARE_SESSIONS = 2;
+
 /** One connection a sandbox handed over, from its request to its end. */
 interface Conn {
   session: EgressSession;
@@ -91,14 +94,50 @@ export class Egress {
       request: (conn, session, head) => void this.decide(conn, session, head),
       failed: (conn, why) => { const c = this.conns.get(conn); if (c) c.reason = `connecting failed: ${why}`; },
       closed: (conn, bytesOut, bytesIn) => this.ended(conn, { bytesOut, bytesIn }),
-      lost: () => { for (const id of [...this.conns.keys()]) this.ended(id, { bytesOut: 0, bytesIn: 0 }); },
+      lost: () => {
+        for (const id of [...this.conns.keys()]) this.ended(id, { bytesOut: 0, bytesIn: 0 });
+        // Sessions opened ahead listened in the process that died: never hand them out.
+        for (const s of this.spares.splice(0)) { this.sessions.delete(s.id); rmSync(s.dir, { recursive: true, force: true }); }
+      },
     }, this.o.log);
     return this.plane_;
   }
 
-  /** A session whose socket host uid `owner` may connect to (the sandboxes' root; a machine's QEMU). */
+  /**
+   * A session whose socket host uid `owner` may connect to (the sandboxes' root; a machine's
+   * QEMU). Once a first sandboxes' session was asked for, two of those are kept open ahead (a
+   * directory, a socket sbx-egress listens on) and given their spec when taken: no sandbox can
+   * reach a session before that, since its directory is bound into the sandbox only after.
+   */
   async open(spec: SessionSpec, owner: number = SANDBOX_ROOT): Promise<EgressSession> {
-    const s = new EgressSession(this, spec, newId('e'), this.o.dir);
+    if (owner === SANDBOX_ROOT) {
+      const spare = this.spares.shift();
+      this.spare();
+      if (spare) {
+        spare.assign(spec);
+        return spare;
+      }
+    }
+    const s = await this.fresh(owner);
+    s.assign(spec);
+    return s;
+  }
+
+  private readonly spares: EgressSession[] = [];
+  private sparing = 0;
+  private closing = false;
+
+  private spare(): void {
+    while (!this.closing && this.spares.length + this.sparing < SPARE_SESSIONS) {
+      this.sparing++;
+      this.fresh(SANDBOX_ROOT).then((s) => {
+        if (this.closing) void this.closeSession(s); else this.spares.push(s);
+      }, (e: unknown) => this.o.log.warn({ err: e }, 'an egress session could not be opened ahead')).finally(() => { this.sparing--; });
+    }
+  }
+
+  private async fresh(owner: number): Promise<EgressSession> {
+    const s = new EgressSession(this, newId('e'), this.o.dir);
     mkdirSync(s.dir, { mode: 0o700 });
     chownSync(s.dir, owner, owner);
     this.sessions.set(s.id, s);
@@ -130,6 +169,7 @@ export class Egress {
 
   /** Shutdown: the data plane stops (sandboxes are gone by now) and the audit log is written. */
   async close(): Promise<void> {
+    this.closing = true;
     await this.plane_?.stop();
     await this.o.flush();
     rmSync(this.o.dir, { recursive: true, force: true });
@@ -212,8 +252,21 @@ export class EgressSession {
   open = 0;
   readonly dir: string;
 
-  constructor(private readonly egress: Egress, readonly spec: SessionSpec, readonly id: string, root: string) {
+  private spec_: SessionSpec | null = null;
+
+  constructor(private readonly egress: Egress, readonly id: string, root: string) {
     this.dir = path.join(root, id);
+  }
+
+  /** Whose session this is and under which policy (given once, before any sandbox can reach it). */
+  get spec(): SessionSpec {
+    if (!this.spec_) throw new Error(`egress session ${this.id} has no spec yet`);
+    return this.spec_;
+  }
+
+  assign(spec: SessionSpec): void {
+    if (this.spec_) throw new Error(`egress session ${this.id} was already given`);
+    this.spec_ = spec;
   }
 
   /** Where sbx-forward (or a machine's guestfwd) hands connections over. */

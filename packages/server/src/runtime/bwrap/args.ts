@@ -36,22 +36,33 @@ export function bwrapArgs(o: BwrapArgsOptions): string[] {
     '--die-with-parent', '--new-session',
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup',
     '--bind', o.merged, '/',
-    // /tmp as any Linux has it: every user may write there (a USER of the image too).
+    // /tmp as any Linux has it: every user may write there (a USER of the image too). Binds go
+    // below it (checkBinds: a mount point made in the overlay would become a change of the context).
     '--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp',
-    // Below /tmp: a mount point made in the overlay would become a change of the context. The one
-    // exception is a read-only /etc/hosts (services' links), which every image has, so bwrap finds
-    // its mount point there and makes none.
-    ...(o.binds ?? []).flatMap((b) => {
-      if (!b.target.startsWith('/tmp/') && !(b.target === '/etc/hosts' && b.readOnly)) throw new Error(`bind target ${b.target} is not below /tmp`);
-      return [b.readOnly ? '--ro-bind' : '--bind', b.source, b.target];
-    }),
+    ...checkBinds(o.binds).flatMap((b) => [b.readOnly ? '--ro-bind' : '--bind', b.source, b.target]),
     '--hostname', 'sandbox',
     '--clearenv',
   ];
-  const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...o.env };
-  for (const [k, v] of Object.entries(env)) args.push('--setenv', k, v);
+  for (const [k, v] of Object.entries(sandboxEnv(o.env))) args.push('--setenv', k, v);
   args.push('--chdir', o.cwd, '--seccomp', String(SECCOMP_FD), '--cap-drop', 'ALL');
   for (const cap of SANDBOX_CAPS) args.push('--cap-add', cap);
   args.push('--', ...o.argv);
   return args;
+}
+
+/** The command's whole environment: the defaults under what the caller set. */
+export function sandboxEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...env };
+}
+
+/**
+ * Binds go below /tmp: a mount point made in the overlay would become a change of the context.
+ * The one exception is a read-only /etc/hosts (services' links), which every image has, so the
+ * mount point is found there and none is made.
+ */
+export function checkBinds(binds: BwrapArgsOptions['binds']): NonNullable<BwrapArgsOptions['binds']> {
+  for (const b of binds ?? []) {
+    if (!b.target.startsWith('/tmp/') && !(b.target === '/etc/hosts' && b.readOnly)) throw new Error(`bind target ${b.target} is not below /tmp`);
+  }
+  return binds ?? [];
 }

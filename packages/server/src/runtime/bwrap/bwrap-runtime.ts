@@ -10,7 +10,9 @@ import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, 
 import { bridge, jail, runHelper, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
-import { spawner, type Spawned } from '../../util/spawner.js';
+import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js';
+import { WarmPool, type WarmPoolOptions } from './warm-pool.js';
+import { warmJob } from './warm-job.js';
 
 /** Open files per sandbox process (soft and hard limit): thousands, not the host's table. */
 export const OPEN_FILES = 4096;
@@ -29,9 +31,13 @@ const SIGNAL_NAMES = new Map<number, string>(
 export class BwrapRuntime implements Runtime {
   /** The static `sbx-user` a sandbox's root can reach (the checkout may be below a home it cannot pass). */
   private readonly userShim: string;
+  private readonly warm: WarmPool | null;
 
-  /** `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside sandboxes. */
-  constructor(private readonly cgroups: CgroupDriver, options: { helpers?: string } = {}) {
+  /**
+   * `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside
+   * sandboxes. With `warm`, queries start in sandboxes made ahead (warm-pool.ts) whenever one is ready.
+   */
+  constructor(private readonly cgroups: CgroupDriver, options: { helpers?: string; warm?: Omit<WarmPoolOptions, 'nofile'> } = {}) {
     this.userShim = SBX_USER;
     if (options.helpers) {
       mkdirSync(options.helpers, { recursive: true, mode: 0o711 });
@@ -39,6 +45,12 @@ export class BwrapRuntime implements Runtime {
       copyFileSync(SBX_USER, this.userShim);
       chmodSync(this.userShim, 0o755);
     }
+    this.warm = options.warm ? new WarmPool({ ...options.warm, nofile: OPEN_FILES }) : null;
+  }
+
+  /** Starts what the runtime keeps ready (the warm pool); before it, every sandbox starts cold. */
+  async start(): Promise<void> {
+    await this.warm?.start();
   }
 
   /** The command line inside the sandbox: the preamble (as root), then the user switch, then the command. */
@@ -68,6 +80,7 @@ export class BwrapRuntime implements Runtime {
   private readonly removals = new Set<Promise<void>>();
 
   async close(): Promise<void> {
+    await this.warm?.close();
     await Promise.all([...this.removals]);
     return this.cgroups.close();
   }
@@ -97,24 +110,22 @@ export class BwrapRuntime implements Runtime {
       members.set(cgroup, limits.cpus);
       this.rebalance(group.id, group.cpus);
     }
-    const merged = path.join(spec.mount.chdir, spec.mount.merged);
-    const args = ['run'];
-    for (const f of cgroup.joinFiles) args.push('--cgroup', f);
-    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
-      '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
-      ...bwrapArgs({ merged, ...this.commandLine(spec), env: spec.env, cwd: spec.cwd }));
-
     const started = performance.now();
     const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
     const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
     const { stream } = spec;
-    const spawned = spawner.start([SBX, ...args], spec.stdin, stream ? {
-      onStdout: (c) => stream('stdout', c),
-      onStderr: (c) => stream('stderr', c),
+    const handlers = stream ? {
+      onStdout: (c: Buffer) => stream('stdout', c),
+      onStderr: (c: Buffer) => stream('stderr', c),
     } : {
-      onStdout: (c) => stdout.push(c),
-      onStderr: (c) => stderr.push(c),
-    });
+      onStdout: (c: Buffer) => stdout.push(c),
+      onStderr: (c: Buffer) => stderr.push(c),
+    };
+    // Warm: sandboxes without stdin that nobody watches start (services need the cold path's pid).
+    const warm = this.warm && !stream && !spec.onStart && !spec.stdin?.length
+      ? this.warm.take(warmJob({ mount: spec.mount, joinFiles: cgroup.joinFiles, ...this.commandLine(spec), env: spec.env, cwd: spec.cwd }), handlers)
+      : null;
+    let spawned = warm ? warm.spawned : this.startCold(spec, cgroup, handlers);
     spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });
 
     let timedOut = false;
@@ -126,7 +137,12 @@ export class BwrapRuntime implements Runtime {
     if (spec.signal?.aborted) onAbort();
 
     try {
-      const { code, signal: sig } = await spawned.exited;
+      let { code, signal: sig } = await spawned.exited;
+      if (warm && !(await warm.started) && !timedOut && !aborted) {
+        // The warm sandbox ended before its command could run (killed, or its set-up failed).
+        spawned = this.startCold(spec, cgroup, handlers);
+        ({ code, signal: sig } = await spawned.exited);
+      }
       const wallMs = Math.round(performance.now() - started);
       if (code === 125 && stderr.end().startsWith('sbx:')) {
         throw new Error(`sandbox set-up failed: ${stderr.end().trim()}`);
@@ -150,6 +166,7 @@ export class BwrapRuntime implements Runtime {
         memoryPeakBytes: stats.memoryPeakBytes,
       };
     } finally {
+      if (warm) this.warm!.refill();
       clearTimeout(timer);
       spec.signal?.removeEventListener('abort', onAbort);
       if (group !== undefined) {
@@ -162,6 +179,17 @@ export class BwrapRuntime implements Runtime {
       const removal = cgroup.release().catch(() => undefined).finally(() => this.removals.delete(removal));
       this.removals.add(removal);
     }
+  }
+
+  /** `sbx run` mounts the overlay in a private mount namespace and execs bwrap. */
+  private startCold(spec: SandboxSpec, cgroup: Cgroup, handlers: SpawnHandlers): Spawned {
+    const merged = path.join(spec.mount.chdir, spec.mount.merged);
+    const args = ['run'];
+    for (const f of cgroup.joinFiles) args.push('--cgroup', f);
+    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
+      '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
+      ...bwrapArgs({ merged, ...this.commandLine(spec), env: spec.env, cwd: spec.cwd }));
+    return spawner.start([SBX, ...args], spec.stdin, handlers);
   }
 }
 

@@ -1,0 +1,67 @@
+/*
+ * The outer's part of a warm sandbox's job (warm.c): what needs the host's privileges. It moves
+ * itself and the inner into the query's cgroups (the inner is single-threaded, so writing its
+ * pid to a v1 `tasks` file moves it without the global threadgroup lock, like `sbx run`'s "0"),
+ * enters the inner's mount namespace and mounts the overlay there with exactly the options of
+ * `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's bind of it as `/` adds those today).
+ * Also here: the seccomp filter, compiled ahead (seccomp.c) and kept in memory.
+ */
+#define _GNU_SOURCE
+#include "warm.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sandbox_filter_fd(void); /* seccomp.c */
+
+void warm_compile_filter(struct warm_filter *f) {
+  int fd = sandbox_filter_fd();
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter)) { errno = EINVAL; warm_die("seccomp filter"); }
+  struct sock_filter *code = malloc((size_t)st.st_size);
+  if (!code || warm_read_full(fd, code, (size_t)st.st_size) != 0) warm_die("seccomp filter");
+  close(fd);
+  f->prog.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+  f->prog.filter = code;
+}
+
+static void write_pid(const char *file, pid_t pid) {
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%d\n", (int)pid);
+  int fd = open(file, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, buf, (size_t)n) != n) warm_die(file);
+  close(fd);
+}
+
+void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
+  const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
+  for (int i = 0; i + 1 < job->argc && strcmp(job->argv[i], "--") != 0; i++) {
+    const char *k = job->argv[i], *v = job->argv[i + 1];
+    if (strcmp(k, "--cgroup") == 0) { write_pid(v, inner); write_pid(v, getpid()); i++; }
+    else if (strcmp(k, "--chdir") == 0) { chdir_to = v; i++; }
+    else if (strcmp(k, "--lower") == 0) { lower = v; i++; }
+    else if (strcmp(k, "--upper") == 0) { upper = v; i++; }
+    else if (strcmp(k, "--work") == 0) { work = v; i++; }
+    else if (strcmp(k, "--merged") == 0) { merged = v; i++; }
+    else if (strcmp(k, "--bind") == 0 || strcmp(k, "--ro-bind") == 0 || strcmp(k, "--setenv") == 0) i += 2;
+    else if (strcmp(k, "--cwd") == 0 || strcmp(k, "--cap-add") == 0) i++;
+    else { errno = EINVAL; warm_die(k); }
+  }
+  if (!chdir_to || !lower || !upper || !work || !merged) { errno = EINVAL; warm_die("job without an overlay"); }
+  if (setns(mnt_ns, CLONE_NEWNS) != 0) warm_die("setns");
+  close(mnt_ns);
+  if (chdir(chdir_to) != 0) warm_die(chdir_to);
+  size_t len = strlen(lower) + strlen(upper) + strlen(work) + 128;
+  char *opts = malloc(len);
+  if (!opts) warm_die("malloc");
+  snprintf(opts, len, "lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,index=off,metacopy=off,volatile", lower, upper, work);
+  clear_volatile_marker(work);
+  if (mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) != 0) warm_die("mount overlay");
+  free(opts);
+}

@@ -1,0 +1,191 @@
+/*
+ * sbx warm: a sandbox made ahead of its query (runtime/bwrap/warm-pool.ts drives it).
+ *
+ *   sbx warm --connect SOCKET --id ID --userns BASE:COUNT --nofile N --base DIR
+ *
+ * Ahead of use, two processes: this one (the "outer", host root, in no new namespace) and its
+ * child (the "inner", pid 1 of new user, pid, net, ipc, uts and mount namespaces, uid 0 of the
+ * sandboxes' id map, loopback up, hostname `sandbox`, and a tmpfs on DIR holding the sandbox's
+ * /proc, /dev and /tmp, made as bubblewrap makes them). The seccomp filter is compiled. The outer
+ * then connects to SOCKET, says "ID\n" and waits for one job:
+ *
+ *   u32 length (little-endian), then NUL-terminated strings:
+ *   [--cgroup FILE]... --chdir DIR --lower L --upper U --work W --merged M
+ *   [--bind SRC DST | --ro-bind SRC DST]... [--setenv K V]... --cwd DIR -- PROGRAM ARGS...
+ *
+ * The outer moves both processes into the cgroups, enters the inner's mount namespace, mounts
+ * the overlay there as `sbx run` does (warm-mount.c), and hands the job to the inner, which moves
+ * /proc, /dev and /tmp onto it, makes the binds, pivots into it, enters a new cgroup namespace
+ * and starts the command as bubblewrap would (warm-exec.c). The outer exits with the command's
+ * status; it writes "s" on SOCKET right before the hand-over, so a sandbox that ends without
+ * that byte never started its command (the pool then runs it the ordinary way). A closed SOCKET before a job (the pool let the sandbox go) ends both processes; either
+ * one's death kills the other (parent-death signals) and with the inner the whole pid namespace.
+ * Each sandbox takes one job: it is never reused.
+ */
+#define _GNU_SOURCE
+#include "warm.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void warm_die(const char *what) {
+  fprintf(stderr, "sbx: %s: %s\n", what, strerror(errno));
+  exit(125);
+}
+
+int warm_read_full(int fd, void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, (char *)buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n) {
+  size_t put = 0;
+  while (put < n) {
+    ssize_t r = write(fd, (const char *)buf + put, n - put);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    put += (size_t)r;
+  }
+  return 0;
+}
+
+/* Splits a job's NUL-terminated strings into an argv-like array (owned by the job's buffer). */
+static char **split(char *buf, uint32_t len, int *count) {
+  int n = 0;
+  for (uint32_t i = 0; i < len; i++) if (buf[i] == '\0') n++;
+  char **v = calloc((size_t)n + 1, sizeof *v);
+  if (!v) warm_die("calloc");
+  char *p = buf;
+  for (int k = 0; k < n; k++) { v[k] = p; p += strlen(p) + 1; }
+  *count = n;
+  return v;
+}
+
+int warm_read_job(int fd, struct warm_job *job) {
+  uint32_t len;
+  if (warm_read_full(fd, &len, 4) != 0) return -1;
+  if (len == 0 || len > WARM_MAX_JOB) { errno = E2BIG; warm_die("job"); }
+  char *buf = malloc(len + 1);
+  if (!buf) warm_die("malloc");
+  if (warm_read_full(fd, buf, len) != 0) return -1;
+  buf[len] = '\0';
+  if (buf[len - 1] != '\0') { errno = EINVAL; warm_die("job"); }
+  memset(job, 0, sizeof *job);
+  job->raw = buf;
+  job->raw_len = len;
+  job->argv = split(buf, len, &job->argc);
+  return 0;
+}
+
+static void write_map(pid_t pid, const char *which, unsigned long base, unsigned long count) {
+  char path[64], map[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, which);
+  snprintf(map, sizeof map, "0 %lu %lu\n", base, count);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write_full(fd, map, strlen(map)) != 0) warm_die(path);
+  close(fd);
+}
+
+static int connect_to(const char *path) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof a.sun_path) { errno = ENAMETOOLONG; warm_die("socket path"); }
+  strcpy(a.sun_path, path);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) warm_die("connect");
+  return s;
+}
+
+/* bwrap's convention: a command killed by signal N is reported as exit status 128+N. */
+static int status_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+int cmd_warm(int argc, char **argv) {
+  const char *sock = NULL, *id = NULL, *base_dir = NULL;
+  unsigned long ns_base = 0, ns_count = 0, nofile = 0;
+  for (int i = 0; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--connect") == 0) sock = argv[i + 1];
+    else if (strcmp(argv[i], "--id") == 0) id = argv[i + 1];
+    else if (strcmp(argv[i], "--base") == 0) base_dir = argv[i + 1];
+    else if (strcmp(argv[i], "--nofile") == 0) nofile = strtoul(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--userns") == 0) {
+      char *end;
+      ns_base = strtoul(argv[i + 1], &end, 10);
+      if (*end == ':') ns_count = strtoul(end + 1, &end, 10);
+      if (*end || ns_count == 0) { fprintf(stderr, "sbx: bad --userns %s\n", argv[i + 1]); return 125; }
+    } else { fprintf(stderr, "sbx: unknown option %s\n", argv[i]); return 125; }
+  }
+  if (!sock || !id || !base_dir || !ns_count || !nofile || argc % 2) { fprintf(stderr, "sbx warm: missing arguments\n"); return 125; }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) warm_die("prctl");
+  if (getppid() == 1) return 125;
+  struct rlimit rl = {.rlim_cur = nofile, .rlim_max = nofile};
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) warm_die("setrlimit nofile");
+
+  struct warm_filter filter;
+  warm_compile_filter(&filter);
+
+  /* go: the outer's byte once the id maps are written, then the job; ready: the inner's byte. */
+  int go[2], ready[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0 || pipe2(ready, O_CLOEXEC) != 0) warm_die("socketpair");
+  pid_t inner = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (inner < 0) warm_die("clone");
+  if (inner == 0) {
+    close(go[0]);
+    close(ready[0]);
+    warm_inner(go[1], ready[1], base_dir, &filter); /* never returns */
+  }
+  close(go[1]);
+  close(ready[1]);
+  signal(SIGPIPE, SIG_IGN); /* a dead inner is an error below, not a silent death (the inner was forked before) */
+  write_map(inner, "uid_map", ns_base, ns_count);
+  write_map(inner, "gid_map", ns_base, ns_count);
+  if (write_full(go[0], "m", 1) != 0) warm_die("inner");
+  char c;
+  if (warm_read_full(ready[0], &c, 1) != 0) { int st; waitpid(inner, &st, 0); return 125; } /* it said why on stderr */
+  char mnt_path[64];
+  snprintf(mnt_path, sizeof mnt_path, "/proc/%d/ns/mnt", (int)inner);
+  int mnt_ns = open(mnt_path, O_RDONLY | O_CLOEXEC);
+  if (mnt_ns < 0) warm_die(mnt_path);
+
+  int ctl = connect_to(sock);
+  char hello[128];
+  int n = snprintf(hello, sizeof hello, "%s\n", id);
+  if (write_full(ctl, hello, (size_t)n) != 0) warm_die("hello");
+  /* Wait for the job, or for the inner's end (its side of `go` closes): a dead member ends here. */
+  struct pollfd pf[2] = {{.fd = ctl, .events = POLLIN}, {.fd = go[0], .events = POLLIN}};
+  while (poll(pf, 2, -1) < 0) if (errno != EINTR) warm_die("poll");
+  struct warm_job job;
+  if (pf[1].revents || warm_read_job(ctl, &job) != 0) { kill(inner, SIGKILL); return 0; } /* let go unused */
+
+  warm_outer_prepare(&job, inner, mnt_ns);
+  /* Before the command can run: a sandbox that ends without this byte never ran it. */
+  int status;
+  if (waitpid(inner, &status, WNOHANG) != 0) return 125; /* the inner died meanwhile: not started */
+  if (write_full(ctl, "s", 1) != 0) warm_die("ack");
+  close(ctl);
+  uint32_t len = job.raw_len;
+  if (write_full(go[0], &len, 4) != 0 || write_full(go[0], job.raw, len) != 0) warm_die("hand over the job");
+  close(go[0]);
+  while (waitpid(inner, &status, 0) < 0) if (errno != EINTR) warm_die("waitpid");
+  return status_of(status);
+}

@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { imageInfo, imageRootfs, loadConfig } from '../../packages/server/src/index.ts';
+import { BwrapRuntime, cgroupDriver } from '../../packages/server/src/runtime/index.ts';
+import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
+import { runtimeConformance, type RuntimeFixture } from './runtime.ts';
+
+/** The bwrap runtime with its warm pool: every case of the suite, on sandboxes made ahead where one is ready. */
+async function fixture(): Promise<RuntimeFixture & { runtime: BwrapRuntime; dir: string }> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-warm-runtime-'));
+  chmodSync(dir, 0o711); // passable by the sandboxes' root, as a server's home is
+  const cache = loadConfig().cache;
+  const snapshotter = new BtrfsSnapshotter({
+    root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: (id) => imageRootfs(cache, id),
+    defaultDiskMb: 64, poolSize: 0, rootId: 100_000,
+  });
+  await snapshotter.open();
+  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { warm: { dir: path.join(dir, 'warm') } });
+  await runtime.start();
+  return {
+    runtime, snapshotter, dir, image: imageInfo(cache, 'debian').layerId, imageFile: '/etc/debian_version',
+    done: async () => { await runtime.close(); await snapshotter.close(); rmSync(dir, { recursive: true, force: true }); },
+  };
+}
+
+runtimeConformance('bwrap runtime, warm', fixture);
+
+const LIMITS = { memoryMb: 256, pids: 64, cpus: 1, outputBytes: 1 << 20, timeoutMs: 10_000 };
+
+test('bwrap runtime, warm: a member that dies as it is taken never runs the command; the sandbox starts cold instead', async () => {
+  const f = await fixture();
+  try {
+    const run = async (command: string, before?: () => void) => {
+      const scratch = await f.snapshotter.prepare({ diskMb: 64 });
+      before?.();
+      const r = await f.runtime.run({ mount: f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', command], env: {}, cwd: '/root', limits: LIMITS });
+      await f.snapshotter.release(scratch);
+      return r;
+    };
+    const which = `tr '\\0' ' ' < /proc/1/cmdline`;
+    assert.match((await run(which)).stdout, /\/sbx warm /, 'the first query ran warm');
+    // The pool's next member (made once that query ended): kill its sandbox, then take it at once.
+    let inner = '';
+    for (let i = 0; i < 250 && !inner; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      const ps = execFileSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(`--connect ${f.dir}/warm/`));
+      const pids = new Set(ps.map((l) => l.trim().split(/\s+/)[0]));
+      inner = ps.map((l) => l.trim().split(/\s+/)).find(([, ppid]) => pids.has(ppid))?.[0] ?? '';
+    }
+    assert.ok(inner, 'a member is ready');
+    // Killed right before the take, in the same tick: the pool cannot have seen it end.
+    const r = await run(`${which}; echo ran`, () => process.kill(Number(inner), 'SIGKILL'));
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.match(r.stdout, /^bwrap .* ran\n$/s, 'it ran once, cold');
+    assert.equal(r.stderr, '');
+  } finally {
+    await f.done();
+  }
+});
