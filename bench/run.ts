@@ -15,6 +15,7 @@ import { machines } from './scenarios/machines.ts';
 import { idleContexts } from './scenarios/scale.ts';
 import { historyAtScale } from './scenarios/history-scale.ts';
 import { egress } from './scenarios/egress.ts';
+import { e2b } from './scenarios/e2b.ts';
 
 const quick = process.argv.includes('--quick');
 const started = performance.now();
@@ -26,7 +27,7 @@ try {
   const scenarios: [string, (b: Bench) => Promise<void>][] = [
     ['queries', queries], ['files', files], ['history', history], ['durability', durability],
     ['services', (x) => services(x, rootfs)], ['noisy neighbours', isolation], ['idle contexts', idleContexts],
-    ['machines', machines], ['history at scale', historyAtScale], ['egress', egress],
+    ['machines', machines], ['history at scale', historyAtScale], ['e2b', e2b], ['egress', egress],
   ];
   // `--only NAME` (repeatable) runs just those scenarios (results.json then holds only theirs).
   const only = process.argv.flatMap((a, i) => (process.argv[i - 1] === '--only' ? [a] : []));

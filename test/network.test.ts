@@ -243,6 +243,16 @@ print(' '.join(codes))
     assert.equal(next.stdout, 'upstream says hi to GET /next\n');
   });
 
+  test('the data plane dying costs only the connections it had: it is started again and egress goes on', async () => {
+    const before = t.server.engine.deps.egress.planePid;
+    assert.ok(before, 'sbx-egress runs once a sandbox had egress');
+    process.kill(before, 'SIGKILL');
+    for (let i = 0; i < 100 && t.server.engine.deps.egress.planePid === before; i++) await sleep(20);
+    const r = await sh('net', `curl -sS http://api.example.test:${port}/after`);
+    assert.equal(r.stdout, 'upstream says hi to GET /after\n', r.stderr);
+    assert.notEqual(t.server.engine.deps.egress.planePid, before);
+  });
+
   test('services: egress under their policy; TCP from outside through a tunnel that wakes them; access "key"', async () => {
     const ctx = t.sb.context('svc');
     await ctx.files.write('/root/echo.py', ECHO);
@@ -307,6 +317,41 @@ print(' '.join(codes))
     assert.ok(kinds.some((c) => c.allowed && c.host === 'api.example.test'), JSON.stringify(kinds));
     const usage = (await t.sb.usage({ groupBy: 'kind' })).items.find((i) => i.key === 'service');
     assert.ok(usage && usage.ingressBytes > 0, `service runs meter their traffic: ${JSON.stringify(usage)}`);
+  });
+
+  test('service links: a shared service answers at SERVICE.CONTEXT.internal in the contexts it is shared with, woken; others are refused by name', async () => {
+    await t.sb.context('db').files.write('/root/echo.py', ECHO);
+    const pg = await t.sb.context('db').services.create({ name: 'pg', command: 'python3 /root/echo.py', port: 5432, idleTimeoutMs: 500, share: ['api'] });
+    assert.deepEqual(pg.share, ['api']);
+    const talk = `python3 -c "import socket; s = socket.create_connection(('pg.db.internal', 5432)); s.sendall(b'hi\\n'); print(s.recv(10).decode(), end='')"`;
+    const fromApi = await sh('api', `getent hosts pg.db.internal; ${talk}`, { egress: 'none' });
+    assert.equal(fromApi.exitCode, 0, fromApi.stderr);
+    assert.match(fromApi.stdout, /^127\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\.\d+\.\d+\s+pg\.db\.internal\nHI\n$/, 'a name in /etc/hosts, plain TCP, without egress');
+    for (let i = 0; i < 100 && (await t.sb.context('db').services.get('pg')).state !== 'sleeping'; i++) await sleep(50);
+    assert.equal((await sh('api', talk)).stdout, 'HI\n', 'woken again from sleep');
+
+    const fromJobs = await sh('jobs', `${talk}; curl -s -w ' %{http_code}' http://pg.db.internal:5432/`);
+    assert.match(fromJobs.stderr, /gaierror|Name or service not known/, 'not shared: the name does not resolve');
+    assert.equal(fromJobs.stdout, 'shellbase egress refused pg.db.internal:5432: service pg of context db is not shared with context jobs\n 403', 'the proxy says why, naming the service');
+    const wrongPort = await sh('api', `curl -s http://pg.db.internal:80/`);
+    assert.match(wrongPort.stdout, /service pg of context db listens on port 5432, not 80/);
+
+    const shared = await t.sb.context('db').services.share('pg', 'tenant');
+    assert.equal(shared.share, 'tenant');
+    assert.equal((await sh('jobs', talk)).stdout, 'HI\n', 'shared with the tenant: every context reaches it');
+    const { apiKey } = await t.sb.tenants.create('outsider');
+    const outsider = await new Shellbase({ url: t.server.url, apiKey }).context('jobs').exec(`curl -s http://pg.db.internal:5432/; getent hosts pg.db.internal || echo unresolved`, { commit: 'never' });
+    assert.equal(outsider.stdout, 'shellbase egress refused pg.db.internal:5432: no service pg.db.internal (services answer at SERVICE.CONTEXT.internal to the contexts they are shared with)\nunresolved\n',
+      'another tenant learns nothing');
+
+    // An HTTP service of another context, reached through the proxy by name (curl uses http_proxy).
+    await t.sb.context('api').files.write('/root/fetch.py', FETCHER);
+    await t.sb.context('api').services.create({ name: 'web', command: 'python3 /root/fetch.py', port: 8080, share: 'tenant', env: { UPSTREAM: `http://api.example.test:${port}/via-link` } });
+    const viaProxy = await sh('jobs', 'curl -sS http://web.api.internal:8080/fetch');
+    assert.equal(viaProxy.stdout, 'upstream says hi to GET /via-link\n', viaProxy.stderr);
+    const unshare = await t.sb.context('db').services.share('pg', null);
+    assert.equal(unshare.share, undefined);
+    assert.match((await sh('api', talk)).stderr, /gaierror|Name or service not known/, 'unshared again: gone from other contexts');
   });
 
   test('apt-get update and install work through the proxy (a Debian repository on the upstream)', async () => {

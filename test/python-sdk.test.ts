@@ -56,6 +56,7 @@ sb = Shellbase("http://127.0.0.1:1", "k")
 objects = {
     "Shellbase": sb, "contexts": sb.contexts, "tenants": sb.tenants, "machines": sb.machines,
     "context": sb.context("c"), "context.files": sb.context("c").files, "context.services": sb.context("c").services,
+    "context.network": sb.context("c").network,
     "machine": sb.machines.get("m"), "machine.files": sb.machines.get("m").files,
 }
 print(json.dumps({"file": shellbase.__file__, "members": {k: sorted(n for n in dir(o) if not n.startswith("_")) for k, o in objects.items()}}))
@@ -112,6 +113,7 @@ describe('the Python SDK', { timeout: SUITE_TIMEOUT_MS + 5 * 60_000 }, () => {
     const ts: Record<string, object> = {
       Shellbase: sb, contexts: sb.contexts, tenants: sb.tenants, machines: sb.machines,
       context: sb.context('c'), 'context.files': sb.context('c').files, 'context.services': sb.context('c').services,
+      'context.network': sb.context('c').network,
       machine: sb.machines.get('m'), 'machine.files': sb.machines.get('m').files,
     };
     const privates = sdkPrivates();

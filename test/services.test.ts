@@ -140,6 +140,21 @@ describe('services: woken by requests, asleep when idle', () => {
     assert.ok(svcUsage && svcUsage.serviceSeconds > 0 && svcUsage.queries === 0, `service runs are metered: ${JSON.stringify(byKind)}`);
   });
 
+  test('a service is billed for its activity, not for its idle tail before it sleeps', async () => {
+    const { apiKey } = await t.sb.tenants.create('billing');
+    const sb = new Shellbase({ url: t.server.url, apiKey });
+    await sb.context('bill').files.write('/root/app.py', APP);
+    const svc = await sb.context('bill').services.create({ name: 'once', command: 'python3 /root/app.py', port: 8000, idleTimeoutMs: 2000 });
+    assert.equal((await get(svc, '/hi')).text, 'hello from /hi');
+    for (let i = 0; i < 200 && (await sb.context('bill').services.get('once')).state !== 'sleeping'; i++) await sleep(50);
+    const u = (await sb.usage({ groupBy: 'kind' })).items.find((i) => i.key === 'service')!;
+    assert.ok(u.serviceSeconds >= 2, `wall time includes the idle tail: ${JSON.stringify(u)}`);
+    assert.ok(u.serviceActiveSeconds > 0 && u.serviceActiveSeconds < u.serviceSeconds - 1.5,
+      `billed: the start and the one request, not the 2 s idle tail: ${JSON.stringify(u)}`);
+    const metrics = await (await fetch(`${t.server.url}/metrics`)).text();
+    assert.match(metrics, /shellbase_idle_seconds_total\{kind="service"\} [1-9]/);
+  });
+
   test('a crashing service and one that never opens its port answer 503 with their last log lines', async () => {
     const ctx = t.sb.context('web');
     const crash = await ctx.services.create({ name: 'crash', command: 'echo "boom: missing config" >&2; exit 3', port: 8003 });

@@ -150,8 +150,12 @@ export interface UsageItem {
   queries: number;
   cpuMs: number;
   wallMs: number;
+  /** Wall time of service runs, idle tails included (capacity), and of machines' running stretches. */
   serviceSeconds: number;
   machineSeconds: number;
+  /** The billed part: service runs' time with a request, connection or start in progress; machines' with a call, connection or guest CPU in use. */
+  serviceActiveSeconds: number;
+  machineActiveSeconds: number;
   /** Machines' running time weighted by their memory (MiB × seconds). */
   machineMbSeconds: number;
   /** Bytes sent and received through the egress proxy by queries, services and machines. */
@@ -200,8 +204,13 @@ export interface Service {
   access: ServiceAccess;
   /** The service's own narrowing of its context's egress policy, if any. */
   network?: NetworkPolicy;
+  /** Who else reaches it at `{name}.{context}.internal:{port}`; absent: its own context only. */
+  share?: ServiceShare;
   createdAt: string;
 }
+
+/** `"tenant"`: every context of the tenant; a list: those contexts. */
+export type ServiceShare = 'tenant' | string[];
 
 export const SERVICE_ACCESS = ['url', 'key'] as const;
 export type ServiceAccess = (typeof SERVICE_ACCESS)[number];
@@ -217,6 +226,7 @@ export interface CreateServiceRequest {
   limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
   access?: ServiceAccess;
   network?: NetworkPolicy;
+  share?: ServiceShare;
 }
 
 /** A machine's states (machines/lifecycle.ts has its transitions). */

@@ -34,6 +34,7 @@ class SurfaceTest(unittest.TestCase):
             ("context", sync.context("c"), aio.context("c")),
             ("context.files", sync.context("c").files, aio.context("c").files),
             ("context.services", sync.context("c").services, aio.context("c").services),
+            ("context.network", sync.context("c").network, aio.context("c").network),
             ("machine", sync.machines.get("m"), aio.machines.get("m")),
             ("machine.files", sync.machines.get("m").files, aio.machines.get("m").files),
         ]

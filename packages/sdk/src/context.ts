@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { Context, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
+import type { Context, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, ServiceShare, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
 import { ndjson } from './ndjson.js';
 import { listenTunnel, type LocalTunnel } from './tunnel.js';
@@ -89,6 +89,9 @@ export class ContextHandle {
     create: (req: CreateServiceRequest): Promise<Service> => this.sb.json('POST', this.path('/services'), { body: req }),
     list: async (): Promise<Service[]> => (await this.sb.json<{ services: Service[] }>('GET', this.path('/services'))).services,
     get: (name: string): Promise<Service> => this.sb.json('GET', this.path(`/services/${encodeURIComponent(name)}`)),
+    /** Who else reaches it at `{name}.{context}.internal:{port}`: "tenant", a list of contexts, or null (this context only). */
+    share: (name: string, share: ServiceShare | null): Promise<Service> =>
+      this.sb.json('PUT', this.path(`/services/${encodeURIComponent(name)}/share`), { body: { share } }),
     /** Puts it to sleep now; its writes commit to the context. */
     stop: (name: string): Promise<Service> => this.sb.json('POST', this.path(`/services/${encodeURIComponent(name)}/stop`)),
     remove: async (name: string): Promise<void> => { await this.sb.request('DELETE', this.path(`/services/${encodeURIComponent(name)}`)); },

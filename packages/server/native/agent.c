@@ -4,9 +4,10 @@
  *
  *   sbx-spawner --listen PORT
  *       Accepts TCP connections on PORT (reached from the host only through
- *       QEMU's user-mode network) and serves the spawner protocol on each in
- *       a child of its own, so every QEMU process that restores the machine
- *       talks over a connection of its own, starting at a frame boundary.
+ *       QEMU's user-mode network) and serves the spawner protocol on each,
+ *       with one process table for all: every QEMU process that restores
+ *       the machine talks over a connection of its own, starting at a frame
+ *       boundary, and finds the processes earlier connections started.
  *
  *   sbx-spawner --settle UNIX_NS
  *       After a restore: sets the clock to UNIX_NS and mixes the bytes on
@@ -28,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int spawner_serve(int agent);
+#include "spawner.h"
 
 static int fail(const char *what) {
   fprintf(stderr, "sbx-spawner: %s: %s\n", what, strerror(errno));
@@ -43,28 +44,7 @@ static int listen_on(int port) {
   struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = { htonl(INADDR_ANY) } };
   if (bind(s, (struct sockaddr *)&a, sizeof a) != 0) return fail("bind");
   if (listen(s, 64) != 0) return fail("listen");
-  signal(SIGCHLD, SIG_IGN); /* connection servers are reaped by the kernel */
-  for (;;) {
-    int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0) { if (errno == EINTR || errno == ECONNABORTED) continue; return fail("accept"); }
-    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    /* A restored copy of this machine inherits connections whose host side is gone: keepalive
-       probes meet a reset from QEMU's network, and their servers end within ~20 s. */
-    int idle = 10, intvl = 5, cnt = 2;
-    setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    setsockopt(c, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(c, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    setsockopt(c, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(s);
-      signal(SIGCHLD, SIG_DFL); /* this one waits for its own children */
-      if (dup2(c, 0) != 0 || dup2(c, 1) != 1) _exit(1);
-      close(c);
-      _exit(spawner_serve(1));
-    }
-    close(c);
-  }
+  return spawner_serve(s);
 }
 
 static int settle(const char *ns_text) {

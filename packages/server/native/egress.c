@@ -19,7 +19,7 @@
  *   open SID DIR UID        listen on DIR/egress.sock (owned by UID, mode 0600) -> opened SID | error SID WHY
  *   close SID               stop listening, cut the session's connections (each -> closed) -> shut SID
  *   allow CID ADDR PORT UP OK FAIL
- *                           connect to ADDR:PORT; then UP to the upstream (followed by whatever the client
+ *                           connect to ADDR:PORT (ADDR starting with / is a Unix socket: a service's); then UP to the upstream (followed by whatever the client
  *                           sent after its request) and OK to the client, and join them -> connected CID;
  *                           if the connect fails, FAIL to the client -> failed CID WHY, then closed
  *   deny CID BYTES          BYTES to the client, then close it -> closed
@@ -336,7 +336,9 @@ static void cmd_allow(char *cid, char *addr, char *port, char *up, char *ok, cha
   socklen_t sl;
   struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
   struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-  if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) { v4->sin_family = AF_INET; v4->sin_port = htons((uint16_t)atoi(port)); sl = sizeof *v4; }
+  struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+  if (addr[0] == '/' && strlen(addr) < sizeof un->sun_path) { un->sun_family = AF_UNIX; strcpy(un->sun_path, addr); sl = sizeof *un; }
+  else if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) { v4->sin_family = AF_INET; v4->sin_port = htons((uint16_t)atoi(port)); sl = sizeof *v4; }
   else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) { v6->sin6_family = AF_INET6; v6->sin6_port = htons((uint16_t)atoi(port)); sl = sizeof *v6; }
   else { free(up_bytes); emit("failed %s bad address\n", cid); write_all(c->client, c->fail, c->fail_len); conn_close(c); return; }
   /* What goes upstream first: the rewritten head, then what the client sent after its request. */

@@ -1,12 +1,12 @@
 /*
- * sbx-forward: makes a context's services answer on 127.0.0.1 inside a
- * sandbox (a query's, or another service's), without a network: built
- * static, it is bind-mounted into the sandbox and runs first.
+ * sbx-forward: makes ports on a sandbox's loopback reach the server, without
+ * a network: a context's services and the services shared with it, and the
+ * egress proxy. Built static, it is bind-mounted into the sandbox and runs first.
  *
- *   sbx-forward PORT=SOCKET|PORT>SOCKET... -- PROGRAM ARGS...
+ *   sbx-forward [ADDR:]PORT=SOCKET|[ADDR:]PORT>SOCKET... -- PROGRAM ARGS...
  *   sbx-forward --hand-stdin SOCKET
  *
- * Binds 127.0.0.1:PORT for each pair *before* PROGRAM starts (so PROGRAM can
+ * Binds 127.0.0.1:PORT (or ADDR:PORT) for each pair *before* PROGRAM starts (so PROGRAM can
  * never connect too early), forks a server that serves them, and execs
  * PROGRAM; the server dies with the sandbox's pid namespace. A `PORT=SOCKET`
  * connection is relayed to the Unix SOCKET (the server's side, which wakes
@@ -119,7 +119,16 @@ int main(int argc, char **argv) {
     if (!eq || n == MAX_PAIRS) { fprintf(stderr, "sbx-forward: bad pair %s\n", argv[i]); return 125; }
     hand[n] = *eq == '>';
     *eq = 0;
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[i])), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    /* PORT, or ADDR:PORT for a loopback address other than 127.0.0.1 (a linked service's). */
+    char *colon = strrchr(argv[i], ':');
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (colon) {
+      *colon = 0;
+      if (inet_pton(AF_INET, argv[i], &sin.sin_addr) != 1) { fprintf(stderr, "sbx-forward: bad address %s\n", argv[i]); return 125; }
+      sin.sin_port = htons((unsigned short)atoi(colon + 1));
+    } else {
+      sin.sin_port = htons((unsigned short)atoi(argv[i]));
+    }
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket");
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

@@ -7,6 +7,7 @@ import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
 import { Machines } from './machines/machines.js';
+import { E2bCompat } from './compat/e2b/index.js';
 import { Pins } from './core/pins.js';
 import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
@@ -70,11 +71,14 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     collect: () => machines!.collectTemplates(),
   });
   machines = new Machines(deps, engine.contextAccess());
+  const e2b = new E2bCompat(engine, machines, deps, log);
   try {
     await engine.recover();
     await machines.open();
+    await e2b.open();
   } catch (e) {
     // Nothing of a failed start stays mounted.
+    e2b.close();
     await machines.close().catch(() => undefined);
     await engine.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
@@ -85,7 +89,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   }
   engine.gc.start();
   const adminKeyFile = await engine.tenants.ensureAdmin();
-  const app = await buildApi({ engine, machines, log, metrics: meter.registry, http: config.http });
+  const app = await buildApi({ engine, machines, e2b, log, metrics: meter.registry, http: config.http });
   await app.listen({ host: config.host, port: config.port });
   const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token),
     (authorization) => engine.tenants.authenticate(authorization), log);
@@ -106,6 +110,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
       gateway.closeAllConnections();
       await new Promise((r) => gateway.close(r));
       await app.close();
+      e2b.close();
       await machines!.close();
       await engine.close();
       await deps.egress.close();

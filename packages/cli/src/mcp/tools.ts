@@ -170,17 +170,24 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
   server.registerTool('start_service', {
     title: 'Define a service',
     description: 'Defines a long-running process (a dev server, a database) over the context, reachable on the returned URL and, '
-      + 'from the context\'s own commands, at 127.0.0.1:port. It starts on the first request and sleeps when idle; its file changes commit.',
+      + 'from the context\'s own commands, at 127.0.0.1:port. It starts on the first request and sleeps when idle; its file changes commit. '
+      + 'With share, other contexts of the tenant reach it by name at NAME.CONTEXT.internal:port (plain TCP), waking it too.',
     inputSchema: {
       ...ctxArg, name: z.string().min(1).max(128), command: z.string().min(1).describe('Run with bash -c; must listen on port'),
       port: z.number().int().min(1).max(65535), idleTimeoutMs: z.number().int().min(100).max(86_400_000).optional(),
+      share: z.union([z.literal('tenant'), z.array(z.string().min(1).max(128)).min(1)]).optional()
+        .describe('"tenant": every context of the tenant reaches it by name; or a list of contexts that may'),
     },
-    outputSchema: { name: z.string(), port: z.number().int(), url: z.string(), pathUrl: z.string() },
+    outputSchema: { name: z.string(), port: z.number().int(), url: z.string(), pathUrl: z.string(), internalName: z.string() },
   }, async (a) => guarded(async () => {
-    const s = await ctxOf(a).services.create({ name: a.name, command: a.command, port: a.port, ...(a.idleTimeoutMs ? { idleTimeoutMs: a.idleTimeoutMs } : {}) });
+    const s = await ctxOf(a).services.create({
+      name: a.name, command: a.command, port: a.port, ...(a.idleTimeoutMs ? { idleTimeoutMs: a.idleTimeoutMs } : {}), ...(a.share ? { share: a.share } : {}),
+    });
+    const internalName = `${s.name}.${s.context}.internal`;
+    const shared = s.share === undefined ? '' : `; from ${s.share === 'tenant' ? 'every context of the tenant' : `contexts ${s.share.join(', ')}`}: ${internalName}:${s.port}`;
     return {
-      text: `service ${s.name} defined: ${s.url} (or ${s.pathUrl}); inside the context: 127.0.0.1:${s.port}`,
-      structured: { name: s.name, port: s.port, url: s.url, pathUrl: s.pathUrl },
+      text: `service ${s.name} defined: ${s.url} (or ${s.pathUrl}); inside the context: 127.0.0.1:${s.port}${shared}`,
+      structured: { name: s.name, port: s.port, url: s.url, pathUrl: s.pathUrl, internalName },
     };
   }));
 

@@ -10,7 +10,7 @@
 from ._http import Response
 from .aio import AsyncShellbase
 from .client import Contexts, Shellbase, Tenants
-from .context import ContextFiles, ContextHandle, ContextServices
+from .context import ContextFiles, ContextHandle, ContextNetworking, ContextServices
 from .errors import (
     AlreadyExistsError,
     ConflictError,
@@ -31,11 +31,15 @@ from .errors import (
 )
 from .machines import MachineFiles, MachineHandle, Machines
 from .streams import EventStream, ExecStream, MachineExecStream
+from .tunnel import LocalTunnel
 from .types import (
+    AllowEgress,
     ApiKey,
     CommitMode,
     Conflict,
+    ConnectionKind,
     Context,
+    ContextNetwork,
     CreatedKey,
     CreatedTenant,
     DiffChange,
@@ -57,11 +61,17 @@ from .types import (
     MachineLimits,
     MachinePort,
     MachineSnapshot,
+    NetworkConnection,
+    NetworkPolicy,
+    NoEgress,
     OnConflict,
     OutputEvent,
+    PublicEgress,
     Service,
+    ServiceAccess,
     ServiceLimits,
     Tenant,
+    TenantChange,
     Usage,
     UsageItem,
     Version,
@@ -71,13 +81,15 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AlreadyExistsError", "ApiKey", "AsyncShellbase", "CommitMode", "Conflict", "ConflictError", "Context", "ContextFiles",
-    "ContextHandle", "ContextServices", "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry",
-    "ErrorCode", "EventStream", "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort",
-    "FailedPreconditionError", "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError",
-    "LimitExceededError", "Limits", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
-    "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachineSnapshot", "Machines", "NotFoundError",
-    "OnConflict", "OutputEvent", "PayloadTooLargeError", "QuotaError", "Response", "Service", "ServiceLimits", "Shellbase",
-    "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "Tenants", "UnauthorizedError",
-    "UnavailableError", "Usage", "UsageItem", "Version", "VersionCause", "__version__",
+    "AllowEgress", "AlreadyExistsError", "ApiKey", "AsyncShellbase", "CommitMode", "Conflict", "ConflictError",
+    "ConnectionKind", "Context", "ContextFiles", "ContextHandle", "ContextNetwork", "ContextNetworking", "ContextServices",
+    "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry", "ErrorCode", "EventStream",
+    "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort", "FailedPreconditionError",
+    "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError", "LimitExceededError", "Limits",
+    "LocalTunnel", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
+    "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachineSnapshot", "Machines", "NetworkConnection",
+    "NetworkPolicy", "NoEgress", "NotFoundError", "OnConflict", "OutputEvent", "PayloadTooLargeError", "PublicEgress",
+    "QuotaError", "Response", "Service", "ServiceAccess", "ServiceLimits", "Shellbase", "ShellbaseConnectionError",
+    "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "TenantChange", "Tenants", "UnauthorizedError", "UnavailableError",
+    "Usage", "UsageItem", "Version", "VersionCause", "__version__",
 ]

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import threading
 import urllib.parse
 from contextvars import ContextVar
@@ -167,9 +168,7 @@ class Transport:
     ) -> Response:
         """Sends a request; any non-2xx answer is raised as its typed error. The caller closes the Response."""
         timeout = timeout if timeout is not None else self.timeout
-        send_headers = {"Accept": accept, "User-Agent": USER_AGENT, **(headers or {})}
-        if self.api_key:
-            send_headers["Authorization"] = f"Bearer {self.api_key}"
+        send_headers = {"Accept": accept, **self.identity(), **(headers or {})}
         payload: Body | None = body
         if json_body is not None:
             payload = json.dumps(json_body).encode()
@@ -177,11 +176,10 @@ class Transport:
         elif body is not None:
             send_headers.setdefault("Content-Type", "application/octet-stream")
         qs = urllib.parse.urlencode({k: _query_value(v) for k, v in (query or {}).items() if v is not None})
-        target = f"{self._prefix}{path}{'?' + qs if qs else ''}"
         conn = self._connect(timeout)
         try:
             try:
-                conn.request(method, target, body=payload, headers=send_headers)
+                conn.request(method, f"{self.target(path)}{'?' + qs if qs else ''}", body=payload, headers=send_headers)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the server may have answered (413) before reading the whole body: read its answer
             resp = conn.getresponse()
@@ -210,6 +208,47 @@ class Transport:
         data = self.request(method, path, query=query, json_body=json_body, body=body, timeout=timeout).json()
         return data if isinstance(data, dict) else {}
 
+    def identity(self) -> dict[str, str]:
+        """The headers every request carries: the client's name and the key."""
+        headers = {"User-Agent": USER_AGENT}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def target(self, path: str) -> str:
+        """An API path (`/v1/...`) as the request line names it, below the URL's own path."""
+        return f"{self._prefix}{path}"
+
+    def address(self) -> tuple[str, int, ssl.SSLContext | None]:
+        """Where to open a raw connection: host, port, and the TLS context for an https URL."""
+        port = self._port or (443 if self._https else 80)
+        return self._host, port, ssl.create_default_context() if self._https else None
+
+    def host_header(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}" if self._port else host
+
+    def open_socket(self, timeout: float | None) -> socket.socket:
+        """A TCP (TLS for https) connection to the server for protocols past HTTP's answers (tunnels), with
+        `timeout` set on it and attached to the current cancel scope."""
+        host, port, tls = self.address()
+        connect_timeout = min(CONNECT_TIMEOUT, timeout) if timeout else CONNECT_TIMEOUT
+        try:
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except OSError as e:
+            raise self.unreachable(e) from e
+        try:
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+        except OSError as e:
+            sock.close()
+            raise self.unreachable(e) from e
+        sock.settimeout(timeout)
+        scope = current_scope.get()
+        if scope is not None:
+            scope.attach(sock)
+        return sock
+
     def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
         connect_timeout = min(CONNECT_TIMEOUT, timeout) if timeout else CONNECT_TIMEOUT
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
@@ -227,14 +266,7 @@ class Transport:
         return conn
 
     def _error(self, response: Response) -> ShellbaseError:
-        text = response.text()
-        try:
-            parsed = json.loads(text)
-            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-                return error_from_body(parsed["error"], response.status)
-        except ValueError:
-            pass
-        return error_from_body({"code": "internal", "message": f"HTTP {response.status}: {text[:500]}"}, response.status)
+        return answer_error(response.status, response.text())
 
     def unreachable(self, err: OSError) -> ShellbaseConnectionError:
         """Why a request never reached the server (refused, unresolvable, TLS), with the URL and where it came from."""
@@ -271,6 +303,17 @@ class Transport:
             hint="the server may have restarted; retry the call",
             details={"url": self.url, "source": self.url_source},
         )
+
+
+def answer_error(status: int, text: str) -> ShellbaseError:
+    """The typed error of a non-2xx answer: its `{"error": {...}}` body, else an InternalError quoting it."""
+    try:
+        parsed = json.loads(text)
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+            return error_from_body(parsed["error"], status)
+    except ValueError:
+        pass
+    return error_from_body({"code": "internal", "message": f"HTTP {status}: {text[:500]}"}, status)
 
 
 def _why(err: OSError) -> str:

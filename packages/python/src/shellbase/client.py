@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Literal, Mapping
 
 from ._http import Body, QueryValue, Response, Transport, UrlSource
 from ._wire import JsonObject, from_wire, to_wire
 from .context import ContextHandle, quote
 from .machines import Machines
-from .types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, Tenant, Usage
+from .tunnel import open_tunnel
+from .types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
 
 
 class Contexts:
@@ -41,9 +43,25 @@ class Tenants:
     def __init__(self, transport: Transport) -> None:
         self._t = transport
 
-    def create(self, name: str, quotas: Mapping[str, float] | None = None) -> CreatedTenant:
-        """A tenant with its first key (shown only here); `quotas` by the API's names (snake_case accepted)."""
-        return from_wire(CreatedTenant, self._t.json("POST", "/v1/tenants", json_body=to_wire({"name": name, "quotas": quotas})))
+    def create(self, name: str, quotas: Mapping[str, float] | None = None, network: NetworkPolicy | None = None) -> CreatedTenant:
+        """A tenant with its first key (shown only here); `quotas` by the API's names (snake_case accepted);
+        `network` is its egress policy (default: the server's, SHELLBASE_EGRESS)."""
+        body = to_wire({"name": name, "quotas": quotas, "network": network})
+        return from_wire(CreatedTenant, self._t.json("POST", "/v1/tenants", json_body=body))
+
+    def update(self, name: str, change: TenantChange) -> Tenant:
+        """Changes the tenant's quotas (replaced whole) and egress policy (None: the server's default again);
+        what `change` leaves out stays."""
+        body: JsonObject = {}
+        if "quotas" in change:
+            body["quotas"] = to_wire(change["quotas"])
+        if "network" in change:
+            body["network"] = change["network"]
+        return from_wire(Tenant, self._t.json("PUT", f"/v1/tenants/{quote(name)}", json_body=body))
+
+    def set_network(self, name: str, network: NetworkPolicy | None) -> Tenant:
+        """Sets the tenant's egress policy (None: the server's default again); its contexts' own policies are cut down to it."""
+        return self.update(name, {"network": network})
 
     def create_key(self, name: str) -> CreatedKey:
         """Another key for the tenant (rotate: create, switch clients, revoke the old one)."""
@@ -136,3 +154,7 @@ class Shellbase:
     def json(self, method: str, path: str, *, query: Mapping[str, QueryValue] | None = None, json: object = None) -> JsonObject:
         """Any route answering JSON: its object ({} for 204)."""
         return self._t.json(method, path, query=query, json_body=json)
+
+    def tunnel(self, path: str) -> socket.socket:
+        """A TCP tunnel the API opens at `path` (a service's `/connect`): the connected socket, or a typed error."""
+        return open_tunnel(self._t, path)

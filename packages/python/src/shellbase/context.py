@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.parse
-from typing import IO, Mapping, Sequence, Union
+from typing import IO, Callable, Mapping, Sequence, Union
 
 from ._http import Response, Transport
 from ._wire import JsonObject, from_wire, to_wire
+from .errors import ShellbaseError
 from .streams import ExecStream, EventStream, parse_exec_event
+from .tunnel import LocalTunnel, open_tunnel
 from .types import (
     CommitMode,
     Context,
+    ContextNetwork,
     DiffResult,
     DirEntry,
     ExecResult,
     ExitEvent,
     FileStat,
     Limits,
+    NetworkConnection,
+    NetworkPolicy,
     OnConflict,
     Service,
+    ServiceAccess,
     ServiceLimits,
     Version,
 )
@@ -126,11 +133,18 @@ class ContextServices:
         idle_timeout_ms: int | None = None,
         start_timeout_ms: int | None = None,
         limits: ServiceLimits | None = None,
+        access: ServiceAccess | None = None,
+        network: NetworkPolicy | None = None,
     ) -> Service:
-        """Defines a service; nothing starts until the first request to its URL."""
+        """Defines a service; nothing starts until the first request to its URL (or connection through a tunnel).
+
+        `access="key"` makes its gateway URL want the tenant's API key too; `network` narrows the
+        context's egress policy for it.
+        """
         body = to_wire({
             "name": name, "command": command if isinstance(command, str) else list(command), "port": port, "env": env,
-            "idle_timeout_ms": idle_timeout_ms, "start_timeout_ms": start_timeout_ms, "limits": limits,
+            "idle_timeout_ms": idle_timeout_ms, "start_timeout_ms": start_timeout_ms, "limits": limits, "access": access,
+            "network": network,
         })
         return from_wire(Service, self._t.json("POST", self._ctx._path("/services"), json_body=body))
 
@@ -153,6 +167,40 @@ class ContextServices:
         """The last lines of its stdout and stderr, across runs."""
         return self._t.request("GET", self._svc(name, "/logs"), query={"tail": tail}, accept="text/plain").text()
 
+    def stream(self, name: str) -> socket.socket:
+        """One TCP connection to the service's port, through the API (the service wakes for it); the caller closes it."""
+        return open_tunnel(self._t, self._svc(name, "/connect"))
+
+    def connect(self, name: str, *, port: int = 0, host: str = "127.0.0.1",
+                on_error: Callable[[ShellbaseError], None] | None = None) -> LocalTunnel:
+        """A local port (0: any free one) that reaches the service's port over plain TCP, a tunnel per
+        connection, so a database in a context answers `psql -h 127.0.0.1 -p PORT`. Close it when done."""
+        return LocalTunnel(lambda: self.stream(name), host=host, port=port, on_error=on_error)
+
+
+class ContextNetworking:
+    """The context's egress policy (its own, if set, and the one its sandboxes get) and its audit log."""
+
+    def __init__(self, transport: Transport, ctx: ContextHandle) -> None:
+        self._t = transport
+        self._ctx = ctx
+
+    def get(self) -> ContextNetwork:
+        return from_wire(ContextNetwork, self._t.json("GET", self._ctx._path("/network")))
+
+    def set(self, policy: NetworkPolicy) -> ContextNetwork:
+        """Sets its own policy (within its tenant's); forks inherit it."""
+        return from_wire(ContextNetwork, self._t.json("PUT", self._ctx._path("/network"), json_body=policy))
+
+    def clear(self) -> ContextNetwork:
+        """Drops its own policy: its tenant's applies again."""
+        return from_wire(ContextNetwork, self._t.json("DELETE", self._ctx._path("/network")))
+
+    def log(self, *, limit: int | None = None) -> list[NetworkConnection]:
+        """The last connections its sandboxes asked for, newest first (allowed or refused, and why)."""
+        connections = self._t.json("GET", self._ctx._path("/network/log"), query={"limit": limit}).get("connections")
+        return [from_wire(NetworkConnection, c) for c in connections] if isinstance(connections, list) else []
+
 
 class ContextHandle:
     """A context, optionally pinned to a version (`at`); nothing is sent until it is used (exec creates it)."""
@@ -163,6 +211,7 @@ class ContextHandle:
         self.pinned_version = pinned_version
         self.files = ContextFiles(transport, self)
         self.services = ContextServices(transport, self)
+        self.network = ContextNetworking(transport, self)
 
     def __repr__(self) -> str:
         at = f" at {self.pinned_version}" if self.pinned_version else ""
@@ -174,10 +223,11 @@ class ContextHandle:
     def _exec_body(
         self, command: Command, stdin: str | None, env: Mapping[str, str] | None, cwd: str | None, version: str | None,
         commit: CommitMode | None, on_conflict: OnConflict | None, timeout_ms: int | None, limits: Limits | None,
+        network: NetworkPolicy | None,
     ) -> JsonObject:
         return {**command_body(command), **to_wire({
             "stdin": stdin, "env": env, "cwd": cwd, "version": version if version is not None else self.pinned_version,
-            "commit": commit, "on_conflict": on_conflict, "timeout_ms": timeout_ms, "limits": limits,
+            "commit": commit, "on_conflict": on_conflict, "timeout_ms": timeout_ms, "limits": limits, "network": network,
         })}
 
     def exec(
@@ -192,14 +242,16 @@ class ContextHandle:
         on_conflict: OnConflict | None = None,
         timeout_ms: int | None = None,
         limits: Limits | None = None,
+        network: NetworkPolicy | None = None,
         timeout: float | None = None,
     ) -> ExecResult:
         """Runs a command in a fresh sandbox over the context (or `version`) and waits for its result.
 
         `timeout_ms` is the command's limit on the server; `timeout` (seconds) is how long this client
-        waits for the answer before it gives up, which also stops the query.
+        waits for the answer before it gives up, which also stops the query. `network` narrows the
+        context's egress policy for this query (`{"egress": "none"}`: no network at all).
         """
-        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits)
+        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits, network)
         data = self._t.json("POST", self._path("/exec"), json_body=body, timeout=exec_timeout(self._t, timeout, timeout_ms))
         return from_wire(ExecResult, data)
 
@@ -215,6 +267,7 @@ class ContextHandle:
         on_conflict: OnConflict | None = None,
         timeout_ms: int | None = None,
         limits: Limits | None = None,
+        network: NetworkPolicy | None = None,
         timeout: float | None = None,
     ) -> ExecStream:
         """Runs a command and yields its output as it happens, then one exit event (also kept in `.exit`).
@@ -222,7 +275,7 @@ class ContextHandle:
         Closing the stream early (break, `close()`, the end of a `with` block) stops the query.
         `timeout` is the longest wait for each event.
         """
-        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits)
+        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits, network)
         response = self._t.request("POST", self._path("/exec"), json_body=body, accept="application/x-ndjson",
                                    timeout=exec_timeout(self._t, timeout, timeout_ms))
         return EventStream(response, parse_exec_event, ExitEvent)

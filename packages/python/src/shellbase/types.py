@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict, Union
+from typing import Literal, Mapping, TypedDict, Union
 
 CommitMode = Literal["always", "on-success", "never"]
 OnConflict = Literal["fail", "retry"]
 FileType = Literal["file", "dir", "symlink", "other"]
 ServiceState = Literal["sleeping", "starting", "running", "stopping"]
 MachineState = Literal["starting", "running", "paused", "hibernated", "stopped"]
+#: `url`: a service's URL token is enough; `key`: its gateway also wants the tenant's API key.
+ServiceAccess = Literal["url", "key"]
+#: What asked for an egress connection.
+ConnectionKind = Literal["query", "service", "machine"]
 
 
 # Options (inputs): plain dicts with snake_case keys, checked by type checkers.
@@ -39,6 +43,39 @@ class MachineLimits(TypedDict, total=False):
     output_bytes: int
 
 
+# Where a sandbox's connections may go (docs/api.md, Network), as the wire has it both ways.
+
+class NoEgress(TypedDict):
+    """No network at all: no proxy, and names do not resolve."""
+
+    egress: Literal["none"]
+
+
+class AllowEgress(TypedDict):
+    """Only these names (`api.example.com`, `*.github.com`), through the sandbox's proxy."""
+
+    egress: Literal["allow"]
+    domains: list[str]
+
+
+class PublicEgress(TypedDict):
+    """Any public address, through the sandbox's proxy (private, loopback and link-local ones are refused)."""
+
+    egress: Literal["public"]
+
+
+#: An egress policy: `{"egress": "none"}`, `{"egress": "public"}` or `{"egress": "allow", "domains": [...]}`.
+#: A context's narrows its tenant's, a query's or service's narrows its context's.
+NetworkPolicy = Union[NoEgress, AllowEgress, PublicEgress]
+
+
+class TenantChange(TypedDict, total=False):
+    """What `tenants.update` changes: quotas (replaced whole, by the API's names), network (None: the server's default)."""
+
+    quotas: Mapping[str, float]
+    network: NetworkPolicy | None
+
+
 # Results (outputs).
 
 @dataclass(frozen=True)
@@ -48,6 +85,33 @@ class Context:
     image: str
     created_at: str
     updated_at: str
+    #: Its own egress policy, if one is set (forks inherit it); else its tenant's applies.
+    network: NetworkPolicy | None = None
+
+
+@dataclass(frozen=True)
+class ContextNetwork:
+    """A context's network settings."""
+
+    #: Its own policy (None: its tenant's applies).
+    policy: NetworkPolicy | None
+    #: What its sandboxes get: its own policy within its tenant's.
+    effective: NetworkPolicy
+
+
+@dataclass(frozen=True)
+class NetworkConnection:
+    """One connection a sandbox asked its egress proxy for."""
+
+    time: str
+    host: str
+    port: int
+    bytes_out: int
+    bytes_in: int
+    allowed: bool
+    kind: ConnectionKind
+    #: Why it was refused (or why it failed).
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +136,9 @@ class ExecUsage:
     wall_ms: float = 0
     memory_peak_bytes: int = 0
     bytes_written: int = 0
+    #: Bytes the query sent and received through its egress proxy (None when it had no egress).
+    egress_bytes: int | None = None
+    ingress_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +243,8 @@ class Tenant:
     created_at: str
     #: The tenant's own quotas, by the API's names (absent ones are the server's defaults).
     quotas: dict[str, float] | None = None
+    #: The tenant's egress policy (None: the server's default, SHELLBASE_EGRESS).
+    network: NetworkPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +280,9 @@ class UsageItem:
     machine_seconds: float = 0
     #: Machines' running time weighted by their memory (MiB x seconds).
     machine_mb_seconds: float = 0
+    #: Bytes sent and received through egress proxies by queries, services and machines.
+    egress_bytes: int = 0
+    ingress_bytes: int = 0
     bytes_stored: int = 0
 
 
@@ -246,6 +318,9 @@ class Service:
     state: ServiceState
     idle_timeout_ms: int
     created_at: str
+    access: ServiceAccess = "url"
+    #: Its own narrowing of its context's egress policy, if any.
+    network: NetworkPolicy | None = None
 
 
 @dataclass(frozen=True)

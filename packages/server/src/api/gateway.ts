@@ -24,12 +24,7 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-en
  * nothing of which targets exist.
  */
 export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, authenticate: Authenticate, log: Logger): Server {
-  const agents = new Map<string, Agent>();
-  const agentFor = (socketPath: string) => {
-    let a = agents.get(socketPath);
-    if (!a) { a = new Agent({ keepAlive: true, maxFreeSockets: 16 }); agents.set(socketPath, a); }
-    return a;
-  };
+  const proxy = new PortProxy(log);
 
   const server = createServer((req, res) => {
     void handle(req, res).catch((err) => fail(res, err));
@@ -45,47 +40,80 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { run, path } = await find(req);
+    await proxy.request(run, req, res, path);
+  }
+
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    void (async () => {
+      const { run, path } = await find(req);
+      await proxy.upgrade(run, req, socket, head, path);
+    })().catch((err: unknown) => failUpgrade(socket, err));
+  });
+
+  const fail = (res: ServerResponse, err: unknown) => proxy.fail(res, err);
+  server.on('close', () => proxy.close());
+  return server;
+}
+
+/**
+ * Passes requests through to a port target: the gateway's, and any other server's that reaches
+ * machines' ports (the E2B-compatible API's `<port>-<id>.<domain>` hosts). Keep-alive agents per
+ * Unix socket.
+ */
+export class PortProxy {
+  private readonly agents = new Map<string, Agent>();
+
+  constructor(private readonly log: Logger) {}
+
+  private agentFor(socketPath: string): Agent {
+    let a = this.agents.get(socketPath);
+    if (!a) { a = new Agent({ keepAlive: true, maxFreeSockets: 16 }); this.agents.set(socketPath, a); }
+    return a;
+  }
+
+  /** Holds the target awake until the response closes; bodies stream both ways. */
+  async request(run: PortTarget, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const { socketPath, release } = await run.acquire();
     res.once('close', release);
     const headers = { ...req.headers };
     for (const h of HOP_BY_HOP) delete headers[h];
-    if (run.owner.requireKey) delete headers.authorization;
-    const up = request({ socketPath, path, method: req.method, headers, agent: agentFor(socketPath) }, (upRes) => {
+    if (run.owner.requireKey) delete headers.authorization; // the tenant's key, checked: never the target's to see
+    const up = request({ socketPath, path, method: req.method, headers, agent: this.agentFor(socketPath) }, (upRes) => {
       const out = { ...upRes.headers };
       for (const h of HOP_BY_HOP) delete out[h];
       res.writeHead(upRes.statusCode ?? 502, out);
       res.flushHeaders();
       upRes.pipe(res);
     });
-    up.on('error', (err) => fail(res, new ShellbaseError('unavailable', `${run.name} closed the connection: ${err.message}`, { hint: 'see its logs' })));
+    up.on('error', (err) => this.fail(res, new ShellbaseError('unavailable', `${run.name} closed the connection: ${err.message}`, { hint: 'see its logs' })));
     res.once('close', () => { if (!res.writableFinished) up.destroy(); });
     req.pipe(up);
   }
 
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    void (async () => {
-      const { run, path } = await find(req);
-      const lines = [`${req.method} ${path} HTTP/1.1`];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) {
-        if (run.owner.requireKey && req.rawHeaders[i].toLowerCase() === 'authorization') continue;
-        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
-      }
-      await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
-    })().catch((err: unknown) => {
-      const e = toError(err);
-      socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);
-    });
-  });
+  /** An upgrade (WebSocket) becomes a byte pipe to the target. */
+  async upgrade(run: PortTarget, req: IncomingMessage, socket: Duplex, head: Buffer, path: string): Promise<void> {
+    const lines = [`${req.method} ${path} HTTP/1.1`];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      if (run.owner.requireKey && req.rawHeaders[i].toLowerCase() === 'authorization') continue;
+      lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+    }
+    await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
+  }
 
-  function fail(res: ServerResponse, err: unknown): void {
+  fail(res: ServerResponse, err: unknown): void {
     const e = toError(err);
-    if (e.code === 'internal') log.error({ err }, 'gateway error');
+    if (e.code === 'internal') this.log.error({ err }, 'gateway error');
     if (res.headersSent) { res.destroy(); return; }
     res.writeHead(e.status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ error: e.toBody() }));
   }
 
-  server.on('close', () => { for (const a of agents.values()) a.destroy(); });
-  return server;
+  close(): void { for (const a of this.agents.values()) a.destroy(); }
+}
+
+/** An upgrade that cannot be passed through: the error, and the socket closes. */
+export function failUpgrade(socket: Duplex, err: unknown): void {
+  const e = toError(err);
+  socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);
 }
 
 /** Who an `Authorization` header's API key belongs to (throws 401 for a missing or unknown key). */
@@ -94,7 +122,7 @@ export type Authenticate = (authorization: string | undefined) => Promise<{ tena
 /**
  * `access: "key"`: the URL's token is not enough, the request must carry an
  * API key of the target's tenant (or the admin's). The key is consumed here:
- * the service never sees it.
+ * the target never sees it.
  */
 async function checkKey(req: IncomingMessage, run: PortTarget, authenticate: Authenticate): Promise<void> {
   if (!req.headers.authorization) {

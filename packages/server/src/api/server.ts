@@ -7,6 +7,7 @@ import type { ServerConfig } from '../config.js';
 import type { Engine } from '../engine/engine.js';
 import type { Machines } from '../machines/machines.js';
 import type { Caller } from '../core/deps.js';
+import type { E2bCompat } from '../compat/e2b/index.js';
 import { ShellbaseError } from '../errors.js';
 import { consoleRoutes } from './console.js';
 import { clientErrorHandler, errorHandler } from './errors.js';
@@ -17,7 +18,7 @@ import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
 import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
-import { attachTunnels, serviceTunnels } from './tunnel.js';
+import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
@@ -36,6 +37,8 @@ export const MAX_HEADER_BYTES = 16 * 1024;
 export interface ApiOptions {
   engine: Engine;
   machines: Machines;
+  /** The E2B-compatible API, served on the same port (compat/e2b: it claims its own requests). */
+  e2b?: E2bCompat;
   log: Logger;
   metrics: Registry;
   http: ServerConfig['http'];
@@ -46,7 +49,7 @@ export interface ApiOptions {
  * sees Fastify. Each operation pins, admits and syncs what it needs itself;
  * the API only ends the caller's hold when the response is done.
  */
-export async function buildApi({ engine, machines, log, metrics, http: limits }: ApiOptions): Promise<FastifyInstance> {
+export async function buildApi({ engine, machines, e2b, log, metrics, http: limits }: ApiOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -62,7 +65,7 @@ export async function buildApi({ engine, machines, log, metrics, http: limits }:
       requestTimeout: limits.requestTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
       maxHeaderSize: MAX_HEADER_BYTES,
-    }, handler),
+    }, e2b ? (req, res) => { if (e2b.claims(req)) e2b.handle(req, res); else handler(req, res); } : handler),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   });
   await app.register(swagger, {
@@ -105,7 +108,9 @@ export async function buildApi({ engine, machines, log, metrics, http: limits }:
   serviceRoutes(app, engine);
   networkRoutes(app, engine);
   machineRoutes(app, machines);
-  attachTunnels(app.server, (authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log);
   consoleRoutes(app);
+  // Upgrades: the E2B API's guest ports claim theirs; the rest are TCP tunnels to services (or refused there).
+  const tunnel = tunnelUpgrades((authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log);
+  app.server.on('upgrade', (req, socket, head) => { if (!e2b?.upgrade(req, socket, head)) tunnel(req, socket, head); });
   return app;
 }

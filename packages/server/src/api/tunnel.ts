@@ -1,4 +1,4 @@
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -28,8 +28,8 @@ export function tunnelPath(path: string): { context: string; service: string } |
  * bytes both ways, holding it awake until either side closes. Errors before
  * that are the API's JSON errors with their statuses.
  */
-export function attachTunnels(server: Server, begin: (authorization: string | undefined) => Promise<Caller>, find: TunnelTarget, log: Logger): void {
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+export function tunnelUpgrades(begin: (authorization: string | undefined) => Promise<Caller>, find: TunnelTarget, log: Logger): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+  return (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
     if ((req.headers.upgrade ?? '').toLowerCase() !== TUNNEL_PROTOCOL) {
       reject(socket, new ShellbaseError('invalid_argument', `the API upgrades only to ${TUNNEL_PROTOCOL}`, { hint: 'WebSockets to services go through the gateway URL' }));
@@ -61,7 +61,7 @@ export function attachTunnels(server: Server, begin: (authorization: string | un
       if (!(err instanceof ShellbaseError)) log.error({ err }, 'tunnel failed');
       reject(socket, err instanceof ShellbaseError ? err : new ShellbaseError('internal', 'internal error'));
     });
-  });
+  };
 }
 
 /** Answers an upgrade that will not happen with the API's JSON error. */

@@ -75,6 +75,7 @@ export class Engine {
       getOrCreateContext: (caller, name) => this.getOrCreateContext(caller, name),
       head: lookups.head,
     });
+    deps.egress.routeInternal((tenantId, context, host, port) => this.services.linkSocket(tenantId, context, host, port));
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
       ...lookups, forwarding: (tenantId, context) => this.services.forwarding(tenantId, context),
     }, this.network);

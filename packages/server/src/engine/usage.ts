@@ -47,7 +47,7 @@ export class Usage {
         if (head) bytesStored = await this.md.versions.layerBytes(head.layers);
       }
       items.push({ key: r.key, queries: r.queries, cpuMs: r.cpuMs, wallMs: r.wallMs, serviceSeconds: r.serviceSeconds, machineSeconds: r.machineSeconds, machineMbSeconds: r.machineMbSeconds,
-        egressBytes: r.egressBytes, ingressBytes: r.ingressBytes, bytesStored });
+        serviceActiveSeconds: r.serviceActiveSeconds, machineActiveSeconds: r.machineActiveSeconds, egressBytes: r.egressBytes, ingressBytes: r.ingressBytes, bytesStored });
     }
     const total: UsageItem = {
       key: 'total',
@@ -57,6 +57,8 @@ export class Usage {
       serviceSeconds: items.reduce((s, i) => s + i.serviceSeconds, 0),
       machineSeconds: items.reduce((s, i) => s + i.machineSeconds, 0),
       machineMbSeconds: items.reduce((s, i) => s + i.machineMbSeconds, 0),
+      serviceActiveSeconds: items.reduce((s, i) => s + i.serviceActiveSeconds, 0),
+      machineActiveSeconds: items.reduce((s, i) => s + i.machineActiveSeconds, 0),
       egressBytes: items.reduce((s, i) => s + i.egressBytes, 0),
       ingressBytes: items.reduce((s, i) => s + i.ingressBytes, 0),
       bytesStored: await this.md.tenants.storedBytes(tenantId) + await this.machineBytes(tenantId),

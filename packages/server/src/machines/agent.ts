@@ -30,7 +30,8 @@ export interface RawResult { exitCode: number; signal?: string; timedOut: boolea
  * gets a new one, so no stream ever resumes in the middle of a frame.
  */
 export class Agent {
-  private readonly spawner: Spawner;
+  /** The agent's process table (frames of util/spawner.ts): starts with options, attach, input, signals, list. */
+  readonly spawner: Spawner;
 
   constructor(socketPath: string) {
     const open: OpenChannel = (onData, onClose) => {

@@ -5,6 +5,8 @@ import type { Caller } from '../core/deps.js';
 import { quotasOf } from '../core/quotas.js';
 import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../core/validate.js';
 import { pipeThrough, type PortTarget } from '../util/pipe.js';
+import type { Agent } from './agent.js';
+import { ChannelClosedError } from '../util/spawner.js';
 import type { MachineRun } from './run.js';
 
 type Running = (caller: Caller, id: string) => Promise<{ run: MachineRun; release: () => void }>;
@@ -72,6 +74,22 @@ export class MachineIo {
       if (r.exitCode !== 0) throw new ShellbaseError('failed_precondition', `writing ${p} failed: ${r.stderr.toString().trim()}`, { details: { path: p } });
     } catch (e) {
       throw this.lost(run, e);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Runs `fn` with the agent of a machine that runs (woken from hibernation if need be), counted
+   * as a use until it settles: other APIs' guest operations (compat/e2b). A broken connection
+   * comes back as `unavailable`; `fn`'s own errors as they are.
+   */
+  async withAgent<T>(caller: Caller, id: string, fn: (agent: Agent) => Promise<T>): Promise<T> {
+    const { run, release } = await this.running(caller, id);
+    try {
+      return await fn(run.agent!);
+    } catch (e) {
+      throw e instanceof ChannelClosedError ? this.lost(run, e) : e;
     } finally {
       release();
     }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
@@ -7,7 +7,7 @@ import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
-import type { MachineRow, MachineShape, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { E2bSandboxSpec, MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../images/ids.js';
 import type { AccelChoice } from './accel.js';
@@ -17,31 +17,11 @@ import { MachineHost } from './host.js';
 import { MachineLayout } from './layout.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
-import { MACHINE_TYPE, qemuBuild } from './qemu.js';
+import { MachineDisks } from './storage.js';
 import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
-
-
-
-/** The fields a machine and its snapshots share (and nothing else of either). */
-function shapeOf(s: MachineShape): MachineShape {
-  return { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus, idleTimeoutMs: s.idleTimeoutMs };
-}
-
-/** Bytes allocated on disk under `dir` (sparse files count what they hold). */
-function allocated(dir: string): number {
-  let total = 0;
-  let entries: Dirent[] = [];
-  try { entries = readdirSync(dir, { withFileTypes: true }); } catch { return 0; }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) total += allocated(p);
-    else if (e.isFile()) { try { total += statSync(p).blocks * 512; } catch { /* gone meanwhile */ } }
-  }
-  return total;
-}
-
+import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 
 /**
  * Machines: rows in the metadata store, one MachineRun per machine while the
@@ -58,9 +38,11 @@ export class Machines {
   readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
 
   private readonly layout: MachineLayout;
+  private readonly disks: MachineDisks;
 
   constructor(private readonly deps: Deps, private readonly contexts: ContextAccess) {
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
+    this.disks = new MachineDisks(deps, this.layout);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
   }
 
@@ -94,11 +76,12 @@ export class Machines {
     return this.opening;
   }
 
-  create(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
-    return durably(this.deps.durability, () => this.createNow(caller, req));
+  /** `extra`: fields kept in its spec for another API (compat/e2b). */
+  create(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'> = {}): Promise<Machine> {
+    return durably(this.deps.durability, () => this.createNow(caller, req, extra));
   }
 
-  private async createNow(caller: Caller, req: CreateMachineRequest): Promise<Machine> {
+  private async createNow(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'>): Promise<Machine> {
     const m = this.deps.config.machines;
     const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
     const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
@@ -126,7 +109,7 @@ export class Machines {
       await overlay(tpl.disk, disk);
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [] },
+        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [], ...extra },
       };
       return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] });
     }, built);
@@ -140,7 +123,7 @@ export class Machines {
    */
   async collectTemplates(): Promise<number> {
     if (!this.templates) return 0;
-    const inUse = new Set([...await this.chainFiles()].map((f) => path.dirname(f)));
+    const inUse = new Set([...await this.disks.chainFiles()].map((f) => path.dirname(f)));
     let names: string[] = [];
     try { names = readdirSync(this.layout.tenantsDir); } catch { return 0; }
     return this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
@@ -164,7 +147,7 @@ export class Machines {
     await run.destroy();
     this.runs.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
-    await this.collectDisks(run.row.tenantId, run.row.spec.disk);
+    await this.disks.collect(run.row.tenantId, run.row.spec.disk);
   }
 
   /** Refuses a start that would pass the tenant's quota, the host's cap or its memory budget. */
@@ -217,6 +200,8 @@ export class Machines {
   }
 
   async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
+  /** Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it. */
+  async hibernate(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.hibernate()); }
   async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
   async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
 
@@ -246,32 +231,11 @@ export class Machines {
     const run = await this.runFor(caller, id);
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, false);
-    return this.toSnapshot(snap);
+    return toSnapshot(snap);
   }
 
   private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
-    const host = await this.host();
-    const sid = newId('s');
-    host.tenantDir(caller.tenantId);
-    const dir = this.layout.snapshotDir(caller.tenantId, sid);
-    // Passable: the QEMU of each restored copy reads its state file here.
-    mkdirSync(dir, { recursive: true, mode: 0o711 });
-    const kept = this.layout.snapshotFiles(dir);
-    const ram = temporary ? this.layout.tempRam(sid) : kept.ram;
-    const state = kept.state;
-    let disk: string[];
-    try {
-      disk = await run.serial(() => run.freeze({ ram, state }));
-    } catch (e) {
-      rmSync(dir, { recursive: true, force: true });
-      rmSync(ram, { force: true });
-      throw e;
-    }
-    const spec = run.row.spec;
-    const row: SnapshotRow = {
-      id: sid, tenantId: caller.tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
-      spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
-    };
+    const row = await freezeMachine(await this.host(), caller.tenantId, run, temporary);
     if (!temporary) await this.deps.metadata.machines.createSnapshot(row);
     return row;
   }
@@ -316,24 +280,14 @@ export class Machines {
     this.checkCount(count);
     const host = await this.host();
     const s = snap.spec;
-    const here = { qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel };
-    for (const k of ['qemu', 'machineType', 'accel'] as const) {
-      if (s[k] !== here[k]) {
-        throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} was taken with ${k} ${JSON.stringify(s[k])}; this host has ${JSON.stringify(here[k])}`, {
-          details: { snapshot: snap.id, [k]: s[k] }, hint: 'restore it on a host with the same QEMU build and accelerator, or start from a context instead',
-        });
-      }
-    }
-    for (const f of [s.ram, s.state, ...s.disk]) {
-      if (!existsSync(f)) throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} is incomplete (${path.basename(f)} is missing)`, { hint: 'delete it and take a new one' });
-    }
+    await checkRestorable(host, snap);
     await this.admit(caller, s.memoryMb, count);
     const out: MachineRun[] = [];
     try {
       for (let i = 0; i < count; i++) {
         const id = newId('m');
         host.disksDir(caller.tenantId);
-      const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
+        const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
         await overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
@@ -357,11 +311,11 @@ export class Machines {
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.machines.deleteSnapshot(caller.tenantId, id);
     rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
-    await this.collectDisks(caller.tenantId, snap.spec.disk);
+    await this.disks.collect(caller.tenantId, snap.spec.disk);
   }
 
   async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
-    return (await this.deps.metadata.machines.listSnapshots(caller.tenantId)).map((s) => this.toSnapshot(s));
+    return (await this.deps.metadata.machines.listSnapshots(caller.tenantId)).map((s) => toSnapshot(s));
   }
 
   /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
@@ -386,6 +340,31 @@ export class Machines {
     });
   }
 
+  /** A guest port as the gateway reaches it, exposed first if it was not. */
+  async portTarget(caller: Caller, id: string, port: number): Promise<PortTarget> {
+    await this.expose(caller, id, port);
+    return this.io.portTarget(await this.runFor(caller, id), port);
+  }
+
+  /** Machines' rows as they are now (of one tenant, or all), for APIs that keep fields in them (compat/e2b). */
+  async rows(tenantId?: string): Promise<MachineRow[]> {
+    return (await this.deps.metadata.machines.list(tenantId)).map((r) => this.runs.get(r.id)?.row ?? r);
+  }
+
+  async rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.row(caller, id); }
+
+  /** Sets (or, undefined, drops) the E2B-compatible API's record of a machine. */
+  setE2b(caller: Caller, id: string, e2b: E2bSandboxSpec | undefined): Promise<void> {
+    return durably(this.deps.durability, async () => {
+      const run = await this.runFor(caller, id);
+      await run.serial(async () => {
+        const { e2b: _old, ...spec } = run.row.spec;
+        run.row = { ...run.row, spec: e2b ? { ...spec, e2b } : spec };
+        await this.deps.metadata.machines.update(run.row);
+      });
+    });
+  }
+
   /** The gateway's view of an exposed port; null for tokens no machine has. */
   async byPortToken(token: string): Promise<PortTarget | null> {
     const found = await this.deps.metadata.machines.byPortToken(token);
@@ -396,29 +375,6 @@ export class Machines {
 
   private urls(token: string): { url: string; pathUrl: string } {
     return gatewayUrls(this.deps.config.gatewayPort, token);
-  }
-
-  /**
-   * Deletes the files of a deleted machine's or snapshot's disk chain that no other machine or
-   * snapshot of the tenant names (frozen layers are shared by forks). Only files of the tenant's
-   * own disk directory: templates stay.
-   */
-  private async collectDisks(tenantId: string, chain: readonly string[]): Promise<void> {
-    try {
-      const keep = await this.chainFiles(tenantId);
-      const dir = this.layout.disksDir(tenantId);
-      for (const file of chain) if (path.dirname(file) === dir && !keep.has(file)) rmSync(file, { force: true });
-    } catch (err) {
-      this.deps.log.error({ err }, 'collecting machine disks failed');
-    }
-  }
-
-  /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */
-  private async chainFiles(tenantId?: string): Promise<Set<string>> {
-    const files = new Set<string>();
-    for (const m of await this.deps.metadata.machines.list(tenantId)) for (const d of m.spec.disk) files.add(d);
-    for (const s of await this.deps.metadata.machines.listSnapshots(tenantId)) for (const d of s.spec.disk) files.add(d);
-    return files;
   }
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
@@ -439,9 +395,7 @@ export class Machines {
     };
   }
 
-  private toSnapshot(s: SnapshotRow): MachineSnapshot {
-    return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, createdAt: s.createdAt };
-  }
+
 
   /** The machine's disk (its changes since its template) as a new version of `context`. */
   async commit(caller: Caller, id: string, context: string): Promise<{ version: string }> {
@@ -456,11 +410,7 @@ export class Machines {
   }
 
   /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
-  async storedBytes(tenantId: string): Promise<number> {
-    let total = allocated(this.layout.tenantDir(tenantId));
-    for (const m of await this.deps.metadata.machines.list(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
-    return total;
-  }
+  storedBytes(tenantId: string): Promise<number> { return this.disks.storedBytes(tenantId); }
 
   /** Runs a command in a machine (woken if hibernated). */
   exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void } = {}): Promise<MachineExecResult> {

@@ -47,6 +47,15 @@ export class PrometheusMeter implements Meter {
     labelNames: ['kind', 'direction'] as const, registers: [this.registry],
   });
 
+  private readonly activeSeconds = new Counter({
+    name: 'shellbase_active_seconds_total', help: 'Active (billed) time of service runs and machines: a request, connection, call or start in progress.',
+    labelNames: ['kind'] as const, registers: [this.registry],
+  });
+  private readonly idleSeconds = new Counter({
+    name: 'shellbase_idle_seconds_total', help: 'Idle time of service runs and machines before they slept (wall minus active): what idle costs the platform.',
+    labelNames: ['kind'] as const, registers: [this.registry],
+  });
+
   /** `storedBytes` is read at every scrape (the sum over layer rows, not a disk walk). */
   constructor(sources: { storedBytes(): Promise<number> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'shellbase_' });
@@ -69,6 +78,12 @@ export class PrometheusMeter implements Meter {
 
   machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void {
     this.machineSteps.observe({ step }, ms / 1000);
+  }
+
+  runEnded(kind: 'service' | 'machine', wallMs: number, activeMs: number): void {
+    const active = Math.min(activeMs, wallMs);
+    this.activeSeconds.inc({ kind }, active / 1000);
+    this.idleSeconds.inc({ kind }, Math.max(0, wallMs - active) / 1000);
   }
 
   egressConnection(kind: 'query' | 'service' | 'machine', allowed: boolean, bytesOut: number, bytesIn: number): void {

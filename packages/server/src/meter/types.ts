@@ -14,6 +14,8 @@ export interface Meter {
   gcRan(result: GcResult): void;
   /** A machine lifecycle step ended: how long it took (a freeze is the pause a fork or snapshot costs its source). */
   machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
+  /** A service run or machine segment ended: its wall time and the active part of it (the rest is idle, the platform's). */
+  runEnded(kind: 'service' | 'machine', wallMs: number, activeMs: number): void;
   /** A connection through the egress proxy ended (or was refused): what made it and the bytes it moved. */
   egressConnection(kind: 'query' | 'service' | 'machine', allowed: boolean, bytesOut: number, bytesIn: number): void;
 }

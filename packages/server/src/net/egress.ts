@@ -31,6 +31,12 @@ export interface EgressOptions {
   log: Logger;
 }
 
+/**
+ * A name under `.internal` (a service, `{service}.{context}.internal`): the
+ * Unix socket that reaches it from the session's context, or throws why not.
+ */
+export type InternalRoute = (tenantId: string, context: string, host: string, port: number) => Promise<string>;
+
 export interface SessionSpec {
   tenantId: string;
   context: string;
@@ -68,6 +74,7 @@ interface Conn {
  */
 export class Egress {
   private plane_: EgressPlane | null = null;
+  private internal: InternalRoute = async (_t, _c, host) => { throw new Error(`no service ${host}`); };
   private readonly sessions = new Map<string, EgressSession>();
   private readonly conns = new Map<number, Conn>();
   private readonly perTenant = new Map<string, number>();
@@ -84,6 +91,7 @@ export class Egress {
       request: (conn, session, head) => void this.decide(conn, session, head),
       failed: (conn, why) => { const c = this.conns.get(conn); if (c) c.reason = `connecting failed: ${why}`; },
       closed: (conn, bytesOut, bytesIn) => this.ended(conn, { bytesOut, bytesIn }),
+      lost: () => { for (const id of [...this.conns.keys()]) this.ended(id, { bytesOut: 0, bytesIn: 0 }); },
     }, this.o.log);
     return this.plane_;
   }
@@ -109,6 +117,12 @@ export class Egress {
     this.sessions.delete(s.id);
     rmSync(s.dir, { recursive: true, force: true });
   }
+
+  /** sbx-egress's process id, once started (diagnostics and tests). */
+  get planePid(): number | undefined { return this.plane_?.pid; }
+
+  /** Where `.internal` names go (the engine's services register it). */
+  routeInternal(route: InternalRoute): void { this.internal = route; }
 
   /** The audit log, written out. */
   flush(): Promise<void> { return this.o.flush(); }
@@ -152,12 +166,15 @@ export class Egress {
     const { policy, tenantId } = s.spec;
     const name = host.replace(/^\[|\]$/g, '').toLowerCase();
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`bad port ${port}`);
-    if (isIP(name) ? policy.egress !== 'public' : !allowsHost(policy, name)) {
+    // Services of the tenant, by name: links, whatever the egress policy (engine/services/links.ts).
+    if (!name.endsWith('.internal') && (isIP(name) ? policy.egress !== 'public' : !allowsHost(policy, name))) {
       throw new Error(`the network policy (${describe(policy)}) does not allow ${name}`);
     }
     const open = this.perTenant.get(tenantId) ?? 0;
     if (s.open >= this.o.maxPerSession) throw new Error(`this sandbox has ${s.open} connections open (the limit is ${this.o.maxPerSession})`);
     if (open >= this.o.maxPerTenant) throw new Error(`the tenant has ${open} connections open (the limit is ${this.o.maxPerTenant})`);
+    // Services of the tenant, by name: links, whatever the egress policy (engine/services/links.ts).
+    if (name.endsWith('.internal')) return this.internal(tenantId, s.spec.context, name, port);
     let addresses: string[];
     try { addresses = isIP(name) ? [name] : await this.o.resolve(name); } catch { throw new Error(`${name} does not resolve`); }
     const refusals = addresses.map((a) => this.o.rules.refusal(a));

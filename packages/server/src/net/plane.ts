@@ -8,6 +8,8 @@ export interface PlaneEvents {
   request(conn: number, session: string, head: Buffer): void;
   failed(conn: number, why: string): void;
   closed(conn: number, bytesOut: number, bytesIn: number): void;
+  /** The process died: every connection it had is gone (no `closed` will come for them). */
+  lost(): void;
 }
 
 const hex = (b: Buffer) => (b.length ? b.toString('hex') : '-');
@@ -37,6 +39,7 @@ export class EgressPlane {
       this.waiting.clear();
       if (this.closing) return;
       this.log.error({ code, signal }, 'sbx-egress exited; starting it again');
+      this.events.lost();
       this.start();
     });
   }
@@ -88,6 +91,9 @@ export class EgressPlane {
   deny(conn: number, answer: Buffer): void {
     this.send(`deny ${conn} ${hex(answer)}`);
   }
+
+  /** The data plane's process id (diagnostics and tests). */
+  get pid(): number | undefined { return this.child.pid; }
 
   async stop(): Promise<void> {
     this.closing = true;

@@ -2,16 +2,19 @@
 
 from ._run import AsyncEventStream, AsyncResponse
 from .client import AsyncContexts, AsyncShellbase, AsyncTenants
-from .context import AsyncContextFiles, AsyncContextHandle, AsyncContextServices, AsyncExecStream
+from .context import AsyncContextFiles, AsyncContextHandle, AsyncContextNetworking, AsyncContextServices, AsyncExecStream
 from .machines import AsyncMachineExecStream, AsyncMachineFiles, AsyncMachineHandle, AsyncMachines
+from .tunnel import AsyncLocalTunnel
 
 __all__ = [
     "AsyncContextFiles",
     "AsyncContextHandle",
+    "AsyncContextNetworking",
     "AsyncContextServices",
     "AsyncContexts",
     "AsyncEventStream",
     "AsyncExecStream",
+    "AsyncLocalTunnel",
     "AsyncMachineExecStream",
     "AsyncMachineFiles",
     "AsyncMachineHandle",

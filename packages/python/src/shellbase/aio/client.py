@@ -7,10 +7,11 @@ from typing import Literal, Mapping
 from .._http import Body, QueryValue, UrlSource
 from .._wire import JsonObject
 from ..client import Contexts, Shellbase, Tenants
-from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, Tenant, Usage
+from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
 from ._run import AsyncResponse, run_sync
 from .context import AsyncContextHandle
 from .machines import AsyncMachines
+from .tunnel import Streams, open_tunnel
 
 
 class AsyncContexts:
@@ -39,8 +40,14 @@ class AsyncTenants:
     def __init__(self, tenants: Tenants) -> None:
         self._s = tenants
 
-    async def create(self, name: str, quotas: Mapping[str, float] | None = None) -> CreatedTenant:
-        return await run_sync(self._s.create, name, quotas)
+    async def create(self, name: str, quotas: Mapping[str, float] | None = None, network: NetworkPolicy | None = None) -> CreatedTenant:
+        return await run_sync(self._s.create, name, quotas, network)
+
+    async def update(self, name: str, change: TenantChange) -> Tenant:
+        return await run_sync(self._s.update, name, change)
+
+    async def set_network(self, name: str, network: NetworkPolicy | None) -> Tenant:
+        return await run_sync(self._s.set_network, name, network)
 
     async def create_key(self, name: str) -> CreatedKey:
         return await run_sync(self._s.create_key, name)
@@ -121,3 +128,7 @@ class AsyncShellbase:
 
     async def json(self, method: str, path: str, *, query: Mapping[str, QueryValue] | None = None, json: object = None) -> JsonObject:
         return await run_sync(self.sync.json, method, path, query=query, json=json)
+
+    async def tunnel(self, path: str) -> Streams:
+        """A TCP tunnel the API opens at `path` (a service's `/connect`): the connection's streams, or a typed error."""
+        return await open_tunnel(self.sync._t, path)

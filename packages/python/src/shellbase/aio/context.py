@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from typing import IO, Mapping
+from typing import IO, Callable, Mapping
 
-from ..context import Command, ContextFiles, ContextHandle, ContextServices, Data
+from ..context import Command, ContextFiles, ContextHandle, ContextNetworking, ContextServices, Data
+from ..errors import ShellbaseError
 from ..streams import ExecStream
 from ..types import (
     CommitMode,
     Context,
+    ContextNetwork,
     DiffResult,
     DirEntry,
     ExecResult,
     ExitEvent,
     FileStat,
     Limits,
+    NetworkConnection,
+    NetworkPolicy,
     OnConflict,
     OutputEvent,
     Service,
+    ServiceAccess,
     ServiceLimits,
     Version,
 )
 from ._run import AsyncEventStream, AsyncResponse, run_sync
+from .tunnel import AsyncLocalTunnel, Streams, open_tunnel
 
 AsyncExecStream = AsyncEventStream[OutputEvent | ExitEvent, ExitEvent]
 
@@ -73,9 +79,11 @@ class AsyncContextServices:
         idle_timeout_ms: int | None = None,
         start_timeout_ms: int | None = None,
         limits: ServiceLimits | None = None,
+        access: ServiceAccess | None = None,
+        network: NetworkPolicy | None = None,
     ) -> Service:
         return await run_sync(self._s.create, name, command, port, env=env, idle_timeout_ms=idle_timeout_ms,
-                              start_timeout_ms=start_timeout_ms, limits=limits)
+                              start_timeout_ms=start_timeout_ms, limits=limits, access=access, network=network)
 
     async def list(self) -> list[Service]:
         return await run_sync(self._s.list)
@@ -92,6 +100,35 @@ class AsyncContextServices:
     async def logs(self, name: str, *, tail: int | None = None) -> str:
         return await run_sync(self._s.logs, name, tail=tail)
 
+    async def stream(self, name: str) -> Streams:
+        """One TCP connection to the service's port, through the API (the service wakes for it)."""
+        return await open_tunnel(self._s._t, self._s._svc(name, "/connect"))
+
+    async def connect(self, name: str, *, port: int = 0, host: str = "127.0.0.1",
+                      on_error: Callable[[ShellbaseError], None] | None = None) -> AsyncLocalTunnel:
+        """A local port (0: any free one), served by the running loop, that reaches the service's port over
+        plain TCP, a tunnel per connection. Close it when done."""
+        return await AsyncLocalTunnel(lambda: self.stream(name), on_error).listen(host, port)
+
+
+class AsyncContextNetworking:
+    """The context's egress policy (its own, if set, and the one its sandboxes get) and its audit log."""
+
+    def __init__(self, network: ContextNetworking) -> None:
+        self._s = network
+
+    async def get(self) -> ContextNetwork:
+        return await run_sync(self._s.get)
+
+    async def set(self, policy: NetworkPolicy) -> ContextNetwork:
+        return await run_sync(self._s.set, policy)
+
+    async def clear(self) -> ContextNetwork:
+        return await run_sync(self._s.clear)
+
+    async def log(self, *, limit: int | None = None) -> list[NetworkConnection]:
+        return await run_sync(self._s.log, limit=limit)
+
 
 class AsyncContextHandle:
     """A context, optionally pinned to a version (`at`); nothing is sent until it is used (exec creates it)."""
@@ -102,6 +139,7 @@ class AsyncContextHandle:
         self.pinned_version = handle.pinned_version
         self.files = AsyncContextFiles(handle.files)
         self.services = AsyncContextServices(handle.services)
+        self.network = AsyncContextNetworking(handle.network)
 
     def __repr__(self) -> str:
         at = f" at {self.pinned_version}" if self.pinned_version else ""
@@ -119,11 +157,12 @@ class AsyncContextHandle:
         on_conflict: OnConflict | None = None,
         timeout_ms: int | None = None,
         limits: Limits | None = None,
+        network: NetworkPolicy | None = None,
         timeout: float | None = None,
     ) -> ExecResult:
         """Runs a command and waits for its result; cancelling the task (or `asyncio.timeout`) stops the query."""
         return await run_sync(self._s.exec, command, stdin=stdin, env=env, cwd=cwd, version=version, commit=commit,
-                              on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, timeout=timeout)
+                              on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, network=network, timeout=timeout)
 
     def exec_stream(
         self,
@@ -137,13 +176,14 @@ class AsyncContextHandle:
         on_conflict: OnConflict | None = None,
         timeout_ms: int | None = None,
         limits: Limits | None = None,
+        network: NetworkPolicy | None = None,
         timeout: float | None = None,
     ) -> AsyncExecStream:
         """`async for event in ctx.exec_stream(...)`: output as it happens, then one exit event; leaving early stops the query."""
 
         def opener() -> ExecStream:
             return self._s.exec_stream(command, stdin=stdin, env=env, cwd=cwd, version=version, commit=commit,
-                                       on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, timeout=timeout)
+                                       on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, network=network, timeout=timeout)
 
         return AsyncEventStream(opener)
 

@@ -7,11 +7,15 @@ import { SERVICE_ACCESS, SERVICE_STATES } from '@shellbase/protocol';
 import { Name, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
 
 const strict = { additionalProperties: false } as const;
+/** Who else reaches a service by name: "tenant", or a list of contexts (engine/services/links.ts checks the names). */
+const Share = Type.Union([Type.Literal('tenant'), Type.Array(Type.String(), { maxItems: 256 })]);
+// Null first: with coerceTypes "array", a later array branch would turn null into [""].
+const ShareBody = Type.Object({ share: Type.Union([Type.Null(), Share]) }, strict);
 export const Service = Type.Object({
   name: Type.String(), context: Type.String(), command: Type.Union([Type.String(), Type.Array(Type.String())]),
   port: Type.Integer(), url: Type.String(), pathUrl: Type.String(),
   state: oneOf(SERVICE_STATES),
-  idleTimeoutMs: Type.Integer(), access: oneOf(SERVICE_ACCESS), network: Type.Optional(NetworkPolicy), createdAt: Type.String(),
+  idleTimeoutMs: Type.Integer(), access: oneOf(SERVICE_ACCESS), network: Type.Optional(NetworkPolicy), share: Type.Optional(Share), createdAt: Type.String(),
 }, { $id: 'Service' });
 export const CreateServiceBody = Type.Object({
   name: Name,
@@ -25,6 +29,7 @@ export const CreateServiceBody = Type.Object({
   }, strict)),
   access: Type.Optional(oneOf(SERVICE_ACCESS)),
   network: Type.Optional(NetworkPolicyIn),
+  share: Type.Optional(Share),
 }, strict);
 const Params = Type.Object({ name: Type.String({ maxLength: 1024 }) });
 const SvcParams = Type.Object({ name: Type.String({ maxLength: 1024 }), svc: Type.String({ maxLength: 1024 }) });
@@ -59,6 +64,10 @@ export function serviceRoutes(app: FastifyInstance, engine: Engine): void {
   app.post<{ Params: Static<typeof SvcParams> }>(`${base}/:svc/stop`, {
     schema: { tags: ['services'], params: SvcParams, response: { 200: Service, ...errorResponses } },
   }, async (req) => engine.services.stop(req.caller, req.params.name, req.params.svc));
+
+  app.put<{ Params: Static<typeof SvcParams>; Body: Static<typeof ShareBody> }>(`${base}/:svc/share`, {
+    schema: { tags: ['services'], params: SvcParams, body: ShareBody, response: { 200: Service, ...errorResponses } },
+  }, async (req) => engine.services.share(req.caller, req.params.name, req.params.svc, req.body.share));
 
   app.delete<{ Params: Static<typeof SvcParams> }>(`${base}/:svc`, {
     schema: { tags: ['services'], params: SvcParams, response: { 204: Type.Null(), ...errorResponses } },

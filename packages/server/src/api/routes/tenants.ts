@@ -11,7 +11,7 @@ export const TenantSchema = Type.Object({
 export const ApiKeySchema = Type.Object({ id: Type.String(), createdAt: Type.String(), revokedAt: Type.Union([Type.String(), Type.Null()]) });
 /** What an admin changes of a tenant: its quotas (replaced whole), its egress policy (null: the server's default). */
 const UpdateTenantBody = Type.Object({
-  quotas: Type.Optional(Type.Record(Type.String(), Type.Number())), network: Type.Optional(Type.Union([NetworkPolicyIn, Type.Null()])),
+  quotas: Type.Optional(Type.Record(Type.String(), Type.Number())), network: Type.Optional(Type.Union([Type.Null(), NetworkPolicyIn])),
 }, { additionalProperties: false });
 const CreateTenantBody = Type.Object({
   name: Name, quotas: Type.Optional(Type.Record(Type.String(), Type.Number())), network: Type.Optional(NetworkPolicyIn),

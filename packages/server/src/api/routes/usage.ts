@@ -11,7 +11,7 @@ const UsageQuery = Type.Object({
 }, { additionalProperties: false });
 export const Item = Type.Object({
   key: Type.String(), queries: Type.Integer(), cpuMs: Type.Number(), wallMs: Type.Number(),
-  serviceSeconds: Type.Number(), machineSeconds: Type.Number(), machineMbSeconds: Type.Number(),
+  serviceSeconds: Type.Number(), machineSeconds: Type.Number(), serviceActiveSeconds: Type.Number(), machineActiveSeconds: Type.Number(), machineMbSeconds: Type.Number(),
   egressBytes: Type.Number(), ingressBytes: Type.Number(), bytesStored: Type.Number(),
 });
 

@@ -203,11 +203,13 @@ export class ServiceRun implements PortTarget {
           const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` });
           if (outcome.conflict) log.append(`--- shellbase: writes conflict with the context on ${outcome.conflict.paths.join(', ')}; kept as version ${outcome.conflict.version}\n`);
         }
+        const activeMs = Math.min(this.lease.takeActiveMs(), result.wallMs);
         await deps.metadata.usage.record({
           tenantId: this.row.tenantId, context: this.row.context, kind: 'service', createdAt: new Date().toISOString(),
           cpuMs: result.cpuMs, wallMs: result.wallMs, memoryPeakBytes: result.memoryPeakBytes, bytesWritten: layer?.bytes ?? 0, exitCode: result.exitCode,
-          egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn,
+          egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn, activeMs,
         });
+        deps.meter.runEnded('service', result.wallMs, activeMs);
       } catch (err) {
         deps.log.error({ err, service: this.row.name }, 'committing a service run failed');
       } finally {

@@ -12,6 +12,7 @@ import { overQuota, quotasOf } from '../../core/quotas.js';
 import { newToken, gatewayUrls } from '../../util/tokens.js';
 import { checkEnv, checkName, checkRange, resolveLimits } from '../../core/validate.js';
 import { ContextForwarding, type Forwarding } from './forwarding.js';
+import { checkShare, ServiceLinks } from './links.js';
 import { ServiceLog } from './log.js';
 import { ServiceRun } from './run.js';
 
@@ -36,14 +37,48 @@ export class Services {
   constructor(private readonly deps: Deps, private readonly committer: Committer, private readonly network: Network, private readonly lookups: Lookups) {
     mkdirSync(this.dir, { recursive: true, mode: 0o711 });
     this.forward = new ContextForwarding(this.dir, (row) => this.runOf(row));
+    this.links = new ServiceLinks(deps.metadata);
   }
+
+  /** Who reaches which shared service (links.ts). */
+  private readonly links: ServiceLinks;
 
   /**
    * What a sandbox of the context needs so that the context's services (but
-   * `except`, a service itself) answer on 127.0.0.1; null when it has none.
+   * `except`, a service itself) answer on 127.0.0.1 and the services shared
+   * with it at their names; null when there are none.
    */
   async forwarding(tenantId: string, context: string, except?: string): Promise<Forwarding | null> {
-    return this.forward.forSandbox(await this.deps.metadata.services.list(tenantId, context), except);
+    const [own, links] = await Promise.all([this.deps.metadata.services.list(tenantId, context), this.links.linksOf(tenantId, context)]);
+    return this.forward.forSandbox({ tenantId, context }, own, links, except);
+  }
+
+  /**
+   * Where the egress proxy sends a sandbox of `context` that asks for
+   * `host:port` under `.internal`: the Unix socket that wakes the service, if
+   * the context may reach it; else throws why not (naming the service).
+   */
+  async linkSocket(tenantId: string, context: string, host: string, port: number): Promise<string> {
+    const own = await this.deps.metadata.services.list(tenantId, context);
+    const row = await this.links.resolve(tenantId, context, host, port, own);
+    if (row.context === context) return this.forward.ownSocket({ tenantId, context }, row);
+    return this.forward.linkSocket({ tenantId, context }, row);
+  }
+
+  /** Changes who else reaches a service by name (null: its own context only); links made before are cut. */
+  share(caller: Caller, context: string, name: string, share: unknown): Promise<Service> {
+    return durably(this.deps.durability, async () => {
+      const row = await this.row(caller, context, name);
+      const spec = { ...row.spec };
+      if (share === null) delete spec.share; else spec.share = checkShare(share);
+      const updated = { ...row, spec };
+      if (!(await this.deps.metadata.services.update(updated))) throw notFound('service', name);
+      this.links.invalidate(caller.tenantId);
+      this.forward.close(row.token);
+      const run = this.runs.get(row.token);
+      if (run) run.row.spec = spec;
+      return this.toService(updated);
+    });
   }
 
   private get dir(): string { return path.join(this.deps.config.home, 'services'); }
@@ -72,6 +107,7 @@ export class Services {
     if (!(SERVICE_ACCESS as readonly string[]).includes(access)) throw invalid(`access must be ${SERVICE_ACCESS.join(' or ')}`, '"key" makes the gateway want the tenant\'s API key as well as the URL');
     await this.lookups.getOrCreateContext(caller, context);
     const network = req.network === undefined ? undefined : checkPolicy(req.network);
+    const share = req.share === undefined ? undefined : checkShare(req.share);
     if (network) await this.network.effective(caller, context, network); // 403 when wider than the context's
     // Each service answers on 127.0.0.1:PORT inside the context's sandboxes: one port, one service.
     const taken = (await this.deps.metadata.services.list(caller.tenantId, context)).find((s) => s.spec.port === req.port);
@@ -83,7 +119,8 @@ export class Services {
     const row: ServiceRow = {
       tenantId: caller.tenantId, context, name: req.name, token: newToken(), createdAt: new Date().toISOString(),
       spec: {
-        format: 2, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {}, access, ...(network ? { network } : {}),
+        format: 2, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {}, access,
+        ...(network ? { network } : {}), ...(share ? { share } : {}),
       },
     };
     if (!(await this.deps.metadata.services.create(row))) {
@@ -91,6 +128,7 @@ export class Services {
         details: { service: req.name }, hint: 'pick another name, or delete the existing service first',
       });
     }
+    this.links.invalidate(caller.tenantId);
     return this.toService(row);
   }
 
@@ -124,6 +162,7 @@ export class Services {
       this.runs.delete(row.token);
       this.forward.close(row.token);
       await this.deps.metadata.services.delete(caller.tenantId, context, name);
+      this.links.invalidate(caller.tenantId);
       this.logOf(row.token).remove();
     });
   }
@@ -147,6 +186,7 @@ export class Services {
     const runs = [...this.runs.values()].filter((r) => r.row.tenantId === tenantId && r.row.context === context);
     await Promise.all(runs.map((r) => r.stop()));
     for (const r of runs) { this.forward.close(r.row.token); this.runs.delete(r.row.token); }
+    this.links.invalidate(tenantId);
   }
 
   /** Server shutdown: every service goes to sleep, its writes committed. */
@@ -198,7 +238,7 @@ export class Services {
     return {
       name: r.name, context: r.context, command: r.spec.command, port: r.spec.port, ...this.urls(r.token),
       state: this.runs.get(r.token)?.state ?? 'sleeping', idleTimeoutMs: r.spec.idleTimeoutMs, access: r.spec.access,
-      ...(r.spec.network ? { network: r.spec.network } : {}), createdAt: r.createdAt,
+      ...(r.spec.network ? { network: r.spec.network } : {}), ...(r.spec.share ? { share: r.spec.share } : {}), createdAt: r.createdAt,
     };
   }
 }

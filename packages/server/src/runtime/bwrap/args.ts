@@ -37,9 +37,11 @@ export function bwrapArgs(o: BwrapArgsOptions): string[] {
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup',
     '--bind', o.merged, '/',
     '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
-    // Below /tmp: a mount point made in the overlay would become a change of the context.
+    // Below /tmp: a mount point made in the overlay would become a change of the context. The one
+    // exception is a read-only /etc/hosts (services' links), which every image has, so bwrap finds
+    // its mount point there and makes none.
     ...(o.binds ?? []).flatMap((b) => {
-      if (!b.target.startsWith('/tmp/')) throw new Error(`bind target ${b.target} is not below /tmp`);
+      if (!b.target.startsWith('/tmp/') && !(b.target === '/etc/hosts' && b.readOnly)) throw new Error(`bind target ${b.target} is not below /tmp`);
       return [b.readOnly ? '--ro-bind' : '--bind', b.source, b.target];
     }),
     '--hostname', 'sandbox',

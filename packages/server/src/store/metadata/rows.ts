@@ -1,4 +1,4 @@
-import type { MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, VersionCause } from '@shellbase/protocol';
+import type { MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, ServiceShare, VersionCause } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 
 /** The rows of the metadata store (store/metadata/types.ts has its repositories). */
@@ -57,6 +57,8 @@ export interface UsageRow {
   /** Bytes sent and received through the egress proxy. */
   egressBytes?: number;
   ingressBytes?: number;
+  /** Of a service run's or machine segment's wall time, the part with some use in progress (billed). */
+  activeMs?: number;
 }
 
 /** How usage is summed: per context, per kind, or per UTC day or hour (keys `YYYY-MM-DD`, `YYYY-MM-DDTHH`). */
@@ -76,6 +78,8 @@ export interface UsageTotals {
   bytesWritten: number;
   egressBytes: number;
   ingressBytes: number;
+  serviceActiveSeconds: number;
+  machineActiveSeconds: number;
 }
 
 export interface ContextRow {
@@ -130,7 +134,7 @@ export interface CommitVersionOptions {
 }
 
 /** What a service runs (persisted as JSON with `format`). */
-/** A service's definition, stored as JSON. Format 2 added `access` and `network` (format 1 reads as access "url"). */
+/** A service's definition, stored as JSON. Format 2 added `access`, `network` and `share` (format 1 reads as access "url", unshared). */
 export interface ServiceSpec {
   format: 2;
   command: string | string[];
@@ -143,6 +147,8 @@ export interface ServiceSpec {
   access: ServiceAccess;
   /** Narrows the context's egress policy for this service. */
   network?: NetworkPolicy;
+  /** Who else reaches it by name (`{service}.{context}.internal`): every context of the tenant, or these; absent: its own context only. */
+  share?: ServiceShare;
 }
 
 export interface ServiceRow {
@@ -174,6 +180,31 @@ export interface MachineSpec extends MachineShape {
   disk: string[];
   /** Exposed guest ports; each token names one in gateway URLs. */
   ports: { port: number; token: string }[];
+  /** What the E2B-compatible API keeps about a machine it made (compat/e2b); forks do not inherit it. */
+  e2b?: E2bSandboxSpec;
+}
+
+/** An E2B sandbox's own fields (compat/e2b), persisted with its machine. */
+export interface E2bSandboxSpec {
+  format: 1;
+  /** The template id it was created from, as the caller named it. */
+  templateId: string;
+  metadata: Record<string, string>;
+  /** Environment of every process started through envd (a request's own env over it). */
+  envs: Record<string, string>;
+  startedAt: string;
+  /** When its timeout runs out (ISO time); a paused sandbox keeps it but nothing happens then. */
+  endAt: string;
+  /** What the end of its timeout does: delete it, or pause it (hibernate, memory kept). */
+  onTimeout: 'kill' | 'pause';
+  /** Envd traffic resumes it when paused. */
+  autoResume: boolean;
+  /** Paused through the E2B API (its machine hibernated): envd traffic does not wake it unless autoResume. */
+  paused: boolean;
+  /** Sent by the SDK as X-Access-Token on envd traffic. */
+  accessToken: string;
+  /** Required on traffic to its ports (header e2b-traffic-access-token) when set: allowPublicTraffic was false. */
+  trafficToken?: string;
 }
 
 export type MachineRowState = MachineState;

@@ -152,6 +152,10 @@ export interface ServiceRepository {
   list(tenantId: string, context: string): Promise<ServiceRow[]>;
   byToken(token: string): Promise<ServiceRow | null>;
   delete(tenantId: string, context: string, name: string): Promise<boolean>;
+  /** Replaces a service's spec (its sharing); false if there is no such service. */
+  update(row: ServiceRow): Promise<boolean>;
+  /** A tenant's services shared beyond their context (`spec.share` set). */
+  shared(tenantId: string): Promise<ServiceRow[]>;
 }
 
 export interface MachineRepository {

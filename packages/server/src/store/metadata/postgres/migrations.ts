@@ -156,4 +156,18 @@ export const MIGRATIONS: PostgresMigration[] = [
       CREATE INDEX egress_log_context ON egress_log(tenant_id, context, id);
       CREATE INDEX egress_log_time ON egress_log(time);`,
   },
+  {
+    // 10 (billing): the active part of a service run's or machine segment's wall time.
+    version: 10,
+    sql: `
+      ALTER TABLE usage ADD COLUMN active_ms BIGINT NOT NULL DEFAULT 0;
+      ALTER TABLE usage_hourly ADD COLUMN active_ms BIGINT NOT NULL DEFAULT 0;`,
+  },
+  {
+    // 11 (service links): whether a service is shared beyond its context (its spec says with whom).
+    version: 11,
+    sql: `
+      ALTER TABLE services ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX services_shared ON services(tenant_id, shared);`,
+  },
 ];

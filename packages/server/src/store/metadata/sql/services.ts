@@ -17,8 +17,17 @@ export class SqlServices implements ServiceRepository {
   constructor(private readonly db: SqlDb) {}
 
   async create(s: ServiceRow): Promise<boolean> {
-    return (await this.db.run(`INSERT INTO services (${SERVICE}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-      [s.tenantId, s.context, s.name, s.token, JSON.stringify(s.spec), s.createdAt])) === 1;
+    return (await this.db.run(`INSERT INTO services (${SERVICE}, shared) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+      [s.tenantId, s.context, s.name, s.token, JSON.stringify(s.spec), s.createdAt, s.spec.share ? 1 : 0])) === 1;
+  }
+
+  async update(s: ServiceRow): Promise<boolean> {
+    return (await this.db.run('UPDATE services SET spec = ?, shared = ? WHERE tenant_id = ? AND context = ? AND name = ?',
+      [JSON.stringify(s.spec), s.spec.share ? 1 : 0, s.tenantId, s.context, s.name])) === 1;
+  }
+
+  async shared(tenantId: string): Promise<ServiceRow[]> {
+    return (await this.db.all<ServiceRecord>(`SELECT ${SERVICE} FROM services WHERE tenant_id = ? AND shared = 1 ORDER BY context, name`, [tenantId])).map(toService);
   }
 
   async get(tenantId: string, context: string, name: string): Promise<ServiceRow | null> {

@@ -173,3 +173,18 @@ MIGRATIONS.push(`
   CREATE INDEX egress_log_context ON egress_log(tenant_id, context, id);
   CREATE INDEX egress_log_time ON egress_log(time);
 `);
+
+/*
+ * 10 (billing): the active part of a service run's or machine segment's wall time (some request,
+ * connection or call in progress): what is billed, beside the wall time operators plan with.
+ */
+MIGRATIONS.push(`
+  ALTER TABLE usage ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_hourly ADD COLUMN active_ms INTEGER NOT NULL DEFAULT 0;
+`);
+
+/* 11 (service links): whether a service is shared beyond its context (its spec says with whom). */
+MIGRATIONS.push(`
+  ALTER TABLE services ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX services_shared ON services(tenant_id, shared);
+`);

@@ -1,0 +1,132 @@
+import { constants } from 'node:os';
+import type { Agent } from '../../machines/agent.js';
+import { GUEST_AGENT } from '../../machines/agent.js';
+import { StartError, errnoName, type Attached, type SpawnHandlers, type StartOptions } from '../../util/spawner.js';
+import { ConnectError, type ConnectCode } from './connect.js';
+
+/** E2B's default user: uid 1000, home /home/user, passwordless sudo. */
+export const DEFAULT_USER = 'user';
+
+/**
+ * Made in the guest when the image lacks it (the debian image gains it with issue 25): with
+ * uid 1000 when free, and a sudoers line where sudo is installed. Idempotent, and safe to race.
+ */
+const MAKE_DEFAULT_USER = `id -u ${DEFAULT_USER} >/dev/null 2>&1 && exit 0
+useradd --create-home --uid 1000 --user-group --shell /bin/bash ${DEFAULT_USER} 2>/dev/null || useradd --create-home --shell /bin/bash ${DEFAULT_USER} 2>/dev/null
+if [ -d /etc/sudoers.d ]; then echo '${DEFAULT_USER} ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-e2b-user && chmod 440 /etc/sudoers.d/90-e2b-user; fi
+id -u ${DEFAULT_USER} >/dev/null`;
+
+const CODE_OF: Record<string, ConnectCode> = {
+  ENOENT: 'not_found', EEXIST: 'already_exists', EACCES: 'permission_denied', EPERM: 'permission_denied',
+  ENOTDIR: 'invalid_argument', EISDIR: 'invalid_argument', EINVAL: 'invalid_argument', ENAMETOOLONG: 'invalid_argument',
+  ELOOP: 'invalid_argument', ENOSPC: 'resource_exhausted', EDQUOT: 'resource_exhausted', ENOTEMPTY: 'failed_precondition', EXDEV: 'failed_precondition',
+};
+
+/** An errno (of a guest operation) as the Connect error the SDK expects. */
+export function errnoError(errno: number, message: string): ConnectError {
+  return new ConnectError(CODE_OF[errnoName(errno)] ?? 'internal', message);
+}
+
+/**
+ * Starts a process of the agent's table as `opts.user`. The default user is made on first use
+ * when the guest lacks it; a user, cwd or program that is not there is a typed error.
+ */
+export async function startAs(agent: Agent, opts: StartOptions, handlers: SpawnHandlers): Promise<Attached> {
+  for (let attempt = 0; ; attempt++) {
+    const p = agent.spawner.startWith(opts, handlers);
+    try {
+      await p.pid;
+      return p;
+    } catch (e) {
+      if (!(e instanceof StartError)) throw e;
+      if (e.stage === 'user' && e.errno === constants.errno.ENOENT && opts.user === DEFAULT_USER && attempt === 0) {
+        const made = await collect(agent, { argv: ['sh', '-c', MAKE_DEFAULT_USER] });
+        if (made.code !== 0) throw new ConnectError('failed_precondition', `the sandbox has no user ${DEFAULT_USER} and making one failed: ${made.stderr.trim()}`);
+        continue;
+      }
+      if (e.stage === 'user') throw new ConnectError('invalid_argument', `the sandbox has no user ${JSON.stringify(opts.user)}`);
+      if (e.stage === 'cwd') throw new ConnectError('invalid_argument', `cwd ${JSON.stringify(opts.cwd)}: ${errnoName(e.errno)}`);
+      if (e.stage === 'exec') throw new ConnectError(e.errno === constants.errno.ENOENT ? 'not_found' : 'invalid_argument', `${opts.argv[0]}: ${errnoName(e.errno)}`);
+      throw new ConnectError('internal', e.message);
+    }
+  }
+}
+
+export interface Collected { code: number; stdout: Buffer; stderr: string }
+
+/** Runs a process to its end and collects its output (stdout up to `maxStdout` bytes, else resource_exhausted). */
+export async function collect(agent: Agent, opts: StartOptions & { input?: AsyncIterable<Buffer> }, maxStdout = 64 << 20): Promise<Collected> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  let proc: Attached | undefined;
+  const p = proc = await startAs(agent, { ...opts, stdin: opts.input !== undefined }, {
+    onStdout: (c) => { size += c.length; if (size > maxStdout) { if (!over) proc?.kill(); over = true; } else out.push(Buffer.from(c)); },
+    onStderr: (c) => { if (err.length < 64) err.push(Buffer.from(c)); },
+  });
+  if (over) p.kill();
+  // Input that cannot be written (the process failed, or the body broke off): the process's own
+  // error when it reported one, else the input's.
+  let fed: unknown = null;
+  if (opts.input) await feed(agent, await p.pid, opts.input).catch((e: unknown) => { fed = e; p.kill(); });
+  const exit = await p.exited;
+  if (over) throw new ConnectError('resource_exhausted', `output larger than ${maxStdout} bytes`);
+  const stderr = Buffer.concat(err).toString();
+  if (fed !== null && !(exit.code !== 0 && /^E\d+\n/.test(stderr))) throw fed;
+  return { code: exit.code ?? 128, stdout: Buffer.concat(out), stderr };
+}
+
+/** Writes `input` to a process's stdin pipe a piece at a time (each written before the next is sent), then closes it. */
+export async function feed(agent: Agent, pid: number, input: AsyncIterable<Buffer>): Promise<void> {
+  const PIECE = 1 << 20;
+  for await (const chunk of input) {
+    for (let off = 0; off < chunk.length; off += PIECE) await agent.spawner.input(pid, chunk.subarray(off, off + PIECE));
+  }
+  await agent.spawner.closeStdin(pid);
+}
+
+/** The file kinds of `--fs` entries (native/fsops.c). */
+export interface GuestEntry {
+  kind: 'file' | 'dir' | 'symlink' | 'other';
+  size: number;
+  mode: number;
+  permissions: string;
+  owner: string;
+  group: string;
+  mtime: { seconds: number; nanos: number };
+  path: string;
+  name: string;
+  target?: string;
+}
+
+const KINDS = { f: 'file', d: 'dir', l: 'symlink', o: 'other' } as const;
+
+/** Parses `--fs` output: entries of 10 NUL-terminated fields. */
+export function parseEntries(out: Buffer): GuestEntry[] {
+  const f = out.toString('utf8').split('\0');
+  const entries: GuestEntry[] = [];
+  for (let i = 0; i + 10 <= f.length; i += 10) {
+    const p = f[i + 8];
+    entries.push({
+      kind: KINDS[f[i] as keyof typeof KINDS] ?? 'other', size: Number(f[i + 1]), mode: Number(f[i + 2]), permissions: f[i + 3],
+      owner: f[i + 4], group: f[i + 5], mtime: { seconds: Number(f[i + 6]), nanos: Number(f[i + 7]) },
+      path: p, name: p === '/' ? '/' : p.slice(p.lastIndexOf('/') + 1), ...(f[i + 9] ? { target: f[i + 9] } : {}),
+    });
+  }
+  return entries;
+}
+
+/** Runs `sbx-spawner --fs OP ARGS` as `user`; its entries, or the typed error its errno names. */
+export async function fsOp(agent: Agent, user: string, args: string[], input?: AsyncIterable<Buffer>): Promise<GuestEntry[]> {
+  const r = await collect(agent, { argv: [GUEST_AGENT, '--fs', ...args], user, ...(input ? { input } : {}) });
+  if (r.code !== 0) throw fsError(r.stderr);
+  return parseEntries(r.stdout);
+}
+
+/** `E<errno>\n<message>` (native/fsops.c, watch.c) as a typed error. */
+export function fsError(stderr: string): ConnectError {
+  const m = /^E(\d+)\n([^]*)$/.exec(stderr);
+  if (!m) return new ConnectError('internal', stderr.trim() || 'the guest operation failed');
+  return errnoError(Number(m[1]), m[2].trim());
+}

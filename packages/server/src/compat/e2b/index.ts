@@ -1,0 +1,129 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { PortProxy, failUpgrade } from '../../api/gateway.js';
+import type { Caller, Deps } from '../../core/deps.js';
+import type { Engine } from '../../engine/engine.js';
+import { ShellbaseError } from '../../errors.js';
+import type { Machines } from '../../machines/machines.js';
+import { ControlPlane, isControlPath } from './control.js';
+import { Envd } from './envd.js';
+import { fileRoutes, signedBy } from './files.js';
+import { filesystemService } from './filesystem.js';
+import { processService } from './process.js';
+import { Sandboxes } from './sandboxes.js';
+
+/** The envd port: with E2B's routing, the sandbox's own API rather than a guest port. */
+const ENVD_PORT = 49983;
+
+/** `<port>-<sandbox id>.<domain>`: a sandbox's guest port, as `Sandbox.getHost(port)` names it. */
+export function portHost(host: string | undefined): { port: number; id: string } | null {
+  const m = /^(\d{1,5})-(m_[0-9a-z]{1,64})\.[^:]+(?::\d+)?$/i.exec(host ?? '');
+  if (!m) return null;
+  const port = Number(m[1]);
+  return port >= 1 && port <= 65535 ? { port, id: m[2].toLowerCase() } : null;
+}
+
+/**
+ * An E2B-compatible API on the API port, so that programs written against E2B's SDK run on
+ * shellbase unchanged (docs/e2b.md). Requests are told apart as E2B's own proxy does: an
+ * `E2b-Sandbox-Id` header is envd traffic, a Host of `<port>-<id>.<domain>` is traffic to a guest
+ * port, and the control plane's paths (`/sandboxes`, `/v2/sandboxes`, `/snapshots`, `/templates`)
+ * are the control plane; everything else is shellbase's own API.
+ */
+export class E2bCompat {
+  readonly sandboxes: Sandboxes;
+  private readonly control: ControlPlane;
+  private readonly envd: Envd;
+  private readonly proxy: PortProxy;
+
+  constructor(engine: Engine, private readonly machines: Machines, deps: Pick<Deps, 'metadata' | 'pins'>, private readonly log: Logger) {
+    this.sandboxes = new Sandboxes(machines, { ...deps, log });
+    this.control = new ControlPlane(engine, this.sandboxes, machines);
+    this.envd = new Envd(this.sandboxes, machines, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
+    this.proxy = new PortProxy(log);
+  }
+
+  open(): Promise<void> { return this.sandboxes.open(); }
+
+  close(): void {
+    this.sandboxes.close();
+    this.proxy.close();
+  }
+
+  /** Whether a request is E2B's (and `handle` should take it). */
+  claims(req: IncomingMessage): boolean {
+    const path = (req.url ?? '/').split('?')[0];
+    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath(path) || path === '/files';
+  }
+
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    const work = async () => {
+      const id = req.headers['e2b-sandbox-id'];
+      const port = portHost(req.headers.host);
+      if (typeof id === 'string') await this.envd.handle(req, res, id);
+      else if (port?.port === ENVD_PORT) await this.envd.handle(req, res, port.id);
+      else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res);
+      else if (port) {
+        await this.toPort(port.id, port.port, req, async (caller, target) => {
+          res.once('close', () => caller.hold.release());
+          await this.proxy.request(target, req, res, req.url ?? '/');
+        }).catch((err: unknown) => this.proxy.fail(res, err));
+      } else await this.control.handle(req, res);
+    };
+    work().catch((err: unknown) => {
+      this.log.error({ err }, 'E2B-compatible API error');
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 500, message: 'internal error' }));
+      else res.destroy();
+    });
+  }
+
+  /**
+   * `/files` with no sandbox named: a signed URL (`uploadUrl`, `downloadUrl`) made with
+   * E2B_SANDBOX_URL, which carries no sandbox id; the sandbox whose token made the signature.
+   */
+  private async signed(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://envd');
+    const id = url.searchParams.has('signature') ? this.sandboxes.bySignature((token) => signedBy(url, req.method, token)) : undefined;
+    if (id) { await this.envd.handle(req, res, id); return; }
+    const body = JSON.stringify({ code: 401, message: 'no sandbox made this signature (or none was sent): use a signed URL, or send E2b-Sandbox-Id and X-Access-Token' });
+    res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+  }
+
+  /** A WebSocket (or other upgrade) to a guest port. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const port = portHost(req.headers.host);
+    if (!port) return false;
+    this.toPort(port.id, port.port, req, async (caller, target) => {
+      socket.once('close', () => caller.hold.release());
+      await this.proxy.upgrade(target, req, socket, head, req.url ?? '/');
+    }).catch((err: unknown) => failUpgrade(socket, err));
+    return true;
+  }
+
+  /**
+   * Finds the guest port a Host names, exposing it on first use. Public unless the sandbox was
+   * made with allowPublicTraffic false (then `e2b-traffic-access-token` must carry its token);
+   * a paused sandbox answers 502 unless traffic resumes it.
+   */
+  private async toPort(id: string, port: number, req: IncomingMessage, use: (caller: Caller, target: Awaited<ReturnType<Machines['portTarget']>>) => Promise<void>): Promise<void> {
+    const gone = () => new ShellbaseError('unavailable', `sandbox ${id} has no such port open, or is not running`);
+    const tenant = this.sandboxes.ownerOf(id);
+    if (!tenant) throw gone();
+    const caller = await this.sandboxes.callerFor(tenant);
+    try {
+      const s = await this.sandboxes.get(caller, id);
+      if (s.e2b.trafficToken && req.headers['e2b-traffic-access-token'] !== s.e2b.trafficToken) {
+        throw new ShellbaseError('forbidden', 'this sandbox\'s ports need its traffic access token', { hint: 'send e2b-traffic-access-token: sandbox.trafficAccessToken' });
+      }
+      if (s.e2b.paused) {
+        if (!s.e2b.autoResume) throw gone();
+        await this.sandboxes.connect(caller, id, 300);
+      }
+      await use(caller, await this.machines.portTarget(caller, id, port));
+    } catch (e) {
+      caller.hold.release();
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,227 @@
+import { randomBytes } from 'node:crypto';
+import type { Caller, Deps } from '../../core/deps.js';
+import { ShellbaseError, invalid } from '../../errors.js';
+import { IMAGE_NAMES } from '../../images/index.js';
+import type { Machines } from '../../machines/machines.js';
+import type { E2bSandboxSpec, MachineRow } from '../../store/metadata/types.js';
+import { KeyedLock } from '../../util/keyed-lock.js';
+
+/** A sandbox: a machine the E2B-compatible API made, and what it keeps about it. */
+export interface Sandbox { row: MachineRow; e2b: E2bSandboxSpec }
+
+export interface NewSandbox {
+  template: string;
+  timeoutS: number;
+  metadata: Record<string, string>;
+  envs: Record<string, string>;
+  onTimeout: 'kill' | 'pause';
+  autoResume: boolean;
+  publicTraffic: boolean;
+}
+
+/** The longest timeout a sandbox may have (seconds): a week, like a machine's idle timeout. */
+export const MAX_TIMEOUT_S = 7 * 86_400;
+/** The E2B default template: shellbase's debian image. */
+export const BASE_TEMPLATE = 'base';
+
+const token = () => randomBytes(24).toString('hex');
+const isSnapshot = (t: string) => /^s_[a-z0-9]{1,64}$/.test(t);
+
+/**
+ * E2B sandboxes over machines. The sandbox id is the machine id, so the shellbase API and CLI
+ * (fork, commit, exec) work on it; the sandbox's own fields live in the machine's spec (`e2b`).
+ * Its timeout is its lifetime: when it runs out the machine is deleted, or hibernated when the
+ * sandbox asked to pause on timeout. Timers are in memory, set again for every sandbox at start.
+ */
+export class Sandboxes {
+  /** Sandbox id → tenant: envd and port traffic carry no API key, only the sandbox id. */
+  private readonly owners = new Map<string, string>();
+  /** Sandbox id → its envd token: a signed URL names no sandbox, only a signature one of them made. */
+  private readonly tokens = new Map<string, string>();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly lock = new KeyedLock();
+
+  constructor(private readonly machines: Machines, private readonly deps: Pick<Deps, 'metadata' | 'pins' | 'log'>) {}
+
+  async open(): Promise<void> {
+    for (const row of await this.machines.rows()) {
+      if (!row.spec.e2b) continue;
+      this.know(row.id, row.tenantId, row.spec.e2b);
+    }
+  }
+
+  close(): void {
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  ownerOf(id: string): string | undefined { return this.owners.get(id); }
+
+  /** The sandbox whose token signed a URL (`signed` checks one token). */
+  bySignature(signed: (token: string) => boolean): string | undefined {
+    for (const [id, token] of this.tokens) if (signed(token)) return id;
+    return undefined;
+  }
+
+  private know(id: string, tenantId: string, e2b: E2bSandboxSpec): void {
+    this.owners.set(id, tenantId);
+    this.tokens.set(id, e2b.accessToken);
+    this.schedule(id, tenantId, e2b);
+  }
+
+  /** A caller acting for the tenant that owns a sandbox (envd traffic, timers). Release its hold when done. */
+  async callerFor(tenantId: string): Promise<Caller> {
+    const tenant = await this.deps.metadata.tenants.get(tenantId);
+    if (!tenant) throw new ShellbaseError('not_found', 'the sandbox\'s tenant is gone');
+    return { tenantId, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}), hold: this.deps.pins.hold() };
+  }
+
+  async get(caller: Caller, id: string): Promise<Sandbox> {
+    const notFound = () => new ShellbaseError('not_found', `sandbox ${JSON.stringify(id)} not found`, { details: { sandbox: id } });
+    if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound();
+    const row = await this.machines.rowOf(caller, id).catch((e: unknown) => { throw e instanceof ShellbaseError && e.code === 'not_found' ? notFound() : e; });
+    if (!row.spec.e2b) throw notFound();
+    return { row, e2b: row.spec.e2b };
+  }
+
+  async list(caller: Caller): Promise<Sandbox[]> {
+    return (await this.machines.rows(caller.tenantId)).flatMap((row) => (row.spec.e2b ? [{ row, e2b: row.spec.e2b }] : []));
+  }
+
+  /** `base` is the debian image; an image's name, that image; a snapshot id, that snapshot; anything else, a context of the caller. */
+  async create(caller: Caller, req: NewSandbox): Promise<Sandbox> {
+    const t = req.template;
+    const e2b = this.record(req);
+    let id: string;
+    if (isSnapshot(t)) {
+      [{ id }] = await this.machines.restore(caller, t, 1);
+      await this.machines.setE2b(caller, id, e2b);
+    } else {
+      const image = t === BASE_TEMPLATE ? 'debian' : (IMAGE_NAMES as string[]).includes(t) ? t : null;
+      if (image === null && !(await this.deps.metadata.contexts.get(caller.tenantId, t))) {
+        throw new ShellbaseError('not_found', `template ${JSON.stringify(t)} not found`, { hint: 'name base, an image, one of your contexts, or a snapshot id' });
+      }
+      const source = image !== null ? { image } : { context: t };
+      ({ id } = await this.machines.create(caller, source, { e2b }));
+    }
+    this.know(id, caller.tenantId, e2b);
+    return this.get(caller, id);
+  }
+
+  private record(req: Omit<NewSandbox, 'template'> & { template?: string }, templateId = req.template ?? BASE_TEMPLATE): E2bSandboxSpec {
+    const now = Date.now();
+    return {
+      format: 1, templateId, metadata: req.metadata, envs: req.envs, startedAt: new Date(now).toISOString(),
+      endAt: new Date(now + req.timeoutS * 1000).toISOString(), onTimeout: req.onTimeout, autoResume: req.autoResume, paused: false,
+      accessToken: token(), ...(req.publicTraffic ? {} : { trafficToken: token() }),
+    };
+  }
+
+  /** Read, change, write one sandbox's record, one change at a time per sandbox. */
+  private update(caller: Caller, id: string, change: (s: Sandbox) => Promise<E2bSandboxSpec>): Promise<Sandbox> {
+    return this.lock.run(id, async () => {
+      const s = await this.get(caller, id);
+      const e2b = await change(s);
+      await this.machines.setE2b(caller, id, e2b);
+      this.schedule(id, caller.tenantId, e2b);
+      return { row: s.row, e2b };
+    });
+  }
+
+  /** Its timeout from now. */
+  setTimeout(caller: Caller, id: string, seconds: number): Promise<Sandbox> {
+    return this.update(caller, id, async (s) => ({ ...s.e2b, endAt: new Date(Date.now() + seconds * 1000).toISOString() }));
+  }
+
+  /** Running again if paused (its memory restored), and alive at least `seconds` from now. Whether it was paused. */
+  async connect(caller: Caller, id: string, seconds: number): Promise<{ sandbox: Sandbox; resumed: boolean }> {
+    let resumed = false;
+    const sandbox = await this.update(caller, id, async (s) => {
+      if (s.row.state === 'stopped') {
+        throw new ShellbaseError('failed_precondition', `sandbox ${id} was stopped (a server crash lost its memory)`, { hint: 'kill it and create another' });
+      }
+      resumed = s.e2b.paused || s.row.state === 'paused';
+      if (resumed) await this.machines.resume(caller, id);
+      const endAt = Math.max(Date.parse(s.e2b.endAt), Date.now() + seconds * 1000);
+      return { ...s.e2b, paused: false, endAt: new Date(endAt).toISOString() };
+    });
+    return { sandbox, resumed };
+  }
+
+  /** Hibernates it (memory to disk); false if it was paused already. */
+  async pause(caller: Caller, id: string): Promise<boolean> {
+    let paused = false;
+    await this.update(caller, id, async (s) => {
+      if (s.e2b.paused) return s.e2b;
+      await this.machines.hibernate(caller, id);
+      paused = true;
+      return { ...s.e2b, paused: true };
+    });
+    return paused;
+  }
+
+  async kill(caller: Caller, id: string): Promise<void> {
+    await this.lock.run(id, async () => {
+      await this.get(caller, id);
+      await this.machines.remove(caller, id);
+      this.forget(id);
+    });
+  }
+
+  /** `count` copies with its memory, processes and disk; each a sandbox of its own (new tokens, its timeout from now). */
+  async fork(caller: Caller, id: string, count: number, seconds: number): Promise<Sandbox[]> {
+    const s = await this.get(caller, id);
+    const copies = await this.machines.fork(caller, id, count);
+    const out: Sandbox[] = [];
+    for (const m of copies) {
+      const e2b = this.record({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
+      await this.machines.setE2b(caller, m.id, e2b);
+      this.know(m.id, caller.tenantId, e2b);
+      out.push(await this.get(caller, m.id));
+    }
+    return out;
+  }
+
+  private forget(id: string): void {
+    this.owners.delete(id);
+    this.tokens.delete(id);
+    clearTimeout(this.timers.get(id));
+    this.timers.delete(id);
+  }
+
+  /** Arms the end of a sandbox's timeout (none while it is paused). */
+  private schedule(id: string, tenantId: string, e2b: E2bSandboxSpec): void {
+    clearTimeout(this.timers.get(id));
+    this.timers.delete(id);
+    if (e2b.paused) return;
+    // setTimeout holds at most ~24.8 days; timeouts are at most a week.
+    const t = setTimeout(() => { void this.expire(id, tenantId); }, Math.max(0, Date.parse(e2b.endAt) - Date.now()));
+    t.unref();
+    this.timers.set(id, t);
+  }
+
+  private async expire(id: string, tenantId: string): Promise<void> {
+    let caller: Caller | null = null;
+    try {
+      caller = await this.callerFor(tenantId);
+      const s = await this.get(caller, id);
+      if (s.e2b.paused || Date.parse(s.e2b.endAt) > Date.now() + 1000) return;
+      if (s.e2b.onTimeout === 'pause') await this.pause(caller, id);
+      else await this.kill(caller, id);
+    } catch (err) {
+      if (err instanceof ShellbaseError && err.code === 'not_found') { this.forget(id); return; }
+      this.deps.log.error({ err, sandbox: id }, 'ending an E2B sandbox at its timeout failed');
+    } finally {
+      caller?.hold.release();
+    }
+  }
+}
+
+/** A timeout in seconds from a request (absent: `fallback`). */
+export function timeoutSeconds(v: unknown, fallback: number): number {
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_TIMEOUT_S) {
+    throw invalid(`timeout must be a whole number of seconds from 1 to ${MAX_TIMEOUT_S}`, `pass timeoutMs ≤ ${MAX_TIMEOUT_S * 1000}`);
+  }
+  return v;
+}

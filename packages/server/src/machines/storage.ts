@@ -1,0 +1,52 @@
+import { readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
+import path from 'node:path';
+import type { Deps } from '../core/deps.js';
+import type { MachineLayout } from './layout.js';
+
+/** Bytes allocated on disk under `dir` (sparse files count what they hold). */
+function allocated(dir: string): number {
+  let total = 0;
+  let entries: Dirent[] = [];
+  try { entries = readdirSync(dir, { withFileTypes: true }); } catch { return 0; }
+  for (const e of entries) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) total += allocated(p);
+    else if (e.isFile()) { try { total += statSync(p).blocks * 512; } catch { /* gone meanwhile */ } }
+  }
+  return total;
+}
+
+/** The files machines and snapshots hold on disk: what each tenant stores, and what nothing names any more. */
+export class MachineDisks {
+  constructor(private readonly deps: Pick<Deps, 'metadata' | 'log'>, private readonly layout: MachineLayout) {}
+
+  /**
+   * Deletes the files of a deleted machine's or snapshot's disk chain that no other machine or
+   * snapshot of the tenant names (frozen layers are shared by forks). Only files of the tenant's
+   * own disk directory: templates stay.
+   */
+  async collect(tenantId: string, chain: readonly string[]): Promise<void> {
+    try {
+      const keep = await this.chainFiles(tenantId);
+      const dir = this.layout.disksDir(tenantId);
+      for (const file of chain) if (path.dirname(file) === dir && !keep.has(file)) rmSync(file, { force: true });
+    } catch (err) {
+      this.deps.log.error({ err }, 'collecting machine disks failed');
+    }
+  }
+
+  /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */
+  async chainFiles(tenantId?: string): Promise<Set<string>> {
+    const files = new Set<string>();
+    for (const m of await this.deps.metadata.machines.list(tenantId)) for (const d of m.spec.disk) files.add(d);
+    for (const s of await this.deps.metadata.machines.listSnapshots(tenantId)) for (const d of s.spec.disk) files.add(d);
+    return files;
+  }
+
+  /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
+  async storedBytes(tenantId: string): Promise<number> {
+    let total = allocated(this.layout.tenantDir(tenantId));
+    for (const m of await this.deps.metadata.machines.list(tenantId)) if (m.state === 'hibernated') total += allocated(this.layout.runDir(m.id));
+    return total;
+  }
+}
