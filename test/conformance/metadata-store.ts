@@ -298,11 +298,11 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.strictEqual(await md.tenants.totalStoredBytes(), big);
     const wallMs = 3e9; // 35 days of a 64 GiB machine: bytes × ms is past 2^63
     await md.usage.record({ tenantId: 't1', context: 'c', kind: 'machine', createdAt: '2026-01-01T00:00:00.000Z', cpuMs: wallMs, wallMs,
-      memoryPeakBytes: 64 * 2 ** 30, bytesWritten: big, exitCode: null, egressBytes: big, ingressBytes: big });
+      memoryPeakBytes: 64 * 2 ** 30, bytesWritten: big, exitCode: null, egressBytes: big, ingressBytes: big, activeMs: wallMs / 2 });
     const check = async () => {
       const [t] = await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'kind');
       assert.deepStrictEqual(t, { key: 'machine', queries: 0, cpuMs: wallMs, wallMs, serviceSeconds: 0, machineSeconds: wallMs / 1000,
-        machineMbSeconds: wallMs * 65536 / 1000, bytesWritten: big, egressBytes: big, ingressBytes: big });
+        machineMbSeconds: wallMs * 65536 / 1000, bytesWritten: big, egressBytes: big, ingressBytes: big, serviceActiveSeconds: 0, machineActiveSeconds: wallMs / 2000 });
     };
     await check();
     assert.equal(await md.usage.rollUp('2026-01-02T00:00:00.000Z', 10), 1);
