@@ -125,7 +125,7 @@ export class ExecRunner {
     let run: SandboxResult;
     try {
       run = await runtime.run({
-        mount: layers.mounts(base.layers, scratch), argv: spec.argv, env: spec.env,
+        mount: await layers.mounts(base.layers, scratch), argv: spec.argv, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });

@@ -117,7 +117,7 @@ export class ServiceRun implements PortTarget {
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
-        mount: deps.snapshotter.mounts(base.layers, scratch), argv, cwd: '/root',
+        mount: await deps.snapshotter.mounts(base.layers, scratch), argv, cwd: '/root',
         env: this.session ? { ...proxyEnv(), ...spec.env } : spec.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },

@@ -87,9 +87,15 @@ export async function unpackLayer(body: Readable, into: string): Promise<void> {
   try {
     await pipeline(body, checkHeader(), createZstdDecompress(), child.stdin);
   } catch (e) {
+    // tar stops reading at the archive's end marker, so the zero padding of the last record may
+    // find its stdin closed: that is success when tar says so (a damaged archive makes it fail).
+    const code = (e as { code?: unknown }).code;
+    if ((code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE') && (await exit) === 0) {
+      body.destroy();
+      return;
+    }
     child.kill('SIGKILL');
     await exit.catch(() => undefined);
-    const code = (e as { code?: unknown }).code;
     // tar stopped reading (it found the archive bad), or zstd found the frames bad.
     if (code === 'EPIPE' || code === 'Z_BUF_ERROR' || (typeof code === 'string' && code.startsWith('ZSTD_'))) {
       throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${stderr().trim().slice(0, 500) || (e as Error).message}`), { cause: e });
