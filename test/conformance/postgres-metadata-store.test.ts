@@ -88,7 +88,7 @@ function sqliteShape(): Shape {
 }
 
 async function postgresShape(url: string): Promise<Shape> {
-  const mine = "n.nspname = 'public' AND t.relname != 'schema_version'";
+  const mine = "n.nspname = 'public' AND t.relname != 'schema_version' AND left(t.relname, 8) != 'cluster_'"; // cluster_*: cluster mode's own tables
   const columns = await query<{ s: string }>(url, `SELECT t.relname || '.' || a.attname || ' ' || format_type(a.atttypid, NULL) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
     || CASE WHEN a.attcollation != 0 AND (SELECT collname FROM pg_collation WHERE oid = a.attcollation) != 'C' THEN ' (not collated "C")' ELSE '' END AS s
     FROM pg_attribute a JOIN pg_class t ON t.oid = a.attrelid JOIN pg_namespace n ON n.oid = t.relnamespace

@@ -57,6 +57,9 @@ export class PostgresDb implements SqlDb {
   /** Statements wait for `ready` (the store's migrations) and fail with its error. */
   constructor(readonly pool: pg.Pool, private readonly ready: Promise<void> = Promise.resolve()) {}
 
+  /** Resolves once the store's migrations ran (rejects with their error). */
+  whenReady(): Promise<void> { return this.ready; }
+
   /** A pool for `url` whose numbers come back as numbers. */
   static pool(url: string, options: PostgresDbOptions = {}): pg.Pool {
     const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types: TYPES });

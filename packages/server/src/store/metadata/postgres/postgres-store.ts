@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import { SqlMetadataStore } from '../sql/store.js';
-import { MIGRATIONS } from './migrations.js';
+import { migrate } from './migrate.js';
+import { PostgresCluster } from './cluster-store.js';
 import { PostgresDb, type PostgresDbOptions } from './postgres-db.js';
 
-/** The advisory lock under which one process at a time migrates a database: a fixed 64-bit key ("shellbas" in ASCII). */
-const MIGRATION_LOCK = '8316008228288881011';
 
 /**
  * The cluster's metadata store: a Postgres database reached by a connection URL
@@ -45,42 +44,16 @@ export class PostgresMetadataStore extends SqlMetadataStore {
   /** A no-op: autovacuum returns dead rows' space to Postgres. */
   async reclaim(): Promise<void> {}
 
+  private cluster_: PostgresCluster | null = null;
+
+  /** What workers of a cluster share beyond the metadata (made, with its tables, on first use). */
+  get cluster(): PostgresCluster {
+    return (this.cluster_ ??= new PostgresCluster(this.db));
+  }
+
   async close(): Promise<void> {
     await this.ready.catch(() => undefined);
     await this.pool.end();
   }
 }
 
-/** Applies the migrations past the database's `schema_version`, each in a transaction of its own, under an advisory lock. */
-export async function migrate(pool: pg.Pool): Promise<void> {
-  const latest = MIGRATIONS[MIGRATIONS.length - 1].version;
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    for (;;) {
-      await client.query('BEGIN');
-      try {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-        await client.query(`CREATE TABLE IF NOT EXISTS schema_version (
-          one INTEGER PRIMARY KEY DEFAULT 1 CHECK (one = 1),
-          version INTEGER NOT NULL
-        )`);
-        const current = Number((await client.query<{ version: number }>('SELECT version FROM schema_version')).rows[0]?.version ?? 0);
-        if (current > latest) throw new Error(`database schema ${current} is newer than this server knows (${latest})`);
-        const next = MIGRATIONS.find((m) => m.version > current);
-        if (!next) {
-          await client.query('COMMIT');
-          return;
-        }
-        await client.query(next.sql);
-        await client.query('INSERT INTO schema_version (one, version) VALUES (1, $1) ON CONFLICT (one) DO UPDATE SET version = excluded.version', [next.version]);
-        await client.query('COMMIT');
-      } catch (e) {
-        await client.query('ROLLBACK').catch((err: Error) => { broken = err; });
-        throw e;
-      }
-    }
-  } finally {
-    client.release(broken);
-  }
-}

@@ -1,0 +1,21 @@
+/**
+ * What the engine asks of the other workers when it runs as one worker of a cluster
+ * (cluster/worker.ts implements it over Postgres); absent in the embedded default, where one
+ * process is the whole system and the in-process pins and locks are enough.
+ */
+export interface Cluster {
+  /** This worker's id (a fresh one each start). */
+  readonly workerId: string;
+  /**
+   * Runs `fn` while no other worker (and no other caller here) holds `key`; without `wait`,
+   * null at once when one does. Work run under it must stay correct if two ever ran at once
+   * (a lost database connection releases the lock): it only saves duplicated work.
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>, options?: { wait?: boolean }): Promise<T | null>;
+  /** What running work on the other live workers pins, as of their last heartbeats. */
+  pinnedElsewhere(): Promise<{ versions: Set<string>; layers: Set<string> }>;
+  /** Garbage collection dropped these layers' rows: their blobs go after the grace period. */
+  layersDropped(layerIds: readonly string[]): Promise<void>;
+  /** Deletes the blobs whose grace period is over; returns how many went. */
+  deleteDueBlobs(): Promise<number>;
+}

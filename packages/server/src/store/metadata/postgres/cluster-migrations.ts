@@ -1,0 +1,49 @@
+import type { PostgresMigration } from './migrations.js';
+
+/**
+ * The cluster's own tables, in the same Postgres database as the metadata but versioned apart
+ * (`cluster_schema_version`): they exist only in cluster mode, so the metadata schema stays the
+ * same in both dialects (migrations.ts) and its numbers stay shared with SQLite. Every name starts
+ * with `cluster_`. Never edit a migration that shipped: append one.
+ *
+ * - `cluster_workers`: each worker process (a random id per start), the URL others reach it at,
+ *   its last heartbeat (the database's clock, so workers' clocks never matter) and its load.
+ * - `cluster_pins`: what running work on a worker uses (garbage collection's pins), replaced at
+ *   each heartbeat; a worker whose heartbeat lapsed pins nothing.
+ * - `cluster_layer_blobs`: where a committed layer lives in the object store (its packed blob's
+ *   digest and size, and the pack format); written before a version refers to the layer.
+ * - `cluster_blob_deletions`: blobs of layers garbage collection dropped, deleted from the object
+ *   store once `due_at` passes (a grace period: a worker that read a version row before the drop
+ *   can still fetch its layers) and only when no layer row names the digest any more.
+ */
+export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE cluster_workers (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        address TEXT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        load INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE cluster_pins (
+        worker_id TEXT COLLATE "C" NOT NULL REFERENCES cluster_workers(id) ON DELETE CASCADE,
+        kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('version', 'layer')),
+        id TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (worker_id, kind, id)
+      );
+      CREATE TABLE cluster_layer_blobs (
+        layer_id TEXT COLLATE "C" PRIMARY KEY,
+        digest TEXT COLLATE "C" NOT NULL,
+        size BIGINT NOT NULL,
+        format INTEGER NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      CREATE INDEX cluster_layer_blobs_digest ON cluster_layer_blobs(digest);
+      CREATE TABLE cluster_blob_deletions (
+        digest TEXT COLLATE "C" PRIMARY KEY,
+        due_at TIMESTAMPTZ NOT NULL
+      );`,
+  },
+];

@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { Shellbase } from '@shellbase/sdk';
+import { startPostgres, type TestPostgres } from './pg.ts';
+import { startS3, type TestS3 } from './s3.ts';
+import { sleep } from './harness.ts';
+
+// Three worker processes (each with a data directory of its own: its btrfs cache of layers and
+// scratch space) over one Postgres and one S3 API, all real and on loopback.
+const CLI = path.resolve('packages/cli/dist/main.js');
+const PREFIX = 'cluster';
+
+interface Worker { name: string; home: string; child: ChildProcess; url: string; sb: Shellbase; log: () => string }
+
+let postgres: TestPostgres;
+let s3: TestS3;
+let database: string;
+const workers: Worker[] = [];
+const homes: string[] = [];
+
+async function startWorker(name: string, key?: string): Promise<Worker> {
+  const home = mkdtempSync(path.join(tmpdir(), `shellbase-cluster-${name}-`));
+  homes.push(home);
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0',
+    '--metadata', database, '--blobs', `s3://${s3.bucket}/${PREFIX}`, '--s3-endpoint', s3.endpoint], {
+    env: {
+      ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', SHELLBASE_HEARTBEAT_MS: '300',
+      AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      err += c.toString();
+      const m = /serving on (http:\/\/\S+)/.exec(err);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`worker ${name} exited (${code}): ${err}`)));
+  });
+  const apiKey = key ?? readFileSync(path.join(home, 'admin.key'), 'utf8').trim();
+  const w = { name, home, child, url, sb: new Shellbase({ url, apiKey }), log: () => err };
+  workers.push(w);
+  return w;
+}
+
+async function sql<T extends pg.QueryResultRow>(text: string): Promise<T[]> {
+  const c = new pg.Client({ connectionString: database });
+  await c.connect();
+  try { return (await c.query<T>(text)).rows; } finally { await c.end(); }
+}
+
+/** Layers (not images) this worker's snapshotter holds. */
+const localLayers = (w: Worker) => readdirSync(path.join(w.home, 'store', 'layers')).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5));
+
+before(async () => {
+  [postgres, s3] = await Promise.all([startPostgres(), startS3()]);
+  database = await postgres.createDatabase();
+  const a = await startWorker('a');
+  const key = readFileSync(path.join(a.home, 'admin.key'), 'utf8').trim();
+  await Promise.all([startWorker('b', key), startWorker('c', key)]);
+});
+
+after(async () => {
+  for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGTERM');
+  await Promise.all(workers.map((w) => new Promise((r) => (w.child.exitCode !== null || w.child.signalCode !== null ? r(null) : w.child.once('exit', r)))));
+  await Promise.all([postgres?.stop(), s3?.stop()]);
+  for (const w of workers) if (w.child.exitCode) console.error(`worker ${w.name} exited with ${w.child.exitCode}:\n${w.log()}`);
+  for (const h of homes) {
+    // A worker killed with SIGKILL leaves its mounts (the store, machines' memory) behind.
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((m) => m?.startsWith(`${h}/`));
+    for (const m of mounts.sort().reverse()) execFileSync('umount', ['--lazy', m]);
+    rmSync(h, { recursive: true, force: true });
+  }
+});
+
+test('cluster: three workers register, each a row with a heartbeat', async () => {
+  const rows = await sql<{ address: string }>('SELECT address FROM cluster_workers ORDER BY address');
+  assert.deepEqual(rows.map((r) => r.address), workers.map((w) => w.url).sort());
+});
+
+test('cluster: 60 concurrent queries on one context spread over three workers: every acknowledged write in the history exactly once', async () => {
+  const [a] = workers;
+  await a.sb.context('shared').exec('mkdir -p /root/w');
+  const results = await Promise.all(Array.from({ length: 60 }, (_, i) =>
+    workers[i % 3].sb.context('shared').exec(`echo ${i} > /root/w/${i}`)));
+  assert.ok(results.every((r) => r.exitCode === 0 && r.committed), 'disjoint files always rebase');
+  // Read back through another worker than the one that wrote most recently.
+  const listing = await workers[1].sb.context('shared').exec('cd /root/w && for f in $(ls | sort -n); do printf "%s=%s " $f $(cat $f); done', { commit: 'never' });
+  assert.equal(listing.stdout.trim(), Array.from({ length: 60 }, (_, i) => `${i}=${i}`).join(' '));
+  const versions = await workers[2].sb.context('shared').versions({ limit: 200 });
+  const acknowledged = new Set(results.map((r) => r.version));
+  const inHistory = versions.map((v) => v.id).filter((id) => acknowledged.has(id));
+  assert.equal(inHistory.length, 60, 'each acknowledged version once in the history');
+  assert.equal(new Set(inHistory).size, 60);
+  // Every layer a version names is in the object store.
+  const missing = await sql<{ n: string }>(`SELECT count(*) AS n FROM layers l WHERE l.kind != 'image'
+    AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs b WHERE b.layer_id = l.id)`);
+  assert.equal(Number(missing[0].n), 0, 'no layer without its blob');
+  const blobs = await s3.keys(`${PREFIX}/sha256/`);
+  assert.ok(blobs.length >= 61, `blobs in the object store: ${blobs.length}`);
+});
+
+test('cluster: a fork made on A, written on B, read through the files API on C (which fetches the layers)', async () => {
+  const [a, b, c] = workers;
+  await a.sb.context('origin').exec('mkdir -p /root/app && echo original > /root/app/a.txt');
+  await a.sb.context('origin').fork('forked');
+  const wrote = await b.sb.context('forked').exec('echo from-b > /root/app/b.txt && echo changed >> /root/app/a.txt');
+  assert.ok(wrote.committed);
+  const head = (await c.sb.context('forked').info()).head;
+  const version = (await c.sb.context('forked').versions({ limit: 1 }))[0];
+  assert.equal(version.id, head);
+  const before = new Set(localLayers(c));
+  assert.equal(Buffer.from(await c.sb.context('forked').files.read('/root/app/b.txt')).toString(), 'from-b\n');
+  assert.equal(Buffer.from(await c.sb.context('forked').files.read('/root/app/a.txt')).toString(), 'original\nchanged\n');
+  assert.equal(Buffer.from(await c.sb.context('origin').files.read('/root/app/a.txt')).toString(), 'original\n', 'the origin is untouched');
+  const fetched = localLayers(c).filter((l) => !before.has(l));
+  assert.ok(fetched.length >= 2, `C fetched the fork's layers from the object store (${fetched.length})`);
+  // And a query on C runs over them.
+  const r = await c.sb.context('forked').exec('cat /root/app/a.txt /root/app/b.txt', { commit: 'never' });
+  assert.equal(r.stdout, 'original\nchanged\nfrom-b\n');
+});
+
+test('cluster: garbage collection runs on one worker at a time and keeps what the others use', async () => {
+  const [a, b] = workers;
+  const doomed = await a.sb.context('doomed').exec('echo bye > /root/bye');
+  const [{ layers }] = await sql<{ layers: string }>(`SELECT layers FROM versions WHERE id = '${doomed.version}'`);
+  const layer = (JSON.parse(layers) as string[]).at(-1)!;
+  await a.sb.context('doomed').delete();
+  const running = b.sb.context('shared').exec('sleep 1; cat /root/w/7', { commit: 'never' });
+  await Promise.all([a.sb.gc(), b.sb.gc()]);
+  assert.equal((await running).stdout, '7\n');
+  assert.deepEqual(await sql(`SELECT id FROM versions WHERE id = '${doomed.version}'`), [], "the deleted context's version went");
+  assert.deepEqual(await sql(`SELECT layer_id FROM cluster_layer_blobs WHERE layer_id = '${layer}'`), [], "and its layer's blob record");
+  assert.equal((await sql(`SELECT digest FROM cluster_blob_deletions`)).length >= 1, true, 'its blob waits out the grace period');
+  assert.equal((await workers[2].sb.context('shared').exec('cat /root/w/59', { commit: 'never' })).stdout, '59\n');
+});
+
+test('cluster: a worker killed with SIGKILL lapses; the others carry on', async () => {
+  const c = workers[2];
+  c.child.kill('SIGKILL');
+  await new Promise((r) => c.child.once('exit', r));
+  for (;;) {
+    const live = await sql<{ address: string }>(`SELECT address FROM cluster_workers WHERE heartbeat_at > now() - interval '900 milliseconds'`);
+    if (!live.some((w) => w.address === c.url)) break;
+    await sleep(100);
+  }
+  const r = await workers[0].sb.context('shared').exec('echo after > /root/after');
+  assert.ok(r.committed);
+  assert.equal(Buffer.from(await workers[1].sb.context('shared').files.read('/root/after')).toString(), 'after\n');
+  assert.ok(existsSync(c.home));
+});
