@@ -40,11 +40,17 @@ export async function openCluster(config: ClusterConfig, local: Snapshotter & La
     closeBlobs(blobs);
     throw e;
   }
+  const shared = metadata.cluster;
+  const index = {
+    recordBlob: shared.recordBlob.bind(shared),
+    blobsOf: shared.blobsOf.bind(shared),
+    dropBlobs: async (ids: readonly string[]) => { await shared.dropBlobs(ids, config.blobGraceMs); },
+  };
   const snapshotter = new ClusterSnapshotter({
-    local, blobs, index: metadata.cluster, maxBytes: config.cacheMaxBytes, inUse: (id) => pins.layerPinned(id), log,
+    local, blobs, index, maxBytes: config.cacheMaxBytes, inUse: (id) => pins.layerPinned(id), log,
   });
   const worker = new ClusterWorker({
-    shared: metadata.cluster, blobs, pins, heartbeatMs: config.heartbeatMs, blobGraceMs: config.blobGraceMs, load, log,
+    shared: metadata.cluster, blobs, pins, heartbeatMs: config.heartbeatMs, load, log,
     get address() { return address(); },
   });
   return {

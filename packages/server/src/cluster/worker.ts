@@ -13,7 +13,6 @@ export interface ClusterWorkerOptions {
   /** The URL other workers reach this one at. */
   address: string;
   heartbeatMs: number;
-  blobGraceMs: number;
   /** Work running here now (queries, services, machines): published with each heartbeat. */
   load: () => number;
   log: Logger;
@@ -29,7 +28,7 @@ const DELETE_PAGE = 500;
  * heartbeat that publishes what its running work pins (so garbage collection on any worker
  * leaves it alone), locks shared by every worker (Postgres advisory locks, taken in this process
  * through a KeyedLock first so a worker asks Postgres once per key), and the deletion of dropped
- * layers' blobs after their grace period.
+ * layers' blobs once their grace period is over (ClusterSnapshotter.remove schedules them).
  *
  * A worker's identity is its row, not a file: two workers never claim each other's data, and a
  * worker that starts again is a new worker (the old row lapses).
@@ -79,10 +78,6 @@ export class ClusterWorker implements Cluster {
 
   pinnedElsewhere(): Promise<{ versions: Set<string>; layers: Set<string> }> {
     return this.opts.shared.pinnedElsewhere(this.workerId, this.aliveMs);
-  }
-
-  async layersDropped(layerIds: readonly string[]): Promise<void> {
-    await this.opts.shared.dropBlobs(layerIds, this.opts.blobGraceMs);
   }
 
   async deleteDueBlobs(): Promise<number> {

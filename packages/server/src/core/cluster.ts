@@ -14,8 +14,6 @@ export interface Cluster {
   exclusive<T>(key: string, fn: () => Promise<T>, options?: { wait?: boolean }): Promise<T | null>;
   /** What running work on the other live workers pins, as of their last heartbeats. */
   pinnedElsewhere(): Promise<{ versions: Set<string>; layers: Set<string> }>;
-  /** Garbage collection dropped these layers' rows: their blobs go after the grace period. */
-  layersDropped(layerIds: readonly string[]): Promise<void>;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }

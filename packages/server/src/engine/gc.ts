@@ -203,9 +203,7 @@ export class GarbageCollector {
     removed.push(...left.layers);
     deferred = left.deferred;
     for (let i = 0; i < removed.length; i += PAGE) {
-      const ids = removed.slice(i, i + PAGE).map((l) => l.id);
-      await snapshotter.remove(ids);
-      await cluster?.layersDropped(ids);
+      await snapshotter.remove(removed.slice(i, i + PAGE).map((l) => l.id));
       await breath();
     }
     if (cluster) await cluster.deleteDueBlobs().catch((err) => { log.error({ err }, 'deleting blobs from the object store failed'); });

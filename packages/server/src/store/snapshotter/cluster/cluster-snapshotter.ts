@@ -10,6 +10,8 @@ import { LayerCache } from './layer-cache.js';
 export interface LayerIndex {
   recordBlob(b: { layerId: string; digest: string; size: number; format: number }): Promise<void>;
   blobsOf(layerIds: readonly string[]): Promise<Map<string, { digest: string; size: number; format: number }>>;
+  /** The layers are deleted: forget their blobs (which the index deletes in its own time). */
+  dropBlobs(layerIds: readonly string[]): Promise<void>;
 }
 
 export interface ClusterSnapshotterOptions {
@@ -53,7 +55,21 @@ export class ClusterSnapshotter implements Snapshotter {
   }
 
   open(): Promise<void> { return this.local.open(); }
-  recover(known: (ids: string[]) => Promise<Set<string>>) { return this.local.recover(known); }
+  /**
+   * Crash recovery of this host's store. A layer here that no version names is this worker's
+   * own leftover (a commit cut short: this worker has nothing in flight while it starts) or one
+   * collected since: its blob is forgotten too, so the object store does not keep orphans.
+   */
+  async recover(known: (ids: string[]) => Promise<Set<string>>): Promise<{ scratch: number; layers: number }> {
+    const orphans: string[] = [];
+    const r = await this.local.recover(async (ids) => {
+      const keep = await known(ids);
+      orphans.push(...ids.filter((id) => !keep.has(id) && !isImageLayer(id)));
+      return keep;
+    });
+    for (let i = 0; i < orphans.length; i += 1000) await this.opts.index.dropBlobs(orphans.slice(i, i + 1000));
+    return r;
+  }
   prepare(options: { diskMb: number }): Promise<Scratch> { return this.local.prepare(options); }
   discard(scratch: Scratch): Promise<void> { return this.local.discard(scratch); }
   release(scratch: Scratch): Promise<number> { return this.local.release(scratch); }
@@ -84,7 +100,9 @@ export class ClusterSnapshotter implements Snapshotter {
     return this.local.reader(layerId);
   }
 
+  /** Deletes layers (garbage collection): here, and from the index, so no worker fetches them again. */
   async remove(layerIds: readonly string[]): Promise<void> {
+    await this.opts.index.dropBlobs(layerIds.filter((id) => !isImageLayer(id)));
     await this.local.remove(layerIds);
     for (const id of layerIds) this.cache.forget(id);
   }
@@ -146,10 +164,12 @@ export class ClusterSnapshotter implements Snapshotter {
 
   /** Packs and stores a new layer, then records where it is; the local layer goes if that fails. */
   private async upload(layerId: string, bytes: number): Promise<void> {
+    const packed = this.local.exportLayer(layerId);
     try {
-      const info = await this.opts.blobs.put(this.local.exportLayer(layerId));
+      const info = await this.opts.blobs.put(packed);
       await this.opts.index.recordBlob({ layerId, digest: info.digest, size: info.size, format: LAYER_PACK_FORMAT });
     } catch (e) {
+      packed.destroy(); // stops the packer before its tree goes
       await this.local.remove([layerId]).catch(() => undefined);
       throw unavailable(`storing layer ${layerId} in the object store failed; nothing was committed`, e);
     }
