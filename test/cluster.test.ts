@@ -141,6 +141,19 @@ test('cluster: garbage collection runs on one worker at a time and keeps what th
   assert.equal((await workers[2].sb.context('shared').exec('cat /root/w/59', { commit: 'never' })).stdout, '59\n');
 });
 
+test("cluster: a tenant's concurrentQueries quota counts its queries on every worker", async () => {
+  const { apiKey } = await workers[0].sb.tenants.create('quota-tenant', { concurrentQueries: 2 });
+  const as = (w: Worker) => new Shellbase({ url: w.url, apiKey });
+  const [tenant] = await sql<{ id: string }>(`SELECT id FROM tenants WHERE name = 'quota-tenant'`);
+  const slots = async () => Number((await sql<{ n: string }>(`SELECT COALESCE(SUM(used), 0) AS n FROM cluster_slots WHERE tenant_id = '${tenant.id}'`))[0].n);
+  const long = [as(workers[0]), as(workers[1])].map((sb) => sb.context('q').exec('sleep 4', { commit: 'never' }));
+  while ((await slots()) < 2) await sleep(50);
+  await assert.rejects(as(workers[2]).context('q').exec('true'), (e: Error & { code?: string }) => e.code === 'limit_exceeded' && /concurrentQueries/.test(e.message));
+  assert.ok((await Promise.all(long)).every((r) => r.exitCode === 0));
+  assert.equal(await slots(), 0, 'every slot given back');
+  assert.equal((await as(workers[2]).context('q').exec('echo ok')).stdout, 'ok\n');
+});
+
 test('cluster: a worker killed with SIGKILL lapses; the others carry on', async () => {
   const c = workers[2];
   c.child.kill('SIGKILL');

@@ -80,6 +80,14 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.pinnedElsewhere(this.workerId, this.aliveMs);
   }
 
+  admit(tenantId: string, kind: 'query', quota: number): Promise<boolean> {
+    return this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs);
+  }
+
+  release(tenantId: string, kind: 'query'): Promise<void> {
+    return this.opts.shared.release(this.workerId, tenantId, kind);
+  }
+
   async deleteDueBlobs(): Promise<number> {
     let n = 0;
     for (const digest of await this.opts.shared.dueBlobDeletions(DELETE_PAGE)) {

@@ -14,6 +14,12 @@ export interface Cluster {
   exclusive<T>(key: string, fn: () => Promise<T>, options?: { wait?: boolean }): Promise<T | null>;
   /** What running work on the other live workers pins, as of their last heartbeats. */
   pinnedElsewhere(): Promise<{ versions: Set<string>; layers: Set<string> }>;
+  /**
+   * Takes one of the tenant's `quota` slots of `kind` counted over every live worker; false when
+   * all are taken. Every true is matched by one `release`.
+   */
+  admit(tenantId: string, kind: 'query', quota: number): Promise<boolean>;
+  release(tenantId: string, kind: 'query'): Promise<void>;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }

@@ -15,6 +15,9 @@ import type { PostgresMigration } from './migrations.js';
  * - `cluster_blob_deletions`: blobs of layers garbage collection dropped, deleted from the object
  *   store once `due_at` passes (a grace period: a worker that read a version row before the drop
  *   can still fetch its layers) and only when no layer row names the digest any more.
+ * - `cluster_slots` (2): what each worker runs per tenant and kind (`query`), counted against the
+ *   tenant's quota across live workers by `cluster_admit` (one statement: it takes an advisory
+ *   lock per tenant and kind, counts, and takes a slot); a dead worker's slots lapse with it.
  */
 export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
   {
@@ -45,5 +48,30 @@ export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
         digest TEXT COLLATE "C" PRIMARY KEY,
         due_at TIMESTAMPTZ NOT NULL
       );`,
+  },
+  {
+    version: 2,
+    sql: `
+      CREATE TABLE cluster_slots (
+        worker_id TEXT COLLATE "C" NOT NULL REFERENCES cluster_workers(id) ON DELETE CASCADE,
+        tenant_id TEXT COLLATE "C" NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL,
+        used INTEGER NOT NULL CHECK (used >= 0),
+        PRIMARY KEY (tenant_id, kind, worker_id)
+      );
+      CREATE FUNCTION cluster_admit(worker TEXT, tenant TEXT, what TEXT, quota INTEGER, alive_ms DOUBLE PRECISION) RETURNS BOOLEAN
+      LANGUAGE plpgsql AS $fn$
+      BEGIN
+        -- Held until the calling transaction ends: admissions of one tenant and kind go one at a time.
+        PERFORM pg_advisory_xact_lock(hashtextextended('shellbase:quota:' || tenant || '/' || what, 0));
+        IF (SELECT COALESCE(SUM(s.used), 0) FROM cluster_slots s JOIN cluster_workers w ON w.id = s.worker_id
+            WHERE s.tenant_id = tenant AND s.kind = what AND w.heartbeat_at > now() - make_interval(secs => alive_ms / 1000.0)) >= quota THEN
+          RETURN FALSE;
+        END IF;
+        INSERT INTO cluster_slots (worker_id, tenant_id, kind, used) VALUES (worker, tenant, what, 1)
+          ON CONFLICT (tenant_id, kind, worker_id) DO UPDATE SET used = cluster_slots.used + 1;
+        RETURN TRUE;
+      END
+      $fn$;`,
   },
 ];

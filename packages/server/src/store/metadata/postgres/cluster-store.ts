@@ -92,6 +92,20 @@ export class PostgresCluster {
     return out;
   }
 
+  /**
+   * Takes a slot of `kind` for the tenant on this worker when the live workers together hold fewer
+   * than `quota` (one round trip: `cluster_admit`, cluster-migrations.ts); false otherwise.
+   */
+  async admit(workerId: string, tenantId: string, kind: string, quota: number, aliveMs: number): Promise<boolean> {
+    const row = await this.db.get<{ ok: boolean }>('SELECT cluster_admit(?, ?, ?, ?, ?) AS ok', [workerId, tenantId, kind, quota, aliveMs]);
+    return row?.ok === true;
+  }
+
+  /** Gives back a slot `admit` took. */
+  async release(workerId: string, tenantId: string, kind: string): Promise<void> {
+    await this.db.run('UPDATE cluster_slots SET used = used - 1 WHERE tenant_id = ? AND kind = ? AND worker_id = ? AND used > 0', [tenantId, kind, workerId]);
+  }
+
   /** Records where a layer's blob is (a second record of the same layer keeps the first). */
   async recordBlob(b: LayerBlob): Promise<void> {
     await this.db.run(`INSERT INTO cluster_layer_blobs (layer_id, digest, size, format) VALUES (?, ?, ?, ?)
