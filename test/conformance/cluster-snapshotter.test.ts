@@ -137,15 +137,26 @@ test('cluster snapshotter: past its bound the cache evicts least recently used l
   }
 });
 
-test('cluster snapshotter: when the object store refuses a layer, the commit fails as unavailable and keeps nothing', async () => {
-  const failing = new MemoryBlobStore();
-  failing.put = async () => { throw new Error('connect ECONNREFUSED 127.0.0.1:9'); };
-  const w = await world(failing);
+test('cluster snapshotter: with the object store down, commits fail as unavailable and keep nothing; cached layers still read', async () => {
+  const blobs = new MemoryBlobStore();
+  const { put, get } = blobs;
+  let down = false;
+  const refused = () => { throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }); };
+  blobs.put = async (...args) => (down ? refused() : put.apply(blobs, args));
+  blobs.get = async (...args) => (down ? refused() : get.apply(blobs, args));
+  const w = await world(blobs);
   try {
-    const a = await w.worker();
-    await assert.rejects(commitFiles(a, { f: 'x' }), (e: Error & { code?: string }) => e.code === 'unavailable' && /object store/.test(e.message));
-    assert.equal(w.index.rows.size, 0);
-    assert.equal((await a.recover(async () => new Set())).layers, 0, 'no layer was left behind');
+    const [a, b] = [await w.worker(), await w.worker()];
+    const cached = (await commitFiles(a, { f: 'cached' })).layerId;
+    down = true;
+    const unavailable = (e: Error & { code?: string }) => e.code === 'unavailable' && /object store/.test(e.message);
+    await assert.rejects(commitFiles(a, { f: 'x' }), unavailable);
+    assert.equal(w.index.rows.size, 1, 'only the first layer is recorded');
+    assert.equal((await a.recover(async (ids) => new Set(ids.filter((id) => id === cached)))).layers, 0, 'no layer was left behind');
+    assert.equal(await read(await a.reader(cached), 'f'), 'cached', 'a cached layer reads on');
+    await assert.rejects(b.reader(cached), unavailable, 'a worker without it cannot fetch it');
+    down = false;
+    assert.equal(await read(await b.reader(cached), 'f'), 'cached', 'and can once the store is back');
   } finally {
     await w.done();
   }

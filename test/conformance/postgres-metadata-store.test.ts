@@ -143,3 +143,23 @@ test('postgres: SHELLBASE_METADATA picks the backend: unset or sqlite:PATH for S
     rmSync(home, { recursive: true, force: true });
   }
 });
+
+test('postgres: a database that goes away fails statements as unavailable, and the same store recovers once it is back', async () => {
+  const md = await PostgresMetadataStore.open(await cluster.createDatabase());
+  try {
+    await md.tenants.create({ id: 't1', name: 'one', admin: false, createdAt: 'x' });
+    await cluster.restart(async () => {
+      const isUnavailable = (e: Error & { code?: string; status?: number }) => e.code === 'unavailable' && e.status === 503 && /metadata database/.test(e.message);
+      await assert.rejects(md.tenants.list(), isUnavailable);
+      await assert.rejects(md.versions.drop(['nothing'], new Set()), isUnavailable, 'transactions too');
+    });
+    // The pool may hand out a connection the restart ended once more: the next attempt is fresh.
+    let tenants;
+    for (let attempt = 0; ; attempt++) {
+      try { tenants = await md.tenants.list(); break; } catch (e) { if ((e as { code?: string }).code !== 'unavailable' || attempt > 10) throw e; }
+    }
+    assert.deepEqual(tenants.map((t) => t.name), ['one']);
+  } finally {
+    await md.close();
+  }
+});

@@ -1,10 +1,13 @@
 import pg from 'pg';
+import { ShellbaseError } from '../../../errors.js';
 import type { Param, SqlDb } from '../sql/db.js';
 
 /** SQLSTATEs after which Postgres has rolled the work back and running it again is the cure: serialization_failure, deadlock_detected. */
 const RETRY_CODES = new Set(['40001', '40P01']);
 /** Attempts before a failure is surfaced (with 16 workers committing to one context, a handful are needed at most). */
 const MAX_ATTEMPTS = 30;
+/** A connection not made by then fails (a host that drops packets would otherwise hold requests forever). */
+const CONNECT_TIMEOUT_MS = 10_000;
 /** Texts with `?` renumbered, kept (the repositories have a few dozen fixed statements; IN lists come in many lengths). */
 const TEXT_CACHE = 256;
 
@@ -62,7 +65,7 @@ export class PostgresDb implements SqlDb {
 
   /** A pool for `url` whose numbers come back as numbers. */
   static pool(url: string, options: PostgresDbOptions = {}): pg.Pool {
-    const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types: TYPES });
+    const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types: TYPES, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     pool.on('error', options.onError ?? ((err) => process.emitWarning(`postgres: an idle connection failed: ${err.message}`)));
     return pool;
   }
@@ -92,12 +95,19 @@ export class PostgresDb implements SqlDb {
     }
   }
 
-  async all<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return (await this.query<T>(sql, params)).rows; }
-  async get<T>(sql: string, params: readonly Param[] = []): Promise<T | undefined> { return (await this.query<T>(sql, params)).rows[0]; }
-  async run(sql: string, params: readonly Param[] = []): Promise<number> { return (await this.query(sql, params)).rowCount ?? 0; }
+  async all<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return (await this.query<T>(sql, params).catch(down)).rows; }
+  async get<T>(sql: string, params: readonly Param[] = []): Promise<T | undefined> { return (await this.query<T>(sql, params).catch(down)).rows[0]; }
+  async run(sql: string, params: readonly Param[] = []): Promise<number> { return (await this.query(sql, params).catch(down)).rowCount ?? 0; }
 
-  /** `fn` may run more than once (see above): it must keep its effects in the database and return its result. */
-  async tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
+  /**
+   * `fn` may run more than once (see above): it must keep its effects in the database and return
+   * its result. A database that cannot be reached fails it with `unavailable`.
+   */
+  tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
+    return this.txOnce(fn).catch(down);
+  }
+
+  private async txOnce<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
     await this.ready;
     const client = await this.pool.connect();
     let broken: unknown = undefined;
@@ -140,6 +150,21 @@ export class PostgresDb implements SqlDb {
   async close(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/** SQLSTATEs and socket errors that mean the database is down, restarting or unreachable (not that a statement was wrong). */
+const DOWN_CODES = new Set(['57P01', '57P02', '57P03', '53300', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** Rethrows a lost or refused connection as `unavailable` (503: retry later); anything else as it is. */
+function down(e: unknown): never {
+  const code = (e as { code?: unknown } | null)?.code;
+  const message = (e as Error | null)?.message ?? String(e);
+  const isDown = (typeof code === 'string' && (DOWN_CODES.has(code) || code.startsWith('08')))
+    || /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+  if (!isDown) throw e;
+  throw new ShellbaseError('unavailable', `the metadata database cannot be reached: ${message}`, {
+    hint: 'retry shortly; if it lasts, check that Postgres is up and reachable from this worker', cause: e,
+  });
 }
 
 /** Numbers each `?` outside single-quoted text and double-quoted names. */
