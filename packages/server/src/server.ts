@@ -123,6 +123,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const gatewayUrl = `http://${hostPart}:${config.gatewayPort}`;
   address = config.cluster?.advertise ?? url;
   await cluster?.worker.start();
+  if (!/^(127\.|::1$|localhost$)/.test(config.host)) {
+    // The workers serve plain HTTP: beyond loopback, TLS must come from in front (docs/deploy.md).
+    log.warn({ host: config.host }, 'serving plain HTTP (no TLS) beyond loopback: API keys and data cross the network unencrypted; put a TLS proxy in front (docs/deploy.md)');
+  }
   let closing: Promise<void> | null = null;
   return {
     url, gatewayUrl, adminKeyFile, engine, machines,
