@@ -1,83 +1,29 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import pg from 'pg';
+import type pg from 'pg';
 import { Shellbase } from '@shellbase/sdk';
-import { startPostgres, type TestPostgres } from './pg.ts';
-import { startS3, type TestS3 } from './s3.ts';
+import { PREFIX, startCluster, type ClusterWorkerProcess as Worker, type TestCluster } from './cluster-harness.ts';
 import { sleep } from './harness.ts';
 
 // Three worker processes (each with a data directory of its own: its btrfs cache of layers and
-// scratch space) over one Postgres and one S3 API, all real and on loopback.
-const CLI = path.resolve('packages/cli/dist/main.js');
-const PREFIX = 'cluster';
-
-interface Worker { name: string; home: string; child: ChildProcess; url: string; sb: Shellbase; log: () => string }
-
-let postgres: TestPostgres;
-let s3: TestS3;
-let database: string;
-const workers: Worker[] = [];
-const homes: string[] = [];
-
-async function startWorker(name: string, key?: string): Promise<Worker> {
-  const home = mkdtempSync(path.join(tmpdir(), `shellbase-cluster-${name}-`));
-  homes.push(home);
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0',
-    '--metadata', database, '--blobs', `s3://${s3.bucket}/${PREFIX}`, '--s3-endpoint', s3.endpoint], {
-    env: {
-      ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', SHELLBASE_HEARTBEAT_MS: '300',
-      AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1',
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (c: Buffer) => {
-      err += c.toString();
-      const m = /serving on (http:\/\/\S+)/.exec(err);
-      if (m) resolve(m[1]);
-    });
-    child.on('exit', (code) => reject(new Error(`worker ${name} exited (${code}): ${err}`)));
-  });
-  const apiKey = key ?? readFileSync(path.join(home, 'admin.key'), 'utf8').trim();
-  const w = { name, home, child, url, sb: new Shellbase({ url, apiKey }), log: () => err };
-  workers.push(w);
-  return w;
-}
-
-async function sql<T extends pg.QueryResultRow>(text: string): Promise<T[]> {
-  const c = new pg.Client({ connectionString: database });
-  await c.connect();
-  try { return (await c.query<T>(text)).rows; } finally { await c.end(); }
-}
+// scratch space) over one Postgres and one S3 API, all real and on loopback (test/cluster-harness.ts).
+let cluster: TestCluster;
+let workers: Worker[];
+const sql = <T extends pg.QueryResultRow>(text: string) => cluster.sql<T>(text);
 
 /** Layers (not images) this worker's snapshotter holds. */
 const localLayers = (w: Worker) => readdirSync(path.join(w.home, 'store', 'layers')).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5));
 
 before(async () => {
-  [postgres, s3] = await Promise.all([startPostgres(), startS3()]);
-  database = await postgres.createDatabase();
-  const a = await startWorker('a');
-  const key = readFileSync(path.join(a.home, 'admin.key'), 'utf8').trim();
-  await Promise.all([startWorker('b', key), startWorker('c', key)]);
+  cluster = await startCluster();
+  workers = cluster.workers;
+  await cluster.start('a');
+  await Promise.all([cluster.start('b'), cluster.start('c')]);
 });
 
-after(async () => {
-  for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGTERM');
-  await Promise.all(workers.map((w) => new Promise((r) => (w.child.exitCode !== null || w.child.signalCode !== null ? r(null) : w.child.once('exit', r)))));
-  await Promise.all([postgres?.stop(), s3?.stop()]);
-  for (const w of workers) if (w.child.exitCode) console.error(`worker ${w.name} exited with ${w.child.exitCode}:\n${w.log()}`);
-  for (const h of homes) {
-    // A worker killed with SIGKILL leaves its mounts (the store, machines' memory) behind.
-    const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((m) => m?.startsWith(`${h}/`));
-    for (const m of mounts.sort().reverse()) execFileSync('umount', ['--lazy', m]);
-    rmSync(h, { recursive: true, force: true });
-  }
-});
+after(async () => { await cluster?.stop(); });
 
 test('cluster: three workers register, each a row with a heartbeat', async () => {
   const rows = await sql<{ address: string }>('SELECT address FROM cluster_workers ORDER BY address');
@@ -102,7 +48,7 @@ test('cluster: 60 concurrent queries on one context spread over three workers: e
   const missing = await sql<{ n: string }>(`SELECT count(*) AS n FROM layers l WHERE l.kind != 'image'
     AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs b WHERE b.layer_id = l.id)`);
   assert.equal(Number(missing[0].n), 0, 'no layer without its blob');
-  const blobs = await s3.keys(`${PREFIX}/sha256/`);
+  const blobs = await cluster.s3.keys(`${PREFIX}/sha256/`);
   assert.ok(blobs.length >= 61, `blobs in the object store: ${blobs.length}`);
 });
 
@@ -170,7 +116,7 @@ test('cluster: a worker killed with SIGKILL in the middle of commits loses nothi
   // Every layer any version names has its blob in the object store.
   const named = await sql<{ layer: string; digest: string | null }>(`SELECT DISTINCT l.layer, b.digest FROM versions v,
     LATERAL json_array_elements_text(v.layers::json) AS l(layer) LEFT JOIN cluster_layer_blobs b ON b.layer_id = l.layer WHERE l.layer NOT LIKE 'image:%'`);
-  const keys = new Set(await s3.keys(`${PREFIX}/sha256/`));
+  const keys = new Set(await cluster.s3.keys(`${PREFIX}/sha256/`));
   for (const n of named) assert.ok(n.digest && keys.has(`${PREFIX}/sha256/${n.digest.slice(7)}`), `layer ${n.layer} has its blob`);
   for (;;) {
     const live = await sql<{ address: string }>(`SELECT address FROM cluster_workers WHERE heartbeat_at > now() - interval '900 milliseconds'`);

@@ -42,7 +42,8 @@ function freePort(): Promise<number> {
   });
 }
 
-export async function startPostgres(): Promise<TestPostgres> {
+/** `settings`: more `-c name=value` server settings (the bench loads pg_stat_statements). */
+export async function startPostgres(settings: string[] = []): Promise<TestPostgres> {
   const bin = binDir();
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) } : {};
@@ -62,9 +63,9 @@ export async function startPostgres(): Promise<TestPostgres> {
   process.once('exit', stopNow);
 
   const port = await freePort();
-  const settings = [`-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
-    '-c full_page_writes=off', '-c max_connections=200', '-c deadlock_timeout=50ms'];
-  const start = () => run('pg_ctl', ['start', '-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '30', '-o', settings.join(' ')]);
+  const all = [`-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
+    '-c full_page_writes=off', '-c max_connections=200', '-c deadlock_timeout=50ms', ...settings.map((x) => `-c ${x}`)];
+  const start = () => run('pg_ctl', ['start', '-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '30', '-o', all.join(' ')]);
   try {
     await run('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync', '--no-instructions']);
     await start();
