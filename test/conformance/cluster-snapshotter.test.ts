@@ -161,3 +161,37 @@ test('cluster snapshotter: with the object store down, commits fail as unavailab
     await w.done();
   }
 });
+
+test('layer packs: the same tree packs to the same bytes on another host (a fetched layer re-packed keeps its digest)', async () => {
+  const dirs = [1, 2].map(() => mkdtempSync(path.join(tmpdir(), 'shellbase-pack-')));
+  const stores = dirs.map((dir) => new BtrfsSnapshotter({
+    root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 0, rootId: 100_000,
+  }));
+  const blobs = new MemoryBlobStore();
+  try {
+    for (const s of stores) await s.open();
+    const scratch = await stores[0].prepare({ diskMb: 16 });
+    const w = stores[0].writer(scratch);
+    w.mkdir('d', DIR);
+    await w.writeFile('d/f', text('x'.repeat(100_000)), FILE);
+    await w.whiteout('gone');
+    w.mkdir('o', DIR);
+    await w.setOpaque('o');
+    const layer = (await stores[0].commit(scratch))!;
+    await stores[0].sync(); // as the cluster snapshotter does before packing
+    const first = await blobs.put(stores[0].exportLayer(layer.layerId));
+    assert.deepEqual(await blobs.put(stores[0].exportLayer(layer.layerId)), first, 'packed twice on one host');
+    await stores[1].importLayer(layer.layerId, await blobs.get(first.digest));
+    await stores[1].sync();
+    assert.deepEqual(await blobs.put(stores[1].exportLayer(layer.layerId)), first, 'unpacked and packed again on another');
+    const [src, dst] = await Promise.all(stores.map((s) => s.reader(layer.layerId)));
+    const r = dst;
+    // Packs keep modification times, not access times (pack.ts).
+    const seen = (x: LayerReader, p: string) => ({ ...x.stat(p)!, atimeMs: 0 });
+    for (const p of ['', 'd', 'd/f', 'gone', 'o']) assert.deepEqual(seen(r, p), seen(src, p), `${p || '/'}: kind, mode, owner, size, mtime`);
+    assert.deepEqual([...r.opaque], ['o']);
+  } finally {
+    for (const s of stores) await s.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
+});

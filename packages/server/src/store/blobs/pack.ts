@@ -19,8 +19,10 @@ import { blobError } from './types.js';
  *   first name; sparse files as GNU sparse 1.0 (data and a map of the holes);
  * - sockets are not kept (tar cannot hold one; nothing can use one after a restore).
  *
- * The same tree packs to the same bytes: a layer's blob digest does not depend on
- * when, where or by which process it was packed.
+ * The same tree packs to the same bytes once its data is on disk (a file whose blocks
+ * are not allocated yet, under delayed allocation, looks sparse to tar and is stored as
+ * a sparse entry): a synced layer's blob digest does not depend on when, where or by
+ * which process it was packed.
  */
 export const LAYER_PACK_FORMAT = 1;
 
@@ -59,7 +61,9 @@ export function packLayer(tree: string, options: PackOptions = {}): Readable {
   const stderr = collect(child.stderr);
   const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: options.level ?? 3, [z.ZSTD_c_checksumFlag]: 1 } });
   const exit = new Promise<number | null>((resolve, reject) => { child.on('error', reject); child.on('close', resolve); });
-  child.stdout.pipe(zstd).pipe(out, { end: false });
+  // zstd's output depends on how its input is cut into writes, and a pipe cuts tar's output as
+  // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
+  child.stdout.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
   Promise.all([finished(zstd), exit]).then(([, code]) => {
     if (code === 0) out.end();
     else out.destroy(new Error(`tar could not pack ${tree} (exit ${code}): ${stderr().trim().slice(0, 500)}`));
@@ -128,6 +132,32 @@ function checkHeader(): Transform {
       done(null, all);
     },
     flush(done) { done(head === null ? null : blobError('invalid_pack', 'not a packed layer (too short)')); },
+  });
+}
+
+/** Bytes per write into the compressor (see packLayer). */
+const ZSTD_FEED = 128 << 10;
+
+/** Re-cuts a stream into chunks of exactly `size` bytes (the last one shorter). */
+function fixedChunks(size: number): Transform {
+  let held: Buffer[] = [];
+  let bytes = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      held.push(chunk);
+      bytes += chunk.length;
+      if (bytes >= size) {
+        let all = Buffer.concat(held, bytes);
+        while (all.length >= size) {
+          this.push(all.subarray(0, size));
+          all = all.subarray(size);
+        }
+        held = all.length ? [all] : [];
+        bytes = all.length;
+      }
+      done();
+    },
+    flush(done) { done(null, bytes ? Buffer.concat(held, bytes) : null); },
   });
 }
 

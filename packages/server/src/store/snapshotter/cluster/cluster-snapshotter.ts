@@ -162,8 +162,13 @@ export class ClusterSnapshotter implements Snapshotter {
     }
   }
 
-  /** Packs and stores a new layer, then records where it is; the local layer goes if that fails. */
+  /**
+   * Packs and stores a new layer, then records where it is; the local layer goes if that fails.
+   * The store is synced first: a file whose blocks are not yet allocated looks sparse to tar,
+   * which would pack the same tree differently (pack.ts); the commit's own sync is then cheap.
+   */
   private async upload(layerId: string, bytes: number): Promise<void> {
+    await this.local.sync();
     const packed = this.local.exportLayer(layerId);
     try {
       const info = await this.opts.blobs.put(packed);
