@@ -10,7 +10,7 @@ import { startS3, type TestS3 } from './s3.ts';
 const CLI = path.resolve('packages/cli/dist/main.js');
 export const PREFIX = 'cluster';
 
-export interface ClusterWorkerProcess { name: string; home: string; child: ChildProcess; url: string; sb: Shellbase; log: () => string }
+export interface ClusterWorkerProcess { name: string; home: string; child: ChildProcess; url: string; gatewayUrl: string; sb: Shellbase; log: () => string }
 
 /**
  * A cluster on this host for tests and the bench: one throw-away Postgres (test/pg.ts), one S3 API
@@ -47,13 +47,17 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
         stdio: ['ignore', 'ignore', 'pipe'],
       });
       let err = '';
-      const w: ClusterWorkerProcess = { name, home, child, url: '', sb: null as unknown as Shellbase, log: () => err };
+      const w: ClusterWorkerProcess = { name, home, child, url: '', gatewayUrl: '', sb: null as unknown as Shellbase, log: () => err };
       workers.push(w);
       w.url = await new Promise<string>((resolve, reject) => {
         child.stderr!.on('data', (chunk: Buffer) => {
           err += chunk.toString();
           const m = /serving on (http:\/\/\S+)/.exec(err);
-          if (m) resolve(m[1]);
+          const g = /services answer on (http:\/\/\S+)/.exec(err);
+          if (m && g) {
+            w.gatewayUrl = g[1];
+            resolve(m[1]);
+          }
         });
         child.on('exit', (code) => reject(new Error(`worker ${name} exited (${code}): ${err}`)));
       });

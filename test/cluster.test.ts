@@ -87,6 +87,39 @@ test('cluster: garbage collection runs on one worker at a time and keeps what th
   assert.equal((await workers[2].sb.context('shared').exec('cat /root/w/59', { commit: 'never' })).stdout, '59\n');
 });
 
+const ID_SERVER = `import http.server, random
+me = str(random.random()).encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(me)
+http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
+`;
+
+test("cluster: a service defined on A runs on one worker at a time: woken through B's gateway, reached through C's and A's", async () => {
+  const [a, b, c] = workers;
+  await a.sb.context('web').files.write('/root/id.py', ID_SERVER);
+  const svc = await a.sb.context('web').services.create({ name: 'id', command: 'python3 /root/id.py', port: 8000 });
+  const token = new URL(svc.pathUrl).pathname.split('/')[2];
+  const get = async (w: Worker) => {
+    const res = await fetch(`${w.gatewayUrl}/s/${token}/`);
+    assert.equal(res.status, 200, `through ${w.name}`);
+    return res.text();
+  };
+  const first = await get(b);
+  assert.equal(await get(c), first, "C's gateway passes the request to B, where it runs");
+  assert.equal(await get(a), first, "and so does A's");
+  const [lease] = await sql<{ gateway: string; epoch: string }>(`SELECT w.gateway, l.epoch FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
+    WHERE l.kind = 'service' AND l.key = '${token}'`);
+  assert.equal(lease.gateway, b.gatewayUrl);
+  await b.sb.context('web').services.stop('id');
+  assert.deepEqual(await sql(`SELECT key FROM cluster_leases WHERE key = '${token}'`), [], 'a service asleep holds no lease');
+  const second = await get(c);
+  assert.notEqual(second, first, 'woken again, now on C');
+  assert.equal(await get(b), second);
+});
+
 test("cluster: a tenant's concurrentQueries quota counts its queries on every worker", async () => {
   const { apiKey } = await workers[0].sb.tenants.create('quota-tenant', { concurrentQueries: 2 });
   const as = (w: Worker) => new Shellbase({ url: w.url, apiKey });

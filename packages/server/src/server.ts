@@ -54,7 +54,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   });
   // Cluster mode: Postgres and the object store, this host's snapshotter as their cache.
   const pins = new Pins();
-  let address = '';
+  let address = { api: '', gateway: '' };
   let cluster: ClusterStores | null = null;
   try {
     cluster = config.cluster ? await openCluster(config.cluster, local, pins, () => address, () => pins.snapshot().versions.size, log) : null;
@@ -121,7 +121,9 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   config.gatewayPort = portOf(gateway);
   const url = `http://${hostPart}:${portOf(app.server)}`;
   const gatewayUrl = `http://${hostPart}:${config.gatewayPort}`;
-  address = config.cluster?.advertise ?? url;
+  // Other workers reach this one at its advertised host (or where it listens), the gateway at its port there.
+  const advertised = new URL(config.cluster?.advertise ?? url);
+  address = { api: advertised.href.replace(/\/$/, ''), gateway: `${advertised.protocol}//${advertised.hostname}:${config.gatewayPort}` };
   await cluster?.worker.start();
   if (!/^(127\.|::1$|localhost$)/.test(config.host)) {
     // The workers serve plain HTTP: beyond loopback, TLS must come from in front (docs/deploy.md).

@@ -24,7 +24,7 @@ export interface ClusterStores {
  * joins (after the server listens).
  */
 export async function openCluster(config: ClusterConfig, local: Snapshotter & LayerTransfer, pins: Pins,
-  address: () => string, load: () => number, log: Logger): Promise<ClusterStores> {
+  address: () => { api: string; gateway: string }, load: () => number, log: Logger): Promise<ClusterStores> {
   const metadata = await openMetadataStore(config.metadata, '');
   if (!(metadata instanceof PostgresMetadataStore)) {
     await metadata.close();
@@ -51,7 +51,8 @@ export async function openCluster(config: ClusterConfig, local: Snapshotter & La
   });
   const worker = new ClusterWorker({
     shared: metadata.cluster, blobs, pins, heartbeatMs: config.heartbeatMs, load, log,
-    get address() { return address(); },
+    get address() { return address().api; },
+    get gateway() { return address().gateway; },
   });
   return {
     metadata, blobs, snapshotter, worker,

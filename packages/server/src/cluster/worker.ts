@@ -10,8 +10,9 @@ export interface ClusterWorkerOptions {
   shared: PostgresCluster;
   blobs: BlobStore;
   pins: Pins;
-  /** The URL other workers reach this one at. */
+  /** The URL other workers reach this one at, and its gateway at. */
   address: string;
+  gateway: string;
   heartbeatMs: number;
   /** Work running here now (queries, services, machines): published with each heartbeat. */
   load: () => number;
@@ -44,7 +45,7 @@ export class ClusterWorker implements Cluster {
   get aliveMs(): number { return this.opts.heartbeatMs * LAPSE_BEATS; }
 
   async start(): Promise<void> {
-    await this.opts.shared.register(this.workerId, this.opts.address);
+    await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
     this.timer = setInterval(() => { this.beating ??= this.beat().finally(() => { this.beating = null; }); }, this.opts.heartbeatMs);
     this.timer.unref();
     this.opts.log.info({ worker: this.workerId, address: this.opts.address }, 'joined the cluster');
@@ -56,7 +57,7 @@ export class ClusterWorker implements Cluster {
       const pins = this.opts.pins.snapshot();
       if (!(await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins))) {
         this.opts.log.warn({ worker: this.workerId }, 'this worker was taken for gone (its heartbeat lapsed); joining again');
-        await this.opts.shared.register(this.workerId, this.opts.address);
+        await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
         await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins);
       }
       const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
@@ -86,6 +87,19 @@ export class ClusterWorker implements Cluster {
 
   release(tenantId: string, kind: 'query'): Promise<void> {
     return this.opts.shared.release(this.workerId, tenantId, kind);
+  }
+
+  async claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
+    return this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
+  }
+
+  async elsewhere(kind: 'service', key: string): Promise<string | null> {
+    const holder = await this.opts.shared.owner(kind, key, this.aliveMs);
+    return holder && holder.worker !== this.workerId && holder.gateway ? holder.gateway : null;
+  }
+
+  unclaim(kind: 'service', key: string): Promise<void> {
+    return this.opts.shared.unclaim(kind, key, this.workerId);
   }
 
   async deleteDueBlobs(): Promise<number> {

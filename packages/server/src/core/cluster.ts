@@ -20,6 +20,14 @@ export interface Cluster {
    */
   admit(tenantId: string, kind: 'query', quota: number): Promise<boolean>;
   release(tenantId: string, kind: 'query'): Promise<void>;
+  /**
+   * Places a service on this worker (a lease in Postgres, taken from a worker whose heartbeat
+   * lapsed), or says which live worker's gateway holds it.
+   */
+  claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }>;
+  /** Where a service runs now, when another live worker holds it (its gateway's URL). */
+  elsewhere(kind: 'service', key: string): Promise<string | null>;
+  unclaim(kind: 'service', key: string): Promise<void>;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }

@@ -36,6 +36,10 @@ export interface RunContext {
   forwarding(): Promise<Forwarding | null>;
   /** An egress session under the service's effective policy (null: none). */
   egress(): Promise<EgressSession | null>;
+  /** Told each time the run is back asleep (a cluster gives up the service's lease). */
+  slept?(): void;
+  /** In a cluster: the gateway of the live worker that runs the service, when not this one. */
+  elsewhere?(): Promise<string | null>;
 }
 
 /**
@@ -165,6 +169,12 @@ export class ServiceRun implements PortTarget {
   /** Moves along the lifecycle table (engine/services/lifecycle.ts). */
   private go(event: ServiceEvent): void {
     this.state = SERVICE_LIFECYCLE.next(this.row.name, this.state, event);
+    if (this.state === 'sleeping') this.ctx.slept?.();
+  }
+
+  /** While it sleeps here, where it runs instead (another worker of a cluster), if anywhere. */
+  async elsewhere(): Promise<string | null> {
+    return this.state === 'sleeping' && this.ctx.elsewhere ? this.ctx.elsewhere() : null;
   }
 
   /** SIGTERM, a grace period, SIGKILL; the run's writes then commit. Resolves once it sleeps. */

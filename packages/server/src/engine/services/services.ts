@@ -207,8 +207,17 @@ export class Services {
           const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
           const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
           if (awake >= runningServices) throw overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
+          // In a cluster a service runs on one worker at a time: the one holding its lease.
+          const lease = await this.deps.cluster?.claim('service', row.token);
+          if (lease && !lease.mine) {
+            throw new ShellbaseError('unavailable', `service ${row.name} is running on another worker`, { hint: 'retry: requests through the gateway are passed to that worker', details: { gateway: lease.gateway } });
+          }
           return { tenantCpus };
         },
+        slept: () => {
+          this.deps.cluster?.unclaim('service', row.token).catch((err: unknown) => this.deps.log.error({ err, service: row.name }, 'giving up a service lease failed'));
+        },
+        elsewhere: async () => (this.deps.cluster ? this.deps.cluster.elsewhere('service', row.token) : null),
         socketPath: path.join(this.dir, `${row.token}.sock`),
         forwarding: () => this.forwarding(row.tenantId, row.context, row.name),
         egress: async () => this.network.open(row.tenantId, row.context, 'service', await this.network.effectiveOf(row.tenantId, row.context, row.spec.network)),

@@ -18,6 +18,9 @@ import type { PostgresMigration } from './migrations.js';
  * - `cluster_slots` (2): what each worker runs per tenant and kind (`query`), counted against the
  *   tenant's quota across live workers by `cluster_admit` (one statement: it takes an advisory
  *   lock per tenant and kind, counts, and takes a slot); a dead worker's slots lapse with it.
+ * - `cluster_leases` (3): which worker runs a service now (`kind` 'service', `key` its token),
+ *   with an epoch that grows each time the lease changes hands; a lease whose worker's heartbeat
+ *   lapsed may be taken. `cluster_workers.gateway`: where the worker's gateway answers.
  */
 export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
   {
@@ -73,5 +76,18 @@ export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
         RETURN TRUE;
       END
       $fn$;`,
+  },
+  {
+    version: 3,
+    sql: `
+      ALTER TABLE cluster_workers ADD COLUMN gateway TEXT NOT NULL DEFAULT '';
+      CREATE TABLE cluster_leases (
+        kind TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        worker_id TEXT COLLATE "C" NOT NULL REFERENCES cluster_workers(id) ON DELETE CASCADE,
+        epoch BIGINT NOT NULL,
+        PRIMARY KEY (kind, key)
+      );
+      CREATE INDEX cluster_leases_worker ON cluster_leases(worker_id);`,
   },
 ];

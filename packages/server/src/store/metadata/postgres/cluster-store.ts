@@ -37,10 +37,41 @@ export class PostgresCluster {
   }
 
   /** Announces a worker (or announces it again): alive from now. */
-  async register(id: string, address: string): Promise<void> {
+  async register(id: string, address: string, gateway = ''): Promise<void> {
     await this.ready;
-    await this.db.run(`INSERT INTO cluster_workers (id, address) VALUES (?, ?)
-      ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_at = now()`, [id, address]);
+    await this.db.run(`INSERT INTO cluster_workers (id, address, gateway) VALUES (?, ?, ?)
+      ON CONFLICT (id) DO UPDATE SET address = excluded.address, gateway = excluded.gateway, heartbeat_at = now()`, [id, address, gateway]);
+  }
+
+  /**
+   * Takes the lease of `kind`/`key` for `workerId` when nobody holds it, it holds it already, or
+   * its holder's heartbeat lapsed (one statement); the epoch grows when it changes hands. Returns
+   * the lease, or the live holder that kept it.
+   */
+  async claim(kind: string, key: string, workerId: string, aliveMs: number): Promise<{ mine: true; epoch: number } | { mine: false; worker: string; gateway: string }> {
+    const won = await this.db.get<{ epoch: number }>(`INSERT INTO cluster_leases (kind, key, worker_id, epoch) VALUES (?, ?, ?, 1)
+      ON CONFLICT (kind, key) DO UPDATE
+        SET epoch = CASE WHEN cluster_leases.worker_id = excluded.worker_id THEN cluster_leases.epoch ELSE cluster_leases.epoch + 1 END,
+            worker_id = excluded.worker_id
+        WHERE cluster_leases.worker_id = excluded.worker_id OR NOT EXISTS (SELECT 1 FROM cluster_workers w
+          WHERE w.id = cluster_leases.worker_id AND w.heartbeat_at > now() - make_interval(secs => ? / 1000.0))
+      RETURNING epoch`, [kind, key, workerId, aliveMs]);
+    if (won) return { mine: true, epoch: Number(won.epoch) };
+    const holder = await this.owner(kind, key, aliveMs);
+    // Gone between the two statements: the caller may try again.
+    return holder ?? { mine: false, worker: '', gateway: '' };
+  }
+
+  /** The live worker holding a lease, if any. */
+  async owner(kind: string, key: string, aliveMs: number): Promise<{ mine: false; worker: string; gateway: string } | null> {
+    const row = await this.db.get<{ worker_id: string; gateway: string }>(`SELECT l.worker_id, w.gateway FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
+      WHERE l.kind = ? AND l.key = ? AND w.heartbeat_at > now() - make_interval(secs => ? / 1000.0)`, [kind, key, aliveMs]);
+    return row ? { mine: false, worker: row.worker_id, gateway: row.gateway } : null;
+  }
+
+  /** Gives a lease up (only the holder's own). */
+  async unclaim(kind: string, key: string, workerId: string): Promise<void> {
+    await this.db.run('DELETE FROM cluster_leases WHERE kind = ? AND key = ? AND worker_id = ?', [kind, key, workerId]);
   }
 
   /**
