@@ -97,7 +97,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
 `;
 
-test("cluster: a service defined on A runs on one worker at a time: woken through B's gateway, reached through C's and A's", async () => {
+test("cluster: a service defined on A runs on one worker at a time: woken through B's gateway, reached through C's and A's gateways and C's API", async () => {
   const [a, b, c] = workers;
   await a.sb.context('web').files.write('/root/id.py', ID_SERVER);
   const svc = await a.sb.context('web').services.create({ name: 'id', command: 'python3 /root/id.py', port: 8000 });
@@ -110,6 +110,16 @@ test("cluster: a service defined on A runs on one worker at a time: woken throug
   const first = await get(b);
   assert.equal(await get(c), first, "C's gateway passes the request to B, where it runs");
   assert.equal(await get(a), first, "and so does A's");
+  // A TCP tunnel through C's API reaches the same run on B.
+  const tunnel = await c.sb.context('web').services.stream('id');
+  const answer = await new Promise<string>((resolve, reject) => {
+    let text = '';
+    tunnel.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+    tunnel.on('end', () => resolve(text));
+    tunnel.on('error', reject);
+    tunnel.write('GET / HTTP/1.0\r\n\r\n');
+  });
+  assert.ok(answer.startsWith('HTTP/1.0 200') && answer.endsWith(first), answer);
   const [lease] = await sql<{ gateway: string; epoch: string }>(`SELECT w.gateway, l.epoch FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
     WHERE l.kind = 'service' AND l.key = '${token}'`);
   assert.equal(lease.gateway, b.gatewayUrl);

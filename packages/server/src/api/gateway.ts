@@ -1,8 +1,8 @@
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { PortTarget } from '../util/pipe.js';
+import { FORWARDED, forwardRequest, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
 
 /** Which service a request is for: `{token}.localhost[:port]` or the `/s/{token}/` prefix. */
@@ -14,7 +14,7 @@ export function route(host: string | undefined, url: string): { token: string; p
   return null;
 }
 
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
+export const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
 
 /**
  * The gateway: one HTTP server for every service and every exposed machine
@@ -40,7 +40,7 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
   }
 
   /** In a cluster, the gateway of the worker running the target, unless that is this one (or the request was passed here). */
-  const elsewhere = async (req: IncomingMessage, run: PortTarget) => (req.headers[FORWARDED] ? null : ((await run.elsewhere?.()) ?? null));
+  const elsewhere = async (req: IncomingMessage, run: PortTarget) => (req.headers[FORWARDED] ? null : ((await run.elsewhere?.())?.gateway ?? null));
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { run, path } = await find(req);
@@ -116,46 +116,6 @@ export class PortProxy {
   }
 
   close(): void { for (const a of this.agents.values()) a.destroy(); }
-}
-
-/** Marks a request one worker's gateway passed to another's, which then serves it itself. */
-const FORWARDED = 'x-shellbase-forwarded';
-
-/**
- * Passes a gateway request as it came (Host, path, API key) to the gateway of the worker that
- * runs its target (cluster mode); that gateway checks it again and serves it.
- */
-function forwardRequest(to: string, req: IncomingMessage, res: ServerResponse, fail: (err: unknown) => void): void {
-  const target = new URL(to);
-  const headers: Record<string, string | string[] | undefined> = { ...req.headers, [FORWARDED]: '1' };
-  for (const h of HOP_BY_HOP) delete headers[h];
-  const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers }, (upRes) => {
-    const out = { ...upRes.headers };
-    for (const h of HOP_BY_HOP) delete out[h];
-    res.writeHead(upRes.statusCode ?? 502, out);
-    res.flushHeaders();
-    upRes.pipe(res);
-  });
-  up.on('error', (err) => fail(new ShellbaseError('unavailable', `the worker running it (${to}) did not answer: ${err.message}`, { hint: 'retry shortly' })));
-  res.once('close', () => { if (!res.writableFinished) up.destroy(); });
-  req.pipe(up);
-}
-
-/** An upgrade passed to the gateway of the worker that runs its target, then a byte pipe both ways. */
-function forwardUpgrade(to: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
-  const target = new URL(to);
-  const up = connect(Number(target.port), target.hostname.replace(/^\[|\]$/g, ''), () => {
-    const lines = [`${req.method} ${req.url} HTTP/1.1`];
-    for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
-    lines.push(`${FORWARDED}: 1`);
-    up.write(`${lines.join('\r\n')}\r\n\r\n`);
-    if (head.length) up.write(head);
-    up.pipe(socket);
-    socket.pipe(up);
-  });
-  up.on('error', (err) => failUpgrade(socket, new ShellbaseError('unavailable', `the worker running it (${to}) did not answer: ${err.message}`, { hint: 'retry shortly' })));
-  socket.on('error', () => up.destroy());
-  socket.on('close', () => up.destroy());
 }
 
 /** An upgrade that cannot be passed through: the error, and the socket closes. */

@@ -93,9 +93,9 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
   }
 
-  async elsewhere(kind: 'service', key: string): Promise<string | null> {
+  async elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null> {
     const holder = await this.opts.shared.owner(kind, key, this.aliveMs);
-    return holder && holder.worker !== this.workerId && holder.gateway ? holder.gateway : null;
+    return holder && holder.worker !== this.workerId && holder.gateway ? { api: holder.address, gateway: holder.gateway } : null;
   }
 
   unclaim(kind: 'service', key: string): Promise<void> {

@@ -25,8 +25,8 @@ export interface Cluster {
    * lapsed), or says which live worker's gateway holds it.
    */
   claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }>;
-  /** Where a service runs now, when another live worker holds it (its gateway's URL). */
-  elsewhere(kind: 'service', key: string): Promise<string | null>;
+  /** Where a service runs now, when another live worker holds it (that worker's API and gateway URLs). */
+  elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null>;
   unclaim(kind: 'service', key: string): Promise<void>;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;

@@ -38,8 +38,8 @@ export interface RunContext {
   egress(): Promise<EgressSession | null>;
   /** Told each time the run is back asleep (a cluster gives up the service's lease). */
   slept?(): void;
-  /** In a cluster: the gateway of the live worker that runs the service, when not this one. */
-  elsewhere?(): Promise<string | null>;
+  /** In a cluster: the API and gateway URLs of the live worker that runs the service, when not this one. */
+  elsewhere?(): Promise<{ api: string; gateway: string } | null>;
 }
 
 /**
@@ -173,7 +173,7 @@ export class ServiceRun implements PortTarget {
   }
 
   /** While it sleeps here, where it runs instead (another worker of a cluster), if anywhere. */
-  async elsewhere(): Promise<string | null> {
+  async elsewhere(): Promise<{ api: string; gateway: string } | null> {
     return this.state === 'sleeping' && this.ctx.elsewhere ? this.ctx.elsewhere() : null;
   }
 

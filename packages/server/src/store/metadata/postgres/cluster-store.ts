@@ -15,6 +15,13 @@ export interface WorkerRow {
   silentMs: number;
 }
 
+/** The worker holding a lease, and where its API and gateway answer. */
+export interface LeaseHolder {
+  worker: string;
+  address: string;
+  gateway: string;
+}
+
 export interface LayerBlob {
   layerId: string;
   digest: string;
@@ -48,7 +55,7 @@ export class PostgresCluster {
    * its holder's heartbeat lapsed (one statement); the epoch grows when it changes hands. Returns
    * the lease, or the live holder that kept it.
    */
-  async claim(kind: string, key: string, workerId: string, aliveMs: number): Promise<{ mine: true; epoch: number } | { mine: false; worker: string; gateway: string }> {
+  async claim(kind: string, key: string, workerId: string, aliveMs: number): Promise<{ mine: true; epoch: number } | ({ mine: false } & LeaseHolder)> {
     const won = await this.db.get<{ epoch: number }>(`INSERT INTO cluster_leases (kind, key, worker_id, epoch) VALUES (?, ?, ?, 1)
       ON CONFLICT (kind, key) DO UPDATE
         SET epoch = CASE WHEN cluster_leases.worker_id = excluded.worker_id THEN cluster_leases.epoch ELSE cluster_leases.epoch + 1 END,
@@ -59,14 +66,14 @@ export class PostgresCluster {
     if (won) return { mine: true, epoch: Number(won.epoch) };
     const holder = await this.owner(kind, key, aliveMs);
     // Gone between the two statements: the caller may try again.
-    return holder ?? { mine: false, worker: '', gateway: '' };
+    return holder ?? { mine: false, worker: '', address: '', gateway: '' };
   }
 
   /** The live worker holding a lease, if any. */
-  async owner(kind: string, key: string, aliveMs: number): Promise<{ mine: false; worker: string; gateway: string } | null> {
-    const row = await this.db.get<{ worker_id: string; gateway: string }>(`SELECT l.worker_id, w.gateway FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
+  async owner(kind: string, key: string, aliveMs: number): Promise<({ mine: false } & LeaseHolder) | null> {
+    const row = await this.db.get<{ worker_id: string; address: string; gateway: string }>(`SELECT l.worker_id, w.address, w.gateway FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
       WHERE l.kind = ? AND l.key = ? AND w.heartbeat_at > now() - make_interval(secs => ? / 1000.0)`, [kind, key, aliveMs]);
-    return row ? { mine: false, worker: row.worker_id, gateway: row.gateway } : null;
+    return row ? { mine: false, worker: row.worker_id, address: row.address, gateway: row.gateway } : null;
   }
 
   /** Gives a lease up (only the holder's own). */
