@@ -87,14 +87,14 @@ test('cluster: garbage collection runs on one worker at a time and keeps what th
   assert.equal((await workers[2].sb.context('shared').exec('cat /root/w/59', { commit: 'never' })).stdout, '59\n');
 });
 
-const ID_SERVER = `import http.server, random
+const ID_SERVER = `import http.server, os, random
 me = str(random.random()).encode()
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
         self.end_headers()
         self.wfile.write(me)
-http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
+http.server.HTTPServer(('127.0.0.1', int(os.environ.get('PORT', '8000'))), H).serve_forever()
 `;
 
 test("cluster: a service defined on A runs on one worker at a time: woken through B's gateway, reached through C's and A's gateways and C's API", async () => {
@@ -123,15 +123,18 @@ test("cluster: a service defined on A runs on one worker at a time: woken throug
   const [lease] = await sql<{ gateway: string; epoch: string }>(`SELECT w.gateway, l.epoch FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
     WHERE l.kind = 'service' AND l.key = '${token}'`);
   assert.equal(lease.gateway, b.gatewayUrl);
+  const awake = async () => Number((await sql<{ n: string }>(`SELECT COALESCE(SUM(used), 0) AS n FROM cluster_slots WHERE kind = 'service'`))[0].n);
+  assert.equal(await awake(), 1, 'one runningServices slot, on B');
   await b.sb.context('web').services.stop('id');
   assert.deepEqual(await sql(`SELECT key FROM cluster_leases WHERE key = '${token}'`), [], 'a service asleep holds no lease');
+  assert.equal(await awake(), 0, 'nor a slot');
   const second = await get(c);
   assert.notEqual(second, first, 'woken again, now on C');
   assert.equal(await get(b), second);
 });
 
-test("cluster: a tenant's concurrentQueries quota counts its queries on every worker", async () => {
-  const { apiKey } = await workers[0].sb.tenants.create('quota-tenant', { concurrentQueries: 2 });
+test("cluster: a tenant's concurrentQueries and runningServices quotas count on every worker", async () => {
+  const { apiKey } = await workers[0].sb.tenants.create('quota-tenant', { concurrentQueries: 2, runningServices: 1 });
   const as = (w: Worker) => new Shellbase({ url: w.url, apiKey });
   const [tenant] = await sql<{ id: string }>(`SELECT id FROM tenants WHERE name = 'quota-tenant'`);
   const slots = async () => Number((await sql<{ n: string }>(`SELECT COALESCE(SUM(used), 0) AS n FROM cluster_slots WHERE tenant_id = '${tenant.id}'`))[0].n);
@@ -141,6 +144,19 @@ test("cluster: a tenant's concurrentQueries quota counts its queries on every wo
   assert.ok((await Promise.all(long)).every((r) => r.exitCode === 0));
   assert.equal(await slots(), 0, 'every slot given back');
   assert.equal((await as(workers[2]).context('q').exec('echo ok')).stdout, 'ok\n');
+
+  // runningServices: 1, counted over the workers: a second service woken on another worker is refused.
+  const ctx = as(workers[0]).context('qs');
+  await ctx.files.write('/root/id.py', ID_SERVER);
+  const [one, two] = await Promise.all(['one', 'two'].map((name, i) => ctx.services.create({ name, command: 'python3 /root/id.py', port: 8000 + i, env: { PORT: String(8000 + i) } })));
+  const viaGateway = (w: Worker, svc: { pathUrl: string }) => fetch(`${w.gatewayUrl}${new URL(svc.pathUrl).pathname}`);
+  assert.equal((await viaGateway(workers[0], one)).status, 200);
+  const refused = await viaGateway(workers[1], two);
+  assert.equal(refused.status, 429);
+  assert.match(await refused.text(), /runningServices/);
+  await ctx.services.stop('one');
+  assert.equal((await viaGateway(workers[1], two)).status, 200, 'once the first sleeps, the second wakes');
+  await as(workers[1]).context('qs').services.stop('two');
 });
 
 test('cluster: a worker killed with SIGKILL in the middle of commits loses nothing acknowledged; it lapses and the others carry on', async () => {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Cluster } from '../core/cluster.js';
+import type { Cluster, SlotKind } from '../core/cluster.js';
 import type { Pins } from '../core/pins.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
@@ -81,11 +81,11 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.pinnedElsewhere(this.workerId, this.aliveMs);
   }
 
-  admit(tenantId: string, kind: 'query', quota: number): Promise<boolean> {
+  admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean> {
     return this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs);
   }
 
-  release(tenantId: string, kind: 'query'): Promise<void> {
+  release(tenantId: string, kind: SlotKind): Promise<void> {
     return this.opts.shared.release(this.workerId, tenantId, kind);
   }
 

@@ -3,6 +3,9 @@
  * (cluster/worker.ts implements it over Postgres); absent in the embedded default, where one
  * process is the whole system and the in-process pins and locks are enough.
  */
+/** What quota slots count: running queries (`concurrentQueries`), awake services (`runningServices`). */
+export type SlotKind = 'query' | 'service';
+
 export interface Cluster {
   /** This worker's id (a fresh one each start). */
   readonly workerId: string;
@@ -18,8 +21,8 @@ export interface Cluster {
    * Takes one of the tenant's `quota` slots of `kind` counted over every live worker; false when
    * all are taken. Every true is matched by one `release`.
    */
-  admit(tenantId: string, kind: 'query', quota: number): Promise<boolean>;
-  release(tenantId: string, kind: 'query'): Promise<void>;
+  admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean>;
+  release(tenantId: string, kind: SlotKind): Promise<void>;
   /**
    * Places a service on this worker (a lease in Postgres, taken from a worker whose heartbeat
    * lapsed), or says which live worker's gateway holds it.

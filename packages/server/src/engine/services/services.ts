@@ -206,16 +206,29 @@ export class Services {
           const tenant = await this.deps.metadata.tenants.get(row.tenantId);
           const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
           const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
-          if (awake >= runningServices) throw overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
-          // In a cluster a service runs on one worker at a time: the one holding its lease.
-          const lease = await this.deps.cluster?.claim('service', row.token);
-          if (lease && !lease.mine) {
-            throw new ShellbaseError('unavailable', `service ${row.name} is running on another worker`, { hint: 'retry: requests through the gateway are passed to that worker', details: { gateway: lease.gateway } });
+          const over = () => overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
+          if (awake >= runningServices) throw over();
+          const cluster = this.deps.cluster;
+          if (cluster) {
+            // In a cluster a service runs on one worker at a time (the one holding its lease), and
+            // the quota counts the tenant's services awake on every live worker.
+            const lease = await cluster.claim('service', row.token);
+            if (!lease.mine) {
+              throw new ShellbaseError('unavailable', `service ${row.name} is running on another worker`, { hint: 'retry: requests through the gateway are passed to that worker', details: { gateway: lease.gateway } });
+            }
+            if (!(await cluster.admit(row.tenantId, 'service', runningServices))) {
+              await cluster.unclaim('service', row.token);
+              throw over();
+            }
           }
           return { tenantCpus };
         },
         slept: () => {
-          this.deps.cluster?.unclaim('service', row.token).catch((err: unknown) => this.deps.log.error({ err, service: row.name }, 'giving up a service lease failed'));
+          const cluster = this.deps.cluster;
+          if (!cluster) return;
+          const failed = (err: unknown) => this.deps.log.error({ err, service: row.name }, 'giving up a service lease or quota slot failed');
+          cluster.release(row.tenantId, 'service').catch(failed);
+          cluster.unclaim('service', row.token).catch(failed);
         },
         elsewhere: async () => (this.deps.cluster ? this.deps.cluster.elsewhere('service', row.token) : null),
         socketPath: path.join(this.dir, `${row.token}.sock`),

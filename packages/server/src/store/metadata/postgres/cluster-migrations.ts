@@ -15,7 +15,7 @@ import type { PostgresMigration } from './migrations.js';
  * - `cluster_blob_deletions`: blobs of layers garbage collection dropped, deleted from the object
  *   store once `due_at` passes (a grace period: a worker that read a version row before the drop
  *   can still fetch its layers) and only when no layer row names the digest any more.
- * - `cluster_slots` (2): what each worker runs per tenant and kind (`query`), counted against the
+ * - `cluster_slots` (2): what each worker runs per tenant and kind (`query`, `service`), counted against the
  *   tenant's quota across live workers by `cluster_admit` (one statement: it takes an advisory
  *   lock per tenant and kind, counts, and takes a slot); a dead worker's slots lapse with it.
  * - `cluster_leases` (3): which worker runs a service now (`kind` 'service', `key` its token),
