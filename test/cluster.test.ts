@@ -123,6 +123,7 @@ test("cluster: a service defined on A runs on one worker at a time: woken throug
   const [lease] = await sql<{ gateway: string; epoch: string }>(`SELECT w.gateway, l.epoch FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
     WHERE l.kind = 'service' AND l.key = '${token}'`);
   assert.equal(lease.gateway, b.gatewayUrl);
+  assert.equal((await c.sb.context('web').services.get('id')).state, 'running', "C's API says where it runs: awake");
   const awake = async () => Number((await sql<{ n: string }>(`SELECT COALESCE(SUM(used), 0) AS n FROM cluster_slots WHERE kind = 'service'`))[0].n);
   assert.equal(await awake(), 1, 'one runningServices slot, on B');
   await b.sb.context('web').services.stop('id');

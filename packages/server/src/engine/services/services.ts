@@ -134,11 +134,18 @@ export class Services {
 
   async list(caller: Caller, context: string): Promise<Service[]> {
     checkName(context);
-    return (await this.deps.metadata.services.list(caller.tenantId, context)).map((r) => this.toService(r));
+    return Promise.all((await this.deps.metadata.services.list(caller.tenantId, context)).map((r) => this.placed(this.toService(r), r)));
   }
 
   async get(caller: Caller, context: string, name: string): Promise<Service> {
-    return this.toService(await this.row(caller, context, name));
+    const row = await this.row(caller, context, name);
+    return this.placed(this.toService(row), row);
+  }
+
+  /** In a cluster, a service asleep here but awake on another worker is `running` (its lease says where). */
+  private async placed(s: Service, row: ServiceRow): Promise<Service> {
+    if (s.state !== 'sleeping' || !this.deps.cluster) return s;
+    return (await this.deps.cluster.elsewhere('service', row.token)) ? { ...s, state: 'running' } : s;
   }
 
   /** The run of a caller's service (what a TCP tunnel joins). */
