@@ -40,6 +40,17 @@ describe('SDK errors and the CLI', () => {
     await assert.rejects(stranger.contexts.list(), UnauthorizedError);
   });
 
+  test('an SDK exec allowed more than 240 s is read as a stream (no response head to wait 300 s for), with the same result', async () => {
+    const ctx = t.sb.context('long-exec');
+    const plain = await ctx.exec('echo out; echo err >&2; echo a > /root/a; exit 3');
+    const long = await ctx.exec('echo out; echo err >&2; echo b > /root/b; exit 3', { timeoutMs: 300_000 });
+    assert.deepEqual(Object.keys(long).sort(), Object.keys(plain).sort());
+    assert.deepEqual([long.exitCode, long.stdout, long.stderr, long.committed, long.truncated], [3, 'out\n', 'err\n', plain.committed, false]);
+    assert.notEqual(long.version, plain.version);
+    assert.equal((await ctx.files.read('/root/b')).toString(), 'b\n', 'its writes committed as a plain exec\'s');
+    await assert.rejects(ctx.exec('true', { timeoutMs: 10_000_000 }), InvalidArgumentError, 'refused before it runs, as a typed error');
+  });
+
   test('exec streams output and exits with the command\'s code', async () => {
     const r = await cli('exec', 'cli-ctx', '--', 'echo out; echo err >&2; echo data > /root/d; exit 5');
     assert.equal(r.code, 5);

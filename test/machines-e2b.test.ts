@@ -355,10 +355,41 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     await theirs.kill();
   });
 
+  test('egress: allowOut under denyOut all is an allow list, no internet access is none; PUT /sandboxes/{id}/network replaces the rules of a running sandbox', async () => {
+    const s = await create({ network: { allowOut: ['api.example.test'], denyOut: ['0.0.0.0/0'] } });
+    const machine = t.sb.machines.get(s.sandboxId);
+    assert.deepEqual((await machine.info()).network, { egress: 'allow', domains: ['api.example.test'] });
+    // The guest's curl goes through the egress proxy, whose refusal says why: the policy, or (for a
+    // name the policy allows) that it does not resolve here.
+    const refusal = async (host: string) => (await s.commands.run(`curl -s http://${host}/`)).stdout;
+    const byPolicy = /the network policy \(.*\) does not allow/;
+    assert.match(await refusal('other.example.test'), byPolicy);
+    assert.doesNotMatch(await refusal('api.example.test'), byPolicy, 'allowed by the policy');
+    const info = await fetch(`${t.server.url}/sandboxes/${s.sandboxId}`, { headers: { 'x-api-key': t.key } }).then((r) => r.json()) as Record<string, unknown>;
+    assert.equal(info.allowInternetAccess, true);
+    assert.deepEqual(info.network, { allowPublicTraffic: true, allowOut: ['api.example.test'], denyOut: ['0.0.0.0/0'] });
+    const put = await fetch(`${t.server.url}/sandboxes/${s.sandboxId}/network`, {
+      method: 'PUT', headers: { 'x-api-key': t.key, 'content-type': 'application/json' }, body: JSON.stringify({ allow_internet_access: false }),
+    });
+    assert.equal(put.status, 204, await put.text());
+    assert.deepEqual((await machine.info()).network, { egress: 'none' });
+    assert.match(await refusal('api.example.test'), /the network policy \(none\) does not allow/, 'the running sandbox follows the new rules');
+    const bad = await fetch(`${t.server.url}/sandboxes/${s.sandboxId}/network`, {
+      method: 'PUT', headers: { 'x-api-key': t.key, 'content-type': 'application/json' }, body: JSON.stringify({ denyOut: ['10.0.0.0/8'] }),
+    });
+    assert.equal(bad.status, 400);
+    assert.deepEqual((await machine.info()).network, { egress: 'none' }, 'a refused change changes nothing');
+    await s.kill();
+    const closed = await create({ allowInternetAccess: false });
+    assert.deepEqual((await t.sb.machines.get(closed.sandboxId).info()).network, { egress: 'none' });
+    await closed.kill();
+  });
+
   test('bad input is a 400 (or 404) that makes nothing', async () => {
     const before = (await t.sb.machines.list()).length;
-    await assert.rejects(Sandbox.create({ network: { allowOut: ['1.1.1.1'] } }), /400: network.allowOut is not supported/);
-    await assert.rejects(Sandbox.create({ allowInternetAccess: true }), /400: sandboxes have no internet access/);
+    await assert.rejects(Sandbox.create({ network: { allowOut: ['1.1.1.1'], denyOut: ['0.0.0.0/0'] } }), /400: network.allowOut "1.1.1.1": shellbase allows domains, not addresses/);
+    await assert.rejects(Sandbox.create({ network: { denyOut: ['10.0.0.0/8'] } }), /400: network.denyOut "10.0.0.0\/8": shellbase denies by allow list only/);
+    await assert.rejects(Sandbox.create({ network: { egressProxy: { address: 'proxy.example.com:1080' } } }), /400: network.egressProxy is not supported/);
     await assert.rejects(Sandbox.create({ timeoutMs: 8 * 86_400_000 }), /400: timeout must be/);
     await assert.rejects(Sandbox.create({ metadata: { n: 1 as unknown as string } }), /400: metadata.n must be a string/);
     await assert.rejects(Sandbox.create('no-such-template'), /404: template "no-such-template" not found/);

@@ -238,7 +238,7 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
   });
 
   withStore('machines belong to their tenant, port tokens follow their spec, snapshots outlive their machine', async ({ md }) => {
-    const shape = { format: 1 as const, image: 'debian', memoryMb: 512, cpus: 1, idleTimeoutMs: 1000 };
+    const shape = { format: 2 as const, image: 'debian', memoryMb: 512, cpus: 1, diskGb: 8, idleTimeoutMs: 1000 };
     const row = { id: 'm_1', tenantId: 't1', state: 'starting' as const, createdAt: now(), spec: { ...shape, disk: ['/d/1.qcow2'], ports: [{ port: 80, token: 'p1' }] } };
     await md.machines.create(row);
     assert.deepEqual(await md.machines.get('t1', 'm_1'), row);
@@ -263,6 +263,12 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.deepEqual((await md.machines.listSnapshots()).map((s) => s.id), ['s_1']);
     assert.equal(await md.machines.deleteSnapshot('t1', 's_1'), true);
     assert.equal(await md.machines.deleteSnapshot('t1', 's_1'), false);
+    // A spec of format 1 (before disks had sizes) reads as format 2 with the one size disks had then.
+    const { diskGb: _d, ...old } = { ...row.spec, format: 1 };
+    await md.machines.create({ ...row, id: 'm_3', spec: old as unknown as typeof row.spec });
+    assert.deepEqual((await md.machines.get('t1', 'm_3'))!.spec, { ...row.spec, format: 2, diskGb: 8 });
+    await md.machines.createSnapshot({ ...snap, id: 's_2', spec: { ...snap.spec, format: 1, diskGb: undefined } as unknown as typeof snap.spec });
+    assert.equal((await md.machines.getSnapshot('t1', 's_2'))!.spec.diskGb, 8);
   });
 
   withStore('tenants: names are unique, keys map to tenants by hash and are revoked one or all; quotas are kept', async ({ md }) => {

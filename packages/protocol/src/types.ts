@@ -243,6 +243,10 @@ export interface Machine {
   image: string;
   memoryMb: number;
   cpus: number;
+  /** Its disk's size as the guest sees it (GiB); its root file system fills it. Grows with `POST /v1/machines/{id}/disk`. */
+  diskGb: number;
+  /** Its own narrowing of its context's (or tenant's) egress policy, if it was made with one; forks keep it. */
+  network?: NetworkPolicy;
   /** Hibernates after this long without exec, file calls or requests to its ports. */
   idleTimeoutMs: number;
   /** The snapshot it was restored from, when it was (forks and restores). */
@@ -256,6 +260,8 @@ export interface MachinePort {
   /** The gateway URL (its host label is an unguessable token). */
   url: string;
   pathUrl: string;
+  /** `key`: the gateway also wants the tenant's API key (as a service's `access`). */
+  access: ServiceAccess;
 }
 
 export interface CreateMachineRequest {
@@ -264,9 +270,16 @@ export interface CreateMachineRequest {
   image?: string;
   memoryMb?: number;
   cpus?: number;
+  /** The disk's size in GiB: at least 8 (the default), at most the server's maximum. */
+  diskGb?: number;
   idleTimeoutMs?: number;
   /** Narrows the context's (or, without a context, the tenant's) egress policy for this machine. */
   network?: NetworkPolicy;
+}
+
+/** Grows a running (or hibernated) machine's disk and its root file system, online. Disks never shrink. */
+export interface ResizeMachineDiskRequest {
+  diskGb: number;
 }
 
 /** A query's request without what only contexts have (versions and commits). */
@@ -296,6 +309,7 @@ export interface MachineSnapshot {
   machine: string;
   memoryMb: number;
   cpus: number;
+  diskGb: number;
   createdAt: string;
 }
 

@@ -32,14 +32,16 @@ class MachineRoundTripTest(unittest.TestCase):
         ctx = sb.context(unique("machine"))
         ctx.files.write("/root/from-context.txt", "from the context\n")
         started = time.monotonic()
-        m = sb.machines.create(context=ctx.name, memory_mb=512)
+        m = sb.machines.create(context=ctx.name, memory_mb=512, network={"egress": "none"})
         copies: list[MachineHandle] = []
         snapshot: str | None = None
         try:
             print(f"\n  machine {m.id} created in {time.monotonic() - started:.0f} s", flush=True)
             info = m.info()
             self.assertIsInstance(info, Machine)
-            self.assertEqual((info.state, info.context, info.memory_mb), ("running", ctx.name, 512))
+            self.assertEqual((info.state, info.context, info.memory_mb, info.network), ("running", ctx.name, 512, {"egress": "none"}))
+            # Its egress proxy refuses every connection under "none".
+            self.assertEqual(m.exec("curl -s -o /dev/null -w '%{http_code}' http://example.com/").stdout, "403")
             self.assertIn(m.id, [x.id for x in sb.machines.list()])
 
             r = m.exec("cat /root/from-context.txt; echo pid1=$(cat /proc/1/comm); echo err >&2; exit 3")

@@ -47,6 +47,15 @@ class ServicesTest(unittest.TestCase):
 
         stopped = services.stop("web")
         self.assertEqual(stopped.state, "sleeping")
+
+        # The run is metered: its wall time, and of it the time it was serving (the start and the request).
+        def metered() -> object:
+            item = next((i for i in self.sb.usage(group_by="context").items if i.key == self.ctx.name), None)
+            return item if item is not None and item.service_seconds > 0 else None
+
+        item = wait_for("the service run's usage row", metered)
+        self.assertGreater(item.service_active_seconds, 0)
+        self.assertLessEqual(item.service_active_seconds, item.service_seconds)
         services.delete("web")
         with self.assertRaises(NotFoundError):
             services.get("web")

@@ -61,6 +61,10 @@ class TunnelTest(unittest.TestCase):
     def test_the_service_keeps_its_access_and_network(self) -> None:
         self.assertEqual((self.db.access, self.db.network), ("key", {"egress": "none"}))
         self.assertEqual(self.ctx.services.get("db").access, "key")
+        self.assertIsNone(self.db.share, "its own context only")
+        self.assertEqual(self.ctx.services.share("db", "tenant").share, "tenant")
+        self.assertEqual(self.ctx.services.share("db", [self.name]).share, [self.name])
+        self.assertIsNone(self.ctx.services.share("db", None).share)
 
     def test_stream_is_one_connection_that_wakes_the_service(self) -> None:
         with self.ctx.services.stream("db") as sock:

@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import type { Context, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, ServiceShare, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
-import { ndjson } from './ndjson.js';
+import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 import { listenTunnel, type LocalTunnel } from './tunnel.js';
 
 export type ExecOptions = Omit<ExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
@@ -72,6 +72,7 @@ export class ContextHandle {
 
   /** Runs a command (a string for `bash -c`, or an argv array) and waits for its result. */
   exec(command: string | string[], options: ExecOptions = {}): Promise<ExecResult> {
+    if ((options.timeoutMs ?? 0) > LONG_EXEC_MS) return collectExec(this.execStream(command, options));
     return this.sb.json('POST', this.path('/exec'), { body: this.body(command, options), signal: options.signal });
   }
 

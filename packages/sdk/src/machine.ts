@@ -1,6 +1,6 @@
-import type { CreateMachineRequest, Machine, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
+import type { CreateMachineRequest, Machine, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import type { Shellbase } from './client.js';
-import { ndjson } from './ndjson.js';
+import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 
 export type MachineExecOptions = Omit<MachineExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
 
@@ -21,6 +21,7 @@ export class MachineHandle {
 
   /** Runs a command in the live machine (a string for `bash -c`, or argv); wakes it if it hibernated. */
   exec(command: string | string[], options: MachineExecOptions = {}): Promise<MachineExecResult> {
+    if ((options.timeoutMs ?? 0) > LONG_EXEC_MS) return collectExec(this.execStream(command, options));
     return this.sb.json('POST', this.path('/exec'), { body: this.body(command, options), signal: options.signal });
   }
 
@@ -47,6 +48,9 @@ export class MachineHandle {
   stop(): Promise<Machine> { return this.sb.json('POST', this.path('/stop')); }
   async remove(): Promise<void> { await this.sb.request('DELETE', this.path()); }
 
+  /** Grows its disk to `diskGb` GiB and its root file system with it, online (wakes it if it hibernated). Disks never shrink. */
+  resizeDisk(diskGb: number): Promise<Machine> { return this.sb.json('POST', this.path('/disk'), { body: { diskGb } }); }
+
   /** RAM, devices and disk frozen at one instant; restore it with `sb.machines.restore`. */
   async snapshot(): Promise<string> { return (await this.sb.json<{ snapshot: string }>('POST', this.path('/snapshot'))).snapshot; }
 
@@ -57,7 +61,10 @@ export class MachineHandle {
   }
 
   /** A gateway URL for a guest port (forks get URLs of their own). */
-  expose(port: number): Promise<{ url: string; pathUrl: string }> { return this.sb.json('POST', this.path('/ports'), { body: { port } }); }
+  /** A gateway URL for a guest port; `access: 'key'` makes the gateway want the tenant's API key too. */
+  expose(port: number, opts: { access?: ServiceAccess } = {}): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
+    return this.sb.json('POST', this.path('/ports'), { body: { port, ...opts } });
+  }
 
   /** Its disk as a new version of `context`. */
   async commit(context: string): Promise<string> { return (await this.sb.json<{ version: string }>('POST', this.path('/commit'), { body: { context } })).version; }

@@ -19,3 +19,24 @@ export async function* ndjson<E extends { type: string }>(res: Response): AsyncG
     }
   }
 }
+
+/**
+ * Longer than this, an exec is read as a stream and put together here: a plain response's head
+ * comes only when the command ends, and fetch gives up waiting for a head after 300 s.
+ */
+export const LONG_EXEC_MS = 240_000;
+
+/** A whole result from an exec's events: the output joined, the `exit` event's fields. */
+export async function collectExec<R>(events: AsyncIterable<{ type: string; data?: string }>): Promise<R> {
+  const out: string[] = [];
+  const err: string[] = [];
+  for await (const e of events) {
+    if (e.type === 'stdout') out.push(e.data ?? '');
+    else if (e.type === 'stderr') err.push(e.data ?? '');
+    else if (e.type === 'exit') {
+      const { type: _t, ...exit } = e;
+      return { ...exit, stdout: out.join(''), stderr: err.join('') } as R;
+    }
+  }
+  throw new Error('the exec stream ended without its exit event');
+}

@@ -131,6 +131,8 @@ export interface MachinesConfig {
   defaultMemoryMb: number;
   maxMemoryMb: number;
   maxCpus: number;
+  /** The largest disk a machine may ask for or grow to (GiB; sparse: only what the guest writes takes space). */
+  maxDiskGb: number;
   /** Hibernate after this long without use, unless the machine says otherwise. */
   defaultIdleTimeoutMs: number;
   /** A template of a tenant's version that no machine or snapshot stands on goes after this long unused. */
@@ -202,6 +204,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       defaultMemoryMb: 512,
       maxMemoryMb: num('SHELLBASE_MACHINES_MAX_MEMORY_MB', 8192),
       maxCpus: num('SHELLBASE_MACHINES_MAX_CPUS', availableParallelism()),
+      maxDiskGb: num('SHELLBASE_MACHINES_MAX_DISK_GB', 64),
       defaultIdleTimeoutMs: num('SHELLBASE_MACHINES_IDLE_MS', 600_000),
       templateIdleMs: num('SHELLBASE_MACHINES_TEMPLATE_IDLE_MS', 86_400_000),
     },

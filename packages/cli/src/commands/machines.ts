@@ -1,6 +1,7 @@
-import { flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
+import { UsageError, flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
 import { server } from './serve.js';
 import { sb } from './client.js';
+import { networkFlag } from './network.js';
 
 const ID = { positionals: [1, 1] as [number, number] };
 
@@ -25,14 +26,15 @@ export const machineCommands: Command[] = [
   {
     name: 'machine create',
     spec: {
-      usage: 'shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--idle MS]',
-      flags: { context: 'string', version: 'string', memory: 'string', cpus: 'string', idle: 'string' },
+      usage: 'shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--disk-gb GB] [--idle MS] [--network none|public|allow:DOMAIN,…]',
+      flags: { context: 'string', version: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string' },
     },
     async run(args) {
       const u = this.spec.usage;
       const m = await sb().machines.create({
         context: flag(args, 'context'), version: flag(args, 'version'), memoryMb: numberFlag(args, 'memory', u),
-        cpus: numberFlag(args, 'cpus', u), idleTimeoutMs: numberFlag(args, 'idle', u),
+        cpus: numberFlag(args, 'cpus', u), diskGb: numberFlag(args, 'disk-gb', u), idleTimeoutMs: numberFlag(args, 'idle', u),
+        network: networkFlag(args, u),
       });
       console.log(m.id);
       return 0;
@@ -43,7 +45,7 @@ export const machineCommands: Command[] = [
     spec: { usage: 'shellbase machine ls' },
     async run() {
       for (const m of await sb().machines.list()) {
-        console.log(`${m.id}  ${m.state.padEnd(10)} ${String(m.memoryMb).padStart(5)} MiB  ${m.context ?? m.image}  ${m.ports.map((p) => `${p.port}=${p.url}`).join(' ')}`);
+        console.log(`${m.id}  ${m.state.padEnd(10)} ${String(m.memoryMb).padStart(5)} MiB ${String(m.diskGb).padStart(4)} GiB  ${m.context ?? m.image}  ${m.ports.map((p) => `${p.port}=${p.url}`).join(' ')}`);
       }
       return 0;
     },
@@ -93,11 +95,24 @@ export const machineCommands: Command[] = [
     async run(args) { await sb().machines.get(args.positionals[0]).remove(); return 0; },
   },
   {
+    name: 'machine disk',
+    spec: { usage: 'shellbase machine disk ID GB      (grows its disk and root file system, online; disks never shrink)', positionals: [2, 2] },
+    async run(args) {
+      const [id, gb] = args.positionals;
+      const n = Number(gb);
+      if (gb.trim() === '' || !Number.isInteger(n)) throw new UsageError(`GB must be a whole number, not ${JSON.stringify(gb)}\n\nusage: ${this.spec.usage}`);
+      console.log((await sb().machines.get(id).resizeDisk(n)).diskGb);
+      return 0;
+    },
+  },
+  {
     name: 'machine expose',
-    spec: { usage: 'shellbase machine expose ID PORT', positionals: [2, 2] },
+    spec: { usage: 'shellbase machine expose ID PORT [--access url|key]', flags: { access: 'string' }, positionals: [2, 2] },
     async run(args) {
       const [id, port] = args.positionals;
-      console.log((await sb().machines.get(id).expose(Number(port))).url);
+      const access = flag(args, 'access');
+      if (access !== undefined && access !== 'url' && access !== 'key') throw new UsageError(`--access is url or key, not ${JSON.stringify(access)}\n\nusage: ${this.spec.usage}`);
+      console.log((await sb().machines.get(id).expose(Number(port), access ? { access } : {})).url);
       return 0;
     },
   },
@@ -112,7 +127,7 @@ export const machineCommands: Command[] = [
   },
   {
     name: 'machine assets',
-    spec: { usage: 'shellbase machine assets          (builds the kernel and initramfs into the cache)' },
+    spec: { usage: 'shellbase machine assets          (builds the kernel, its modules and the initramfs into the cache)' },
     async run() {
       const { buildAssets, loadConfig } = await server();
       const a = await buildAssets(loadConfig().cache, (l) => console.error(l));

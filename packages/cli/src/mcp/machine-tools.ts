@@ -13,15 +13,17 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
   server.registerTool('create_machine', {
     title: 'Start a machine',
     description: 'Starts a microVM (Debian with systemd, as root) from a context\'s files, restored from a snapshot in about a second. '
-      + 'Unlike exec, its processes and memory persist between commands: start servers, keep shells, fork it. It hibernates when idle and wakes on the next call. Returns its id.',
+      + 'Unlike exec, its processes and memory persist between commands: start servers, keep shells, fork it. It hibernates when idle and wakes on the next call. '
+      + 'It reaches the internet only through the server\'s egress proxy, under the context\'s network policy (curl, pip, npm, git and apt use it). Returns its id.',
     inputSchema: {
       context: z.string().min(1).max(128).optional().describe(pinned ? `Default: ${pinned}` : 'Its disk starts as this context\'s files (default: a bare Debian)'),
       memoryMb: z.number().int().min(128).max(65536).optional(),
+      diskGb: z.number().int().min(8).max(65536).optional().describe('Its disk\'s size in GiB (default 8)'),
     },
     outputSchema: { machine: z.string(), context: z.string().optional() },
   }, async (a) => guarded(async () => {
     const context = a.context ?? pinned;
-    const m = await sb.machines.create({ ...(context ? { context } : {}), ...(a.memoryMb ? { memoryMb: a.memoryMb } : {}) });
+    const m = await sb.machines.create({ ...(context ? { context } : {}), ...(a.memoryMb ? { memoryMb: a.memoryMb } : {}), ...(a.diskGb ? { diskGb: a.diskGb } : {}) });
     return {
       text: `machine ${m.id} is running${context ? ` (disk from ${context})` : ''}; use machine_exec, machine_fork, delete_machine`,
       structured: { machine: m.id, ...(context ? { context } : {}) },

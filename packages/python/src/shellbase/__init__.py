@@ -70,6 +70,7 @@ from .types import (
     Service,
     ServiceAccess,
     ServiceLimits,
+    ServiceShare,
     Tenant,
     TenantChange,
     Usage,
@@ -89,7 +90,7 @@ __all__ = [
     "LocalTunnel", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
     "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachineSnapshot", "Machines", "NetworkConnection",
     "NetworkPolicy", "NoEgress", "NotFoundError", "OnConflict", "OutputEvent", "PayloadTooLargeError", "PublicEgress",
-    "QuotaError", "Response", "Service", "ServiceAccess", "ServiceLimits", "Shellbase", "ShellbaseConnectionError",
-    "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "TenantChange", "Tenants", "UnauthorizedError", "UnavailableError",
-    "Usage", "UsageItem", "Version", "VersionCause", "__version__",
+    "QuotaError", "Response", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare", "Shellbase",
+    "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "TenantChange", "Tenants",
+    "UnauthorizedError", "UnavailableError", "Usage", "UsageItem", "Version", "VersionCause", "__version__",
 ]

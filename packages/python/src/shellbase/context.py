@@ -27,6 +27,7 @@ from .types import (
     Service,
     ServiceAccess,
     ServiceLimits,
+    ServiceShare,
     Version,
 )
 
@@ -135,16 +136,17 @@ class ContextServices:
         limits: ServiceLimits | None = None,
         access: ServiceAccess | None = None,
         network: NetworkPolicy | None = None,
+        share: ServiceShare | None = None,
     ) -> Service:
         """Defines a service; nothing starts until the first request to its URL (or connection through a tunnel).
 
         `access="key"` makes its gateway URL want the tenant's API key too; `network` narrows the
-        context's egress policy for it.
+        context's egress policy for it; `share` lets other contexts reach it (see `share`).
         """
         body = to_wire({
             "name": name, "command": command if isinstance(command, str) else list(command), "port": port, "env": env,
             "idle_timeout_ms": idle_timeout_ms, "start_timeout_ms": start_timeout_ms, "limits": limits, "access": access,
-            "network": network,
+            "network": network, "share": share,
         })
         return from_wire(Service, self._t.json("POST", self._ctx._path("/services"), json_body=body))
 
@@ -154,6 +156,10 @@ class ContextServices:
 
     def get(self, name: str) -> Service:
         return from_wire(Service, self._t.json("GET", self._svc(name)))
+
+    def share(self, name: str, share: ServiceShare | None) -> Service:
+        """Who else reaches it at `{name}.{context}.internal:{port}`: "tenant", a list of contexts, or None (this context only)."""
+        return from_wire(Service, self._t.json("PUT", self._svc(name, "/share"), json_body={"share": share}))
 
     def stop(self, name: str) -> Service:
         """Puts it to sleep now; its writes commit to the context."""

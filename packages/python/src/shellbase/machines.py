@@ -8,7 +8,7 @@ from ._http import Transport
 from ._wire import JsonObject, from_wire, to_wire
 from .context import Command, Data, command_body, exec_timeout, quote
 from .streams import EventStream, MachineExecStream, parse_machine_event
-from .types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot
+from .types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, ServiceAccess
 
 
 def _absolute(path: str) -> str:
@@ -116,6 +116,10 @@ class MachineHandle:
         """Deletes it: its disk, memory and run files go."""
         self._t.request("DELETE", self._path()).close()
 
+    def resize_disk(self, disk_gb: int) -> Machine:
+        """Grows its disk to `disk_gb` GiB and its root file system with it, online (wakes it if it hibernated). Disks never shrink."""
+        return from_wire(Machine, self._t.json("POST", self._path("/disk"), json_body={"diskGb": disk_gb}))
+
     def snapshot(self) -> str:
         """Freezes RAM, devices and disk at one instant; restore it with `sb.machines.restore`. Returns its id."""
         return str(self._t.json("POST", self._path("/snapshot"))["snapshot"])
@@ -124,9 +128,10 @@ class MachineHandle:
         """`count` copies with this machine's memory, processes and disk at one instant; it keeps running."""
         return _machines(self._t, self._t.json("POST", self._path("/fork"), json_body={"count": count}))
 
-    def expose(self, port: int) -> ExposedPort:
-        """A gateway URL for a guest port (forks get URLs of their own)."""
-        return from_wire(ExposedPort, self._t.json("POST", self._path("/ports"), json_body={"port": port}))
+    def expose(self, port: int, *, access: ServiceAccess | None = None) -> ExposedPort:
+        """A gateway URL for a guest port (forks get URLs of their own); `access="key"` wants the tenant's API key too."""
+        body = {"port": port, **({"access": access} if access is not None else {})}
+        return from_wire(ExposedPort, self._t.json("POST", self._path("/ports"), json_body=body))
 
     def commit(self, context: str) -> str:
         """Its changed files as a new version of `context` (rebased like a query's writes); returns the version."""
@@ -147,11 +152,17 @@ class Machines:
         image: str | None = None,
         memory_mb: int | None = None,
         cpus: int | None = None,
+        disk_gb: int | None = None,
         idle_timeout_ms: int | None = None,
+        network: NetworkPolicy | None = None,
     ) -> MachineHandle:
-        """A running machine, restored from a template (the first one of an image or version boots it once)."""
+        """A running machine, restored from a template (the first one of an image or version boots it once).
+
+        `network` narrows its context's (or tenant's) egress policy; the guest reaches the outside
+        only through the egress proxy at 10.0.2.100:3128 (its programs are told so).
+        """
         body = to_wire({"context": context, "version": version, "image": image, "memory_mb": memory_mb, "cpus": cpus,
-                        "idle_timeout_ms": idle_timeout_ms})
+                        "disk_gb": disk_gb, "idle_timeout_ms": idle_timeout_ms, "network": network})
         return MachineHandle(self._t, str(self._t.json("POST", "/v1/machines", json_body=body)["id"]))
 
     def get(self, id: str) -> MachineHandle:

@@ -178,8 +178,9 @@ class LocalTunnel:
         try:
             remote = self._open()
         except ShellbaseError as e:
-            self._forget(local)
+            # Reported before the local connection closes: whoever sees it close finds the reason there.
             self._report(e)
+            self._forget(local)
             return
         except BaseException:
             self._forget(local)

@@ -12,6 +12,8 @@ ServiceState = Literal["sleeping", "starting", "running", "stopping"]
 MachineState = Literal["starting", "running", "paused", "hibernated", "stopped"]
 #: `url`: a service's URL token is enough; `key`: its gateway also wants the tenant's API key.
 ServiceAccess = Literal["url", "key"]
+#: Who else reaches a service at `{name}.{context}.internal:{port}`: every context of the tenant, or those.
+ServiceShare = Union[Literal["tenant"], list[str]]
 #: What asked for an egress connection.
 ConnectionKind = Literal["query", "service", "machine"]
 
@@ -43,8 +45,6 @@ class MachineLimits(TypedDict, total=False):
     output_bytes: int
 
 
-# Where a sandbox's connections may go (docs/api.md, Network), as the wire has it both ways.
-
 class NoEgress(TypedDict):
     """No network at all: no proxy, and names do not resolve."""
 
@@ -64,8 +64,8 @@ class PublicEgress(TypedDict):
     egress: Literal["public"]
 
 
-#: An egress policy: `{"egress": "none"}`, `{"egress": "public"}` or `{"egress": "allow", "domains": [...]}`.
-#: A context's narrows its tenant's, a query's or service's narrows its context's.
+#: Where a sandbox's connections may go (docs/api.md, Network): `{"egress": "none"}`, `{"egress": "public"}` or
+#: `{"egress": "allow", "domains": [...]}`. A context's narrows its tenant's; a query's or service's, its context's.
 NetworkPolicy = Union[NoEgress, AllowEgress, PublicEgress]
 
 
@@ -91,9 +91,7 @@ class Context:
 
 @dataclass(frozen=True)
 class ContextNetwork:
-    """A context's network settings."""
-
-    #: Its own policy (None: its tenant's applies).
+    #: A context's own policy (None: its tenant's applies).
     policy: NetworkPolicy | None
     #: What its sandboxes get: its own policy within its tenant's.
     effective: NetworkPolicy
@@ -278,6 +276,10 @@ class UsageItem:
     wall_ms: float = 0
     service_seconds: float = 0
     machine_seconds: float = 0
+    #: Of those, the seconds they were doing something (a request, a connection, a start, a command);
+    #: the rest was idle, which is the platform's.
+    service_active_seconds: float = 0
+    machine_active_seconds: float = 0
     #: Machines' running time weighted by their memory (MiB x seconds).
     machine_mb_seconds: float = 0
     #: Bytes sent and received through egress proxies by queries, services and machines.
@@ -321,6 +323,8 @@ class Service:
     access: ServiceAccess = "url"
     #: Its own narrowing of its context's egress policy, if any.
     network: NetworkPolicy | None = None
+    #: None: its own context only.
+    share: ServiceShare | None = None
 
 
 @dataclass(frozen=True)
@@ -328,6 +332,8 @@ class MachinePort:
     port: int
     url: str
     path_url: str
+    #: "key": the gateway wants the tenant's API key too.
+    access: ServiceAccess = "url"
 
 
 @dataclass(frozen=True)
@@ -336,6 +342,7 @@ class ExposedPort:
 
     url: str
     path_url: str
+    access: ServiceAccess = "url"
 
 
 @dataclass(frozen=True)
@@ -347,6 +354,8 @@ class Machine:
     image: str
     memory_mb: int
     cpus: int
+    #: Its disk's size as the guest sees it (GiB); `resize_disk` grows it.
+    disk_gb: int
     idle_timeout_ms: int
     created_at: str
     ports: list[MachinePort] = field(default_factory=list)
@@ -355,6 +364,8 @@ class Machine:
     version: str | None = None
     #: The snapshot it was restored from (forks and restores).
     snapshot: str | None = None
+    #: Its own narrowing of its context's (or tenant's) egress policy, if made with one; forks keep it.
+    network: NetworkPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -397,4 +408,5 @@ class MachineSnapshot:
     machine: str
     memory_mb: int
     cpus: int
+    disk_gb: int
     created_at: str

@@ -8,7 +8,7 @@ import type * as P from '@shellbase/protocol';
 import type { Static, TSchema } from 'typebox';
 import type { GcResult } from './routes/gc.js';
 import type { DiffResult } from './routes/history.js';
-import type { ExecResult as MachineExecResult, Machine, Snapshot } from './routes/machines.js';
+import type { CreateBody as CreateMachineBody, DiskBody, ExecResult as MachineExecResult, Machine, Snapshot } from './routes/machines.js';
 import type { Stat } from './routes/files.js';
 import type { ApiKeySchema, TenantSchema } from './routes/tenants.js';
 import type { CreateServiceBody, Service } from './routes/services.js';
@@ -41,4 +41,6 @@ export const checks = [
   same<Wire<typeof MachineExecResult>, Flat<P.MachineExecResult>>(true),
   same<Wire<typeof ContextNetwork>, Flat<P.ContextNetwork>>(true),
   same<Wire<typeof Connection>, Flat<P.NetworkConnection>>(true),
+  same<Wire<typeof CreateMachineBody>, Flat<P.CreateMachineRequest>>(true),
+  same<Wire<typeof DiskBody>, Flat<P.ResizeMachineDiskRequest>>(true),
 ];

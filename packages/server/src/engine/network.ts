@@ -18,9 +18,12 @@ export class Network {
     return caller.network ?? this.deps.config.egress.default;
   }
 
-  /** What a sandbox of the context gets for a request asking `request` (validated: 400 malformed, 403 wider). */
-  async effective(caller: Caller, context: string, request?: unknown): Promise<NetworkPolicy> {
-    const row = await this.deps.metadata.contexts.get(caller.tenantId, context);
+  /**
+   * What a sandbox of the context gets for a request asking `request` (validated: 400 malformed,
+   * 403 wider). Without a context (a machine of an image), the tenant's policy is the outer one.
+   */
+  async effective(caller: Caller, context: string | undefined, request?: unknown): Promise<NetworkPolicy> {
+    const row = context === undefined ? null : await this.deps.metadata.contexts.get(caller.tenantId, context);
     return effectivePolicy(this.tenantPolicy(caller), row?.network ?? null, request === undefined ? null : checkPolicy(request));
   }
 
@@ -29,8 +32,10 @@ export class Network {
    * tenant's policy read from the store, and the run's own narrowing cut down
    * to what its context allows now (either may have narrowed since).
    */
-  async effectiveOf(tenantId: string, context: string, stored?: NetworkPolicy): Promise<NetworkPolicy> {
-    const [tenant, row] = await Promise.all([this.deps.metadata.tenants.get(tenantId), this.deps.metadata.contexts.get(tenantId, context)]);
+  async effectiveOf(tenantId: string, context: string | undefined, stored?: NetworkPolicy): Promise<NetworkPolicy> {
+    const [tenant, row] = await Promise.all([
+      this.deps.metadata.tenants.get(tenantId), context === undefined ? null : this.deps.metadata.contexts.get(tenantId, context),
+    ]);
     const outer = effectivePolicy(this.tenantPolicy({ network: tenant?.network }), row?.network ?? null);
     return stored ? narrowest(stored, outer) : outer;
   }
@@ -61,10 +66,13 @@ export class Network {
     return this.deps.metadata.egressLog.recent(caller.tenantId, name, limit);
   }
 
-  /** A proxy session for one sandbox; null for `none` (which then costs nothing). */
-  async open(tenantId: string, context: string, kind: NetworkConnection['kind'], policy: NetworkPolicy): Promise<EgressSession | null> {
+  /**
+   * A proxy session for one sandbox; null for `none` (which then costs nothing). `owner`: the
+   * host uid that connects to its socket (default: the sandboxes' root; a machine's QEMU's).
+   */
+  async open(tenantId: string, context: string, kind: NetworkConnection['kind'], policy: NetworkPolicy, owner?: number): Promise<EgressSession | null> {
     if (policy.egress === 'none') return null;
-    return this.deps.egress.open({ tenantId, context, kind, policy });
+    return this.deps.egress.open({ tenantId, context, kind, policy }, owner);
   }
 }
 

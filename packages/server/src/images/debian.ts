@@ -6,12 +6,29 @@ import { readFileSync, readdirSync } from 'node:fs';
  */
 export const debianRecipe = {
   name: 'debian',
-  version: 3,
+  version: 4,
   suite: 'bookworm',
   variant: 'minbase',
   include: ['bash', 'coreutils', 'python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils',
-    // Machines boot the same tree: systemd as PID 1, udev for its device units (queries never start them).
-    'systemd-sysv', 'udev'],
+    // Machines boot the same tree: systemd as PID 1, udev for its device units (queries never start them),
+    // D-Bus for timedatectl, localectl and hostnamectl; the host's own name resolves without DNS (sudo asks).
+    'systemd-sysv', 'udev', 'dbus', 'libnss-myhostname',
+    // A server's basics in a machine: modules (the kernel's own are added per machine: machines/kernel-layer.ts),
+    // FUSE (fuse-overlayfs: bindfs would pull in FUSE 2, which breaks fuse3), sudo, a firewall, locales and time zones, `ip`, and resize2fs for a disk that grows.
+    'kmod', 'fuse3', 'fuse-overlayfs', 'sudo', 'iptables', 'nftables', 'locales', 'tzdata', 'iproute2', 'netbase', 'e2fsprogs'],
+  /**
+   * Run in the new root (chroot, before ids are shifted): the locale, and the default user `user`
+   * (uid and gid 1000, /home/user, bash). Accounts have no passwords, so members of `sudo` need none.
+   */
+  postInstall: `set -e
+sed -i '/^# en_US.UTF-8 UTF-8$/s/^# //' /etc/locale.gen
+locale-gen
+update-locale LANG=en_US.UTF-8
+useradd --create-home --uid 1000 --user-group --shell /bin/bash --groups sudo user
+echo '# shellbase: accounts have no passwords; members of sudo (the default user, user) need none.' > /etc/sudoers.d/shellbase
+echo '%sudo ALL=(ALL:ALL) NOPASSWD: ALL' >> /etc/sudoers.d/shellbase
+chmod 0440 /etc/sudoers.d/shellbase
+visudo -cq`,
   /** Added to every uid and gid: files are stored as the sandboxes' user namespace maps them (util/idmap.ts). */
   idShift: 100_000,
 } as const;

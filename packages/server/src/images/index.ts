@@ -84,6 +84,9 @@ export async function buildImage(cache: string, name: string, progress: (line: s
   rmSync(path.join(rootfs, 'var/cache/apt/archives'), { recursive: true, force: true });
   mkdirSync(path.join(rootfs, 'var/cache/apt/archives/partial'), { recursive: true });
   mkdirSync(path.join(rootfs, 'root'), { recursive: true });
+  progress('configuring the image (locale, the default user)');
+  const post = await run('chroot', [rootfs, '/usr/bin/env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C', '/bin/sh', '-c', recipe.postInstall]);
+  if (post.code !== 0) throw new Error(`configuring the image failed (${post.code}): ${post.stderr.slice(-2000)}`);
   progress(`shifting file ownership by ${recipe.idShift} (the sandboxes' user namespace)`);
   await runOk(SBX_STORE, ['shift', rootfs, String(recipe.idShift)]);
   writeFileSync(path.join(tmp, 'recipe.json'), JSON.stringify({ format: 1, ...recipe, builtAt: new Date().toISOString() }, null, 2));

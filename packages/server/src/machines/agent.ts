@@ -4,10 +4,14 @@ import { constants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
 import type { MachineExecResult } from '@shellbase/protocol';
 import { DEFAULT_PATH } from '../runtime/index.js';
+import { proxyEnv } from '../net/proxy-env.js';
+import { GUEST_PROXY } from './qemu.js';
 import { Spawner, type OpenChannel } from '../util/spawner.js';
 
 /** Where the agent and its helpers live in the guest (machines/disk.ts installs them). */
 export const GUEST_AGENT = '/usr/lib/shellbase/sbx-spawner';
+/** Every command the agent runs finds the egress proxy (a request's env may say otherwise). */
+const GUEST_PROXY_ENV = proxyEnv(GUEST_PROXY);
 
 export interface AgentExec {
   argv: string[];
@@ -58,7 +62,7 @@ export class Agent {
     const dropping = [false, false];
     const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')];
     const names = ['stdout', 'stderr'] as const;
-    const env = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...req.env };
+    const env = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...GUEST_PROXY_ENV, ...req.env };
     const argv = ['/usr/bin/env', '-i', '-C', req.cwd ?? '/root', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...req.argv];
     // Up to the cap, kept (a copy: the frame's buffer is not ours to hold); with the first byte past
     // it, the guest's agent is told to stop sending that stream.

@@ -1,15 +1,17 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { runOk } from '../util/proc.js';
+import { buildKernelLayer } from './kernel-layer.js';
 import { MachineLayout } from './layout.js';
 
 /**
  * What every machine boots from, built once per host into the cache
  * (`$SHELLBASE_CACHE/machines/assets/TAG/`): Debian's kernel as an
  * uncompressed `vmlinux` (QEMU enters it through PVH, skipping ~4 s of
- * decompression under TCG), and an initramfs of busybox plus the modules the
- * root disk and the network need. The kernel package is unpacked, never
- * installed on the host.
+ * decompression under TCG), an initramfs of busybox plus the modules the
+ * root disk and the network need, and the kernel layer (`layer/`: every module
+ * and the kernel's config, stacked on every machine's disk: machines/kernel-layer.ts).
+ * The kernel package is unpacked, never installed on the host.
  */
 export interface MachineAssets {
   tag: string;
@@ -17,10 +19,15 @@ export interface MachineAssets {
   vmlinux: string;
   initrd: string;
   kernel: string;
+  /** The kernel layer: `/usr/lib/modules/KERNEL` and `/boot/config-KERNEL`, ids shifted. */
+  layer: string;
 }
 
-/** Bump when the initramfs or the way the kernel is extracted changes. */
-const ASSETS_FORMAT = 1;
+/**
+ * Bump when the initramfs, the kernel layer or the way the kernel is extracted changes. Each
+ * format has its own pointer (`current-FORMAT`), so servers of different formats share a cache.
+ */
+const ASSETS_FORMAT = 2;
 
 /** Loaded in this order (dependencies first, from `modprobe --show-depends`). */
 const MODULES = [
@@ -57,11 +64,11 @@ const assetsRoot = (cache: string) => new MachineLayout('', cache).assetsDir;
 export function findAssets(cache: string): MachineAssets | null {
   const root = assetsRoot(cache);
   let current = '';
-  try { current = readFileSync(path.join(root, 'current'), 'utf8').trim(); } catch { return null; }
+  try { current = readFileSync(path.join(root, `current-${ASSETS_FORMAT}`), 'utf8').trim(); } catch { return null; }
   const dir = path.join(root, current);
   if (!current.startsWith(`${ASSETS_FORMAT}-`) || !existsSync(path.join(dir, 'info.json'))) return null;
   const info = JSON.parse(readFileSync(path.join(dir, 'info.json'), 'utf8')) as { kernel: string };
-  return { tag: current, dir, vmlinux: path.join(dir, 'vmlinux'), initrd: path.join(dir, 'initrd.img'), kernel: info.kernel };
+  return { tag: current, dir, vmlinux: path.join(dir, 'vmlinux'), initrd: path.join(dir, 'initrd.img'), kernel: info.kernel, layer: path.join(dir, 'layer') };
 }
 
 /** Builds the assets unless this format was built already; shows progress. */
@@ -115,13 +122,14 @@ export async function buildAssets(cache: string, progress: (line: string) => voi
   writeFileSync(path.join(initrd, 'init'), INIT, { mode: 0o755 });
   await runOk('sh', ['-c', 'cd "$1/initrd" && find . | cpio -o -H newc --quiet | gzip -1 > "$1/initrd.img"', 'sh', tmp]);
   rmSync(initrd, { recursive: true });
+  await buildKernelLayer(unpacked, kernel, path.join(tmp, 'layer'), progress);
   rmSync(unpacked, { recursive: true });
   rmSync(path.join(tmp, 'deb'), { recursive: true });
   writeFileSync(path.join(tmp, 'info.json'), JSON.stringify({ format: ASSETS_FORMAT, kernel, package: pkg, builtAt: new Date().toISOString() }, null, 2));
   rmSync(path.join(root, tag), { recursive: true, force: true });
   renameSync(tmp, path.join(root, tag));
-  writeFileSync(path.join(root, 'current.tmp'), tag);
-  renameSync(path.join(root, 'current.tmp'), path.join(root, 'current'));
+  writeFileSync(path.join(root, `current-${ASSETS_FORMAT}.tmp`), tag);
+  renameSync(path.join(root, `current-${ASSETS_FORMAT}.tmp`), path.join(root, `current-${ASSETS_FORMAT}`));
   progress(`machine assets ready (${kernel})`);
   return findAssets(cache)!;
 }

@@ -7,10 +7,15 @@ import type { Runtime } from '../runtime/index.js';
 import { SBX_SPAWNER, SBX_STORE } from '../util/native.js';
 import { runOk } from '../util/proc.js';
 import { GUEST_AGENT } from './agent.js';
-import { AGENT_PORT } from './qemu.js';
+import { AGENT_PORT, GUEST_PROXY } from './qemu.js';
+import { proxyEnv } from '../net/proxy-env.js';
 import type { MachineLayout } from './layout.js';
 
-/** The size of a machine's disk as its guest sees it (sparse: only written blocks take space). */
+/**
+ * The size of a template's disk as its guest sees it (sparse: only written blocks take space): the
+ * smallest disk a machine has. A machine asks for more (`diskGb`) and its disk grows after the
+ * restore (QMP `block_resize`, then `resize2fs` online in the guest: `MachineRun.growDisk`).
+ */
 export const DISK_GB = 8;
 
 const AGENT_UNIT = `[Unit]
@@ -27,15 +32,33 @@ RestartSec=100ms
 WantedBy=multi-user.target
 `;
 
+/** The egress proxy's variables (net/proxy-env.ts) at the guest's side of QEMU's network. */
+const PROXY = proxyEnv(GUEST_PROXY);
+const shellQuoted = (v: string) => `'${v.replace(/'/g, "'\\''")}'`;
+
+/**
+ * Where the guest's programs learn of the egress proxy: login shells (profile.d), every systemd
+ * unit (the manager's default environment: a Docker daemon, a cron job), and apt even when it
+ * is run without them. The agent passes the same variables to every command it runs.
+ */
+const PROXY_FILES: [string, string][] = [
+  ['/etc/profile.d/shellbase-proxy.sh', `# shellbase: the one way out of a machine is its egress proxy.\n${Object.entries(PROXY).map(([k, v]) => `export ${k}=${shellQuoted(v)}`).join('\n')}\n`],
+  ['/etc/systemd/system.conf.d/shellbase-proxy.conf', `[Manager]\nDefaultEnvironment=${Object.entries(PROXY).map(([k, v]) => `"${k}=${v}"`).join(' ')}\n`],
+  ['/etc/apt/apt.conf.d/80shellbase-proxy', `Acquire::http::Proxy "${PROXY.http_proxy}";\nAcquire::https::Proxy "${PROXY.https_proxy}";\n`],
+];
+
 /**
  * What shellbase adds on top of a version to make it a machine's disk: the
- * guest agent (the static spawner), its systemd unit, and a hostname. A layer
+ * guest agent (the static spawner), its systemd unit, a hostname and the
+ * egress proxy's settings (PROXY_FILES). A layer
  * in overlay format with the sandboxes' shifted ids, stacked on top of the
  * version's layers. Cached per agent build: `$SHELLBASE_CACHE/machines/guest/HASH`.
  */
 export function guestLayer(layout: MachineLayout): { dir: string; hash: string } {
   const agent = readFileSync(SBX_SPAWNER);
-  const hash = createHash('sha256').update(agent).update(AGENT_UNIT).digest('hex').slice(0, 12);
+  const digest = createHash('sha256').update(agent).update(AGENT_UNIT);
+  for (const [file, content] of PROXY_FILES) digest.update(file).update(content);
+  const hash = digest.digest('hex').slice(0, 12);
   const dir = layout.guestDir(hash);
   if (existsSync(dir)) return { dir, hash };
   const tmp = `${dir}.${process.pid}`;
@@ -44,6 +67,7 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
     [GUEST_AGENT, agent, 0o755],
     ['/etc/systemd/system/shellbase-agent.service', AGENT_UNIT, 0o644],
     ['/etc/hostname', 'machine\n', 0o644],
+    ...PROXY_FILES.map(([file, content]): [string, string, number] => [file, content, 0o644]),
   ];
   const own = (p: string) => chownSync(p, SANDBOX_ROOT, SANDBOX_ROOT);
   const mkdirs = (rel: string) => {
@@ -70,13 +94,14 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
 }
 
 /**
- * Makes `out`, a sparse raw ext4 image, from `layers` (bottom first) with the
- * guest layer on top. `mkfs.ext4 -d` reads the merged tree inside the
+ * Makes `out`, a sparse raw ext4 image, from `layers` (bottom first) with
+ * `above` on top (top first: the guest layer, then the kernel layer of
+ * machines/kernel-layer.ts). `mkfs.ext4 -d` reads the merged tree inside the
  * sandboxes' user namespace, so the disk holds ids as the guest sees them
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.
  */
-export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLayers: readonly string[], guestDir: string, out: string, staging: string): Promise<void> {
+export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLayers: readonly string[], above: readonly string[], out: string, staging: string): Promise<void> {
   const scratch = await layers.prepare({ diskMb: 64 });
   // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
   mkdirSync(staging, { recursive: true, mode: 0o711 });
@@ -85,7 +110,7 @@ export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLa
     writeFileSync(made, '', { mode: 0o600 });
     chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
     await runtime.runHelper({
-      mount: await layers.mounts(versionLayers, scratch), extraLower: guestDir,
+      mount: await layers.mounts(versionLayers, scratch), extraLowers: above,
       argv: (merged) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
     });
     chownSync(made, 0, 0);

@@ -37,6 +37,8 @@ export class MachineHost {
     readonly layout: MachineLayout,
     readonly runtime: Runtime,
     guest: { dir: string; hash: string },
+    /** sbx-forward, which QEMU's guestfwd runs to hand a guest's connection to its egress session. */
+    readonly forward: string,
   ) {
     this.guest = guest;
     this.uid = accel.accel === 'tcg' ? QEMU_UID : 0;
@@ -47,7 +49,7 @@ export class MachineHost {
     if (this.uid !== 0) chownSync(file, this.uid, this.uid);
   }
 
-  static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: Runtime }): Promise<MachineHost> {
+  static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: Runtime; forward: string }): Promise<MachineHost> {
     const layout = new MachineLayout(o.home, o.cache);
     const accel = await chooseAccel(layout, o.assets, o.accel);
     const guest = guestLayer(layout);
@@ -59,7 +61,7 @@ export class MachineHost {
     mkdirSync(ramDir, { recursive: true, mode: 0o711 });
     await unmountRam(ramDir); // a crashed server's RAM files are gone with its machines
     await runOk('mount', ['-t', 'tmpfs', '-o', `size=${o.budgetMb + 256}m,mode=0711`, 'shellbase-ram', ramDir]);
-    return new MachineHost(o.assets, accel, layout, o.runtime, guest);
+    return new MachineHost(o.assets, accel, layout, o.runtime, guest, o.forward);
   }
 
   /** A tenant's machine files: `disks/` (qcow2 chains), `snapshots/`, `templates/` (of its versions). */

@@ -102,7 +102,8 @@ export class MachineIo {
     };
     return {
       name: `machine ${run.row.id} port ${port}`,
-      owner: { tenantId: run.row.tenantId, requireKey: false },
+      // Read per request: a port's access may change while the gateway holds its target.
+      get owner() { return { tenantId: run.row.tenantId, requireKey: run.row.spec.ports.some((p) => p.port === port && p.access === 'key') }; },
       acquire,
       pipe: (client, preface) => pipeThrough(acquire, client, preface),
     };

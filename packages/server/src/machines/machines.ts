@@ -1,6 +1,6 @@
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot } from '@shellbase/protocol';
+import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
 import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
@@ -12,7 +12,7 @@ import { newId } from '../util/ids.js';
 import { isBareImage } from '../images/ids.js';
 import type { AccelChoice } from './accel.js';
 import { findAssets } from './assets.js';
-import { overlay } from './disk.js';
+import { DISK_GB, overlay } from './disk.js';
 import { MachineHost } from './host.js';
 import { MachineLayout } from './layout.js';
 import type { PortTarget } from '../util/pipe.js';
@@ -22,6 +22,9 @@ import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
+import { machineView } from './views.js';
+import { Network } from '../engine/network.js';
+import { checkPolicy } from '../net/policy.js';
 
 /**
  * Machines: rows in the metadata store, one MachineRun per machine while the
@@ -39,8 +42,10 @@ export class Machines {
 
   private readonly layout: MachineLayout;
   private readonly disks: MachineDisks;
+  private readonly network: Network;
 
   constructor(private readonly deps: Deps, private readonly contexts: ContextAccess) {
+    this.network = new Network(deps);
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
     this.disks = new MachineDisks(deps, this.layout);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
@@ -73,7 +78,8 @@ export class Machines {
         hint: 'run `npm run setup` (or `shellbase machine assets`) first',
       }));
     }
-    this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime })
+    this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime,
+      forward: this.deps.forwarder.installed() })
       .then((h) => { this.host_ = h; this.templates = new Templates(h, layers, log); return h; })
       .finally(() => { this.opening = null; });
     return this.opening;
@@ -88,6 +94,7 @@ export class Machines {
     const m = this.deps.config.machines;
     const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
     const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
+    const diskGb = checkRange('diskGb', req.diskGb ?? DISK_GB, DISK_GB, m.maxDiskGb);
     const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? m.defaultIdleTimeoutMs, 100, 7 * 86_400_000);
     let version: VersionRow;
     let image = req.image ?? 'debian';
@@ -98,6 +105,9 @@ export class Machines {
       version = await this.contexts.imageVersion(image);
     }
     if (req.context !== undefined) image = (await this.contexts.imageOf(caller, req.context)) ?? image;
+    // A request's network may only narrow what its context (or tenant) allows: 400 malformed, 403 wider.
+    const network = req.network === undefined ? undefined : checkPolicy(req.network);
+    if (network) await this.network.effective(caller, req.context, network);
     const host = await this.host();
     await this.admit(caller, memoryMb, 1);
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.
@@ -112,10 +122,15 @@ export class Machines {
       await overlay(tpl.disk, disk);
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-        spec: { format: 1, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus, idleTimeoutMs, disk: [disk, tpl.disk], ports: [], ...extra },
+        spec: {
+          format: 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
+          diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
+        },
       };
       return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] });
     }, built);
+    // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
+    if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
     return this.toMachine(run);
   }
 
@@ -164,10 +179,17 @@ export class Machines {
       run = new MachineRun(row, {
         host: this.host_!,
         save: (r) => this.deps.metadata.machines.update(r),
-        meter: (r, wallMs, cpuMs) => this.deps.metadata.usage.record({
-          tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
-          cpuMs, wallMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null,
-        }),
+        meter: async (r, wallMs, cpuMs, { activeMs, bytesOut, bytesIn }) => {
+          this.deps.meter.runEnded('machine', wallMs, activeMs);
+          await this.deps.metadata.usage.record({
+            tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
+            cpuMs, wallMs, activeMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null, egressBytes: bytesOut, ingressBytes: bytesIn,
+          });
+        },
+        // A session even for "none" (it refuses every connection): a running machine's policy may widen (setNetwork).
+        egress: async (r) => this.deps.egress.open({
+          tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network),
+        }, this.host_!.uid),
         admit: (r) => hostRoom(this.deps.config.machines, [...this.runs.values()], r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
       });
@@ -294,7 +316,7 @@ export class Machines {
         await overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-          spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken() })) },
+          spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken(), ...(s.keyPorts?.includes(port) ? { access: 'key' as const } : {}) })) },
         };
         out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }));
       }
@@ -321,25 +343,36 @@ export class Machines {
     return (await this.deps.metadata.machines.listSnapshots(caller.tenantId)).map((s) => toSnapshot(s));
   }
 
-  /** Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). */
-  expose(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
-    return durably(this.deps.durability, () => this.exposeNow(caller, id, port));
+  /**
+   * Exposes a guest port on a gateway URL (kept by forks, which get URLs of their own). `access`
+   * (default: as it is, else "url") says whether the gateway also wants the tenant's API key.
+   */
+  expose(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
+    return durably(this.deps.durability, () => this.exposeNow(caller, id, port, access));
   }
 
-  private async exposeNow(caller: Caller, id: string, port: number): Promise<{ url: string; pathUrl: string }> {
+  private async exposeNow(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
+    if (access !== undefined && access !== 'url' && access !== 'key') throw invalid(`access must be "url" or "key", not ${JSON.stringify(access)}`);
     checkRange('port', port, 1, 65535);
     if (port === this.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
     const run = await this.runFor(caller, id);
     return run.serial(async () => {
       const spec = run.row.spec;
       let entry = spec.ports.find((p) => p.port === port);
+      const keyed = (access ?? (entry?.access ?? 'url')) === 'key';
       if (!entry) {
-        entry = { port, token: newToken() };
+        entry = { port, token: newToken(), ...(keyed ? { access: 'key' as const } : {}) };
         if (run.vm) { await run.vm.forward(port); await run.vm.bridge(run.portSocket(port), port); }
         run.row = { ...run.row, spec: { ...spec, ports: [...spec.ports, entry] } };
         await this.deps.metadata.machines.update(run.row);
+      } else if ((entry.access === 'key') !== keyed) {
+        const { access: _old, ...bare } = entry;
+        entry = keyed ? { ...bare, access: 'key' } : bare;
+        const changed = entry;
+        run.row = { ...run.row, spec: { ...spec, ports: spec.ports.map((p) => (p.port === port ? changed : p)) } };
+        await this.deps.metadata.machines.update(run.row);
       }
-      return this.urls(entry.token);
+      return { ...this.urls(entry.token), access: keyed ? 'key' : 'url' };
     });
   }
 
@@ -390,14 +423,8 @@ export class Machines {
   }
 
   private toMachine(r: MachineRun | MachineRow): Machine {
-    const row = r instanceof MachineRun ? r.row : r;
-    const s = row.spec;
-    return {
-      id: row.id, state: row.state, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
-      idleTimeoutMs: s.idleTimeoutMs, ...(s.snapshot ? { snapshot: s.snapshot } : {}), ports: s.ports.map((p) => ({ port: p.port, ...this.urls(p.token) })), createdAt: row.createdAt,
-    };
+    return machineView(r instanceof MachineRun ? r.row : r, this.deps.config.gatewayPort);
   }
-
 
 
   /** The machine's disk (its changes since its template) as a new version of `context`. */
@@ -414,6 +441,51 @@ export class Machines {
 
   /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
   storedBytes(tenantId: string): Promise<number> { return this.disks.storedBytes(tenantId); }
+
+  /**
+   * Grows a machine's disk to `diskGb` and its root file system with it, online (a hibernated
+   * machine is woken first). Disks never shrink; asking for the size it has changes nothing.
+   */
+  resizeDisk(caller: Caller, id: string, diskGb: number): Promise<Machine> {
+    return durably(this.deps.durability, async () => {
+      checkRange('diskGb', diskGb, DISK_GB, this.deps.config.machines.maxDiskGb);
+      const run = await this.runFor(caller, id);
+      const has = run.row.spec.diskGb;
+      if (diskGb < has) {
+        throw invalid(`machine ${id}'s disk is ${has} GiB: disks grow, never shrink`, `pass diskGb between ${has} and ${this.deps.config.machines.maxDiskGb}`, { machine: id, diskGb: has });
+      }
+      if (diskGb > has) await this.grow(run, diskGb);
+      return this.toMachine(run);
+    });
+  }
+
+  private async grow(run: MachineRun, diskGb: number): Promise<void> {
+    const release = await run.acquire();
+    try {
+      await run.serial(() => run.growDisk(diskGb));
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Sets (or with null drops) a machine's own narrowing of its context's egress policy: kept in
+   * its spec for its next starts and forks, and followed by its running QEMU's new connections.
+   */
+  setNetwork(caller: Caller, id: string, raw: unknown): Promise<Machine> {
+    return durably(this.deps.durability, async () => {
+      const row = await this.row(caller, id);
+      const network = raw === null ? undefined : checkPolicy(raw);
+      if (network) await this.network.effective(caller, row.spec.context, network);
+      const run = this.runs.get(id);
+      const { network: _old, ...rest } = row.spec;
+      const next = { ...row, spec: { ...rest, ...(network ? { network } : {}) } };
+      if (run) run.row = next;
+      await this.deps.metadata.machines.update(next);
+      run?.setEgressPolicy(await this.network.effectiveOf(row.tenantId, row.spec.context, network));
+      return this.toMachine(next);
+    });
+  }
 
   /** Runs a command in a machine (woken if hibernated). */
   exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void } = {}): Promise<MachineExecResult> {

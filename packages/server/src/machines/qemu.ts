@@ -3,6 +3,7 @@ import path from 'node:path';
 import { innerPid, type Bridge, type Cgroup, type Runtime } from '../runtime/index.js';
 import { runOk } from '../util/proc.js';
 import type { Spawned } from '../util/spawner.js';
+import { HTTP_PROXY_PORT, SOCKS_PORT } from '../net/egress.js';
 import type { MachineAssets } from './assets.js';
 import { Qmp, QmpError } from './qmp.js';
 import { runFiles } from './layout.js';
@@ -10,6 +11,8 @@ import { runFiles } from './layout.js';
 /** The guest agent's port (the guest side of `hostfwd`, and inside QEMU's network namespace). */
 export const AGENT_PORT = 7000;
 export type Accel = 'kvm' | 'tcg';
+/** Where a guest finds the egress proxy (an address of QEMU's user network that only guestfwd answers). */
+export const GUEST_PROXY = '10.0.2.100';
 
 /** `-M microvm`: no PCI, no firmware tables to speak of, virtio over MMIO. Part of every snapshot's identity. */
 export const MACHINE_TYPE = 'microvm';
@@ -49,6 +52,13 @@ export interface LaunchSpec {
   cgroup?: Cgroup;
   /** Starts QEMU confined, and its port bridges. */
   runtime: Runtime;
+  /**
+   * The guest's one way out: connections to 10.0.2.100:3128 and :1080 run `forward --hand-stdin
+   * socket` (QEMU's guestfwd, per connection), which hands them to the machine's egress session.
+   * Every launch names both ports (a saved device state lists them; a socket that does not exist
+   * closes each connection at once: egress "none").
+   */
+  egress: { forward: string; socket: string };
   /** Kernel command line additions (the accelerator probe). */
   append?: string;
   /** Run as root of a user namespace that maps only host uid 165536 (util/idmap.ts), not as host root. */
@@ -58,7 +68,10 @@ export interface LaunchSpec {
 export function qemuArgs(spec: LaunchSpec): string[] {
   const khz = tscKhz();
   const append = ['console=ttyS0', 'panic=-1', 'quiet', ...(khz ? [`tsc_early_khz=${khz}`, 'tsc=reliable'] : []), spec.append ?? ''].filter(Boolean).join(' ');
-  const fwd = [AGENT_PORT, ...spec.ports].map((p) => `hostfwd=tcp:127.0.0.1:${p}-:${p}`).join(',');
+  const fwd = [
+    ...[AGENT_PORT, ...spec.ports].map((p) => `hostfwd=tcp:127.0.0.1:${p}-:${p}`),
+    ...[HTTP_PROXY_PORT, SOCKS_PORT].map((p) => `guestfwd=tcp:${GUEST_PROXY}:${p}-cmd:${spec.egress.forward} --hand-stdin ${spec.egress.socket}`),
+  ].join(',');
   return [
     '-M', `${MACHINE_TYPE},memory-backend=mem`,
     '-object', `memory-backend-file,id=mem,size=${spec.memoryMb}M,mem-path=${spec.ram},share=on`,
@@ -70,7 +83,7 @@ export function qemuArgs(spec: LaunchSpec): string[] {
     '-kernel', spec.assets.vmlinux, '-initrd', spec.assets.initrd, '-append', append,
     '-blockdev', `driver=qcow2,node-name=disk,file.driver=file,file.filename=${spec.disk}`,
     '-device', 'virtio-blk-device,drive=disk',
-    // restrict=on: the guest reaches nothing (no host, no internet); only the forwards reach it.
+    // restrict=on: the guest reaches nothing (no host, no internet) but the egress proxy; only the forwards reach it.
     '-netdev', `user,id=net,restrict=on,${fwd}`, '-device', 'virtio-net-device,netdev=net',
     '-device', 'virtio-rng-device',
     '-qmp', `unix:${runFiles(spec.runDir).qmp},server=on,wait=off`,
@@ -102,7 +115,8 @@ export class QemuVm {
     let stderr = '';
     const proc = spec.runtime.jail({
       argv: ['qemu-system-x86_64', ...qemuArgs(spec)], cgroup: spec.cgroup, userns: spec.userns,
-      devices: spec.accel === 'kvm' ? ['/dev/kvm'] : [], readable: [spec.assets.dir, ...spec.readable], writable: spec.writable,
+      devices: spec.accel === 'kvm' ? ['/dev/kvm'] : [], readable: [spec.assets.dir, path.dirname(spec.egress.forward), ...spec.readable],
+      writable: [path.dirname(spec.egress.socket), ...spec.writable],
     }, { onStderr: (c) => { stderr = (stderr + c.toString()).slice(-4000); } });
     const exited = proc.exited.then((e) => stderr.trim() || `QEMU exited (${e.signal ?? `code ${e.code}`})`, (e: Error) => e.message);
     try {
@@ -163,6 +177,14 @@ export class QemuVm {
     await this.qmp.execute('blockdev-add', { driver: 'qcow2', 'node-name': node, file: { driver: 'file', filename: overlay }, backing: null });
     await this.qmp.execute('blockdev-snapshot', { node: this.node, overlay: node });
     this.node = node;
+  }
+
+  /**
+   * Grows the disk's virtual size to `bytes` (its top file; the frozen files below stay as they
+   * are, reads past their end are zeros). The guest's virtio driver is told its capacity changed.
+   */
+  async resizeDisk(bytes: number): Promise<void> {
+    await this.qmp.execute('block_resize', { 'node-name': this.node, size: bytes });
   }
 
   /** Forwards guest `port` from 127.0.0.1 in QEMU's network namespace (a running VM; restores get it on the command line). */

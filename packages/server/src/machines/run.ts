@@ -1,6 +1,6 @@
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { MachineState } from '@shellbase/protocol';
+import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
 import type { MachineRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
@@ -11,6 +11,15 @@ import { QemuVm } from './qemu.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
 import { runFiles } from './layout.js';
+import type { EgressSession, Traffic } from '../net/egress.js';
+
+/**
+ * Run in the guest after its disk grew to $1 sectors: waits until the kernel sees them (the
+ * virtio driver learns of it from a configuration interrupt), then grows the root file system.
+ */
+const GROW_ROOT = `for i in $(seq 200); do [ "$(cat /sys/block/vda/size)" -ge "$1" ] && break; sleep 0.05; done
+[ "$(cat /sys/block/vda/size)" -ge "$1" ] || { echo "the guest still sees $(cat /sys/block/vda/size) sectors of $1" >&2; exit 1; }
+resize2fs /dev/vda`;
 
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
 export interface RestoreSource {
@@ -26,8 +35,10 @@ export interface RunHooks {
   host: MachineHost;
   /** Persists the row (state and spec). */
   save(row: MachineRow): Promise<void>;
-  /** A segment of running time ended: meter it. */
-  meter(row: MachineRow, wallMs: number, cpuMs: number): Promise<void>;
+  /** A segment of running time ended: meter it (of its wall time, `activeMs` had a user; bytes through the egress proxy). */
+  meter(row: MachineRow, wallMs: number, cpuMs: number, extra: { activeMs: number } & Traffic): Promise<void>;
+  /** The egress session of one QEMU process (the machine's policy as it stands now). */
+  egress(row: MachineRow): Promise<EgressSession>;
   /** Whether another machine may run now (throws 429 otherwise). */
   admit(row: MachineRow): void;
   /** A lifecycle step took `ms` (metrics). */
@@ -48,6 +59,9 @@ export class MachineRun {
   private readonly lease = new IdleLease();
   private since = 0;
   private cpuAtStart = 0;
+  /** The way out of the running QEMU process, and how much of its traffic is metered already. */
+  private session: EgressSession | null = null;
+  private metered: Traffic = { bytesOut: 0, bytesIn: 0 };
 
   constructor(public row: MachineRow, private readonly hooks: RunHooks) {}
 
@@ -78,7 +92,11 @@ export class MachineRun {
     // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
     const chain = spec.disk.map((d) => path.dirname(d)).filter((d) => d !== disks);
     try {
+      this.session = await this.hooks.egress(this.row);
+      this.metered = { bytesOut: 0, bytesIn: 0 };
+      const egress = { forward: host.forward, socket: this.session?.socket ?? path.join(this.dir, 'no-egress.sock') };
       this.vm = await QemuVm.launch({
+        egress,
         assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
         runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable], userns: host.uid !== 0,
         ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus), runtime: host.runtime,
@@ -95,6 +113,8 @@ export class MachineRun {
       this.vm = null;
       this.agent?.close();
       this.agent = null;
+      await this.session?.close().catch(() => undefined);
+      this.session = null;
       rmSync(this.ramFile, { force: true });
       throw e;
     }
@@ -106,6 +126,9 @@ export class MachineRun {
       void this.serial(() => (this.row.state === 'running' && !this.lease.inUse ? this.hibernate() : Promise.resolve())).catch(() => undefined);
     });
   }
+
+  /** Its egress session (while QEMU runs) follows `policy` from now on. */
+  setEgressPolicy(policy: NetworkPolicy): void { this.session?.setPolicy(policy); }
 
   /** Counts a user (exec, file call, port traffic) while the machine runs; wakes it from hibernation. */
   async acquire(): Promise<() => void> {
@@ -179,13 +202,33 @@ export class MachineRun {
     return frozen;
   }
 
+  /**
+   * Grows the disk to `diskGb` GiB while the machine runs: QEMU grows the top of its chain, the
+   * guest's kernel sees the new capacity, and `resize2fs` grows the mounted root file system.
+   * Copies made from now on (forks, snapshots) inherit the size.
+   */
+  async growDisk(diskGb: number): Promise<void> {
+    if (this.row.state !== 'running') throw this.notRunning();
+    const sectors = diskGb * 2 ** 21;
+    await this.vm!.resizeDisk(sectors * 512);
+    // The size is the guest's from here on, whatever resize2fs says.
+    this.row = { ...this.row, spec: { ...this.row.spec, diskGb } };
+    await this.hooks.save(this.row);
+    const r = await this.agent!.run({ argv: ['sh', '-c', GROW_ROOT, 'sh', String(sectors)], timeoutMs: 120_000, outputBytes: 16 * 1024 });
+    if (r.exitCode !== 0) {
+      throw new ShellbaseError('failed_precondition', `machine ${this.row.id}'s disk is ${diskGb} GiB now, but its file system did not grow: ${(r.stderr.toString() || r.stdout.toString()).trim().slice(-500)}`, {
+        details: { machine: this.row.id, diskGb }, hint: 'run `resize2fs /dev/vda` in the machine (its image needs e2fsprogs)',
+      });
+    }
+  }
+
   /** RAM and device state to the machine's directory, QEMU ended, memory freed. */
   async hibernate(): Promise<void> {
     if (this.row.state === 'hibernated' || this.row.state === 'stopped') return;
     const vm = this.vm!;
     const t0 = performance.now();
     this.agent?.close();
-    if (this.row.state === 'running') { await vm.stop(); await this.endSegment(); }
+    if (this.row.state === 'running') { await vm.stop(); await this.endSegment(true); }
     const saved = this.layout.hibernation(this.row.id);
     await vm.saveState(saved.state);
     await vm.quit();
@@ -217,7 +260,7 @@ export class MachineRun {
       if (this.row.state === 'paused') await this.vm.cont().catch(() => undefined);
       await this.agent?.run({ argv: ['sync'], timeoutMs: 10_000, outputBytes: 1024 }).catch(() => undefined);
       this.agent?.close();
-      if (this.row.state === 'running' || this.row.state === 'paused') await this.endSegment();
+      if (this.row.state === 'running' || this.row.state === 'paused') await this.endSegment(true);
       await this.vm.quit();
     }
     this.dropProcess();
@@ -227,7 +270,7 @@ export class MachineRun {
 
   /** Ends QEMU at once and removes the machine's run files (its row and disks are the caller's). */
   async destroy(): Promise<void> {
-    if (this.vm && this.row.state === 'running') await this.endSegment();
+    if (this.vm && this.row.state === 'running') await this.endSegment(true);
     await this.vm?.kill();
     this.dropProcess();
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
@@ -238,7 +281,7 @@ export class MachineRun {
     if (!this.vm || this.vm.exitedOnPurpose) return;
     void this.serial(async () => {
       if (!this.vm || this.vm.exitedOnPurpose) return;
-      if (this.row.state === 'running') await this.endSegment();
+      if (this.row.state === 'running') await this.endSegment(true);
       this.dropProcess();
       await this.go('exited');
     });
@@ -250,13 +293,21 @@ export class MachineRun {
     this.agent = null;
     this.vm = null;
     this.lease.unwatch();
+    // A paused machine's session (its segment, and its traffic, were metered when it paused).
+    void this.session?.close().catch(() => undefined);
+    this.session = null;
     rmSync(this.ramFile, { force: true });
   }
 
-  private async endSegment(): Promise<void> {
+  /** Meters the running time since `since`; `last` (QEMU is ending) closes the egress session first, so its open connections count. */
+  private async endSegment(last = false): Promise<void> {
     const wall = Date.now() - this.since;
     const cpu = Math.max(0, (this.vm?.cpuMs() ?? this.cpuAtStart) - this.cpuAtStart);
-    await this.hooks.meter(this.row, wall, cpu);
+    const s = this.session;
+    if (s && last) { this.session = null; await s.close().catch(() => undefined); }
+    const traffic = s ? { bytesOut: s.traffic.bytesOut - this.metered.bytesOut, bytesIn: s.traffic.bytesIn - this.metered.bytesIn } : { bytesOut: 0, bytesIn: 0 };
+    this.metered = s && !last ? { ...s.traffic } : { bytesOut: 0, bytesIn: 0 };
+    await this.hooks.meter(this.row, wall, cpu, { activeMs: Math.min(this.lease.takeActiveMs(), wall), ...traffic });
   }
 
   /** Moves along the lifecycle table (machines/lifecycle.ts) and saves the row. */

@@ -10,11 +10,14 @@ import type { MachineRun } from './run.js';
 
 /** The fields a machine and its snapshots share (and nothing else of either). */
 export function shapeOf(s: MachineShape): MachineShape {
-  return { format: 1, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus, idleTimeoutMs: s.idleTimeoutMs };
+  return {
+    format: 2, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}),
+    memoryMb: s.memoryMb, cpus: s.cpus, diskGb: s.diskGb, idleTimeoutMs: s.idleTimeoutMs, ...(s.network ? { network: s.network } : {}),
+  };
 }
 
 export function toSnapshot(s: SnapshotRow): MachineSnapshot {
-  return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, createdAt: s.createdAt };
+  return { id: s.id, machine: s.machineId, memoryMb: s.spec.memoryMb, cpus: s.spec.cpus, diskGb: s.spec.diskGb, createdAt: s.createdAt };
 }
 
 /**
@@ -41,7 +44,8 @@ export async function freezeMachine(host: MachineHost, tenantId: string, run: Ma
   const spec = run.row.spec;
   return {
     id: sid, tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
-    spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port) },
+    spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port),
+      ...(spec.ports.some((p) => p.access === 'key') ? { keyPorts: spec.ports.filter((p) => p.access === 'key').map((p) => p.port) } : {}) },
   };
 }
 

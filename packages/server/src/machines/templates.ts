@@ -10,8 +10,8 @@ import type { MachineHost } from './host.js';
 import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from './qemu.js';
 import { PRUNED } from './commit.js';
 
-/** Bump when what a template holds or how it is made changes. */
-const TEMPLATE_FORMAT = 3;
+/** Bump when what a template holds or how it is made changes (4: the kernel layer on its disk). */
+const TEMPLATE_FORMAT = 4;
 /** A TCG boot of Debian with systemd takes ~40 s here; KVM a few. */
 const BOOT_TIMEOUT_MS = 300_000;
 
@@ -141,7 +141,7 @@ export class Templates {
     this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
     let vm: QemuVm | null = null;
     try {
-      await buildDisk(this.layers, this.host.runtime, src.layers, this.host.guest.dir, files.base, layout.buildDir);
+      await buildDisk(this.layers, this.host.runtime, src.layers, [this.host.guest.dir, this.host.assets.layer], files.base, layout.buildDir);
       // Relative: the chain must survive the rename below.
       chmodSync(files.base, 0o644); // every machine's QEMU reads it
       await overlay(path.basename(files.base), files.disk, tmp);
@@ -151,7 +151,7 @@ export class Templates {
       vm = await QemuVm.launch({
         assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ram, disk: files.disk,
         runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus), userns: this.host.uid !== 0,
-        runtime: this.host.runtime,
+        runtime: this.host.runtime, egress: { forward: this.host.forward, socket: path.join(tmp, 'no-egress.sock') }, // a template's boot has no network
       });
       const agentSock = layout.agentSocket(tmp);
       await vm.bridge(agentSock, this.host.agentPort);

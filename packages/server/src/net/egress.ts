@@ -96,13 +96,14 @@ export class Egress {
     return this.plane_;
   }
 
-  async open(spec: SessionSpec): Promise<EgressSession> {
+  /** A session whose socket host uid `owner` may connect to (the sandboxes' root; a machine's QEMU). */
+  async open(spec: SessionSpec, owner: number = SANDBOX_ROOT): Promise<EgressSession> {
     const s = new EgressSession(this, spec, newId('e'), this.o.dir);
     mkdirSync(s.dir, { mode: 0o700 });
-    chownSync(s.dir, SANDBOX_ROOT, SANDBOX_ROOT);
+    chownSync(s.dir, owner, owner);
     this.sessions.set(s.id, s);
     try {
-      await this.plane.open(s.id, s.dir, SANDBOX_ROOT);
+      await this.plane.open(s.id, s.dir, owner);
     } catch (e) {
       this.sessions.delete(s.id);
       rmSync(s.dir, { recursive: true, force: true });
@@ -223,6 +224,9 @@ export class EgressSession {
     const inside = `${INSIDE}/egress/egress.sock`;
     return { binds: [{ source: this.dir, target: `${INSIDE}/egress` }], pairs: [`${HTTP_PROXY_PORT}>${inside}`, `${SOCKS_PORT}>${inside}`] };
   }
+
+  /** Connections asked for from now on follow `policy` (open ones go on). */
+  setPolicy(policy: Policy): void { this.spec.policy = policy; }
 
   /** Stops answering; open connections are cut. What went through, in all. */
   async close(): Promise<Traffic> {

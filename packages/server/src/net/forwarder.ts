@@ -32,8 +32,8 @@ export class Forwarder {
 
   constructor(private readonly dir: string) {}
 
-  /** Copied on first use (and again by each server start: a rebuilt binary replaces the old). */
-  private installed(): string {
+  /** Its path: copied on first use (and again by each server start: a rebuilt binary replaces the old). */
+  installed(): string {
     if (this.binary) return this.binary;
     mkdirSync(this.dir, { recursive: true, mode: 0o711 });
     chmodSync(this.dir, 0o711);

@@ -68,8 +68,8 @@ export interface SandboxResult {
 /** A helper tool over a layer stack (e.g. `mkfs.ext4 -d` of a machine's disk). */
 export interface HelperSpec {
   mount: MountSpec;
-  /** A directory stacked above the mount's layers (the machines' guest layer). */
-  extraLower?: string;
+  /** Directories stacked above the mount's layers, top first (machines' guest and kernel layers). */
+  extraLowers?: readonly string[];
   /** The tool's argv, given the merged tree's path. */
   argv(merged: string): string[];
 }

@@ -24,6 +24,7 @@ from ..types import (
     Service,
     ServiceAccess,
     ServiceLimits,
+    ServiceShare,
     Version,
 )
 from ._run import AsyncEventStream, AsyncResponse, run_sync
@@ -81,9 +82,13 @@ class AsyncContextServices:
         limits: ServiceLimits | None = None,
         access: ServiceAccess | None = None,
         network: NetworkPolicy | None = None,
+        share: ServiceShare | None = None,
     ) -> Service:
         return await run_sync(self._s.create, name, command, port, env=env, idle_timeout_ms=idle_timeout_ms,
-                              start_timeout_ms=start_timeout_ms, limits=limits, access=access, network=network)
+                              start_timeout_ms=start_timeout_ms, limits=limits, access=access, network=network, share=share)
+
+    async def share(self, name: str, share: ServiceShare | None) -> Service:
+        return await run_sync(self._s.share, name, share)
 
     async def list(self) -> list[Service]:
         return await run_sync(self._s.list)

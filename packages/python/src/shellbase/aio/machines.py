@@ -7,7 +7,7 @@ from typing import Mapping
 from ..context import Command, Data
 from ..machines import MachineFiles, MachineHandle, Machines
 from ..streams import MachineExecStream
-from ..types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, OutputEvent
+from ..types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
 from ._run import AsyncEventStream, run_sync
 
 AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
@@ -90,14 +90,17 @@ class AsyncMachineHandle:
     async def delete(self) -> None:
         await run_sync(self._s.delete)
 
+    async def resize_disk(self, disk_gb: int) -> Machine:
+        return await run_sync(self._s.resize_disk, disk_gb)
+
     async def snapshot(self) -> str:
         return await run_sync(self._s.snapshot)
 
     async def fork(self, count: int = 1) -> list[AsyncMachineHandle]:
         return [AsyncMachineHandle(m) for m in await run_sync(self._s.fork, count)]
 
-    async def expose(self, port: int) -> ExposedPort:
-        return await run_sync(self._s.expose, port)
+    async def expose(self, port: int, *, access: ServiceAccess | None = None) -> ExposedPort:
+        return await run_sync(self._s.expose, port, access=access)
 
     async def commit(self, context: str) -> str:
         return await run_sync(self._s.commit, context)
@@ -117,10 +120,12 @@ class AsyncMachines:
         image: str | None = None,
         memory_mb: int | None = None,
         cpus: int | None = None,
+        disk_gb: int | None = None,
         idle_timeout_ms: int | None = None,
+        network: NetworkPolicy | None = None,
     ) -> AsyncMachineHandle:
         handle = await run_sync(self._s.create, context=context, version=version, image=image, memory_mb=memory_mb, cpus=cpus,
-                                idle_timeout_ms=idle_timeout_ms)
+                                disk_gb=disk_gb, idle_timeout_ms=idle_timeout_ms, network=network)
         return AsyncMachineHandle(handle)
 
     def get(self, id: str) -> AsyncMachineHandle:

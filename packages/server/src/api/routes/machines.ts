@@ -1,25 +1,29 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Machines as MachineOps } from '../../machines/machines.js';
-import { MACHINE_STATES } from '@shellbase/protocol';
-import { ExecLimits, errorResponses, oneOf } from '../schemas.js';
+import { MACHINE_STATES, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
+import { ExecLimits, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
 import { respondExec } from './exec.js';
 
 const strict = { additionalProperties: false } as const;
-export const Port = Type.Object({ port: Type.Integer(), url: Type.String(), pathUrl: Type.String() });
+export const Port = Type.Object({ port: Type.Integer(), url: Type.String(), pathUrl: Type.String(), access: oneOf(SERVICE_ACCESS) });
 export const Machine = Type.Object({
   id: Type.String(),
   state: oneOf(MACHINE_STATES),
   context: Type.Optional(Type.String()), version: Type.Optional(Type.String()), image: Type.String(),
-  memoryMb: Type.Integer(), cpus: Type.Integer(), idleTimeoutMs: Type.Integer(), snapshot: Type.Optional(Type.String()),
+  memoryMb: Type.Integer(), cpus: Type.Integer(), diskGb: Type.Integer(), network: Type.Optional(NetworkPolicy), idleTimeoutMs: Type.Integer(),
+  snapshot: Type.Optional(Type.String()),
   ports: Type.Array(Port), createdAt: Type.String(),
 }, { $id: 'Machine' });
-export const Snapshot = Type.Object({ id: Type.String(), machine: Type.String(), memoryMb: Type.Integer(), cpus: Type.Integer(), createdAt: Type.String() }, { $id: 'MachineSnapshot' });
+export const Snapshot = Type.Object({
+  id: Type.String(), machine: Type.String(), memoryMb: Type.Integer(), cpus: Type.Integer(), diskGb: Type.Integer(), createdAt: Type.String(),
+}, { $id: 'MachineSnapshot' });
 export const CreateBody = Type.Object({
   context: Type.Optional(Type.String({ maxLength: 1024 })), version: Type.Optional(Type.String({ maxLength: 128 })),
   image: Type.Optional(Type.String({ maxLength: 64 })), memoryMb: Type.Optional(Type.Integer()), cpus: Type.Optional(Type.Integer()),
-  idleTimeoutMs: Type.Optional(Type.Integer()),
+  diskGb: Type.Optional(Type.Integer()), idleTimeoutMs: Type.Optional(Type.Integer()), network: Type.Optional(NetworkPolicyIn),
 }, strict);
+export const DiskBody = Type.Object({ diskGb: Type.Integer() }, strict);
 const ExecBody = Type.Object({
   command: Type.Optional(Type.String({ maxLength: 1 << 20 })),
   argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 4096 })),
@@ -38,7 +42,7 @@ const FileParams = Type.Object({ id: Type.String({ maxLength: 128 }), '*': Type.
 const CountBody = Type.Object({ count: Type.Optional(Type.Integer()) }, strict);
 const Machines = Type.Object({ machines: Type.Array(Machine) });
 
-/** Machines: create, list, get, exec, files, pause/resume/stop/delete, snapshot, restore, fork, ports. */
+/** Machines: create, list, get, exec, files, pause/resume/stop/delete, disk, snapshot, restore, fork, ports. */
 export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
   app.addSchema(Machine);
   app.addSchema(Snapshot);
@@ -62,6 +66,10 @@ export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
   app.delete<{ Params: Static<typeof Id> }>('/v1/machines/:id', {
     schema: { tags, params: Id, response: { 204: Type.Null(), ...errorResponses } },
   }, async (req, reply) => { await m.remove(req.caller, req.params.id); return reply.status(204).send(); });
+
+  app.post<{ Params: Static<typeof Id>; Body: Static<typeof DiskBody> }>('/v1/machines/:id/disk', {
+    schema: { tags, params: Id, body: DiskBody, response: { 200: Machine, ...errorResponses } },
+  }, async (req) => m.resizeDisk(req.caller, req.params.id, req.body.diskGb));
 
   app.post<{ Params: Static<typeof Id>; Body: Static<typeof ExecBody> }>('/v1/machines/:id/exec', {
     schema: { tags, params: Id, body: ExecBody, response: { 200: ExecResult, ...errorResponses } },
@@ -106,9 +114,12 @@ export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
     schema: { tags, params: Id, body: CountBody, response: { 201: Machines, ...errorResponses } },
   }, async (req, reply) => reply.status(201).send({ machines: await m.fork(req.caller, req.params.id, req.body?.count ?? 1) }));
 
-  app.post<{ Params: Static<typeof Id>; Body: { port: number } }>('/v1/machines/:id/ports', {
-    schema: { tags, params: Id, body: Type.Object({ port: Type.Integer() }, strict), response: { 200: Type.Object({ url: Type.String(), pathUrl: Type.String() }), ...errorResponses } },
-  }, async (req) => m.expose(req.caller, req.params.id, req.body.port));
+  app.post<{ Params: Static<typeof Id>; Body: { port: number; access?: ServiceAccess } }>('/v1/machines/:id/ports', {
+    schema: {
+      tags, params: Id, body: Type.Object({ port: Type.Integer(), access: Type.Optional(oneOf(SERVICE_ACCESS)) }, strict),
+      response: { 200: Type.Object({ url: Type.String(), pathUrl: Type.String(), access: oneOf(SERVICE_ACCESS) }), ...errorResponses },
+    },
+  }, async (req) => m.expose(req.caller, req.params.id, req.body.port, req.body.access));
 
   app.post<{ Params: Static<typeof Id>; Body: { context: string } }>('/v1/machines/:id/commit', {
     schema: { tags, params: Id, body: Type.Object({ context: Type.String({ maxLength: 1024 }) }, strict), response: { 200: Type.Object({ version: Type.String() }), ...errorResponses } },

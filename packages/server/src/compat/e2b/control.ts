@@ -5,6 +5,7 @@ import { ShellbaseError, invalid } from '../../errors.js';
 import type { Machines } from '../../machines/machines.js';
 import { BASE_TEMPLATE, timeoutSeconds, type Sandbox, type Sandboxes } from './sandboxes.js';
 import { sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
+import { e2bNetworkView, e2bPolicy } from './network.js';
 
 /** The envd version the SDK is told: what it may use (0.5.7: default user, stdin close, octet-stream uploads). */
 export const ENVD_VERSION = '0.5.7';
@@ -58,7 +59,7 @@ export class ControlPlane {
     snapshots: (c, req, res, p, url) => this.snapshots(c, req, res, p, url),
     deleteSnapshot: (c, req, res, p) => this.deleteSnapshot(c, req, res, p),
     metrics: (c, req, res, p) => this.metrics(c, req, res, p),
-    network: () => this.network(),
+    network: (c, req, res, p) => this.network(c, req, res, p),
   };
 
   constructor(private readonly engine: Engine, private readonly sandboxes: Sandboxes, private readonly machines: Machines) {}
@@ -88,14 +89,9 @@ export class ControlPlane {
     if (typeof template !== 'string' || !template) throw invalid('templateID must be a string', 'name a template: base, an image, a context or a snapshot id');
     if (b.mcp !== undefined && b.mcp !== null) throw invalid('MCP gateways are not supported by shellbase');
     if (Array.isArray(b.volumeMounts) && b.volumeMounts.length) throw invalid('volume mounts are not supported by shellbase', 'keep files in the sandbox, or commit them into a context');
-    if (b.allow_internet_access === true) throw invalid('sandboxes have no internet access on shellbase', 'leave allowInternetAccess unset or false');
     const network = (typeof b.network === 'object' && b.network !== null ? b.network : {}) as Record<string, unknown>;
-    for (const k of ['allowOut', 'rules', 'egressProxy', 'httpsPorts', 'maskRequestHost'] as const) {
-      const v = network[k];
-      if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && Object.keys(v).length === 0)) {
-        throw invalid(`network.${k} is not supported by shellbase: sandboxes have no network`, 'leave it unset (network.denyOut is accepted: everything is denied already)');
-      }
-    }
+    unsupportedNetwork(network);
+    const egress = e2bPolicy(b.allow_internet_access, network);
     if (b.iam !== undefined && b.iam !== null) throw invalid('workload identity (iam) is not supported by shellbase');
     const autoPause = optionalBoolean(b.autoPause, 'autoPause') ?? false;
     const autoResume = typeof b.autoResume === 'object' && b.autoResume !== null ? optionalBoolean((b.autoResume as Record<string, unknown>).enabled, 'autoResume.enabled') ?? false : false;
@@ -103,6 +99,7 @@ export class ControlPlane {
     const s = await this.sandboxes.create(caller, {
       template, timeoutS: timeoutSeconds(b.timeout, DEFAULT_TIMEOUT_S), metadata: stringMap(b.metadata, 'metadata'), envs: stringMap(b.envVars, 'envVars'),
       onTimeout: autoPause ? 'pause' : 'kill', autoResume, publicTraffic: optionalBoolean(network.allowPublicTraffic, 'network.allowPublicTraffic') ?? true,
+      ...(egress ? { network: egress } : {}),
     });
     sendJson(res, 201, this.created(s));
   }
@@ -149,9 +146,10 @@ export class ControlPlane {
 
   private async info(caller: Caller, _req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
     const s = await this.sandboxes.get(caller, id);
+    const { allowInternetAccess, ...lists } = e2bNetworkView(s.row.spec.network);
     sendJson(res, 200, {
-      ...this.listed(s), envdAccessToken: s.e2b.accessToken, domain: null, allowInternetAccess: false,
-      lifecycle: { onTimeout: s.e2b.onTimeout, autoResume: s.e2b.autoResume }, network: { allowPublicTraffic: !s.e2b.trafficToken },
+      ...this.listed(s), envdAccessToken: s.e2b.accessToken, domain: null, allowInternetAccess,
+      lifecycle: { onTimeout: s.e2b.onTimeout, autoResume: s.e2b.autoResume }, network: { allowPublicTraffic: !s.e2b.trafficToken, ...lists },
     });
   }
 
@@ -220,8 +218,23 @@ export class ControlPlane {
     sendJson(res, 200, []);
   }
 
-  private async network(): Promise<void> {
-    throw invalid('sandboxes have no network on shellbase: egress rules cannot be changed');
+  /** Replaces a sandbox's egress rules: new connections follow them at once (open ones go on). */
+  private async network(caller: Caller, req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
+    const b = await readJson(req);
+    unsupportedNetwork(b);
+    await this.sandboxes.get(caller, id);
+    await this.machines.setNetwork(caller, id, e2bPolicy(b.allow_internet_access, b) ?? null);
+    sendJson(res, 204);
+  }
+}
+
+/** Egress options shellbase does not have: a 400 when set (empty values are accepted). */
+function unsupportedNetwork(network: Record<string, unknown>): void {
+  for (const k of ['rules', 'egressProxy', 'httpsPorts', 'maskRequestHost'] as const) {
+    const v = network[k];
+    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && Object.keys(v).length === 0)) {
+      throw invalid(`network.${k} is not supported by shellbase`, 'leave it unset; allowOut (domains) and denyOut (all traffic) are');
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { NetworkPolicy } from '@shellbase/protocol';
 import type { Caller, Deps } from '../../core/deps.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { IMAGE_NAMES } from '../../images/index.js';
@@ -17,6 +18,8 @@ export interface NewSandbox {
   onTimeout: 'kill' | 'pause';
   autoResume: boolean;
   publicTraffic: boolean;
+  /** Narrows the template's egress policy (compat/e2b/network.ts). */
+  network?: NetworkPolicy;
 }
 
 /** The longest timeout a sandbox may have (seconds): a week, like a machine's idle timeout. */
@@ -94,6 +97,7 @@ export class Sandboxes {
     const e2b = this.record(req);
     let id: string;
     if (isSnapshot(t)) {
+      if (req.network) throw invalid('a snapshot keeps the network rules it was taken with', 'leave the network options unset for a snapshot template');
       [{ id }] = await this.machines.restore(caller, t, 1);
       await this.machines.setE2b(caller, id, e2b);
     } else {
@@ -101,7 +105,7 @@ export class Sandboxes {
       if (image === null && !(await this.deps.metadata.contexts.get(caller.tenantId, t))) {
         throw new ShellbaseError('not_found', `template ${JSON.stringify(t)} not found`, { hint: 'name base, an image, one of your contexts, or a snapshot id' });
       }
-      const source = image !== null ? { image } : { context: t };
+      const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
       ({ id } = await this.machines.create(caller, source, { e2b }));
     }
     this.know(id, caller.tenantId, e2b);

@@ -48,7 +48,7 @@ export async function unpackTar(body: Readable, into: { source: string }): Promi
  */
 export async function runHelper(spec: HelperSpec): Promise<void> {
   const m: MountSpec = spec.mount;
-  const lower = spec.extraLower ? `${spec.extraLower}:${m.lower}` : m.lower;
+  const lower = [...spec.extraLowers ?? [], m.lower].join(':');
   await runOk(SBX, ['run', '--userns', USERNS_SPEC, '--chdir', m.chdir, '--lower', lower, '--upper', m.upper,
     '--work', m.work, '--merged', m.merged, '--', ...spec.argv(`${m.chdir}/${m.merged}`)]);
 }

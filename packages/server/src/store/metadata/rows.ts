@@ -161,15 +161,23 @@ export interface ServiceRow {
   createdAt: string;
 }
 
-/** What a machine is made of and made from; a snapshot keeps it for the machines it restores. */
+/**
+ * What a machine is made of and made from, and what its snapshots keep for the machines they
+ * restore. Format 2 added `diskGb` (a format-1 spec is read as format 2 with `diskGb: 8`, the one
+ * size disks had then: store/metadata/sql/machines.ts) and the optional `network`.
+ */
 export interface MachineShape {
-  format: 1;
+  format: 2;
   image: string;
   context?: string;
   version?: string;
   memoryMb: number;
   cpus: number;
+  /** The disk's size as the guest sees it (GiB). */
+  diskGb: number;
   idleTimeoutMs: number;
+  /** The request's narrowing of the egress policy (absent: its context's, or its tenant's). */
+  network?: NetworkPolicy;
 }
 
 /** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
@@ -178,8 +186,8 @@ export interface MachineSpec extends MachineShape {
   snapshot?: string;
   /** Its disk's qcow2 chain, writable top first. */
   disk: string[];
-  /** Exposed guest ports; each token names one in gateway URLs. */
-  ports: { port: number; token: string }[];
+  /** Exposed guest ports; each token names one in gateway URLs; `access: "key"` wants the tenant's API key too. */
+  ports: { port: number; token: string; access?: 'key' }[];
   /** What the E2B-compatible API keeps about a machine it made (compat/e2b); forks do not inherit it. */
   e2b?: E2bSandboxSpec;
 }
@@ -227,6 +235,8 @@ export interface SnapshotSpec extends MachineShape {
   machineType: string;
   accel: string;
   ports: number[];
+  /** Those of `ports` exposed with `access: "key"` (absent: none). */
+  keyPorts?: number[];
 }
 
 export interface SnapshotRow {

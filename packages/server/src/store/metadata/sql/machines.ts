@@ -1,14 +1,16 @@
-import type { MachineRow, MachineRowState, MachineSpec, SnapshotRow, SnapshotSpec } from '../rows.js';
+import type { MachineRow, MachineRowState, MachineShape, MachineSpec, SnapshotRow, SnapshotSpec } from '../rows.js';
 import type { MachineRepository } from '../types.js';
 import type { SqlDb } from './db.js';
 
 interface MachineRecord { id: string; tenant_id: string; state: string; spec: string; created_at: string }
 interface SnapshotRecord { id: string; tenant_id: string; machine_id: string; spec: string; created_at: string }
 
-function parse<T extends { format: number }>(what: string, text: string): T {
-  const spec = JSON.parse(text) as T;
-  if (spec.format !== 1) throw new Error(`${what}: unknown spec format ${String(spec.format)}`);
-  return spec;
+/** Reads a machine's or snapshot's spec; format 1 (before disks had sizes: all were 8 GiB) is read as format 2. */
+function parse<T extends MachineShape>(what: string, text: string): T {
+  const spec = JSON.parse(text) as Omit<T, 'format'> & { format: number; diskGb?: number };
+  if (spec.format === 1) return { ...spec, format: 2, diskGb: 8 } as T;
+  if (spec.format !== 2) throw new Error(`${what}: unknown spec format ${String(spec.format)}`);
+  return spec as T;
 }
 
 const toMachine = (r: MachineRecord): MachineRow => ({
