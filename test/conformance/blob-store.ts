@@ -20,6 +20,8 @@ export function blobStoreConformance(name: string, make: () => Promise<{ blobs: 
     assert.deepEqual(info, { digest: digestOf('hello blobs'), size: 11 });
     assert.equal((await all(await b.get(info.digest))).toString(), 'hello blobs');
     assert.equal((await all(await b.get(info.digest, { start: 6, end: 9 }))).toString(), 'blob');
+    assert.equal((await all(await b.get(info.digest, { start: 6, end: 99 }))).toString(), 'blobs', 'a range past the end is cut short');
+    assert.equal((await all(await b.get(info.digest, { start: 50, end: 60 }))).length, 0, 'a range after the end is empty');
     assert.deepEqual(await b.stat(info.digest), info);
   });
 

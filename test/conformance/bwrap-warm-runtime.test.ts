@@ -37,7 +37,7 @@ test('bwrap runtime, warm: a member that dies as it is taken never runs the comm
     const run = async (command: string, before?: () => void) => {
       const scratch = await f.snapshotter.prepare({ diskMb: 64 });
       before?.();
-      const r = await f.runtime.run({ mount: f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', command], env: {}, cwd: '/root', limits: LIMITS });
+      const r = await f.runtime.run({ mount: await f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', command], env: {}, cwd: '/root', limits: LIMITS });
       await f.snapshotter.release(scratch);
       return r;
     };

@@ -353,6 +353,31 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.equal(root.id, 'v0');
   });
 
+  withStore('numbers past 2^31 (bytes, milliseconds) come back as numbers, exact', async ({ md, root }) => {
+    const big = 5 * 2 ** 30 + 7;
+    const v = { ...version('big', root, ['image:x:1', 'lbig']), bytes: big };
+    assert.ok(await md.versions.commit({ version: v, layer: layer('lbig', big), moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }));
+    assert.strictEqual((await md.versions.get('big'))!.bytes, big);
+    assert.strictEqual(await md.versions.layerBytes(['lbig']), big);
+    assert.strictEqual(await md.tenants.storedBytes('t1'), big);
+    assert.strictEqual(await md.tenants.totalStoredBytes(), big);
+    const wallMs = 3e9; // 35 days of a 64 GiB machine: bytes × ms is past 2^63
+    await md.usage.record({ tenantId: 't1', context: 'c', kind: 'machine', createdAt: '2026-01-01T00:00:00.000Z', cpuMs: wallMs, wallMs,
+      memoryPeakBytes: 64 * 2 ** 30, bytesWritten: big, exitCode: null, egressBytes: big, ingressBytes: big, activeMs: wallMs / 2 });
+    const check = async () => {
+      const [t] = await md.usage.totals('t1', '2026-01-01T00:00:00.000Z', '2026-02-01T00:00:00.000Z', 'kind');
+      assert.deepStrictEqual(t, { key: 'machine', queries: 0, cpuMs: wallMs, wallMs, serviceSeconds: 0, machineSeconds: wallMs / 1000,
+        machineMbSeconds: wallMs * 65536 / 1000, bytesWritten: big, egressBytes: big, ingressBytes: big, serviceActiveSeconds: 0, machineActiveSeconds: wallMs / 2000 });
+    };
+    await check();
+    assert.equal(await md.usage.rollUp('2026-01-02T00:00:00.000Z', 10), 1);
+    await check();
+    await md.egressLog.record([{ tenantId: 't1', context: 'c', kind: 'machine', time: now(), host: 'h', port: 443, bytesOut: big, bytesIn: big, allowed: true }]);
+    assert.deepStrictEqual((await md.egressLog.recent('t1', 'c', 1)).map((c) => [c.port, c.bytesOut, c.bytesIn]), [[443, big, big]]);
+    await md.versions.commit({ version: { ...version('big2', root, ['image:x:1', 'lbig2']), context: 'c' }, layer: layer('lbig2', big) });
+    assert.deepStrictEqual((await md.versions.drop(['big2'], new Set())).layers.map((l) => l.bytes), [big]);
+  });
+
   withStore('sync and reclaim run at any time', async ({ md }) => {
     await md.sync();
     await md.reclaim();

@@ -26,7 +26,7 @@ export function runtimeConformance(name: string, make: () => Promise<RuntimeFixt
       const f = await make();
       const run = async (command: string, extra: Partial<SandboxSpec> = {}) => {
         const scratch = await f.snapshotter.prepare({ diskMb: 64 });
-        const r = await f.runtime.run({ mount: f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', command], env: {}, cwd: '/root', limits: LIMITS, ...extra });
+        const r = await f.runtime.run({ mount: await f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', command], env: {}, cwd: '/root', limits: LIMITS, ...extra });
         return { r, layer: await f.snapshotter.commit(scratch) };
       };
       try { await fn(f, run); } finally { await f.done(); }

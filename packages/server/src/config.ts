@@ -1,6 +1,7 @@
 import { availableParallelism, totalmem } from 'node:os';
 import path from 'node:path';
 import type { NetworkPolicy } from '@shellbase/protocol';
+import { invalid } from './errors.js';
 import { checkPolicy } from './net/policy.js';
 
 /** A query's resource limits, all present. */
@@ -41,6 +42,52 @@ export interface ServerConfig {
   quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; runningMachines: number; tenantCpus: number };
   machines: MachinesConfig;
   egress: EgressConfig;
+  /** The embedded metadata store when it is not `meta.db` in the home (SHELLBASE_METADATA=sqlite:PATH). */
+  metadataUrl?: string;
+  /** Cluster mode (docs/deploy.md): null for the embedded default (SQLite and this host's disk). */
+  cluster: ClusterConfig | null;
+}
+
+/** A worker of a cluster: the shared metadata and object store, and how it is reached. */
+export interface ClusterConfig {
+  /** The metadata store's URL (SHELLBASE_METADATA, --metadata): postgres://… */
+  metadata: string;
+  /** The blob store's URL (SHELLBASE_BLOBS, --blobs): s3://BUCKET/PREFIX */
+  blobs: string;
+  /** The S3 API's URL when it is not AWS's (SHELLBASE_S3_ENDPOINT, --s3-endpoint). */
+  s3Endpoint?: string;
+  /** The URL other workers reach this one at (SHELLBASE_ADVERTISE, --advertise); default: the address it listens on. */
+  advertise?: string;
+  /** Bytes of layers this worker keeps fetched or committed (SHELLBASE_CACHE_MAX_GB, default 20 GiB). */
+  cacheMaxBytes: number;
+  /** How often a worker says it is alive (and publishes its pins); three missed beats and it is gone. */
+  heartbeatMs: number;
+  /** How long a dropped layer's blob stays in the object store (SHELLBASE_BLOB_GRACE_MS, default 10 minutes). */
+  blobGraceMs: number;
+}
+
+/**
+ * The cluster settings the environment gives (SHELLBASE_METADATA with a postgres:// URL and
+ * SHELLBASE_BLOBS), or null for the embedded default. Half a cluster is refused.
+ */
+export function clusterFromEnv(e: Record<string, string | undefined> = env): ClusterConfig | null {
+  const metadata = e.SHELLBASE_METADATA || undefined;
+  const blobs = e.SHELLBASE_BLOBS || undefined;
+  const postgres = metadata !== undefined && /^postgres(ql)?:\/\//.test(metadata);
+  if (!postgres && blobs === undefined) return null;
+  if (!postgres || blobs === undefined) {
+    throw invalid(postgres ? 'a cluster needs an object store too: --blobs s3://BUCKET/PREFIX (SHELLBASE_BLOBS)'
+      : 'an object store is for a cluster, which needs Postgres too: --metadata postgres://… (SHELLBASE_METADATA)',
+    'give both --metadata postgres://… and --blobs s3://BUCKET/PREFIX, or neither for the embedded default');
+  }
+  return {
+    metadata, blobs,
+    ...(e.SHELLBASE_S3_ENDPOINT ? { s3Endpoint: e.SHELLBASE_S3_ENDPOINT } : {}),
+    ...(e.SHELLBASE_ADVERTISE ? { advertise: e.SHELLBASE_ADVERTISE } : {}),
+    cacheMaxBytes: Math.round(num('SHELLBASE_CACHE_MAX_GB', 20, e) * 2 ** 30),
+    heartbeatMs: num('SHELLBASE_HEARTBEAT_MS', 2000, e),
+    blobGraceMs: num('SHELLBASE_BLOB_GRACE_MS', 600_000, e),
+  };
 }
 
 export interface EgressConfig {
@@ -95,8 +142,8 @@ export interface MachinesConfig {
 }
 
 const env = process.env;
-const num = (name: string, fallback: number): number => {
-  const v = env[name];
+const num = (name: string, fallback: number, from: Record<string, string | undefined> = env): number => {
+  const v = from[name];
   if (v === undefined || v === '') return fallback;
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, not ${JSON.stringify(v)}`);
@@ -172,6 +219,8 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       maxPerTenant: num('SHELLBASE_EGRESS_MAX_TENANT_CONNECTIONS', 1024),
       logDays: num('SHELLBASE_EGRESS_LOG_DAYS', 7),
     },
+    ...(env.SHELLBASE_METADATA?.startsWith('sqlite:') ? { metadataUrl: env.SHELLBASE_METADATA } : {}),
+    cluster: overrides.cluster === undefined ? clusterFromEnv() : null,
     ...overrides,
   };
   for (const k of Object.keys(defaults) as (keyof Limits)[]) {

@@ -1,4 +1,4 @@
-export { loadConfig, type Limits, type ServerConfig } from './config.js';
+export { clusterFromEnv, loadConfig, type ClusterConfig, type Limits, type ServerConfig } from './config.js';
 export { startServer, type RunningServer } from './server.js';
 export { buildImage, imageBuilt, imageInfo, imageRootfs, IMAGE_NAMES } from './images/index.js';
 export { buildAssets } from './machines/assets.js';

@@ -13,7 +13,8 @@ import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
-import { SqliteMetadataStore } from './store/metadata/index.js';
+import { openMetadataStore } from './store/metadata/index.js';
+import { openCluster, type ClusterStores } from './cluster/open.js';
 import { startNetwork } from './net/index.js';
 import { GroupSync } from './util/group-sync.js';
 import { SANDBOX_ROOT } from './util/idmap.js';
@@ -32,7 +33,9 @@ export interface RunningServer {
 /**
  * One shellbase server over one data directory:
  * `$HOME/meta.db` (SQLite), `$HOME/store` (btrfs: `layers/`, `scratch/`),
- * `$HOME/admin.key`, `$HOME/server.pid`.
+ * `$HOME/admin.key`, `$HOME/server.pid`. In cluster mode (config.cluster) the metadata is in
+ * Postgres and layers in the object store; the data directory holds this worker's cache of
+ * layers, its scratch space and machines.
  */
 export async function startServer(config: ServerConfig, log: Logger = pino({ level: process.env.SHELLBASE_LOG_LEVEL ?? 'info' })): Promise<RunningServer> {
   assertNativeBuilt();
@@ -41,12 +44,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   chmodSync(config.home, 0o711);
   const pidFile = path.join(config.home, 'server.pid');
   claimHome(pidFile);
-  const metadata = new SqliteMetadataStore(path.join(config.home, 'meta.db'));
-  // The home is passable by others; the database (key hashes) is not readable by them.
-  for (const f of ['meta.db', 'meta.db-wal', 'meta.db-shm']) {
-    if (existsSync(path.join(config.home, f))) chmodSync(path.join(config.home, f), 0o600);
-  }
-  const layers = new BtrfsSnapshotter({
+  const local = new BtrfsSnapshotter({
     root: path.join(config.home, 'store'),
     imageFile: path.join(config.home, 'store.btrfs'),
     sizeGb: config.storeSizeGb,
@@ -54,6 +52,22 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     defaultDiskMb: config.defaults.diskMb,
     rootId: SANDBOX_ROOT,
   });
+  // Cluster mode: Postgres and the object store, this host's snapshotter as their cache.
+  const pins = new Pins();
+  let address = { api: '', gateway: '' };
+  let cluster: ClusterStores | null = null;
+  try {
+    cluster = config.cluster ? await openCluster(config.cluster, local, pins, () => address, () => pins.snapshot().versions.size, log) : null;
+  } catch (e) {
+    rmSync(pidFile, { force: true });
+    throw e;
+  }
+  const metadata = cluster?.metadata ?? (await openMetadataStore(config.metadataUrl, config.home));
+  // The home is passable by others; the database (key hashes) is not readable by them.
+  for (const f of ['meta.db', 'meta.db-wal', 'meta.db-shm']) {
+    if (existsSync(path.join(config.home, f))) chmodSync(path.join(config.home, f), 0o600);
+  }
+  const layers = cluster?.snapshotter ?? local;
   await layers.open();
   // Cgroups are named per data directory, so servers over different homes never touch each other's.
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
@@ -66,7 +80,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
-  const deps = { config, metadata, snapshotter: layers, runtime, log, meter, pins: new Pins(), durability, ...startNetwork(config, metadata.egressLog, meter, log) };
+  const deps = {
+    config, metadata, snapshotter: layers, runtime, log, meter, pins, durability, ...startNetwork(config, metadata.egressLog, meter, log),
+    ...(cluster ? { cluster: cluster.worker } : {}),
+  };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.
   let machines: Machines | null = null;
   const engine = new Engine(deps, {
@@ -87,6 +104,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     await engine.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await layers.close();
+    await cluster?.close();
     await metadata.close();
     rmSync(pidFile, { force: true });
     throw e;
@@ -107,6 +125,14 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   config.gatewayPort = portOf(gateway);
   const url = `http://${hostPart}:${portOf(app.server)}`;
   const gatewayUrl = `http://${hostPart}:${config.gatewayPort}`;
+  // Other workers reach this one at its advertised host (or where it listens), the gateway at its port there.
+  const advertised = new URL(config.cluster?.advertise ?? url);
+  address = { api: advertised.href.replace(/\/$/, ''), gateway: `${advertised.protocol}//${advertised.hostname}:${config.gatewayPort}` };
+  await cluster?.worker.start();
+  if (!/^(127\.|::1$|localhost$)/.test(config.host)) {
+    // The workers serve plain HTTP: beyond loopback, TLS must come from in front (docs/deploy.md).
+    log.warn({ host: config.host }, 'serving plain HTTP (no TLS) beyond loopback: API keys and data cross the network unencrypted; put a TLS proxy in front (docs/deploy.md)');
+  }
   let closing: Promise<void> | null = null;
   return {
     url, gatewayUrl, adminKeyFile, engine, machines,
@@ -120,6 +146,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
       await deps.egress.close();
       await runtime.close();
       await layers.close();
+      await cluster?.close();
       await metadata.close();
       rmSync(pidFile, { force: true });
     })()),

@@ -13,20 +13,29 @@ export async function server(): Promise<typeof import('@shellbase/server')> {
   }
 }
 
-const SERVE = 'shellbase serve [--host H] [--port P] [--gateway-port P] [--demo]';
+const SERVE = 'shellbase serve [--host H] [--port P] [--gateway-port P] [--demo]\n'
+  + '                [--metadata postgres://… --blobs s3://BUCKET/PREFIX [--s3-endpoint URL] [--advertise URL]]   (a cluster worker: docs/deploy.md)';
+const CLUSTER_FLAGS = { metadata: 'SHELLBASE_METADATA', blobs: 'SHELLBASE_BLOBS', 's3-endpoint': 'SHELLBASE_S3_ENDPOINT', advertise: 'SHELLBASE_ADVERTISE' } as const;
 
 /** Commands that run on the server's host: the server itself and what it builds into the cache. */
 export const serverCommands: Command[] = [
   {
     name: 'serve',
-    spec: { usage: SERVE, flags: { host: 'string', port: 'string', 'gateway-port': 'string', demo: 'boolean' } },
+    spec: {
+      usage: SERVE,
+      flags: { host: 'string', port: 'string', 'gateway-port': 'string', demo: 'boolean', metadata: 'string', blobs: 'string', 's3-endpoint': 'string', advertise: 'string' },
+    },
     async run(args) {
-      const { buildImage, loadConfig, startServer } = await server();
+      const { buildImage, clusterFromEnv, loadConfig, startServer } = await server();
+      // Flags win over the environment's SHELLBASE_METADATA, SHELLBASE_BLOBS, …
+      const env: Record<string, string | undefined> = { ...process.env };
+      for (const [name, variable] of Object.entries(CLUSTER_FLAGS)) env[variable] = flag(args, name) ?? env[variable];
+      const cluster = clusterFromEnv(env);
       const port = numberFlag(args, 'port', SERVE);
       const gatewayPort = numberFlag(args, 'gateway-port', SERVE);
       const host = flag(args, 'host');
       const config = loadConfig({
-        ...(host ? { host } : {}), ...(port !== undefined ? { port } : {}), ...(gatewayPort !== undefined ? { gatewayPort } : {}),
+        cluster, ...(host ? { host } : {}), ...(port !== undefined ? { port } : {}), ...(gatewayPort !== undefined ? { gatewayPort } : {}),
       });
       await buildImage(config.cache, 'debian', (line) => console.error(line));
       const running = await startServer(config);

@@ -2,6 +2,7 @@ import { Agent, createServer, request, type IncomingMessage, type Server, type S
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { PortTarget } from '../util/pipe.js';
+import { FORWARDED, forwardRequest, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
 
 /** Which service a request is for: `{token}.localhost[:port]` or the `/s/{token}/` prefix. */
@@ -13,7 +14,7 @@ export function route(host: string | undefined, url: string): { token: string; p
   return null;
 }
 
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
+export const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
 
 /**
  * The gateway: one HTTP server for every service and every exposed machine
@@ -38,14 +39,21 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
     return { run, path: r.path };
   }
 
+  /** In a cluster, the gateway of the worker running the target, unless that is this one (or the request was passed here). */
+  const elsewhere = async (req: IncomingMessage, run: PortTarget) => (req.headers[FORWARDED] ? null : ((await run.elsewhere?.())?.gateway ?? null));
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { run, path } = await find(req);
+    const there = await elsewhere(req, run);
+    if (there) return forwardRequest(there, req, res, (err) => fail(res, err));
     await proxy.request(run, req, res, path);
   }
 
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     void (async () => {
       const { run, path } = await find(req);
+      const there = await elsewhere(req, run);
+      if (there) return forwardUpgrade(there, req, socket, head);
       await proxy.upgrade(run, req, socket, head, path);
     })().catch((err: unknown) => failUpgrade(socket, err));
   });

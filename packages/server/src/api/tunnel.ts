@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Caller } from '../core/deps.js';
+import { FORWARDED, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import type { PortTarget } from '../util/pipe.js';
 
@@ -39,6 +40,12 @@ export function tunnelUpgrades(begin: (authorization: string | undefined) => Pro
       const caller = await begin(req.headers.authorization);
       try {
         const target = await find(caller, req.url ?? '/');
+        // In a cluster, a service another worker runs is reached through that worker's API.
+        const there = req.headers[FORWARDED] ? null : await target.elsewhere?.();
+        if (there) {
+          forwardUpgrade(there.api, req, socket, head);
+          return;
+        }
         const { socketPath, release } = await target.acquire();
         const up = connect(socketPath);
         try {

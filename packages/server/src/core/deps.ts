@@ -8,6 +8,7 @@ import type { Hold, Pins } from './pins.js';
 import type { NetworkPolicy } from '@shellbase/protocol';
 import type { Egress } from '../net/egress.js';
 import type { Forwarder } from '../net/forwarder.js';
+import type { Cluster } from './cluster.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
 export interface Caller {
@@ -51,6 +52,8 @@ export interface Deps {
   egress: Egress;
   /** sbx-forward in the data directory: ports on a sandbox's 127.0.0.1 that reach the server. */
   forwarder: Forwarder;
+  /** The other workers, in cluster mode (core/cluster.ts); absent in the embedded default. */
+  cluster?: Cluster;
 }
 
 /** Tenant id of versions every tenant may read: the root versions of images. */

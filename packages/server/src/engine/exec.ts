@@ -62,16 +62,19 @@ export class ExecRunner {
   async exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks): Promise<ExecResult> {
     const quotas = quotasOf(this.deps.config, caller);
     const running = this.running.get(caller.tenantId) ?? 0;
-    if (running >= quotas.concurrentQueries) {
-      throw overQuota('concurrentQueries', quotas.concurrentQueries, 'wait for running queries to end, or ask the admin for a higher quota');
-    }
-    this.running.set(caller.tenantId, running + 1);
+    const over = () => overQuota('concurrentQueries', quotas.concurrentQueries, 'wait for running queries to end, or ask the admin for a higher quota');
+    if (running >= quotas.concurrentQueries) throw over();
+    // In a cluster the quota counts the tenant's queries on every live worker (core/cluster.ts).
+    const cluster = this.deps.cluster;
+    if (cluster && !(await cluster.admit(caller.tenantId, 'query', quotas.concurrentQueries))) throw over();
+    this.running.set(caller.tenantId, (this.running.get(caller.tenantId) ?? 0) + 1);
     const p = this.execTracked(caller, name, req, hooks, quotas);
     this.inflight.add(p);
     try { return await p; } finally {
       this.inflight.delete(p);
       const left = (this.running.get(caller.tenantId) ?? 1) - 1;
       if (left > 0) this.running.set(caller.tenantId, left); else this.running.delete(caller.tenantId);
+      await cluster?.release(caller.tenantId, 'query').catch((err: unknown) => this.deps.log.error({ err }, 'giving back a query slot failed'));
     }
   }
 
@@ -186,7 +189,7 @@ export class ExecRunner {
     let run: SandboxResult;
     try {
       run = await runtime.run({
-        mount: layers.mounts(base.layers, scratch), argv: spec.argv, preamble: spec.preamble, user: spec.user, env: spec.env,
+        mount: await layers.mounts(base.layers, scratch), argv: spec.argv, preamble: spec.preamble, user: spec.user, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });

@@ -115,7 +115,7 @@ const breath = () => new Promise<void>((resolve) => setImmediate(resolve));
  * tree until a later run finds it unpinned.
  */
 export class GarbageCollector {
-  private running: Promise<GcResult> | null = null;
+  private running: Promise<GcResult | null> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private soon: NodeJS.Timeout | null = null;
 
@@ -135,10 +135,18 @@ export class GarbageCollector {
     this.soon.unref();
   }
 
-  /** Runs now, or joins the run in progress. */
+  /**
+   * Runs now, or joins the run in progress. In a cluster one worker collects at a time (an
+   * advisory lock): a run asked for waits for another worker's to end, then runs.
+   */
   run(): Promise<GcResult> {
-    this.running ??= this.collect().finally(() => { this.running = null; });
-    return this.running;
+    this.running ??= this.exclusive(true).finally(() => { this.running = null; });
+    return this.running as Promise<GcResult>;
+  }
+
+  private async exclusive(wait: boolean): Promise<GcResult | null> {
+    const cluster = this.deps.cluster;
+    return cluster ? cluster.exclusive('shellbase:gc', () => this.collect(), { wait }) : this.collect();
   }
 
   async stop(): Promise<void> {
@@ -148,13 +156,19 @@ export class GarbageCollector {
     await this.running?.catch(() => undefined);
   }
 
+  /** A scheduled run: skipped when one runs here, or (in a cluster) on another worker. */
   private background(): void {
-    this.run().catch((err) => this.deps.log.error({ err }, 'garbage collection failed'));
+    if (this.running) return;
+    this.running = this.exclusive(false).finally(() => { this.running = null; });
+    this.running.catch((err) => this.deps.log.error({ err }, 'garbage collection failed'));
   }
 
   private async collect(): Promise<GcResult> {
-    const { metadata, snapshotter, pins, log, meter, config } = this.deps;
+    const { metadata, snapshotter, log, meter, config, cluster } = this.deps;
     const started = performance.now();
+    // In a cluster, what the other workers' running work pins (their last heartbeats) counts too.
+    const elsewhere = cluster ? await cluster.pinnedElsewhere() : null;
+    const pins = { snapshot: () => withElsewhere(this.deps.pins.snapshot(), elsewhere) };
     const deadline = started + config.gc.budgetMs;
     const retentionOf = await this.retentions();
     const removed: LayerRow[] = [];
@@ -192,6 +206,7 @@ export class GarbageCollector {
       await snapshotter.remove(removed.slice(i, i + PAGE).map((l) => l.id));
       await breath();
     }
+    if (cluster) await cluster.deleteDueBlobs().catch((err) => { log.error({ err }, 'deleting blobs from the object store failed'); });
     const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;
     if (complete) await this.trimEgressLog(deadline);
     await metadata.reclaim();
@@ -251,4 +266,12 @@ export class GarbageCollector {
     }
     return (tenantId) => own.get(tenantId) ?? fallback;
   }
+}
+
+/** The local pins with the other workers' added (the same sets when there are none). */
+function withElsewhere(local: { versions: Set<string>; layers: Set<string> }, elsewhere: { versions: Set<string>; layers: Set<string> } | null) {
+  if (!elsewhere) return local;
+  for (const v of elsewhere.versions) local.versions.add(v);
+  for (const l of elsewhere.layers) local.layers.add(l);
+  return local;
 }

@@ -53,7 +53,12 @@ export class Squasher {
   /** Squashes all but the newest KEEP_TOP layers of a version (one squash per layer chain at a time). */
   async squashVersion(version: VersionRow): Promise<number> {
     const { metadata, snapshotter: layers, log } = this.deps;
-    return this.locks.run(version.layers[1] ?? version.id, () => this.pinned(version.id, async (current) => {
+    const key = version.layers[1] ?? version.id;
+    const cluster = this.deps.cluster;
+    // One squash per chain at a time: in this process, or in a cluster on any worker (the second
+    // then finds the chain already short, or the prefix gone, and does nothing).
+    const exclusive = (task: () => Promise<number>) => (cluster ? cluster.exclusive(`shellbase:squash:${key}`, task).then((n) => n ?? 0) : this.locks.run(key, task));
+    return exclusive(() => this.pinned(version.id, async (current) => {
       if (!current || current.layers.length - 1 <= KEEP_TOP + 1) return 0;
       const prefix = current.layers.slice(0, current.layers.length - KEEP_TOP);
       const [image, ...rest] = prefix;

@@ -32,7 +32,13 @@ export class Tenants {
     const file = path.join(this.config.home, 'admin.key');
     if (await this.md.tenants.admin()) return file;
     const key = existsSync(file) ? readFileSync(file, 'utf8').trim() : newApiKey();
-    await this.md.tenants.create({ id: 't_admin', name: 'admin', admin: true, createdAt: new Date().toISOString() });
+    try {
+      await this.md.tenants.create({ id: 't_admin', name: 'admin', admin: true, createdAt: new Date().toISOString() });
+    } catch (e) {
+      // Another worker of a cluster made it meanwhile: its key is in that worker's home.
+      if (await this.md.tenants.admin()) return file;
+      throw e;
+    }
     await this.md.tenants.addKey('t_admin', hashKey(key));
     await this.durability.metadata();
     writeFileSync(file, `${key}\n`, { mode: 0o600 });

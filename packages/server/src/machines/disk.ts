@@ -110,7 +110,7 @@ export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLa
     writeFileSync(made, '', { mode: 0o600 });
     chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
     await runtime.runHelper({
-      mount: layers.mounts(versionLayers, scratch), extraLowers: above,
+      mount: await layers.mounts(versionLayers, scratch), extraLowers: above,
       argv: (merged) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
     });
     chownSync(made, 0, 0);

@@ -54,6 +54,9 @@ export class Machines {
   /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
   async open(): Promise<void> {
     if (findAssets(this.deps.config.cache)) await this.host();
+    // In a cluster the rows are every worker's, and nothing yet says which worker runs which
+    // machine: a worker's start leaves them as they are (docs/deploy.md, what is not shared yet).
+    if (this.deps.cluster) return;
     for (const row of await this.deps.metadata.machines.list()) {
       if (row.state === 'hibernated' && existsSync(this.layout.hibernation(row.id).state)) continue;
       if (row.state !== 'stopped') {

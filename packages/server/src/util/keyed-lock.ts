@@ -2,6 +2,11 @@
 export class KeyedLock {
   private readonly tails = new Map<string, Promise<unknown>>();
 
+  /** Whether a task of `key` is running or waiting. */
+  busy(key: string): boolean {
+    return this.tails.has(key);
+  }
+
   run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const prev = this.tails.get(key) ?? Promise.resolve();
     const next = prev.then(task, task);

@@ -11,6 +11,8 @@ export interface PortTarget {
   acquire(): Promise<{ socketPath: string; release: () => void }>;
   /** Joins `client` to the target as a byte pipe (after `preface`), holding it awake until either side closes. */
   pipe(client: Duplex, preface?: (string | Buffer)[]): Promise<void>;
+  /** In a cluster: the API and gateway URLs of the worker that runs the target now, when that is not this one. */
+  elsewhere?(): Promise<{ api: string; gateway: string } | null>;
 }
 
 /** PortTarget.pipe in terms of its acquire. */

@@ -39,6 +39,10 @@ export interface RunContext {
   forwarding(): Promise<Forwarding | null>;
   /** An egress session under the service's effective policy (null: none). */
   egress(): Promise<EgressSession | null>;
+  /** Told each time the run is back asleep (a cluster gives up the service's lease). */
+  slept?(): void;
+  /** In a cluster: the API and gateway URLs of the live worker that runs the service, when not this one. */
+  elsewhere?(): Promise<{ api: string; gateway: string } | null>;
 }
 
 /**
@@ -122,7 +126,7 @@ export class ServiceRun implements PortTarget {
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
-        mount: deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, user: as.user, cwd: as.cwd,
+        mount: await deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, user: as.user, cwd: as.cwd,
         env: this.session ? { ...proxyEnv(), ...as.env } : as.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
@@ -170,6 +174,12 @@ export class ServiceRun implements PortTarget {
   /** Moves along the lifecycle table (engine/services/lifecycle.ts). */
   private go(event: ServiceEvent): void {
     this.state = SERVICE_LIFECYCLE.next(this.row.name, this.state, event);
+    if (this.state === 'sleeping') this.ctx.slept?.();
+  }
+
+  /** While it sleeps here, where it runs instead (another worker of a cluster), if anywhere. */
+  async elsewhere(): Promise<{ api: string; gateway: string } | null> {
+    return this.state === 'sleeping' && this.ctx.elsewhere ? this.ctx.elsewhere() : null;
   }
 
   /** SIGTERM, a grace period, SIGKILL; the run's writes then commit. Resolves once it sleeps. */

@@ -137,11 +137,18 @@ export class Services {
 
   async list(caller: Caller, context: string): Promise<Service[]> {
     checkName(context);
-    return (await this.deps.metadata.services.list(caller.tenantId, context)).map((r) => this.toService(r));
+    return Promise.all((await this.deps.metadata.services.list(caller.tenantId, context)).map((r) => this.placed(this.toService(r), r)));
   }
 
   async get(caller: Caller, context: string, name: string): Promise<Service> {
-    return this.toService(await this.row(caller, context, name));
+    const row = await this.row(caller, context, name);
+    return this.placed(this.toService(row), row);
+  }
+
+  /** In a cluster, a service asleep here but awake on another worker is `running` (its lease says where). */
+  private async placed(s: Service, row: ServiceRow): Promise<Service> {
+    if (s.state !== 'sleeping' || !this.deps.cluster) return s;
+    return (await this.deps.cluster.elsewhere('service', row.token)) ? { ...s, state: 'running' } : s;
   }
 
   /** The run of a caller's service (what a TCP tunnel joins). */
@@ -210,9 +217,31 @@ export class Services {
           const tenant = await this.deps.metadata.tenants.get(row.tenantId);
           const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
           const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
-          if (awake >= runningServices) throw overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
+          const over = () => overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
+          if (awake >= runningServices) throw over();
+          const cluster = this.deps.cluster;
+          if (cluster) {
+            // In a cluster a service runs on one worker at a time (the one holding its lease), and
+            // the quota counts the tenant's services awake on every live worker.
+            const lease = await cluster.claim('service', row.token);
+            if (!lease.mine) {
+              throw new ShellbaseError('unavailable', `service ${row.name} is running on another worker`, { hint: 'retry: requests through the gateway are passed to that worker', details: { gateway: lease.gateway } });
+            }
+            if (!(await cluster.admit(row.tenantId, 'service', runningServices))) {
+              await cluster.unclaim('service', row.token);
+              throw over();
+            }
+          }
           return { tenantCpus };
         },
+        slept: () => {
+          const cluster = this.deps.cluster;
+          if (!cluster) return;
+          const failed = (err: unknown) => this.deps.log.error({ err, service: row.name }, 'giving up a service lease or quota slot failed');
+          cluster.release(row.tenantId, 'service').catch(failed);
+          cluster.unclaim('service', row.token).catch(failed);
+        },
+        elsewhere: async () => (this.deps.cluster ? this.deps.cluster.elsewhere('service', row.token) : null),
         socketPath: path.join(this.dir, `${row.token}.sock`),
         forwarding: () => this.forwarding(row.tenantId, row.context, row.name),
         egress: async () => this.network.open(row.tenantId, row.context, 'service', await this.network.effectiveOf(row.tenantId, row.context, row.spec.network)),

@@ -23,7 +23,10 @@ export interface BlobStore {
    * (an Error with code `digest_mismatch`) and nothing is kept.
    */
   put(body: Readable, options?: { expect?: string }): Promise<BlobInfo>;
-  /** The blob's bytes (from `start` to `end` inclusive); an Error with code `not_found` when absent. */
+  /**
+   * The blob's bytes (from `start` to `end` inclusive; a range past the end is cut short, or empty);
+   * an Error with code `not_found` when absent.
+   */
   get(digest: string, range?: { start: number; end: number }): Promise<Readable>;
   stat(digest: string): Promise<BlobInfo | null>;
   /** Deletes a blob; false when there was none. */
@@ -34,8 +37,11 @@ export interface BlobStore {
 
 export const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
+/** The codes of the Errors blob stores (and layer packs, pack.ts) throw. */
+export type BlobErrorCode = 'not_found' | 'digest_mismatch' | 'invalid_digest' | 'invalid_pack' | 'unknown_pack_format';
+
 /** An Error with the code the interface names. */
-export function blobError(code: 'not_found' | 'digest_mismatch' | 'invalid_digest', message: string): Error {
+export function blobError(code: BlobErrorCode, message: string): Error {
   return Object.assign(new Error(message), { code });
 }
 

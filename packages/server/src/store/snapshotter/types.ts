@@ -137,8 +137,11 @@ export interface Snapshotter {
    */
   recover(known: (ids: string[]) => Promise<Set<string>>): Promise<{ scratch: number; layers: number }>;
   prepare(options: { diskMb: number }): Promise<Scratch>;
-  /** The mount of `layers` (bottom first) under `scratch`, for the runtime. */
-  mounts(layers: readonly string[], scratch: Scratch): MountSpec;
+  /**
+   * The mount of `layers` (bottom first) under `scratch`, for the runtime. Asynchronous because
+   * a snapshotter that caches layers (cluster mode) first fetches those this host lacks.
+   */
+  mounts(layers: readonly string[], scratch: Scratch): Promise<MountSpec>;
   /** Turns the scratch into a layer; null (and the scratch dropped) when nothing was written. */
   commit(scratch: Scratch): Promise<CommittedLayer | null>;
   discard(scratch: Scratch): Promise<void>;
@@ -165,4 +168,18 @@ export interface Snapshotter {
   sync(): Promise<void>;
   /** Unmounts what `open` mounted. */
   close(): Promise<void>;
+}
+
+/**
+ * A snapshotter whose layers can leave this host and come back as packed blobs
+ * (store/blobs/pack.ts, LAYER_PACK_FORMAT): what cluster mode needs of the local snapshotter
+ * (store/snapshotter/cluster/). Image layers never travel: every host builds its images.
+ */
+export interface LayerTransfer {
+  /** Whether the layer is complete on this host (image layers: always). */
+  has(layerId: string): boolean;
+  /** The layer packed (a stream that fails, never ends cleanly, when packing fails). */
+  exportLayer(layerId: string): Readable;
+  /** Makes the layer from its pack, under the same id; nothing of it stays when it fails. */
+  importLayer(layerId: string, packed: Readable): Promise<{ bytes: number }>;
 }

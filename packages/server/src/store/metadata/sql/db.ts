@@ -14,9 +14,12 @@ export interface SqlDb {
   /** Rows changed. */
   run(sql: string, params?: readonly Param[]): Promise<number>;
   /**
-   * Runs `fn` in one transaction that takes the database's write lock at once
-   * (SQLite: BEGIN IMMEDIATE; Postgres: a transaction on one pooled
-   * connection); commits if `fn` resolves, rolls back if it throws.
+   * Runs `fn` in one transaction that behaves as if no other ran at the same
+   * time (SQLite: BEGIN IMMEDIATE, one writer at a time; Postgres:
+   * SERIALIZABLE on one pooled connection); commits if `fn` resolves, rolls
+   * back if it throws. `fn` may run more than once (Postgres runs a
+   * transaction again after a serialization failure or deadlock): it keeps
+   * its effects in the database and hands what it did back as its result.
    */
   tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T>;
 }

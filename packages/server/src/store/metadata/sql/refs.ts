@@ -16,7 +16,7 @@ export async function addRefs(db: SqlDb, tenantId: string, layerIds: readonly st
     ids.flatMap((id) => [tenantId, id, delta]),
   );
   // A layer the tenant now refers to for the first time, or no longer refers to at all, changes its bytes.
-  const crossed = rows.filter((r) => (delta > 0 ? r.refs === delta : r.refs <= 0)).map((r) => r.layer_id);
+  const crossed = rows.filter((r) => (delta > 0 ? Number(r.refs) === delta : Number(r.refs) <= 0)).map((r) => r.layer_id);
   if (crossed.length) {
     const sign = delta > 0 ? '+' : '-';
     await db.run(`UPDATE tenants SET stored_bytes = stored_bytes ${sign} (SELECT COALESCE(SUM(bytes), 0) FROM layers WHERE id IN (${marks(crossed.length)})) WHERE id = ?`,

@@ -9,8 +9,11 @@ const KEYS: Record<UsageGrouping, [ledger: string, hourly: string]> = {
   day: ['substr(created_at, 1, 10)', 'substr(hour, 1, 10)'],
   hour: ['substr(created_at, 1, 13)', 'substr(hour, 1, 13)'],
 };
-/** Machine rows' memory in MiB times their milliseconds: what machineMbSeconds sums. */
-const MB_MS = "CASE WHEN kind = 'machine' THEN wall_ms * memory_peak_bytes / 1048576.0 ELSE 0 END";
+/**
+ * Machine rows' memory in MiB times their milliseconds: what machineMbSeconds sums. MiB first, so
+ * the product is never an integer one (a day of 64 GiB in bytes × ms passes Postgres's BIGINT).
+ */
+const MB_MS = "CASE WHEN kind = 'machine' THEN wall_ms * (memory_peak_bytes / 1048576.0) ELSE 0 END";
 
 /**
  * The usage ledger: a row per query, service run and machine segment, and

@@ -12,11 +12,11 @@ interface VersionRecord {
 const COLUMNS = 'id, tenant_id, parent, merged, context, depth, layers, cause, bytes, created_at';
 
 const toVersion = (r: VersionRecord): VersionRow => ({
-  id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, context: r.context, depth: r.depth, layers: JSON.parse(r.layers),
-  cause: JSON.parse(r.cause), bytes: r.bytes, createdAt: r.created_at,
+  id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, context: r.context, depth: Number(r.depth), layers: JSON.parse(r.layers),
+  cause: JSON.parse(r.cause), bytes: Number(r.bytes), createdAt: r.created_at,
 });
 const toLayer = (r: { id: string; kind: LayerRow['kind']; bytes: number; created_at: string; digest?: string | null }): LayerRow => ({
-  id: r.id, kind: r.kind, bytes: r.bytes, createdAt: r.created_at, ...(r.digest ? { digest: r.digest } : {}),
+  id: r.id, kind: r.kind, bytes: Number(r.bytes), createdAt: r.created_at, ...(r.digest ? { digest: r.digest } : {}),
 });
 
 const HEAD_MOVED = new Error('head moved');
@@ -39,7 +39,9 @@ export async function insertVersion(db: SqlDb, v: NewVersion, detached: boolean)
  * them. An image's root version (sql/images.ts) is a root of what collection
  * keeps, as a head is, while an image names it. The `detached` column marks versions committed without moving a head
  * (conflicts, work whose context went): no head reaches them, so while young
- * and owned they are roots of what collection keeps.
+ * and owned they are roots of what collection keeps. A walk over history
+ * follows `parent` and `merged` in one recursive term (`… ON p.id = v.parent
+ * OR p.id = v.merged`): Postgres allows a recursive CTE only one.
  */
 export class SqlVersions implements VersionRepository {
   constructor(private readonly db: SqlDb) {}
@@ -79,7 +81,7 @@ export class SqlVersions implements VersionRepository {
   async lineage(id: string, limit: number): Promise<VersionRow[]> {
     const rows = await this.db.all<VersionRecord>(
       `WITH RECURSIVE chain(id, n) AS (
-         SELECT ?, 0
+         SELECT id, 0 FROM versions WHERE id = ?
          UNION ALL
          SELECT v.parent, c.n + 1 FROM versions v JOIN chain c ON v.id = c.id
          WHERE v.parent IS NOT NULL AND c.n + 1 < ?
@@ -127,10 +129,9 @@ export class SqlVersions implements VersionRepository {
       : {
         sql: `id IN (WITH RECURSIVE sub(id) AS (
             SELECT id FROM versions WHERE id = ? AND ${starts}
-            UNION SELECT c.id FROM versions c JOIN sub s ON c.parent = s.id WHERE ${starts.replace(/layers/g, 'c.layers')}
-            UNION SELECT c.id FROM versions c JOIN sub s ON c.merged = s.id WHERE ${starts.replace(/layers/g, 'c.layers')}
+            UNION SELECT c.id FROM versions c JOIN sub s ON c.parent = s.id OR c.merged = s.id WHERE ${starts.replace(/layers/g, 'c.layers')}
           ) SELECT id FROM sub)`,
-        params: [from, ...startsParams, ...startsParams, ...startsParams],
+        params: [from, ...startsParams, ...startsParams],
       };
     return this.db.tx(async (db) => {
       await this.insertLayer(db, layer);
@@ -149,8 +150,7 @@ export class SqlVersions implements VersionRepository {
     const keep = `
       pins(id) AS (
         SELECT id FROM versions WHERE id IN (${pins.length ? marks(pins.length) : 'NULL'})
-        UNION SELECT c.id FROM versions c JOIN pins p ON c.parent = p.id
-        UNION SELECT c.id FROM versions c JOIN pins p ON c.merged = p.id
+        UNION SELECT c.id FROM versions c JOIN pins p ON c.parent = p.id OR c.merged = p.id
       ),
       heads(id) AS (SELECT head FROM contexts WHERE tenant_id = ? UNION SELECT version FROM images WHERE tenant_id = ?)`;
     // Old versions more than keepVersions steps from every root.
@@ -162,14 +162,13 @@ export class SqlVersions implements VersionRepository {
        ),
        near(id, d) AS (
          SELECT id, 0 FROM roots
-         UNION SELECT v.parent, n.d + 1 FROM near n JOIN versions v ON v.id = n.id WHERE v.parent IS NOT NULL AND n.d + 1 < ?
-         UNION SELECT v.merged, n.d + 1 FROM near n JOIN versions v ON v.id = n.id WHERE v.merged IS NOT NULL AND n.d + 1 < ?
+         UNION SELECT p.id, n.d + 1 FROM near n JOIN versions v ON v.id = n.id JOIN versions p ON p.id = v.parent OR p.id = v.merged WHERE n.d + 1 < ?
        )
        SELECT v.id FROM versions v
        WHERE v.tenant_id = ? AND v.created_at < ?
          AND v.id NOT IN (SELECT id FROM near) AND v.id NOT IN (SELECT id FROM heads) AND v.id NOT IN (SELECT id FROM pins)
        ORDER BY v.created_at LIMIT ?`,
-      [...pins, tenantId, tenantId, tenantId, r.cutoff, r.keepVersions, r.keepVersions, tenantId, r.cutoff, limit],
+      [...pins, tenantId, tenantId, tenantId, r.cutoff, r.keepVersions, tenantId, r.cutoff, limit],
     );
     if (old.length >= limit) return old.map((x) => x.id);
     // Versions no context owns that nothing owned (or a head) stands on: walked up from owned children.
@@ -179,8 +178,7 @@ export class SqlVersions implements VersionRepository {
          SELECT p.id FROM versions p JOIN versions c ON c.parent = p.id WHERE p.tenant_id = ? AND p.context IS NULL AND c.context IS NOT NULL
          UNION SELECT p.id FROM versions p JOIN versions c ON c.merged = p.id WHERE p.tenant_id = ? AND p.context IS NULL AND c.context IS NOT NULL
          UNION SELECT id FROM heads
-         UNION SELECT v.parent FROM live l JOIN versions v ON v.id = l.id WHERE v.parent IS NOT NULL AND v.context IS NULL
-         UNION SELECT v.merged FROM live l JOIN versions v ON v.id = l.id WHERE v.merged IS NOT NULL AND v.context IS NULL
+         UNION SELECT p.id FROM live l JOIN versions v ON v.id = l.id JOIN versions p ON p.id = v.parent OR p.id = v.merged WHERE v.context IS NULL
        )
        SELECT v.id FROM versions v
        WHERE v.tenant_id = ? AND v.context IS NULL AND v.created_at >= ?
@@ -192,21 +190,20 @@ export class SqlVersions implements VersionRepository {
   }
 
   async drop(ids: readonly string[], keepLayers: ReadonlySet<string>): Promise<DropResult> {
-    let versions = 0;
-    let deferred = 0;
-    const layers: LayerRow[] = [];
+    const out: DropResult = { versions: 0, layers: [], deferred: 0 };
     for (let i = 0; i < ids.length; i += CHUNK) {
       const chunk = ids.slice(i, i + CHUNK);
-      await this.db.tx(async (db) => {
+      // A transaction may run more than once (sql/db.ts): it returns what it did, counted here after.
+      const r = await this.db.tx(async (db): Promise<DropResult> => {
         const rows = await db.all<{ id: string; tenant_id: string; layers: string }>(
           `SELECT id, tenant_id, layers FROM versions WHERE id IN (${marks(chunk.length)})
              AND id NOT IN (SELECT head FROM contexts) AND id NOT IN (SELECT version FROM images)`, chunk);
-        if (rows.length === 0) return;
+        if (rows.length === 0) return { versions: 0, layers: [], deferred: 0 };
         const doomed = rows.map((r) => r.id);
         const m = marks(doomed.length);
         await db.run(`UPDATE versions SET parent = NULL WHERE parent IN (${m})`, doomed);
         await db.run(`UPDATE versions SET merged = NULL WHERE merged IN (${m})`, doomed);
-        versions += await db.run(`DELETE FROM versions WHERE id IN (${m})`, doomed);
+        const versions = await db.run(`DELETE FROM versions WHERE id IN (${m})`, doomed);
         await db.run(`DELETE FROM build_cache WHERE version IN (${m})`, doomed);
         // Each layer loses one reference per dropped version that named it.
         const byTenant = new Map<string, Map<string, number>>();
@@ -221,12 +218,13 @@ export class SqlVersions implements VersionRepository {
           for (const [n, ls] of byCount) await addRefs(db, tenant, ls, -n);
         }
         const touched = [...new Set([...byTenant.values()].flatMap((c) => [...c.keys()]))];
-        const r = await this.deleteUnreferenced(db, touched, keepLayers);
-        layers.push(...r.layers);
-        deferred += r.deferred;
+        return { ...(await this.deleteUnreferenced(db, touched, keepLayers)), versions };
       });
+      out.versions += r.versions;
+      out.layers.push(...r.layers);
+      out.deferred += r.deferred;
     }
-    return { versions, layers, deferred };
+    return out;
   }
 
   /** Deletes the rows of candidates no version refers to, but those in `keep` (counted as deferred). */

@@ -6,9 +6,11 @@ import { SBX_STORE } from '../../../util/native.js';
 import { isImageLayer, newImportedLayerId } from '../../../images/ids.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer, type ScanResult } from './scan.js';
-import type { Change, CommittedLayer, LayerReader, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
+import type { Change, CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
+import { packLayer, unpackLayer } from '../../blobs/pack.js';
+import type { Readable } from 'node:stream';
 import { closeVolume, openVolume } from './volume.js';
 
 /** Version of `layers/ID/meta.json`. */
@@ -45,7 +47,7 @@ export interface BtrfsSnapshotterOptions {
  * (fs/promises): a btrfs operation can wait for a transaction commit (another
  * query's disk fill forces some), which must not stall the event loop.
  */
-export class BtrfsSnapshotter implements Snapshotter {
+export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   private pool: Scratch[] = [];
   private readonly readers = new Map<string, DirReader>();
   private filling: Promise<void> | null = null;
@@ -143,7 +145,7 @@ export class BtrfsSnapshotter implements Snapshotter {
     s.diskMb = diskMb;
   }
 
-  mounts(layers: readonly string[], scratch: Scratch): MountSpec {
+  async mounts(layers: readonly string[], scratch: Scratch): Promise<MountSpec> {
     const lower = [...layers].reverse().map((id) => this.relativeLayerPath(id)).join(':');
     const base = `scratch/${scratch.id}`;
     return { chdir: this.opts.root, lower, upper: `${base}/tree`, work: `${base}/work`, merged: `${base}/merged` };
@@ -224,7 +226,8 @@ export class BtrfsSnapshotter implements Snapshotter {
   /**
    * Turns a scratch subvolume into a layer by renaming it into `layers/` (zero
    * copy), beside its `ID.json` (LAYER_META_FORMAT): the opaque directories,
-   * which views need and Node cannot read from xattrs.
+   * which views need and Node cannot read from xattrs. The tree is renamed first and
+   * the meta file written after, so a layer whose meta file exists is complete.
    */
   private async promote(dir: string, changes: Change[], layerId = newId('l')): Promise<string> {
     // The overlay work directory keeps a root-only `work/work` inside; neither it nor a tar
@@ -234,9 +237,42 @@ export class BtrfsSnapshotter implements Snapshotter {
     await rmdir(path.join(dir, 'merged'));
     // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
     const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
-    await writeFile(this.metaPath(layerId), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
     await rename(dir, path.join(this.layersDir, layerId));
+    await writeFile(this.metaPath(layerId), JSON.stringify({ format: LAYER_META_FORMAT, opaque }));
     return layerId;
+  }
+
+  has(layerId: string): boolean {
+    return isImageLayer(layerId) || existsSync(this.metaPath(layerId));
+  }
+
+  exportLayer(layerId: string): Readable {
+    if (isImageLayer(layerId)) throw new Error(`export: ${layerId} is an image layer (images are built on every host)`);
+    return packLayer(this.layerPath(layerId));
+  }
+
+  /**
+   * Unpacks into a scratch subvolume without a disk limit, scans it (bytes, opaque directories),
+   * and renames it into place under the given id; its meta file is written last, so `has` is
+   * true only of a complete layer.
+   */
+  async importLayer(layerId: string, packed: Readable): Promise<{ bytes: number }> {
+    if (this.has(layerId)) {
+      packed.destroy();
+      return { bytes: 0 };
+    }
+    const s = await this.createScratch(this.opts.defaultDiskMb);
+    const dir = this.scratchPath(s);
+    try {
+      await runOk('btrfs', ['qgroup', 'limit', 'none', dir]);
+      await unpackLayer(packed, path.join(dir, 'tree'));
+      const { changes, bytes } = await scanLayer(path.join(dir, 'tree'));
+      await this.promote(dir, changes, layerId);
+      return { bytes };
+    } catch (e) {
+      await this.discard(s).catch(() => undefined);
+      throw e;
+    }
   }
 
   private metaPath(layerId: string): string {

@@ -49,7 +49,7 @@ export class MemorySnapshotter implements Snapshotter {
     return scratch;
   }
 
-  mounts(layers: readonly string[], scratch: Scratch): MountSpec {
+  async mounts(layers: readonly string[], scratch: Scratch): Promise<MountSpec> {
     for (const id of layers) if (!this.layers.has(id)) throw new Error(`no layer ${id}`);
     // Layer ids may hold ':' (images'): the fake's lowers are a JSON list, top first.
     return { chdir: 'memory', lower: JSON.stringify([...layers].reverse()), upper: scratch.id, work: '', merged: '' };

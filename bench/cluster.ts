@@ -1,0 +1,83 @@
+// bin/node --import tsx bench/cluster.ts [--quick]: cluster mode on this one host (issue 18's
+// performance section). A worker over Postgres and the S3 API of test/s3.ts against the embedded
+// server; a second, fresh worker for the first query on a context it has never seen. Figures
+// are printed (ratios against the embedded server where the issue asks for one); nothing is
+// asserted. Postgres counts statements with pg_stat_statements: each is one round trip.
+import { startTestServer } from '../test/harness.ts';
+import { startCluster } from '../test/cluster-harness.ts';
+import type { Shellbase } from '@shellbase/sdk';
+
+const quick = process.argv.includes('--quick');
+const n = quick ? 15 : 60;
+const MB = quick ? 50 : 200;
+
+const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+async function timeIt(f: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await f();
+  return performance.now() - t0;
+}
+async function queryP50(sb: Shellbase, context: string, command: string, options: { commit?: 'never' } = { commit: 'never' }): Promise<number> {
+  await sb.context(context).exec(command, options); // warm
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) times.push(await timeIt(() => sb.context(context).exec(command, options)));
+  return p50(times);
+}
+
+const rows: [string, string][] = [];
+const embedded = await startTestServer();
+let embeddedTrue: number;
+try {
+  embeddedTrue = await queryP50(embedded.sb, 'warm', 'true');
+} finally {
+  await embedded.close();
+}
+
+const cluster = await startCluster({ postgresSettings: ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=top'] });
+try {
+  await cluster.sql('CREATE EXTENSION pg_stat_statements');
+  // Heartbeats every minute: the statements counted below are the requests'.
+  const a = await cluster.start('a', { SHELLBASE_HEARTBEAT_MS: '60000' });
+  const clusterTrue = await queryP50(a.sb, 'warm', 'true');
+  rows.push(['query `true` p50, embedded', `${embeddedTrue.toFixed(1)} ms`]);
+  rows.push(['query `true` p50, cluster worker (warm)', `${clusterTrue.toFixed(1)} ms (${(clusterTrue / embeddedTrue).toFixed(2)}× embedded)`]);
+
+  const statements = async () => Number((await cluster.sql<{ n: string }>(`SELECT COALESCE(SUM(calls), 0) AS n FROM pg_stat_statements
+    WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%cluster_workers%' AND query NOT LIKE '%cluster_pins%'`))[0].n);
+  if (process.argv.includes('--statements')) await cluster.sql('SELECT pg_stat_statements_reset()');
+  let before = await statements();
+  for (let i = 0; i < 20; i++) await a.sb.context('warm').exec('true', { commit: 'never' });
+  const perRead = ((await statements()) - before) / 20;
+  if (process.argv.includes('--statements')) {
+    // Which statements a read-only query costs (20 queries: calls / 20 each).
+    for (const r of await cluster.sql<{ calls: string; query: string }>('SELECT calls, query FROM pg_stat_statements ORDER BY calls DESC LIMIT 25')) {
+      console.log(`${(Number(r.calls) / 20).toFixed(1)}  ${r.query.replace(/\s+/g, ' ').slice(0, 150)}`);
+    }
+  }
+  before = await statements();
+  for (let i = 0; i < 20; i++) await a.sb.context('warm').exec(`echo ${i} > /root/f${i}`);
+  const perCommit = ((await statements()) - before) / 20;
+  rows.push(['metadata round trips per read-only query', perRead.toFixed(1)]);
+  rows.push(['metadata round trips per committing query', perCommit.toFixed(1)]);
+
+  // A context of MB MiB (half incompressible, half text) in four layers, made on worker A.
+  for (let i = 0; i < 4; i++) {
+    await a.sb.context('big').exec(`head -c ${(MB / 8) << 20} /dev/urandom > /root/r${i} && seq 1 ${(MB / 8) * 150_000} | head -c ${(MB / 8) << 20} > /root/t${i}`,
+      { limits: { diskMb: MB * 2 }, timeoutMs: 600_000 });
+  }
+  const b = await cluster.start('b', { SHELLBASE_HEARTBEAT_MS: '60000' });
+  const first = await timeIt(() => b.sb.context('big').exec('true', { commit: 'never' }));
+  const second = await timeIt(() => b.sb.context('big').exec('true', { commit: 'never' }));
+  await a.sb.context('big').fork('big-fork');
+  const c = await cluster.start('c', { SHELLBASE_HEARTBEAT_MS: '60000' });
+  const forkFirst = await timeIt(() => c.sb.context('big-fork').exec('true', { commit: 'never' }));
+  const forkSecond = await timeIt(() => c.sb.context('big-fork').exec('true', { commit: 'never' }));
+  rows.push([`first query on a worker that never saw a ${MB} MiB context (4 layers fetched)`, `${first.toFixed(0)} ms`]);
+  rows.push(['second query there', `${second.toFixed(0)} ms (${(second / clusterTrue).toFixed(2)}× a warm \`true\`)`]);
+  rows.push([`first query on its fork, on a third worker`, `${forkFirst.toFixed(0)} ms`]);
+  rows.push(['second query on the fork', `${forkSecond.toFixed(0)} ms (${(forkSecond / clusterTrue).toFixed(2)}× a warm \`true\`)`]);
+} finally {
+  await cluster.stop();
+}
+const width = Math.max(...rows.map(([k]) => k.length));
+for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);

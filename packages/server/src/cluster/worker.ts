@@ -1,0 +1,122 @@
+import type { Logger } from 'pino';
+import type { Cluster, SlotKind } from '../core/cluster.js';
+import type { Pins } from '../core/pins.js';
+import type { BlobStore } from '../store/blobs/types.js';
+import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
+import { newId } from '../util/ids.js';
+import { KeyedLock } from '../util/keyed-lock.js';
+
+export interface ClusterWorkerOptions {
+  shared: PostgresCluster;
+  blobs: BlobStore;
+  pins: Pins;
+  /** The URL other workers reach this one at, and its gateway at. */
+  address: string;
+  gateway: string;
+  heartbeatMs: number;
+  /** Work running here now (queries, services, machines): published with each heartbeat. */
+  load: () => number;
+  log: Logger;
+}
+
+/** Missed heartbeats after which a worker is treated as gone (its pins lapse, its row is removed). */
+const LAPSE_BEATS = 3;
+/** Blobs deleted per collection run. */
+const DELETE_PAGE = 500;
+
+/**
+ * This process as one worker of a cluster: a row in `cluster_workers` under a fresh id, a
+ * heartbeat that publishes what its running work pins (so garbage collection on any worker
+ * leaves it alone), locks shared by every worker (Postgres advisory locks, taken in this process
+ * through a KeyedLock first so a worker asks Postgres once per key), and the deletion of dropped
+ * layers' blobs once their grace period is over (ClusterSnapshotter.remove schedules them).
+ *
+ * A worker's identity is its row, not a file: two workers never claim each other's data, and a
+ * worker that starts again is a new worker (the old row lapses).
+ */
+export class ClusterWorker implements Cluster {
+  readonly workerId = newId('w');
+  private timer: NodeJS.Timeout | null = null;
+  private beating: Promise<void> | null = null;
+  private readonly local = new KeyedLock();
+
+  constructor(private readonly opts: ClusterWorkerOptions) {}
+
+  get aliveMs(): number { return this.opts.heartbeatMs * LAPSE_BEATS; }
+
+  async start(): Promise<void> {
+    await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
+    this.timer = setInterval(() => { this.beating ??= this.beat().finally(() => { this.beating = null; }); }, this.opts.heartbeatMs);
+    this.timer.unref();
+    this.opts.log.info({ worker: this.workerId, address: this.opts.address }, 'joined the cluster');
+  }
+
+  /** One heartbeat now (tests, and before a collection reads the others' pins). */
+  async beat(): Promise<void> {
+    try {
+      const pins = this.opts.pins.snapshot();
+      if (!(await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins))) {
+        this.opts.log.warn({ worker: this.workerId }, 'this worker was taken for gone (its heartbeat lapsed); joining again');
+        await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
+        await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins);
+      }
+      const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
+      if (gone.length) this.opts.log.warn({ workers: gone }, 'workers gone (no heartbeat)');
+    } catch (err) {
+      this.opts.log.error({ err }, 'heartbeat failed');
+    }
+  }
+
+  /** Live workers (this one included), by id. */
+  workers(): Promise<WorkerRow[]> {
+    return this.opts.shared.liveWorkers(this.aliveMs);
+  }
+
+  async exclusive<T>(key: string, fn: () => Promise<T>, { wait = true }: { wait?: boolean } = {}): Promise<T | null> {
+    if (!wait && this.local.busy(key)) return null;
+    return this.local.run(key, () => this.opts.shared.exclusive(key, fn, { wait }));
+  }
+
+  pinnedElsewhere(): Promise<{ versions: Set<string>; layers: Set<string> }> {
+    return this.opts.shared.pinnedElsewhere(this.workerId, this.aliveMs);
+  }
+
+  admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean> {
+    return this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs);
+  }
+
+  release(tenantId: string, kind: SlotKind): Promise<void> {
+    return this.opts.shared.release(this.workerId, tenantId, kind);
+  }
+
+  async claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
+    return this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
+  }
+
+  async elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null> {
+    const holder = await this.opts.shared.owner(kind, key, this.aliveMs);
+    return holder && holder.worker !== this.workerId && holder.gateway ? { api: holder.address, gateway: holder.gateway } : null;
+  }
+
+  unclaim(kind: 'service', key: string): Promise<void> {
+    return this.opts.shared.unclaim(kind, key, this.workerId);
+  }
+
+  async deleteDueBlobs(): Promise<number> {
+    let n = 0;
+    for (const digest of await this.opts.shared.dueBlobDeletions(DELETE_PAGE)) {
+      await this.opts.blobs.delete(digest);
+      await this.opts.shared.deletionDone(digest);
+      n++;
+    }
+    return n;
+  }
+
+  /** Leaves the cluster: the row and its pins go at once. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.beating;
+    await this.opts.shared.leave(this.workerId).catch((err: unknown) => this.opts.log.warn({ err }, 'leaving the cluster failed'));
+  }
+}

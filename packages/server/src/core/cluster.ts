@@ -1,0 +1,36 @@
+/**
+ * What the engine asks of the other workers when it runs as one worker of a cluster
+ * (cluster/worker.ts implements it over Postgres); absent in the embedded default, where one
+ * process is the whole system and the in-process pins and locks are enough.
+ */
+/** What quota slots count: running queries (`concurrentQueries`), awake services (`runningServices`). */
+export type SlotKind = 'query' | 'service';
+
+export interface Cluster {
+  /** This worker's id (a fresh one each start). */
+  readonly workerId: string;
+  /**
+   * Runs `fn` while no other worker (and no other caller here) holds `key`; without `wait`,
+   * null at once when one does. Work run under it must stay correct if two ever ran at once
+   * (a lost database connection releases the lock): it only saves duplicated work.
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>, options?: { wait?: boolean }): Promise<T | null>;
+  /** What running work on the other live workers pins, as of their last heartbeats. */
+  pinnedElsewhere(): Promise<{ versions: Set<string>; layers: Set<string> }>;
+  /**
+   * Takes one of the tenant's `quota` slots of `kind` counted over every live worker; false when
+   * all are taken. Every true is matched by one `release`.
+   */
+  admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean>;
+  release(tenantId: string, kind: SlotKind): Promise<void>;
+  /**
+   * Places a service on this worker (a lease in Postgres, taken from a worker whose heartbeat
+   * lapsed), or says which live worker's gateway holds it.
+   */
+  claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }>;
+  /** Where a service runs now, when another live worker holds it (that worker's API and gateway URLs). */
+  elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null>;
+  unclaim(kind: 'service', key: string): Promise<void>;
+  /** Deletes the blobs whose grace period is over; returns how many went. */
+  deleteDueBlobs(): Promise<number>;
+}

@@ -1,0 +1,169 @@
+import { spawn } from 'node:child_process';
+import { PassThrough, Transform, type Readable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
+import { constants as z, createZstdCompress, createZstdDecompress } from 'node:zlib';
+import { blobError } from './types.js';
+
+/**
+ * Version of a packed layer. Format 1 is a zstd stream (checksummed frames) whose
+ * first frame is a skippable one (magic 0x184D2A50, so `zstd -d` passes over it)
+ * holding the JSON header `{"kind":"shellbase.layer","format":1}`; the rest
+ * decompresses to a POSIX (pax) tar made by GNU tar, of the layer's tree as the
+ * snapshotter stores it (store/snapshotter/btrfs: overlayfs format, ids as stored):
+ *
+ * - `./` first, then every entry sorted by name (C locale); numeric ids only;
+ * - mtimes to the nanosecond (pax `mtime`); no atime or ctime;
+ * - every extended attribute (`SCHILY.xattr.*`: trusted.overlay.opaque=y marks an
+ *   opaque directory, security.capability, user.*) and POSIX ACLs;
+ * - whiteouts as the 0/0 character devices they are; hard links as links to the
+ *   first name; sparse files as GNU sparse 1.0 (data and a map of the holes);
+ * - sockets are not kept (tar cannot hold one; nothing can use one after a restore).
+ *
+ * The same tree packs to the same bytes once its data is on disk (a file whose blocks
+ * are not allocated yet, under delayed allocation, looks sparse to tar and is stored as
+ * a sparse entry): a synced layer's blob digest does not depend on when, where or by
+ * which process it was packed.
+ */
+export const LAYER_PACK_FORMAT = 1;
+
+const SKIPPABLE = 0x184d2a50;
+const HEADER = Buffer.from(JSON.stringify({ kind: 'shellbase.layer', format: LAYER_PACK_FORMAT }));
+/** The longest header an unpacker reads. */
+const MAX_HEADER = 4096;
+
+const PAX = [
+  '--format=posix', '--numeric-owner', '--xattrs', '--xattrs-include=*', '--acls',
+  // Extended headers named without tar's pid (%p), atime and ctime dropped: the same tree, the same bytes.
+  '--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime',
+];
+
+export interface PackOptions {
+  /** zstd level (default 3). */
+  level?: number;
+}
+
+/**
+ * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
+ * as this process's user (root: trusted.* attributes need it). The stream fails,
+ * and never ends cleanly, when tar does; destroying it stops tar.
+ */
+export function packLayer(tree: string, options: PackOptions = {}): Readable {
+  const frame = Buffer.alloc(8);
+  frame.writeUInt32LE(SKIPPABLE, 0);
+  frame.writeUInt32LE(HEADER.length, 4);
+  const out = new PassThrough();
+  out.write(Buffer.concat([frame, HEADER]));
+  // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a
+  // pid namespace of its own, tar is pid 1. A child of the server itself, not of the spawner
+  // (util/spawner.ts takes no streaming output back-pressure): like runtime/bwrap's unpackTar.
+  const child = spawn('unshare', ['--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX,
+    '--sort=name', '--sparse', '--directory', tree, '.'], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' } });
+  const stderr = collect(child.stderr);
+  const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: options.level ?? 3, [z.ZSTD_c_checksumFlag]: 1 } });
+  const exit = new Promise<number | null>((resolve, reject) => { child.on('error', reject); child.on('close', resolve); });
+  // zstd's output depends on how its input is cut into writes, and a pipe cuts tar's output as
+  // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
+  child.stdout.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
+  Promise.all([finished(zstd), exit]).then(([, code]) => {
+    if (code === 0) out.end();
+    else out.destroy(new Error(`tar could not pack ${tree} (exit ${code}): ${stderr().trim().slice(0, 500)}`));
+  }, (e: unknown) => out.destroy(e as Error));
+  out.on('close', () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    zstd.destroy();
+  });
+  return out;
+}
+
+/**
+ * Unpacks a stream of LAYER_PACK_FORMAT into `into` (an empty directory: its own
+ * owner, mode, times and attributes become the packed root's). GNU tar runs as this
+ * process's user, which must be able to make device nodes (whiteouts) and set
+ * trusted.* attributes (root); it keeps members inside `into` (no absolute names, no
+ * `..`, symlinks made last). A header that is not a layer's fails with code
+ * `invalid_pack`, another format with `unknown_pack_format`.
+ */
+export async function unpackLayer(body: Readable, into: string): Promise<void> {
+  const child = spawn('tar', ['--extract', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into],
+    { stdio: ['pipe', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' } });
+  const stderr = collect(child.stderr);
+  const exit = new Promise<number | null>((resolve, reject) => { child.on('error', reject); child.on('close', resolve); });
+  try {
+    await pipeline(body, checkHeader(), createZstdDecompress(), child.stdin);
+  } catch (e) {
+    // tar stops reading at the archive's end marker, so the zero padding of the last record may
+    // find its stdin closed: that is success when tar says so (a damaged archive makes it fail).
+    const code = (e as { code?: unknown }).code;
+    if ((code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE') && (await exit) === 0) {
+      body.destroy();
+      return;
+    }
+    child.kill('SIGKILL');
+    await exit.catch(() => undefined);
+    // tar stopped reading (it found the archive bad), or zstd found the frames bad.
+    if (code === 'EPIPE' || code === 'Z_BUF_ERROR' || (typeof code === 'string' && code.startsWith('ZSTD_'))) {
+      throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${stderr().trim().slice(0, 500) || (e as Error).message}`), { cause: e });
+    }
+    throw e;
+  }
+  const code = await exit;
+  if (code !== 0) throw blobError('invalid_pack', `tar could not unpack the layer into ${into} (exit ${code}): ${stderr().trim().slice(0, 500)}`);
+}
+
+/** Passes the stream through once its first frame is a layer header of a known format. */
+function checkHeader(): Transform {
+  let head: Buffer | null = Buffer.alloc(0);
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      if (head === null) return done(null, chunk);
+      head = Buffer.concat([head, chunk]);
+      if (head.length < 8) return done();
+      if (head.readUInt32LE(0) !== SKIPPABLE || head.readUInt32LE(4) > MAX_HEADER) return done(blobError('invalid_pack', 'not a packed layer'));
+      const end = 8 + head.readUInt32LE(4);
+      if (head.length < end) return done();
+      let header: { kind?: unknown; format?: unknown };
+      try { header = JSON.parse(head.toString('utf8', 8, end)) as typeof header; } catch { return done(blobError('invalid_pack', 'not a packed layer')); }
+      if (header.kind !== 'shellbase.layer') return done(blobError('invalid_pack', 'not a packed layer'));
+      if (header.format !== LAYER_PACK_FORMAT) {
+        return done(blobError('unknown_pack_format', `a packed layer of format ${JSON.stringify(header.format)}; this server knows ${LAYER_PACK_FORMAT}`));
+      }
+      const all = head;
+      head = null;
+      done(null, all);
+    },
+    flush(done) { done(head === null ? null : blobError('invalid_pack', 'not a packed layer (too short)')); },
+  });
+}
+
+/** Bytes per write into the compressor (see packLayer). */
+const ZSTD_FEED = 128 << 10;
+
+/** Re-cuts a stream into chunks of exactly `size` bytes (the last one shorter). */
+function fixedChunks(size: number): Transform {
+  let held: Buffer[] = [];
+  let bytes = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      held.push(chunk);
+      bytes += chunk.length;
+      if (bytes >= size) {
+        let all = Buffer.concat(held, bytes);
+        while (all.length >= size) {
+          this.push(all.subarray(0, size));
+          all = all.subarray(size);
+        }
+        held = all.length ? [all] : [];
+        bytes = all.length;
+      }
+      done();
+    },
+    flush(done) { done(null, bytes ? Buffer.concat(held, bytes) : null); },
+  });
+}
+
+/** The first 64 KiB a stream says (tar's complaints), read as it comes. */
+function collect(stream: Readable): () => string {
+  let text = '';
+  stream.on('data', (c: Buffer) => { if (text.length < 65536) text += c.toString(); });
+  return () => text;
+}

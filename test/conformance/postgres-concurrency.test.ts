@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Committer } from '../../packages/server/src/engine/commit.ts';
+import { PostgresMetadataStore } from '../../packages/server/src/store/metadata/postgres/postgres-store.ts';
+import type { MetadataStore, VersionRow } from '../../packages/server/src/store/metadata/types.ts';
+import { startPostgres, type TestPostgres } from '../pg.ts';
+
+// Three stores over one database, each with a pool of its own, stand for three workers: the
+// engine's Committer (compare-and-set of the head, rebase on disjoint paths, conflict on
+// overlapping ones) runs on each at once, and nothing a commit acknowledged may go missing.
+let cluster: TestPostgres;
+before(async () => { cluster = await startPostgres(); });
+after(async () => { await cluster?.stop(); });
+
+const now = () => new Date().toISOString();
+const noSync = { layers: async () => undefined, metadata: async () => undefined };
+
+async function threeWorkers(): Promise<{ stores: PostgresMetadataStore[]; root: VersionRow; close: () => Promise<void> }> {
+  const url = await cluster.createDatabase();
+  const stores = await Promise.all([1, 2, 3].map(() => PostgresMetadataStore.open(url, { max: 4 })));
+  const md = stores[0];
+  await md.tenants.create({ id: 't1', name: 'one', admin: false, createdAt: now() });
+  const root = { id: 'v0', tenantId: '', parent: null, depth: 0, layers: ['image:x:1'], changes: null, cause: { kind: 'image' as const }, bytes: 0, createdAt: now() };
+  await md.versions.ensureImage(root, { id: 'image:x:1', kind: 'image', bytes: 0, createdAt: now() });
+  await md.contexts.create({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() });
+  return { stores, root: (await md.versions.get('v0'))!, close: async () => { await Promise.all(stores.map((s) => s.close())); } };
+}
+
+/** The versions from the head down to the root, each once. */
+async function history(md: MetadataStore): Promise<VersionRow[]> {
+  const head = (await md.contexts.get('t1', 'c'))!.head;
+  return md.versions.lineage(head, 10_000);
+}
+
+test('postgres: 60 commits on one context from three pools at once, on disjoint paths: all on the head, each once', async () => {
+  const { stores, root, close } = await threeWorkers();
+  try {
+    const committers = stores.map((md) => new Committer(md, noSync));
+    const outcomes = await Promise.all(Array.from({ length: 60 }, (_, i) => committers[i % 3].commit('t1', 'c', root,
+      { layerId: `l${i}`, bytes: i + 1, changes: [[`/f${i}`, 'f']] }, { kind: 'exec' })));
+    assert.ok(outcomes.every((o) => o.committed), 'disjoint paths always rebase');
+    const chain = await history(stores[1]);
+    assert.equal(chain.length, 61);
+    const layers = chain[0].layers.slice(1).sort();
+    assert.deepEqual(layers, Array.from({ length: 60 }, (_, i) => `l${i}`).sort(), 'each layer exactly once on the head');
+    assert.deepEqual(new Set(outcomes.map((o) => o.version)), new Set(chain.slice(0, 60).map((v) => v.id)), 'every acknowledged version is in the history');
+    assert.equal(await stores[2].tenants.storedBytes('t1'), (60 * 61) / 2, 'each layer counted once');
+  } finally {
+    await close();
+  }
+});
+
+test('postgres: 30 commits to one path from three pools at once: one wins per head, the rest are kept as conflicts', async () => {
+  const { stores, root, close } = await threeWorkers();
+  try {
+    const committers = stores.map((md) => new Committer(md, noSync));
+    const outcomes = await Promise.all(Array.from({ length: 30 }, (_, i) => committers[i % 3].commit('t1', 'c', root,
+      { layerId: `l${i}`, bytes: 1, changes: [['/same', 'f']] }, { kind: 'exec' })));
+    const won = outcomes.filter((o) => o.committed);
+    assert.equal(won.length, 1, 'all started from the root: after the first, every other one overlaps');
+    assert.equal(outcomes.filter((o) => o.conflict).length, 29);
+    for (const o of outcomes) assert.ok(await stores[(outcomes.indexOf(o) + 1) % 3].versions.get(o.version), 'every version is stored');
+    assert.equal((await history(stores[0]))[0].id, won[0].version);
+  } finally {
+    await close();
+  }
+});
