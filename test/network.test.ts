@@ -224,14 +224,19 @@ print(' '.join(codes))
     assert.equal(next.stdout, 'upstream says hi to GET /next\n');
   });
 
-  test('the data plane dying costs only the connections it had: it is started again and egress goes on', async () => {
+  test('the data plane dying costs only the connections it had: it is started again and egress goes on, for sandboxes running then too', async () => {
     const before = t.server.engine.deps.egress.planePid;
     assert.ok(before, 'sbx-egress runs once a sandbox had egress');
+    // A sandbox whose session was open when the plane died (as a machine's stays open for days).
+    const during = sh('net', `sleep 3; curl -sS http://api.example.test:${port}/during`);
+    await sleep(1000);
     process.kill(before, 'SIGKILL');
     for (let i = 0; i < 100 && t.server.engine.deps.egress.planePid === before; i++) await sleep(20);
     const r = await sh('net', `curl -sS http://api.example.test:${port}/after`);
     assert.equal(r.stdout, 'upstream says hi to GET /after\n', r.stderr);
     assert.notEqual(t.server.engine.deps.egress.planePid, before);
+    const d = await during;
+    assert.equal(d.stdout, 'upstream says hi to GET /during\n', `its session listens again: ${d.stderr}`);
   });
 
   test('services: egress under their policy; TCP from outside through a tunnel that wakes them; access "key"', async () => {

@@ -72,7 +72,7 @@ export class ContextHandle {
 
   /** Runs a command (a string for `bash -c`, or an argv array) and waits for its result. */
   exec(command: string | string[], options: ExecOptions = {}): Promise<ExecResult> {
-    if ((options.timeoutMs ?? 0) > LONG_EXEC_MS) return collectExec(this.execStream(command, options));
+    if ((options.timeoutMs ?? 0) > LONG_EXEC_MS && options.onConflict !== 'retry') return collectExec(this.execStream(command, options));
     return this.sb.json('POST', this.path('/exec'), { body: this.body(command, options), signal: options.signal });
   }
 

@@ -1,4 +1,4 @@
-import type { ErrorBody } from '@shellbase/protocol';
+import { HTTP_STATUS, type ErrorBody, type ErrorCode } from '@shellbase/protocol';
 import { errorFromBody } from './errors.js';
 
 /** The events of an NDJSON response, one per line; an `error` event is thrown as the typed error. */
@@ -14,7 +14,7 @@ export async function* ndjson<E extends { type: string }>(res: Response): AsyncG
       buffered = buffered.slice(nl + 1);
       if (!line) continue;
       const event = JSON.parse(line) as E & { error?: ErrorBody };
-      if (event.type === 'error' && event.error) throw errorFromBody(event.error, 500);
+      if (event.type === 'error' && event.error) throw errorFromBody(event.error, HTTP_STATUS[event.error.code as ErrorCode] ?? 500);
       yield event;
     }
   }
@@ -22,7 +22,8 @@ export async function* ndjson<E extends { type: string }>(res: Response): AsyncG
 
 /**
  * Longer than this, an exec is read as a stream and put together here: a plain response's head
- * comes only when the command ends, and fetch gives up waiting for a head after 300 s.
+ * comes only when the command ends, and fetch gives up waiting for a head after 300 s. Not with
+ * `onConflict: "retry"`, whose stream carries every run's output where a result has the last's.
  */
 export const LONG_EXEC_MS = 240_000;
 

@@ -132,7 +132,7 @@ export type Authenticate = (authorization: string | undefined) => Promise<{ tena
  * API key of the target's tenant (or the admin's). The key is consumed here:
  * the target never sees it.
  */
-async function checkKey(req: IncomingMessage, run: PortTarget, authenticate: Authenticate): Promise<void> {
+export async function checkKey(req: IncomingMessage, run: PortTarget, authenticate: Authenticate): Promise<void> {
   if (!req.headers.authorization) {
     throw new ShellbaseError('unauthorized', `${run.name} wants an API key`, { hint: 'send Authorization: Bearer <the tenant\'s API key>; its access is "key"' });
   }

@@ -36,6 +36,8 @@ export class Network {
     const [tenant, row] = await Promise.all([
       this.deps.metadata.tenants.get(tenantId), context === undefined ? null : this.deps.metadata.contexts.get(tenantId, context),
     ]);
+    // A run of a context deleted since (a machine outlives its context) gets nothing: its policy is gone, not widened.
+    if (context !== undefined && !row) return { egress: 'none' };
     const outer = effectivePolicy(this.tenantPolicy({ network: tenant?.network }), row?.network ?? null);
     return stored ? narrowest(stored, outer) : outer;
   }

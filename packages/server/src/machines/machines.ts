@@ -484,13 +484,21 @@ export class Machines {
       const row = await this.row(caller, id);
       const network = raw === null ? undefined : checkPolicy(raw);
       if (network) await this.network.effective(caller, row.spec.context, network);
+      const policy = await this.network.effectiveOf(row.tenantId, row.spec.context, network);
+      const apply = async (current: MachineRow): Promise<MachineRow> => {
+        const { network: _old, ...rest } = current.spec;
+        const next = { ...current, spec: { ...rest, ...(network ? { network } : {}) } };
+        await this.deps.metadata.machines.update(next);
+        return next;
+      };
       const run = this.runs.get(id);
-      const { network: _old, ...rest } = row.spec;
-      const next = { ...row, spec: { ...rest, ...(network ? { network } : {}) } };
-      if (run) run.row = next;
-      await this.deps.metadata.machines.update(next);
-      run?.setEgressPolicy(await this.network.effectiveOf(row.tenantId, row.spec.context, network));
-      return this.toMachine(next);
+      if (!run) return this.toMachine(await apply(row));
+      // After any lifecycle step in progress (a wake opens its session from the row it then has).
+      return run.serial(async () => {
+        run.row = await apply(run.row);
+        run.setEgressPolicy(policy);
+        return this.toMachine(run);
+      });
     });
   }
 

@@ -260,7 +260,8 @@ export class MachineRun {
       if (this.row.state === 'paused') await this.vm.cont().catch(() => undefined);
       await this.agent?.run({ argv: ['sync'], timeoutMs: 10_000, outputBytes: 1024 }).catch(() => undefined);
       this.agent?.close();
-      if (this.row.state === 'running' || this.row.state === 'paused') await this.endSegment(true);
+      // A paused machine's stretch was metered when it paused: only its session closes (dropProcess).
+      if (this.row.state === 'running') await this.endSegment(true);
       await this.vm.quit();
     }
     this.dropProcess();

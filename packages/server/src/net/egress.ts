@@ -98,6 +98,14 @@ export class Egress {
         for (const id of [...this.conns.keys()]) this.ended(id, { bytesOut: 0, bytesIn: 0 });
         // Sessions opened ahead listened in the process that died: never hand them out.
         for (const s of this.spares.splice(0)) { this.sessions.delete(s.id); rmSync(s.dir, { recursive: true, force: true }); }
+        // Sessions in use (a machine's lives as long as its QEMU) listen again in the new process, started right after this.
+        const live = [...this.sessions.values()];
+        queueMicrotask(() => {
+          for (const s of live) {
+            if (!this.sessions.has(s.id)) continue;
+            this.plane.open(s.id, s.dir, s.owner).catch((err: unknown) => this.o.log.warn({ err, session: s.id }, 'an egress session could not listen again'));
+          }
+        });
       },
     }, this.o.log);
     return this.plane_;
@@ -137,7 +145,7 @@ export class Egress {
   }
 
   private async fresh(owner: number): Promise<EgressSession> {
-    const s = new EgressSession(this, newId('e'), this.o.dir);
+    const s = new EgressSession(this, newId('e'), this.o.dir, owner);
     mkdirSync(s.dir, { mode: 0o700 });
     chownSync(s.dir, owner, owner);
     this.sessions.set(s.id, s);
@@ -254,7 +262,8 @@ export class EgressSession {
 
   private spec_: SessionSpec | null = null;
 
-  constructor(private readonly egress: Egress, readonly id: string, root: string) {
+  /** `owner`: the host uid that connects to its socket. */
+  constructor(private readonly egress: Egress, readonly id: string, root: string, readonly owner: number) {
     this.dir = path.join(root, id);
   }
 

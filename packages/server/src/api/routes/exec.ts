@@ -7,8 +7,9 @@ import { ExecBody, ExecResult, NameParams, errorResponses } from '../schemas.js'
 
 /**
  * POST /v1/contexts/:name/exec. With `Accept: application/x-ndjson` the
- * output streams as it happens; the response starts with the first event,
- * so errors found before the command runs are still plain JSON errors.
+ * output streams as it happens; the response starts with the first event (or
+ * the first keep-alive, after 30 s of silence: api/ndjson.ts), so errors found
+ * before then are still plain JSON errors, and later ones `error` events.
  * A client that goes away kills its query.
  */
 export function execRoutes(app: FastifyInstance, engine: Engine): void {

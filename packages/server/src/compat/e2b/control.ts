@@ -146,7 +146,8 @@ export class ControlPlane {
 
   private async info(caller: Caller, _req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
     const s = await this.sandboxes.get(caller, id);
-    const { allowInternetAccess, ...lists } = e2bNetworkView(s.row.spec.network);
+    // What the sandbox gets: its own rules within its template context's (or tenant's) policy.
+    const { allowInternetAccess, ...lists } = e2bNetworkView(await this.engine.network.effectiveOf(s.row.tenantId, s.row.spec.context, s.row.spec.network));
     sendJson(res, 200, {
       ...this.listed(s), envdAccessToken: s.e2b.accessToken, domain: null, allowInternetAccess,
       lifecycle: { onTimeout: s.e2b.onTimeout, autoResume: s.e2b.autoResume }, network: { allowPublicTraffic: !s.e2b.trafficToken, ...lists },

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { PortProxy, failUpgrade } from '../../api/gateway.js';
+import { PortProxy, checkKey, failUpgrade } from '../../api/gateway.js';
 import type { Caller, Deps } from '../../core/deps.js';
 import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError } from '../../errors.js';
@@ -37,7 +37,7 @@ export class E2bCompat {
   private readonly envd: Envd;
   private readonly proxy: PortProxy;
 
-  constructor(engine: Engine, private readonly machines: Machines, deps: Pick<Deps, 'metadata' | 'pins'>, private readonly log: Logger) {
+  constructor(private readonly engine: Engine, private readonly machines: Machines, deps: Pick<Deps, 'metadata' | 'pins'>, private readonly log: Logger) {
     this.sandboxes = new Sandboxes(machines, { ...deps, log });
     this.control = new ControlPlane(engine, this.sandboxes, machines);
     this.envd = new Envd(this.sandboxes, machines, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
@@ -120,7 +120,10 @@ export class E2bCompat {
         if (!s.e2b.autoResume) throw gone();
         await this.sandboxes.connect(caller, id, 300);
       }
-      await use(caller, await this.machines.portTarget(caller, id, port));
+      const target = await this.machines.portTarget(caller, id, port);
+      // A port exposed with access "key" wants the tenant's API key here as on the gateway.
+      if (target.owner.requireKey) await checkKey(req, target, (authorization) => this.engine.tenants.authenticate(authorization));
+      await use(caller, target);
     } catch (e) {
       caller.hold.release();
       throw e;

@@ -111,8 +111,8 @@ export class BwrapRuntime implements Runtime {
       this.rebalance(group.id, group.cpus);
     }
     const started = performance.now();
-    const stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
-    const stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
+    let stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
+    let stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
     const { stream } = spec;
     const handlers = stream ? {
       onStdout: (c: Buffer) => stream('stdout', c),
@@ -138,8 +138,13 @@ export class BwrapRuntime implements Runtime {
 
     try {
       let { code, signal: sig } = await spawned.exited;
-      if (warm && !(await warm.started) && !timedOut && !aborted) {
-        // The warm sandbox ended before its command could run (killed, or its set-up failed).
+      // Its inner died after the start was acknowledged but before it read the job (warm.c): the command never had it.
+      const handOverFailed = warm && code === 125 && stderr.end().startsWith('sbx: hand over the job');
+      if (warm && (!(await warm.started) || handOverFailed) && !timedOut && !aborted) {
+        // The warm sandbox ended before its command could run (killed, or its set-up failed): a cold
+        // start, with fresh output (the warm attempt's set-up messages are not the command's).
+        stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
+        stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
         spawned = this.startCold(spec, cgroup, handlers);
         ({ code, signal: sig } = await spawned.exited);
       }
