@@ -7,7 +7,7 @@ import type { Runtime } from '../runtime/index.js';
 import { SBX_SPAWNER, SBX_STORE } from '../util/native.js';
 import { runOk } from '../util/proc.js';
 import { GUEST_AGENT } from './agent.js';
-import { AGENT_PORT, GUEST_PROXY } from './qemu.js';
+import { AGENT_PORT, GUEST_PROXY, shellQuote } from './qemu.js';
 import { proxyEnv } from '../net/proxy-env.js';
 import type { MachineLayout } from './layout.js';
 
@@ -34,7 +34,6 @@ WantedBy=multi-user.target
 
 /** The egress proxy's variables (net/proxy-env.ts) at the guest's side of QEMU's network. */
 const PROXY = proxyEnv(GUEST_PROXY);
-const shellQuoted = (v: string) => `'${v.replace(/'/g, "'\\''")}'`;
 
 /**
  * Where the guest's programs learn of the egress proxy: login shells (profile.d), every systemd
@@ -42,7 +41,7 @@ const shellQuoted = (v: string) => `'${v.replace(/'/g, "'\\''")}'`;
  * is run without them. The agent passes the same variables to every command it runs.
  */
 const PROXY_FILES: [string, string][] = [
-  ['/etc/profile.d/shellbase-proxy.sh', `# shellbase: the one way out of a machine is its egress proxy.\n${Object.entries(PROXY).map(([k, v]) => `export ${k}=${shellQuoted(v)}`).join('\n')}\n`],
+  ['/etc/profile.d/shellbase-proxy.sh', `# shellbase: the one way out of a machine is its egress proxy.\n${Object.entries(PROXY).map(([k, v]) => `export ${k}=${shellQuote(v)}`).join('\n')}\n`],
   ['/etc/systemd/system.conf.d/shellbase-proxy.conf', `[Manager]\nDefaultEnvironment=${Object.entries(PROXY).map(([k, v]) => `"${k}=${v}"`).join(' ')}\n`],
   ['/etc/apt/apt.conf.d/80shellbase-proxy', `Acquire::http::Proxy "${PROXY.http_proxy}";\nAcquire::https::Proxy "${PROXY.https_proxy}";\n`],
 ];

@@ -230,6 +230,7 @@ export function consoleTail(runDir: string): string {
   try { return readFileSync(runFiles(runDir).console, 'utf8').slice(-2000); } catch { return ''; }
 }
 
-function shellQuote(s: string): string {
+/** `s` as one word of a POSIX shell command line. */
+export function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }

@@ -111,8 +111,10 @@ export class BwrapRuntime implements Runtime {
       this.rebalance(group.id, group.cpus);
     }
     const started = performance.now();
-    let stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
-    let stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
+    const capped = (name: 'stdout' | 'stderr', fd: 1 | 2) =>
+      new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!(name, d)), () => spawned.discard(fd));
+    let stdout = capped('stdout', 1);
+    let stderr = capped('stderr', 2);
     const { stream } = spec;
     const handlers = stream ? {
       onStdout: (c: Buffer) => stream('stdout', c),
@@ -143,8 +145,8 @@ export class BwrapRuntime implements Runtime {
       if (warm && (!(await warm.started) || handOverFailed) && !timedOut && !aborted) {
         // The warm sandbox ended before its command could run (killed, or its set-up failed): a cold
         // start, with fresh output (the warm attempt's set-up messages are not the command's).
-        stdout = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stdout', d)), () => spawned.discard(1));
-        stderr = new CappedOutput(limits.outputBytes, spec.onOutput && ((d) => spec.onOutput!('stderr', d)), () => spawned.discard(2));
+        stdout = capped('stdout', 1);
+        stderr = capped('stderr', 2);
         spawned = this.startCold(spec, cgroup, handlers);
         ({ code, signal: sig } = await spawned.exited);
       }
