@@ -39,8 +39,8 @@ export interface RunContext {
   forwarding(): Promise<Forwarding | null>;
   /** An egress session under the service's effective policy (null: none). */
   egress(): Promise<EgressSession | null>;
-  /** Told each time the run is back asleep (a cluster gives up the service's lease). */
-  slept?(): void;
+  /** Told each time the run is back asleep (a cluster gives up the service's lease and slot); stop() waits for it. */
+  slept?(): Promise<void>;
   /** In a cluster: the API and gateway URLs of the live worker that runs the service, when not this one. */
   elsewhere?(): Promise<{ api: string; gateway: string } | null>;
 }
@@ -174,8 +174,11 @@ export class ServiceRun implements PortTarget {
   /** Moves along the lifecycle table (engine/services/lifecycle.ts). */
   private go(event: ServiceEvent): void {
     this.state = SERVICE_LIFECYCLE.next(this.row.name, this.state, event);
-    if (this.state === 'sleeping') this.ctx.slept?.();
+    if (this.state === 'sleeping' && this.ctx.slept) this.givenBack = this.ctx.slept();
   }
+
+  /** The last slept() call: stop() resolves only once a cluster has its lease and slot back. */
+  private givenBack: Promise<void> = Promise.resolve();
 
   /** While it sleeps here, where it runs instead (another worker of a cluster), if anywhere. */
   async elsewhere(): Promise<{ api: string; gateway: string } | null> {
@@ -196,6 +199,7 @@ export class ServiceRun implements PortTarget {
         clearTimeout(timer);
         await this.finishing;
       }
+      await this.givenBack;
     })().finally(() => { this.stopping = null; });
     return this.stopping;
   }

@@ -234,12 +234,11 @@ export class Services {
           }
           return { tenantCpus };
         },
-        slept: () => {
+        slept: async () => {
           const cluster = this.deps.cluster;
           if (!cluster) return;
           const failed = (err: unknown) => this.deps.log.error({ err, service: row.name }, 'giving up a service lease or quota slot failed');
-          cluster.release(row.tenantId, 'service').catch(failed);
-          cluster.unclaim('service', row.token).catch(failed);
+          await Promise.all([cluster.release(row.tenantId, 'service').catch(failed), cluster.unclaim('service', row.token).catch(failed)]);
         },
         elsewhere: async () => (this.deps.cluster ? this.deps.cluster.elsewhere('service', row.token) : null),
         socketPath: path.join(this.dir, `${row.token}.sock`),
