@@ -165,7 +165,8 @@ export class Egress {
   async closeSession(s: EgressSession): Promise<void> {
     await this.plane.close(s.id).catch(() => undefined);
     this.sessions.delete(s.id);
-    await removeTree(s.dir);
+    // Nothing reaches the directory any more; its removal need not hold up the query's answer.
+    removeTree(s.dir).catch((err: unknown) => this.o.log.warn({ err, session: s.id }, 'an egress session directory could not be removed'));
   }
 
   /** sbx-egress's process id, once started (diagnostics and tests). */
@@ -286,7 +287,7 @@ export class EgressSession {
   /** What a query's or service's sandbox needs: the socket directory bound in, both ports handed over. */
   forwarding(): Forwarding {
     const inside = `${INSIDE}/egress/egress.sock`;
-    return { binds: [{ source: this.dir, target: `${INSIDE}/egress` }], pairs: [`${HTTP_PROXY_PORT}>${inside}`, `${SOCKS_PORT}>${inside}`] };
+    return { binds: [{ source: this.dir, target: `${INSIDE}/egress` }], pairs: [], handOver: [`${HTTP_PROXY_PORT}>${inside}`, `${SOCKS_PORT}>${inside}`] };
   }
 
   /** Connections asked for from now on follow `policy` (open ones go on). */

@@ -120,13 +120,13 @@ export class ServiceRun implements PortTarget {
       this.session = await this.ctx.egress();
       const fwd = mergeForwarding(await this.ctx.forwarding(), this.session?.forwarding());
       // The forwarder runs first, as the sandbox's root; then (with a user) the switch to the image's user.
-      const { argv: preamble, binds } = deps.forwarder.wrap(fwd, []);
+      const { argv: preamble, binds, handOver } = deps.forwarder.wrap(fwd, []);
       const as = await this.ctx.runAs(hold, base, typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command, typeof spec.command === 'string');
       this.abort = new AbortController();
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
-        mount: await deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, user: as.user, cwd: as.cwd,
+        mount: await deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd,
         env: this.session ? { ...proxyEnv(), ...as.env } : as.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
