@@ -96,6 +96,7 @@ export class PostgresDb implements SqlDb {
   }
 
   async all<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return (await this.query<T>(sql, params).catch(down)).rows; }
+  scan<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return this.all<T>(sql, params); }
   async get<T>(sql: string, params: readonly Param[] = []): Promise<T | undefined> { return (await this.query<T>(sql, params).catch(down)).rows[0]; }
   async run(sql: string, params: readonly Param[] = []): Promise<number> { return (await this.query(sql, params).catch(down)).rowCount ?? 0; }
 
@@ -117,6 +118,7 @@ export class PostgresDb implements SqlDb {
         all: async <R>(sql: string, params: readonly Param[] = []) => (await this.query<R>(sql, params, client)).rows,
         get: async <R>(sql: string, params: readonly Param[] = []) => (await this.query<R>(sql, params, client)).rows[0],
         run: async (sql, params = []) => (await this.query(sql, params, client)).rowCount ?? 0,
+        scan: (sql, params) => inner.all(sql, params),
         tx: (f) => f(inner), // already in one
       };
       for (let attempt = 0; ; attempt++) {

@@ -100,7 +100,7 @@ export class SqlVersions implements VersionRepository {
   }
 
   async imageLayers(): Promise<string[]> {
-    return (await this.db.all<{ id: string }>("SELECT id FROM layers WHERE kind = 'image'")).map((r) => r.id);
+    return (await this.db.scan<{ id: string }>("SELECT id FROM layers WHERE kind = 'image'")).map((r) => r.id);
   }
 
   async knownLayers(ids: readonly string[]): Promise<Set<string>> {
@@ -154,7 +154,7 @@ export class SqlVersions implements VersionRepository {
       ),
       heads(id) AS (SELECT head FROM contexts WHERE tenant_id = ? UNION SELECT version FROM images WHERE tenant_id = ?)`;
     // Old versions more than keepVersions steps from every root.
-    const old = await this.db.all<{ id: string }>(
+    const old = await this.db.scan<{ id: string }>(
       `WITH RECURSIVE ${keep},
        roots(id) AS (
          SELECT id FROM heads
@@ -172,7 +172,7 @@ export class SqlVersions implements VersionRepository {
     );
     if (old.length >= limit) return old.map((x) => x.id);
     // Versions no context owns that nothing owned (or a head) stands on: walked up from owned children.
-    const orphans = await this.db.all<{ id: string }>(
+    const orphans = await this.db.scan<{ id: string }>(
       `WITH RECURSIVE ${keep},
        live(id) AS (
          SELECT p.id FROM versions p JOIN versions c ON c.parent = p.id WHERE p.tenant_id = ? AND p.context IS NULL AND c.context IS NOT NULL
