@@ -71,6 +71,7 @@ export class Reader {
       this.closed = resolve;
       this.worker.once('exit', () => resolve());
     });
+    this.worker.ref(); // the answer is awaited
     this.worker.postMessage('close');
     await closed;
     await this.worker.terminate();
