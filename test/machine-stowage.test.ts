@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -48,7 +48,7 @@ before(() => {
 });
 after(() => { rmSync(root, { recursive: true, force: true }); });
 
-test('a machine stored by one worker is fetched by another: its whole chain (down to the base), rebased onto its own copies', async () => {
+test('a machine stored by one worker is fetched by another: its whole chain (down to the base), rebased onto its own copies, collected when unused', async () => {
   const files = chain(path.join(root, 'a-files'));
   const a = worker('a');
   const stored = await a.store(files);
@@ -79,6 +79,12 @@ test('a machine stored by one worker is fetched by another: its whole chain (dow
   assert.equal(snap.disk.length, 3);
   assert.ok(snap.disk.every((d) => d.startsWith(path.join(root, 'b', 'machines', 'blobs'))));
   assert.match(qemuIo(snap.disk[0], 'read -P 0x33 128k 64k'), /read 65536\/65536/);
+
+  // B's fetched copies go once no chain names them and nothing used them for idleMs.
+  assert.equal(b.collect(new Set([...local, ...snap.disk]), 0), 0, 'what a chain names stays');
+  assert.equal(b.collect(new Set(), 3_600_000), 0, 'so does what was used within idleMs');
+  assert.equal(b.collect(new Set(), 0), 3);
+  assert.deepEqual(readdirSync(path.join(root, 'b', 'machines', 'blobs')).filter((e) => /^[0-9a-f]{64}$/.test(e)), []);
 });
 
 test('a stored machine whose blob is gone, or of an unknown format, is refused with a typed error', async () => {

@@ -19,7 +19,7 @@ import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
 import { MachineDisks } from './storage.js';
 import { admit, hostRoom } from './admission.js';
-import { MachineRun, type RestoreSource, type RunHooks } from './run.js';
+import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { machineView } from './views.js';
@@ -132,12 +132,12 @@ export class Machines {
       });
     }
     const host = await this.host();
-    const slots = await this.admit(caller, memoryMb, 1);
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.
     const shared = isBareImage(version.layers);
     if (!shared) host.tenantDir(caller.tenantId);
     const root = this.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
+    const slots = await this.admit(caller, memoryMb, 1);
     const run = await this.templates!.use({ root, layers: version.layers, memoryMb, cpus }, async (tpl) => {
       const id = newId('m');
       host.disksDir(caller.tenantId);
@@ -164,10 +164,13 @@ export class Machines {
    */
   async collectTemplates(): Promise<number> {
     if (!this.templates) return 0;
-    const inUse = new Set([...await this.disks.chainFiles()].map((f) => path.dirname(f)));
+    const files = await this.disks.chainFiles();
+    const inUse = new Set([...files].map((f) => path.dirname(f)));
+    // In a cluster, also the frozen disk files this worker fetched that no chain names any more.
+    const fetched = this.place?.stowage.collect(files, this.deps.config.machines.templateIdleMs) ?? 0;
     let names: string[] = [];
-    try { names = readdirSync(this.layout.tenantsDir); } catch { return 0; }
-    return this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
+    try { names = readdirSync(this.layout.tenantsDir); } catch { return fetched; }
+    return fetched + await this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
   }
 
   /** Inserts the row and restores the machine (on this worker, with one of `slots`); on failure nothing of it is left. */
@@ -210,7 +213,7 @@ export class Machines {
       run = new MachineRun(row, {
         host: this.host_!,
         save: async (r) => { await this.deps.metadata.machines.update(r); await this.place?.saved(r); },
-        ...(this.place ? this.hooksOf(this.place) : {}),
+        ...this.place?.runHooks(this.deps.log),
         meter: async (r, wallMs, cpuMs, { activeMs, bytesOut, bytesIn }) => {
           this.deps.meter.runEnded('machine', wallMs, activeMs);
           await this.deps.metadata.usage.record({
@@ -228,14 +231,6 @@ export class Machines {
       this.runs.set(row.id, run);
     }
     return run;
-  }
-
-  private hooksOf(place: MachinePlacement): Pick<RunHooks, 'stow' | 'unstow' | 'stowFailed'> {
-    return {
-      stow: (r, saved) => place.stow(r, saved),
-      unstow: (r, saved) => place.unstow(r, saved),
-      stowFailed: (r, err) => this.deps.log.error({ err, machine: r.id }, 'storing a hibernated machine in the object store failed: it wakes only on this worker'),
-    };
   }
 
   /** The machines this server runs (in a cluster, not those it only looked at for another worker). */
@@ -317,15 +312,7 @@ export class Machines {
   private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
     const row = await freezeMachine(await this.host(), caller.tenantId, run, temporary);
     if (temporary) return row;
-    // In a cluster, in the object store too (before it is acknowledged): any worker restores it.
-    if (this.place) {
-      try {
-        row.spec.stored = await this.place.stowage.store({ ram: row.spec.ram, state: row.spec.state, disk: row.spec.disk }, { frozenTop: true });
-      } catch (e) {
-        rmSync(path.dirname(row.spec.state), { recursive: true, force: true });
-        throw e;
-      }
-    }
+    await this.place?.storeSnapshot(row);
     await this.deps.metadata.machines.createSnapshot(row);
     return row;
   }
@@ -370,11 +357,7 @@ export class Machines {
   private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number, temporary = false): Promise<MachineRun[]> {
     this.checkCount(count);
     const host = await this.host();
-    // In a cluster, a snapshot another worker took is fetched from the object store first (once).
-    const here = this.layout.snapshotFiles(this.layout.snapshotDir(caller.tenantId, snap.id)).state === snap.spec.state;
-    if (this.place && snap.spec.stored && !temporary && !here) {
-      snap = { ...snap, spec: { ...snap.spec, ...(await this.place.stowage.fetchSnapshot(snap.spec.stored, this.layout.snapshotDir(caller.tenantId, snap.id))) } };
-    }
+    if (this.place && !temporary) snap = await this.place.localSnapshot(snap);
     const s = snap.spec;
     await checkRestorable(host, snap);
     const slots = await this.admit(caller, s.memoryMb, count);

@@ -1,13 +1,15 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
 import type { Cluster } from '../core/cluster.js';
 import type { Caller } from '../core/deps.js';
 import { overQuota, quotasOf } from '../core/quotas.js';
 import { ShellbaseError, notFound } from '../errors.js';
-import type { MachineRow, MetadataStore, StoredMachineFiles } from '../store/metadata/types.js';
+import type { MachineRow, MetadataStore, SnapshotRow, StoredMachineFiles } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import type { MachineLayout } from './layout.js';
-import type { MachineRun } from './run.js';
+import type { MachineRun, RunHooks } from './run.js';
 import type { MachineStowage } from './stowage.js';
 
 /** States in which a machine holds memory on the worker that runs it. */
@@ -117,6 +119,33 @@ export class MachinePlacement {
     if (row.state !== 'hibernated' || row.spec.stored) await this.forget(row.id);
   }
 
+  /** What MachineRun asks of a cluster (machines/run.ts): stow on hibernation, unstow before a wake. */
+  runHooks(log: Logger): Pick<RunHooks, 'stow' | 'unstow' | 'stowFailed'> {
+    return {
+      stow: (r, saved) => this.stow(r, saved),
+      unstow: (r, saved) => this.unstow(r, saved),
+      stowFailed: (r, err) => log.error({ err, machine: r.id }, 'storing a hibernated machine in the object store failed: it wakes only on this worker'),
+    };
+  }
+
+  /** A snapshot just taken here, stored in the object store too (before it is acknowledged): any worker restores it. */
+  async storeSnapshot(snap: SnapshotRow): Promise<void> {
+    const s = snap.spec;
+    try {
+      s.stored = await this.stowage.store({ ram: s.ram, state: s.state, disk: s.disk }, { frozenTop: true });
+    } catch (e) {
+      rmSync(path.dirname(s.state), { recursive: true, force: true });
+      throw e;
+    }
+  }
+
+  /** A snapshot with its files on this worker: its own, or fetched from the object store (once) when another worker took it. */
+  async localSnapshot(snap: SnapshotRow): Promise<SnapshotRow> {
+    const dir = this.layout.snapshotDir(snap.tenantId, snap.id);
+    if (!snap.spec.stored || this.layout.snapshotFiles(dir).state === snap.spec.state) return snap;
+    return { ...snap, spec: { ...snap.spec, ...(await this.stowage.fetchSnapshot(snap.spec.stored, dir)) } };
+  }
+
   /** Hibernation: its memory and disk to the object store (this worker remembers which storing its own files are). */
   async stow(row: MachineRow, saved: { ram: string; state: string }): Promise<StoredMachineFiles> {
     const stored = await this.stowage.store({ ...saved, disk: row.spec.disk });
@@ -154,7 +183,7 @@ export class MachinePlacement {
     await this.cluster.release(tenantId, 'machine');
   }
 
-  private marker(id: string): string { return `${this.layout.runDir(id)}/stored-id`; }
+  private marker(id: string): string { return path.join(this.layout.runDir(id), 'stored-id'); }
 }
 
 function readMarker(file: string): string | null {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../errors.js';
@@ -34,8 +34,9 @@ export interface FetchTargets {
  * store before it is trusted); a worker that fetches one keeps it under `blobs/DIGEST/`, its
  * backing rebased onto its own copy of the next, and uses it again.
  *
- * The blobs are as sensitive as the machine's memory (docs/security.md). Nothing here deletes them
- * yet: a deleted machine's or snapshot's blobs stay in the object store.
+ * The blobs are as sensitive as the machine's memory (docs/security.md). Nothing deletes them from
+ * the object store yet (a deleted machine's or snapshot's stay); `collect` deletes this worker's
+ * fetched copies that no disk chain names.
  */
 export class MachineStowage {
   /** Fetches in flight, by digest: concurrent restores of one chain fetch each file once. */
@@ -106,7 +107,10 @@ export class MachineStowage {
     const hex = f.digest.replace(/^sha256:/, '');
     const final = path.join(this.layout.blobsDir, hex);
     const file = path.join(final, f.name);
-    if (existsSync(file)) return Promise.resolve(file);
+    if (existsSync(file)) {
+      touch(final);
+      return Promise.resolve(file);
+    }
     let p = this.fetching.get(f.digest);
     if (!p) {
       p = (async () => {
@@ -115,6 +119,7 @@ export class MachineStowage {
         try {
           if (backing) await rebase(path.join(dir, f.name), backing);
           chmodSync(dir, 0o755);
+          touch(dir);
           renameSync(dir, final);
         } catch (e) {
           rmSync(dir, { recursive: true, force: true });
@@ -164,6 +169,28 @@ export class MachineStowage {
     }
   }
 
+  /**
+   * Deletes the frozen files this worker fetched that no disk chain in `inUse` names and nothing
+   * used (fetched, or found here by a fetch) for `idleMs`; returns how many went.
+   */
+  collect(inUse: ReadonlySet<string>, idleMs: number): number {
+    let entries: string[] = [];
+    try { entries = readdirSync(this.layout.blobsDir); } catch { return 0; }
+    let n = 0;
+    for (const hex of entries.filter((e) => /^[0-9a-f]{64}$/.test(e))) {
+      const dir = path.join(this.layout.blobsDir, hex);
+      if (this.fetching.has(`sha256:${hex}`)) continue;
+      try {
+        if (readdirSync(dir).some((f) => inUse.has(path.join(dir, f))) || Date.now() - statSync(dir).mtimeMs < idleMs) continue;
+        rmSync(dir, { recursive: true, force: true });
+        n++;
+      } catch (err) {
+        this.log.warn({ err, dir }, 'collecting a fetched machine file failed');
+      }
+    }
+    return n;
+  }
+
   /** The blob a frozen file was stored as, if this worker stored or fetched it (and it has not changed since). */
   private known(file: string): StoredFile | null {
     try {
@@ -207,6 +234,12 @@ interface KnownFile {
   mtimeMs: number;
   digest: string;
   name: string;
+}
+
+/** Marks a fetched file's directory as used now (collect reads it). */
+function touch(dir: string): void {
+  const now = new Date();
+  try { utimesSync(dir, now, now); } catch { /* gone meanwhile: the next fetch makes it again */ }
 }
 
 /** A disk's files, top first down to its base, each with the name its pack gives it (by its format). */
