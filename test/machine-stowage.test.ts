@@ -11,9 +11,11 @@ import type { BlobStore } from '../packages/server/src/store/blobs/types.ts';
 import { ShellbaseError } from '../packages/server/src/errors.ts';
 import { MachineLayout } from '../packages/server/src/machines/layout.ts';
 import { MachineStowage } from '../packages/server/src/machines/stowage.ts';
+import { MachineDisks } from '../packages/server/src/machines/storage.ts';
 
-// Machines' files in the object store (machines/stowage.ts), with real qcow2 chains (qemu-img,
-// qemu-io) and GNU tar, over a local blob store: what one worker stores, another fetches.
+// Machines' files in a cluster: in the object store (machines/stowage.ts), with real qcow2 chains
+// (qemu-img, qemu-io) and GNU tar over a local blob store (what one worker stores, another
+// fetches), and what a worker keeps of them locally (machines/storage.ts, collectStray).
 let root: string;
 let blobs: BlobStore;
 let puts = 0;
@@ -94,4 +96,21 @@ test('a stored machine whose blob is gone, or of an unknown format, is refused w
   await assert.rejects(b.fetch({ ...stored, format: 2 as 1 }, to), (e: unknown) => e instanceof ShellbaseError && e.code === 'failed_precondition' && /format 2/.test(e.message));
   await blobs.delete(stored.ram.digest);
   await assert.rejects(b.fetch(stored, to), (e: unknown) => e instanceof ShellbaseError && e.code === 'failed_precondition' && /missing/.test(e.message));
+});
+
+test("a worker's files of machines and snapshots that moved on or went are collected once unused (MachineDisks.collectStray)", async () => {
+  const layout = new MachineLayout(path.join(root, 'e'), path.join(root, 'cache'));
+  const disks = layout.disksDir('t1');
+  mkdirSync(disks, { recursive: true });
+  const named = path.join(disks, 'named.qcow2');
+  const stray = path.join(disks, 'moved-on.qcow2');
+  for (const f of [named, stray]) writeFileSync(f, '');
+  mkdirSync(layout.snapshotDir('t1', 's_kept'), { recursive: true });
+  mkdirSync(layout.snapshotDir('t1', 's_gone'), { recursive: true });
+  const metadata = { machines: { list: async () => [{ spec: { disk: [named] } }], listSnapshots: async () => [{ id: 's_kept', spec: { disk: [] } }] } };
+  const store = new MachineDisks({ metadata, log } as unknown as ConstructorParameters<typeof MachineDisks>[0], layout);
+  assert.equal(await store.collectStray(3_600_000), 0, 'nothing younger than idleMs');
+  assert.equal(await store.collectStray(0), 2);
+  assert.deepEqual(readdirSync(disks), ['named.qcow2']);
+  assert.deepEqual(readdirSync(path.dirname(layout.snapshotDir('t1', 'x'))), ['s_kept']);
 });

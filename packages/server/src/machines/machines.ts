@@ -166,8 +166,9 @@ export class Machines {
     if (!this.templates) return 0;
     const files = await this.disks.chainFiles();
     const inUse = new Set([...files].map((f) => path.dirname(f)));
-    // In a cluster, also the frozen disk files this worker fetched that no chain names any more.
-    const fetched = this.place?.stowage.collect(files, this.deps.config.machines.templateIdleMs) ?? 0;
+    // In a cluster, also the frozen disk files this worker fetched that no chain names any more, and
+    // what it kept of machines and snapshots that moved on or went.
+    const fetched = this.place ? this.place.stowage.collect(files, this.deps.config.machines.templateIdleMs) + await this.disks.collectStray(this.deps.config.machines.templateIdleMs) : 0;
     let names: string[] = [];
     try { names = readdirSync(this.layout.tenantsDir); } catch { return fetched; }
     return fetched + await this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
