@@ -90,7 +90,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     storedBytes: (tenantId) => machines!.storedBytes(tenantId),
     collect: () => machines!.collectTemplates(),
   });
-  machines = new Machines(deps, engine.contextAccess());
+  machines = new Machines(deps, engine.contextAccess(), cluster?.blobs);
   const e2b = new E2bCompat(engine, machines, deps, log);
   try {
     await engine.recover();

@@ -21,6 +21,7 @@ import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
 import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
+import { forwardMachineCalls } from './machine-forward.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
@@ -90,6 +91,8 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
       reply.raw.once('close', () => req.caller.hold.release());
     }
   });
+  // Cluster mode: calls about a machine another worker runs go there (after the key is checked here).
+  if (machines.clustered) forwardMachineCalls(app, machines);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
     const accel = machines.accel();

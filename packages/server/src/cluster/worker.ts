@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Cluster, SlotKind } from '../core/cluster.js';
+import type { Cluster, LeaseKind, SlotKind } from '../core/cluster.js';
 import type { Pins } from '../core/pins.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
@@ -89,16 +89,16 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.release(this.workerId, tenantId, kind);
   }
 
-  async claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
+  async claim(kind: LeaseKind, key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
     return this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
   }
 
-  async elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null> {
+  async elsewhere(kind: LeaseKind, key: string): Promise<{ api: string; gateway: string } | null> {
     const holder = await this.opts.shared.owner(kind, key, this.aliveMs);
     return holder && holder.worker !== this.workerId && holder.gateway ? { api: holder.address, gateway: holder.gateway } : null;
   }
 
-  unclaim(kind: 'service', key: string): Promise<void> {
+  unclaim(kind: LeaseKind, key: string): Promise<void> {
     return this.opts.shared.unclaim(kind, key, this.workerId);
   }
 

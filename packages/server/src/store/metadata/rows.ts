@@ -230,6 +230,29 @@ export interface MachineSpec extends MachineShape {
   ports: { port: number; token: string; access?: 'key' }[];
   /** What the E2B-compatible API keeps about a machine it made (compat/e2b); forks do not inherit it. */
   e2b?: E2bSandboxSpec;
+  /** Cluster mode, while it is hibernated: its memory and disk in the object store (any worker restores it). */
+  stored?: StoredMachineFiles;
+}
+
+/** One file of a machine in the object store: the blob of a packed tree (store/blobs/pack.ts) holding it as `name`. */
+export interface StoredFile {
+  digest: string;
+  /** The file's name in its pack, which says what it is: `disk.qcow2`, `disk.raw`, `ram`, `state.bin`. */
+  name: string;
+}
+
+/**
+ * A machine's memory and disk in the object store (cluster mode): a hibernated machine's, or a
+ * snapshot's. `disk` is its qcow2 chain, writable top first, each file's backing being the next
+ * (the paths inside the files are those of the worker that stored them: a restoring worker
+ * rebases them onto its own copies). `id` names this one storing of it.
+ */
+export interface StoredMachineFiles {
+  format: 1;
+  id: string;
+  ram: StoredFile;
+  state: StoredFile;
+  disk: StoredFile[];
 }
 
 /** An E2B sandbox's own fields (compat/e2b), persisted with its machine. */
@@ -277,6 +300,8 @@ export interface SnapshotSpec extends MachineShape {
   ports: number[];
   /** Those of `ports` exposed with `access: "key"` (absent: none). */
   keyPorts?: number[];
+  /** Cluster mode: its files in the object store too, so any worker restores it. */
+  stored?: StoredMachineFiles;
 }
 
 export interface SnapshotRow {
