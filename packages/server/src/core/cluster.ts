@@ -31,6 +31,12 @@ export interface Cluster {
   /** Where a service runs now, when another live worker holds it (that worker's API and gateway URLs). */
   elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null>;
   unclaim(kind: 'service', key: string): Promise<void>;
+  /**
+   * Tells `listener` of each lease this worker claimed and then found taken over by another worker
+   * (checked at every heartbeat: after a pause or partition that outlasted its heartbeat). What
+   * was committed under it since is refused by its epoch (LeaseFence); the listener stops the work.
+   */
+  leaseLost(listener: (kind: 'service', key: string) => void): void;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }
