@@ -67,4 +67,15 @@ export function forwardUpgrade(to: string, req: IncomingMessage, socket: Duplex,
   up.on('error', (err) => failUpgrade(socket, unanswered(to, err)));
   socket.on('error', () => up.destroy());
   socket.on('close', () => up.destroy());
+  // The other worker closed: what it sent is flushed, then the client's socket closes too (paused,
+  // it would never read the client's end and keep this server from closing).
+  up.on('close', () => closeAfterWrites(socket));
+}
+
+/** Ends `socket` (unless ended already) and destroys it once what was written is flushed. */
+function closeAfterWrites(socket: Duplex): void {
+  if (socket.destroyed) return;
+  if (socket.writableFinished) { socket.destroy(); return; }
+  socket.once('finish', () => socket.destroy());
+  if (!socket.writableEnded) socket.end();
 }

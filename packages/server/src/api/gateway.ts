@@ -136,6 +136,8 @@ export class PortProxy {
 /** An upgrade that cannot be passed through: the error, and the socket closes. */
 export function failUpgrade(socket: Duplex, err: unknown): void {
   const e = toError(err);
+  // Destroyed once written: the socket is paused, so it would never read the client's end.
+  socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);
 }
 

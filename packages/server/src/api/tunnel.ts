@@ -84,6 +84,8 @@ export async function joinTunnel(target: PortTarget, socket: Duplex, head: Buffe
 /** Answers an upgrade that will not happen with the API's JSON error. */
 export function reject(socket: Duplex, e: ShellbaseError): void {
   const body = JSON.stringify({ error: e.toBody() });
+  // Destroyed once written: the socket is paused, so it would never read the client's end.
+  socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
