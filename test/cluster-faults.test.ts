@@ -41,6 +41,22 @@ test('faults: Postgres restarted under load: requests fail with 503 unavailable 
       }
     }
   });
+  try {
+    await restartUnderLoad(outcomes);
+  } finally {
+    running = false;
+    await Promise.all(load);
+  }
+  assert.ok(alive(w), 'the worker was not restarted');
+  const kinds = new Set(outcomes);
+  assert.ok(kinds.has('unavailable'), 'requests during the restart failed');
+  assert.deepEqual([...kinds].filter((k) => k !== 'ok' && k !== 'unavailable'), [], `only 503 unavailable, never another error: ${[...kinds].join(', ')}`);
+  const r = await w.sb.context('faults').exec('echo after > /root/after');
+  assert.ok(r.committed, 'writes commit again');
+});
+
+/** Restarts Postgres while `outcomes` grows; returns once requests work again and eight more went through. */
+async function restartUnderLoad(outcomes: string[]): Promise<void> {
   while (!outcomes.includes('ok')) await sleep(20);
   await cluster.postgres.restart(async () => {
     // While it is down: a clear 503, not a 500 or a hang.
@@ -59,17 +75,12 @@ test('faults: Postgres restarted under load: requests fail with 503 unavailable 
     }
   }
   const from = outcomes.length;
-  while (outcomes.slice(from).filter((o) => o === 'ok').length < 8) await sleep(20);
-  running = false;
-  await Promise.all(load);
-  assert.ok(alive(w), 'the worker was not restarted');
-  const kinds = new Set(outcomes);
-  assert.ok(kinds.has('unavailable'), 'requests during the restart failed');
-  assert.deepEqual([...kinds].filter((k) => k !== 'ok' && k !== 'unavailable'), [], `only 503 unavailable, never another error: ${[...kinds].join(', ')}`);
-  assert.ok(outcomes.slice(from).every((o) => o === 'ok'), 'every request after recovery works');
-  const r = await w.sb.context('faults').exec('echo after > /root/after');
-  assert.ok(r.committed, 'writes commit again');
-});
+  while (outcomes.slice(from).filter((o) => o === 'ok').length < 8) {
+    assert.ok(alive(w), 'the worker is still running');
+    await sleep(20);
+  }
+  assert.ok(outcomes.slice(from).every((o) => o === 'ok'), `every request after recovery works: ${outcomes.slice(from).join(', ')}`);
+}
 
 test('faults: the object store unreachable: writes fail with 503 and commit nothing, reads from the local cache go on', async () => {
   const ctx = w.sb.context('faults');

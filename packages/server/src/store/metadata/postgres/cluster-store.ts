@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { CLUSTER_MIGRATIONS } from './cluster-migrations.js';
 import type { Param } from '../sql/db.js';
-import type { PostgresDb } from './postgres-db.js';
+import { checkOut, type PostgresDb } from './postgres-db.js';
 import { migrate } from './migrate.js';
 
 /** pg sends a JavaScript array as a Postgres array (`?::text[]`); the shared SqlDb's Param type has no arrays. */
@@ -214,7 +214,7 @@ export class PostgresCluster {
    */
   async exclusive<T>(key: string, fn: () => Promise<T>, { wait = true }: { wait?: boolean } = {}): Promise<T | null> {
     await this.ready;
-    const client: pg.PoolClient = await this.db.pool.connect();
+    const { client, release } = await checkOut(this.db.pool);
     let broken: Error | undefined;
     try {
       if (wait) await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [key]);
@@ -225,7 +225,7 @@ export class PostgresCluster {
         await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch((e: Error) => { broken = e; });
       }
     } finally {
-      client.release(broken);
+      release(broken);
     }
   }
 }
