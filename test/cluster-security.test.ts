@@ -20,7 +20,9 @@ let certDir = '';
 let ca: Buffer;
 let adminKey = '';
 
-interface Answer { status: number; text: string; json: () => any }
+/** The fields of the API's answers these tests read. */
+interface Body { pathUrl: string; state: string; error: { code: string; message: string } }
+interface Answer { status: number; text: string; json: () => Body }
 
 /** One HTTPS request to a worker (its API unless `base` says otherwise), checked against the test CA. */
 function call(base: string, method: string, p: string, options: { body?: unknown; headers?: Record<string, string>; key?: string | null } = {}): Promise<Answer> {
@@ -35,7 +37,7 @@ function call(base: string, method: string, p: string, options: { body?: unknown
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => { text += c; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, json: () => JSON.parse(text) }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, json: () => JSON.parse(text) as Body }));
     });
     req.on('error', reject);
     req.end(body);
@@ -45,7 +47,7 @@ function call(base: string, method: string, p: string, options: { body?: unknown
 const exec = async (w: Worker, context: string, command: string) => {
   const r = await call(w.url, 'POST', `/v1/contexts/${context}/exec`, { body: { command, commit: 'never' } });
   assert.equal(r.status, 200, r.text);
-  return r.json() as { stdout: string; stderr: string; exitCode: number };
+  return JSON.parse(r.text) as { stdout: string; stderr: string; exitCode: number };
 };
 
 /** A service that answers every GET with an id of its run, and leaves a file named after it (its run's write). */
@@ -56,7 +58,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
         self.end_headers()
-        self.wfile.write(me.encode())
+        self.wfile.write((str(sorted(k.lower() for k in self.headers.keys())) if self.path == '/headers' else me).encode())
 http.server.HTTPServer(('127.0.0.1', int(os.environ.get('PORT', '8000'))), H).serve_forever()
 `;
 
@@ -115,14 +117,14 @@ test('cluster security: workers serve the API and the gateway over HTTPS and adv
   assert.notEqual(plain, 200, 'plain HTTP is not served');
 });
 
-test('cluster security: `shellbase admin-key --metadata postgres://…` makes a working admin key from the shared metadata', () => {
+test('cluster security: `shellbase admin-key --metadata postgres://…` makes a working admin key from the shared metadata', async () => {
   const out = execFileSync(process.execPath, [path.resolve('packages/cli/dist/main.js'), 'admin-key', '--metadata', cluster.database], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   const key = out.trim();
   assert.match(key, /^sb_[\w-]{32}$/);
-  return Promise.all([a, b].map(async (w) => {
+  for (const w of [a, b]) {
     const r = await call(w.url, 'GET', '/v1/tenants', { key });
     assert.equal(r.status, 200, r.text);
-  }));
+  }
 });
 
 test('cluster security: a request marked as forwarded without a valid proof is refused (API, gateway, internal tunnel)', async () => {
@@ -161,6 +163,9 @@ test('cluster security: forwarded requests work over TLS: gateway, TCP tunnel, s
   assert.equal(first.status, 200, `${first.text}\n${readFileSync(path.join(a.home, 'services', `${token}.log`), 'utf8')}`);
   const second = await viaGateway(b, token);
   assert.equal(second.text, first.text, "B's gateway passes the request to A, where it runs");
+  const seen = await call(b.gatewayUrl, 'GET', `/s/${token}/headers`, { key: null });
+  assert.equal(seen.status, 200, seen.text);
+  assert.doesNotMatch(seen.text, /x-shellbase-forwarded/, 'the proof stops at the gateway');
   const [lease] = await cluster.sql<{ address: string }>(`SELECT w.address FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id WHERE l.key = '${token}'`);
   assert.equal(lease.address, a.url);
   // A TCP tunnel through B's API (the caller's key, checked again on A) reaches the run on A.

@@ -2,7 +2,7 @@ import { Agent, createServer, request, type IncomingMessage, type Server, type S
 import { createServer as createTlsServer, type ServerOptions as TlsOptions } from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import type { Peers } from '../core/peers.js';
+import { FORWARDED, type Peers } from '../core/peers.js';
 import type { PortTarget } from '../util/pipe.js';
 import { forwardedHere, forwardRequest, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
@@ -100,6 +100,7 @@ export class PortProxy {
     res.once('close', release);
     const headers = { ...req.headers };
     for (const h of HOP_BY_HOP) delete headers[h];
+    delete headers[FORWARDED]; // another worker's proof: the cluster's, never the target's to see
     if (run.owner.requireKey) delete headers.authorization; // the tenant's key, checked: never the target's to see
     const up = request({ socketPath, path, method: req.method, headers, agent: this.agentFor(socketPath) }, (upRes) => {
       const out = { ...upRes.headers };
@@ -117,7 +118,8 @@ export class PortProxy {
   async upgrade(run: PortTarget, req: IncomingMessage, socket: Duplex, head: Buffer, path: string): Promise<void> {
     const lines = [`${req.method} ${path} HTTP/1.1`];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
-      if (run.owner.requireKey && req.rawHeaders[i].toLowerCase() === 'authorization') continue;
+      const name = req.rawHeaders[i].toLowerCase();
+      if (name === FORWARDED || (run.owner.requireKey && name === 'authorization')) continue;
       lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
     }
     await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
