@@ -225,6 +225,8 @@ test('cluster security: a stale owner is fenced by the lease epoch: paused past 
   const logFile = path.join(a.home, 'services', `${token}.log`);
   while (!/was taken over: its work is not committed/.test(readFileSync(logFile, 'utf8'))) await sleep(100);
   assert.equal((await epoch()).address, b.url, "A's giving up leaves B's lease alone");
+  const unnamed = await cluster.sql<{ n: string }>('SELECT count(*) AS n FROM cluster_layer_blobs b WHERE NOT EXISTS (SELECT 1 FROM layers l WHERE l.id = b.layer_id)');
+  assert.equal(Number(unnamed[0].n), 0, "the refused run's uploaded layer is dropped (its blob deleted after the grace period)");
   assert.equal((await viaGateway(a, token)).text, secondId, "A's gateway now passes requests to B");
   assert.equal((await call(b.url, 'POST', '/v1/contexts/fence/services/f/stop')).status, 200);
   const files = (await exec(b, 'fence', 'ls /root')).stdout.split('\n').filter((f) => f.startsWith('run-'));

@@ -226,9 +226,11 @@ export class ServiceRun implements PortTarget {
         const layer = await deps.snapshotter.commit(scratch);
         if (layer) {
           const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` }, this.fence)
-            .catch((e: unknown) => {
-              // Fenced: another worker took the lease over (this one was taken for gone); its run's writes count, not these.
+            .catch(async (e: unknown) => {
+              // Fenced: another worker took the lease over (this one was taken for gone); its run's
+              // writes count, not these. No version names the layer: it goes (and its blob, after the grace period).
               if (!(e instanceof ShellbaseError && e.code === 'failed_precondition')) throw e;
+              await deps.snapshotter.remove([layer.layerId]).catch((err: unknown) => deps.log.warn({ err, layer: layer.layerId }, 'removing a fenced run\'s layer failed'));
               log.append(`--- shellbase: ${e.message}\n`);
               return null;
             });
