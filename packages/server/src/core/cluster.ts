@@ -33,6 +33,12 @@ export interface Cluster {
   /** Where a service or machine runs now, when another live worker holds it (that worker's API and gateway URLs). */
   elsewhere(kind: LeaseKind, key: string): Promise<{ api: string; gateway: string } | null>;
   unclaim(kind: LeaseKind, key: string): Promise<void>;
+  /**
+   * Tells `listener` of each lease this worker claimed and then found taken over by another worker
+   * (checked at every heartbeat: after a pause or partition that outlasted its heartbeat). What
+   * was committed under it since is refused by its epoch (LeaseFence); the listener stops the work.
+   */
+  leaseLost(listener: (kind: LeaseKind, key: string) => void): void;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }

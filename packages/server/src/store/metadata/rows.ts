@@ -171,6 +171,21 @@ export interface CommitVersionOptions {
   layer?: LayerRow;
   /** Move this context's head to the version if it still equals `expectedHead`. */
   moveHead?: { tenantId: string; context: string; expectedHead: string };
+  /** Work done under a cluster lease: committed only while the lease is still `worker`'s at `epoch`. */
+  fence?: LeaseFence;
+}
+
+/**
+ * A cluster lease (`cluster_leases`) as a fencing token: a worker whose lease was taken over (its
+ * heartbeat lapsed, say in a partition) holds an epoch that no longer matches, and what it commits
+ * under it is refused (`failed_precondition`). The lease row is read in the commit's transaction
+ * (FOR SHARE: a takeover waits for the commit, or the commit sees the takeover).
+ */
+export interface LeaseFence {
+  kind: string;
+  key: string;
+  worker: string;
+  epoch: number;
 }
 
 /** What a service runs (persisted as JSON with `format`). */

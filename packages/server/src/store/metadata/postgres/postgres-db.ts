@@ -110,7 +110,7 @@ export class PostgresDb implements SqlDb {
 
   private async txOnce<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
     await this.ready;
-    const client = await this.pool.connect();
+    const { client, release } = await checkOut(this.pool);
     let broken: unknown = undefined;
     try {
       const inner: SqlDb = {
@@ -145,13 +145,34 @@ export class PostgresDb implements SqlDb {
         }
       }
     } finally {
-      client.release(broken instanceof Error ? broken : undefined);
+      release(broken);
     }
   }
 
   async close(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/**
+ * A pooled connection for work of several statements. While a connection is checked out the pool
+ * does not listen for its errors, so one the server ends between two statements (a restart, an
+ * administrator's command) would emit an unhandled 'error' and end the process. Here the error is
+ * kept (the next statement on the connection fails anyway) and the connection goes back to the
+ * pool as broken, which discards it.
+ */
+export async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release: (err?: unknown) => void }> {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (e: Error) => { lost = e; };
+  client.on('error', onError);
+  return {
+    client,
+    release(err?: unknown) {
+      client.off('error', onError);
+      client.release(err instanceof Error ? err : lost);
+    },
+  };
 }
 
 /** SQLSTATEs and socket errors that mean the database is down, restarting or unreachable (not that a statement was wrong). */
