@@ -126,8 +126,12 @@ describe('builds: Dockerfiles become contexts, with cached steps', () => {
     assert.match(String(err), /Dockerfile line 19: RUN exited with 3/);
     assert.ok(events.some((e) => e.type === 'stderr' && e.data.includes('failing')));
     assert.equal((await t.sb.context('built').info()).head, head);
-    const fixed = { ...files(), Dockerfile: `${dockerfile('prod').replace('LABEL', 'RUN echo fixed > fixed.txt\nLABEL')}` };
+    // Here-documents: one alone is the step's script; one after a command is its shell's to feed it.
+    const heredocs = 'RUN <<EOF\necho one > heredoc.txt\necho "two $MODE" >> heredoc.txt\nEOF\nRUN cat <<EOF > fed.txt\nfed as $(id -u)\nEOF\n';
+    const fixed = { ...files(), Dockerfile: `${dockerfile('prod').replace('LABEL', `RUN echo fixed > fixed.txt\n${heredocs}LABEL`)}` };
     const { result } = await build(fixed, { buildArgs: { WHO: 'shellbase' } });
+    assert.equal((await t.sb.context('built').files.read('/home/app/heredoc.txt')).toString(), 'one\ntwo prod\n');
+    assert.equal((await t.sb.context('built').files.read('/home/app/fed.txt')).toString(), 'fed as 1000\n');
     const steps = result.steps.map((s) => `${s.cached ? 'cached' : 'ran'} ${s.instruction.replace(/^\[\S+ \d+\/\d+\] /, '')}`);
     assert.ok(steps.includes('cached RUN echo "ran as $(id -u) in $(pwd) mode $MODE" > ran.txt'), steps.join('\n'));
     assert.ok(steps.includes('ran RUN echo fixed > fixed.txt'), steps.join('\n'));

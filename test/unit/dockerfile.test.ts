@@ -17,6 +17,20 @@ test('Dockerfiles: continuations join, comments and blank lines drop, each instr
   assert.deepEqual(cmd.json, ['sh', '-c', 'echo']);
 });
 
+test('Dockerfiles: here-documents in RUN: a sole one is the script (a #! one a program), others follow the command for its shell', () => {
+  const f = parseDockerfile([
+    'FROM debian', 'RUN <<EOF', 'apt-get update', 'echo "$HOME"', 'EOF', 'RUN python3 - <<"PY" > /out', 'print(1)', 'PY',
+    'RUN <<-EOT', '\techo tabbed', '\tEOT', 'RUN <<EOF', '#!/usr/bin/env python3', 'print(2)', 'EOF', 'ENV A=1',
+  ].join('\n'));
+  const [sole, cmd, tabs, shebang, env] = f.stages[0].steps;
+  assert.deepEqual([sole.line, sole.args, sole.json], [2, 'apt-get update\necho "$HOME"', undefined]);
+  assert.equal(sole.text, 'RUN <<EOF\napt-get update\necho "$HOME"\nEOF');
+  assert.deepEqual([cmd.line, cmd.args], [6, 'python3 - <<"PY" > /out\nprint(1)\nPY']);
+  assert.equal(tabs.args, 'echo tabbed');
+  assert.match(shebang.args, /^f=\$\(mktemp\) && cat > "\$f" <<'SHELLBASE_HEREDOC_12'\n#!\/usr\/bin\/env python3\nprint\(2\)\nSHELLBASE_HEREDOC_12\nchmod \+x "\$f" && "\$f"/);
+  assert.deepEqual([env.name, env.line], ['ENV', 16]);
+});
+
 test('Dockerfiles: what cannot be built is refused with its line', () => {
   const cases: [string, RegExp][] = [
     ['FROM a\nHEALTHCHECK CMD true', /line 2: HEALTHCHECK is not supported/],
@@ -29,6 +43,8 @@ test('Dockerfiles: what cannot be built is refused with its line', () => {
     ['FROM a\nSHELL /bin/bash', /line 2: SHELL takes a JSON array/],
     ['FROM a\nWORKDIR', /line 2: WORKDIR needs arguments/],
     ['', /no FROM/],
+    ['FROM a\nRUN <<EOF\necho never ends', /line 2: the here-document EOF has no end/],
+    ['FROM a\nCOPY <<EOF /etc/x\nhello\nEOF', /line 2: COPY of a here-document is not supported/],
   ];
   for (const [text, re] of cases) assert.throws(() => parseDockerfile(text), (e: Error & { code?: string }) => re.test(e.message) && e.code === 'invalid_argument', text);
 });

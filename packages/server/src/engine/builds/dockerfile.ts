@@ -57,9 +57,15 @@ export function syntaxError(line: number, message: string, hint = 'see https://d
   return new ShellbaseError('invalid_argument', `Dockerfile line ${line}: ${message}`, { details: { line }, hint });
 }
 
-/** Joined logical lines with their first physical line number. */
-function logicalLines(text: string): { line: number; text: string }[] {
-  const out: { line: number; text: string }[] = [];
+interface HereDoc { word: string; stripTabs: boolean; body: string }
+interface LogicalLine { line: number; text: string; heredocs: HereDoc[] }
+
+/** `<<WORD`, `<<-WORD`, `<<"WORD"`, `<<'WORD'` in RUN, COPY and ADD lines (BuildKit's here-documents). */
+const HEREDOC = /<<(-?)(["']?)([A-Za-z_][A-Za-z0-9_]*)\2/g;
+
+/** Joined logical lines with their first physical line number, and the here-documents they open. */
+function logicalLines(text: string): LogicalLine[] {
+  const out: LogicalLine[] = [];
   const lines = text.split(/\r?\n/);
   let current: { line: number; text: string } | null = null;
   for (let i = 0; i < lines.length; i++) {
@@ -77,10 +83,43 @@ function logicalLines(text: string): { line: number; text: string }[] {
     const piece = continued ? raw.replace(/\\\s*$/, '') : raw;
     if (current === null) current = { line: i + 1, text: piece };
     else current.text += piece;
-    if (!continued) { out.push({ line: current.line, text: current.text.trim() }); current = null; }
+    if (!continued) {
+      const done: LogicalLine = { line: current.line, text: current.text.trim(), heredocs: [] };
+      if (/^(RUN|COPY|ADD)\s/i.test(done.text)) {
+        for (const m of done.text.matchAll(HEREDOC)) {
+          const body: string[] = [];
+          const stripTabs = m[1] === '-';
+          for (i++; ; i++) {
+            if (i >= lines.length) throw syntaxError(done.line, `the here-document ${m[3]} has no end`, `end it with a line that is ${m[3]} alone`);
+            const l = stripTabs ? lines[i].replace(/^\t+/, '') : lines[i];
+            if (l === m[3]) break;
+            body.push(l);
+          }
+          done.heredocs.push({ word: m[3], stripTabs, body: body.join('\n') });
+        }
+      }
+      out.push(done);
+      current = null;
+    }
   }
-  if (current !== null && current.text.trim() !== '') out.push({ line: current.line, text: current.text.trim() });
+  if (current !== null && current.text.trim() !== '') out.push({ line: current.line, text: current.text.trim(), heredocs: [] });
   return out;
+}
+
+/**
+ * A RUN with here-documents as its shell sees it: a RUN that is only `<<WORD` runs the document
+ * as its script (with a `#!` line, as a program of its own); otherwise the documents follow the
+ * command, as in a shell script, and the shell feeds them to it.
+ */
+function runWithHeredocs(line: number, args: string, docs: HereDoc[]): string {
+  const sole = /^<<-?(["']?)([A-Za-z_][A-Za-z0-9_]*)\1$/.exec(args);
+  if (sole) {
+    const body = docs[0].body;
+    if (!body.startsWith('#!')) return body;
+    const end = `SHELLBASE_HEREDOC_${line}`;
+    return `f=$(mktemp) && cat > "$f" <<'${end}'\n${body}\n${end}\nchmod +x "$f" && "$f"; s=$?; rm -f "$f"; exit $s`;
+  }
+  return [args, ...docs.flatMap((d) => [d.body, d.word])].join('\n');
 }
 
 /** A JSON array of strings, if `args` is one. */
@@ -93,7 +132,7 @@ function jsonForm(args: string): string[] | undefined {
   return undefined;
 }
 
-function parseInstruction(line: number, text: string): Instruction {
+function parseInstruction(line: number, text: string, heredocs: HereDoc[] = []): Instruction {
   const m = /^(\S+)\s*(.*)$/s.exec(text)!;
   const word = m[1].toUpperCase();
   if (word in REFUSED) throw syntaxError(line, `${word} is not supported`, REFUSED[word]);
@@ -111,8 +150,13 @@ function parseInstruction(line: number, text: string): Instruction {
     flags[f[1]] = f[2] ?? 'true';
     rest = rest.slice(f[0].length);
   }
-  const args = rest.trim();
-  const json = ['RUN', 'CMD', 'ENTRYPOINT', 'SHELL', 'COPY', 'ADD'].includes(name) ? jsonForm(args) : undefined;
+  let args = rest.trim();
+  if (heredocs.length) {
+    if (name !== 'RUN') throw syntaxError(line, `${name} of a here-document is not supported`, 'put the file in the build context and COPY it');
+    args = runWithHeredocs(line, args, heredocs);
+    text = [text, ...heredocs.flatMap((d) => [d.body, d.word])].join('\n');
+  }
+  const json = ['RUN', 'CMD', 'ENTRYPOINT', 'SHELL', 'COPY', 'ADD'].includes(name) && !heredocs.length ? jsonForm(args) : undefined;
   if (args === '' && !['CMD', 'ENTRYPOINT'].includes(name)) throw syntaxError(line, `${name} needs arguments`);
   if (name === 'SHELL' && (!json || json.length === 0)) throw syntaxError(line, 'SHELL takes a JSON array, e.g. ["/bin/bash", "-c"]');
   return { name, line, text, flags, args, ...(json ? { json } : {}) };
@@ -122,7 +166,7 @@ export function parseDockerfile(text: string): Dockerfile {
   const globalArgs: Instruction[] = [];
   const stages: Stage[] = [];
   for (const l of logicalLines(text)) {
-    const ins = parseInstruction(l.line, l.text);
+    const ins = parseInstruction(l.line, l.text, l.heredocs);
     if (ins.name === 'FROM') {
       const m = /^(\S+)(?:\s+AS\s+([A-Za-z0-9][A-Za-z0-9_.-]*))?$/i.exec(ins.args);
       if (!m) throw syntaxError(ins.line, 'FROM takes an image and an optional AS name', 'FROM python:3.12-slim AS build');
