@@ -76,6 +76,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     warm: config.warm ? { dir: path.join(config.home, 'warm'), onError: (message) => log.warn(message) } : undefined,
   });
   const meter = new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() });
+  if (cluster) {
+    const db = cluster.metadata.db;
+    meter.watchRoundTrips(() => db.roundTrips);
+  }
   const durability = config.durable ? {
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),

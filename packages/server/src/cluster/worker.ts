@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import type { Cluster, SlotKind } from '../core/cluster.js';
 import type { Pins } from '../core/pins.js';
 import type { BlobStore } from '../store/blobs/types.js';
+import type { UsageRow } from '../store/metadata/rows.js';
 import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
+import { inBackground } from '../util/background.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 
@@ -46,7 +48,7 @@ export class ClusterWorker implements Cluster {
 
   async start(): Promise<void> {
     await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
-    this.timer = setInterval(() => { this.beating ??= this.beat().finally(() => { this.beating = null; }); }, this.opts.heartbeatMs);
+    this.timer = setInterval(() => { this.beating ??= inBackground(() => this.beat()).finally(() => { this.beating = null; }); }, this.opts.heartbeatMs);
     this.timer.unref();
     this.opts.log.info({ worker: this.workerId, address: this.opts.address }, 'joined the cluster');
   }
@@ -85,8 +87,8 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs);
   }
 
-  release(tenantId: string, kind: SlotKind): Promise<void> {
-    return this.opts.shared.release(this.workerId, tenantId, kind);
+  release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void> {
+    return this.opts.shared.release(this.workerId, tenantId, kind, usage);
   }
 
   async claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
