@@ -57,7 +57,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   let address = { api: '', gateway: '' };
   let cluster: ClusterStores | null = null;
   try {
-    cluster = config.cluster ? await openCluster(config.cluster, local, pins, () => address, () => pins.snapshot().versions.size, log) : null;
+    cluster = config.cluster ? await openCluster(config.cluster, local, pins, () => address, () => pins.active, log) : null;
   } catch (e) {
     rmSync(pidFile, { force: true });
     throw e;
@@ -115,7 +115,12 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   }
   engine.gc.start();
   const adminKeyFile = await engine.tenants.ensureAdmin();
-  const app = await buildApi({ engine, machines, e2b, log, metrics: meter.registry, http: config.http });
+  const maxLoad = config.cluster?.localityMaxLoad ?? null;
+  const worker = cluster?.worker;
+  const locality = worker && maxLoad !== null
+    ? { route: (tenantId: string, context: string) => worker.preferred(tenantId, context, maxLoad), unreachable: (to: string) => worker.unreachable(to) }
+    : undefined;
+  const app = await buildApi({ engine, machines, e2b, log, metrics: meter.registry, http: config.http, locality });
   await app.listen({ host: config.host, port: config.port });
   const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token),
     (authorization) => engine.tenants.authenticate(authorization), log);

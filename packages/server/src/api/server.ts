@@ -10,6 +10,7 @@ import type { Caller } from '../core/deps.js';
 import type { E2bCompat } from '../compat/e2b/index.js';
 import { ShellbaseError } from '../errors.js';
 import { consoleRoutes } from './console.js';
+import { routeQueries, type Locality } from './locality.js';
 import { clientErrorHandler, errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
@@ -43,6 +44,8 @@ export interface ApiOptions {
   log: Logger;
   metrics: Registry;
   http: ServerConfig['http'];
+  /** Cluster mode with locality on: where contexts' queries run (api/locality.ts). */
+  locality?: Locality;
 }
 
 /**
@@ -50,7 +53,7 @@ export interface ApiOptions {
  * sees Fastify. Each operation pins, admits and syncs what it needs itself;
  * the API only ends the caller's hold when the response is done.
  */
-export async function buildApi({ engine, machines, e2b, log, metrics, http: limits }: ApiOptions): Promise<FastifyInstance> {
+export async function buildApi({ engine, machines, e2b, log, metrics, http: limits, locality }: ApiOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -90,6 +93,7 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
       reply.raw.once('close', () => req.caller.hold.release());
     }
   });
+  if (locality) routeQueries(app, locality);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
     const accel = machines.accel();
