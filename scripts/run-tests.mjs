@@ -12,7 +12,7 @@ const only = process.argv.slice(2).flatMap((a) => (a.endsWith('.test.ts') ? [a] 
 const list = only.length ? only : [...files('test/unit'), ...files('test').filter((f) => !f.startsWith('test/unit') && !f.startsWith('test/soak'))];
 if (!only.length) console.error('run-tests: test/soak is not part of the suite; run it with `npm run soak` (SHELLBASE_SOAK_MINUTES, default 10)');
 // Machines' files run on their own, one after another: each keeps at most two VMs, and so does the suite.
-const isMachines = (f) => path.basename(f).startsWith('machines');
+const isMachines = (f) => /^(cluster-)?machines/.test(path.basename(f));
 const run = (files, concurrency) => files.length === 0 ? 0
   : spawnSync(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files], { stdio: 'inherit' }).status ?? 1;
 const first = run(list.filter((f) => !isMachines(f)), 2);

@@ -23,7 +23,7 @@ export interface TestCluster {
   s3: TestS3;
   database: string;
   workers: ClusterWorkerProcess[];
-  /** A worker; the first one started makes the admin key, later ones use it. */
+  /** A worker; the first one started makes the admin key, later ones use it. `env` may name another S3 endpoint (a relay in front of it). */
   start(name: string, env?: Record<string, string>): Promise<ClusterWorkerProcess>;
   sql<T extends pg.QueryResultRow>(text: string): Promise<T[]>;
   stop(): Promise<void>;
@@ -39,7 +39,7 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
     async start(name, env = {}) {
       const home = mkdtempSync(path.join(tmpdir(), `shellbase-cluster-${name}-`));
       const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0',
-        '--metadata', database, '--blobs', `s3://${s3.bucket}/${PREFIX}`, '--s3-endpoint', s3.endpoint], {
+        '--metadata', database, '--blobs', `s3://${s3.bucket}/${PREFIX}`, '--s3-endpoint', env.SHELLBASE_S3_ENDPOINT ?? s3.endpoint], {
         env: {
           ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', SHELLBASE_HEARTBEAT_MS: '300',
           AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1', ...env,
@@ -52,8 +52,8 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
       w.url = await new Promise<string>((resolve, reject) => {
         child.stderr!.on('data', (chunk: Buffer) => {
           err += chunk.toString();
-          const m = /serving on (http:\/\/\S+)/.exec(err);
-          const g = /services answer on (http:\/\/\S+)/.exec(err);
+          const m = /serving on (https?:\/\/\S+)/.exec(err);
+          const g = /services answer on (https?:\/\/\S+)/.exec(err);
           if (m && g) {
             w.gatewayUrl = g[1];
             resolve(m[1]);

@@ -106,12 +106,16 @@ async function measure(b: Bench, label: string, home: string, probeCommits: numb
     const gc = await sb.gc();
     collecting = false;
     await pinger;
-    const lag = Number(/^shellbase_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(await (await fetch(`${sb.url}/metrics`)).text())?.[1]) * 1000;
+    const metrics = await (await fetch(`${sb.url}/metrics`)).text();
+    const lag = Number(/^shellbase_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(metrics)?.[1]) * 1000;
+    // The part of it the server caused itself (not its thread waiting for a CPU).
+    const stall = Number(/^shellbase_eventloop_stall_max_seconds (\S+)$/m.exec(metrics)?.[1]) * 1000;
     value(b, `history at scale (${label})`, 'collection pass', gc.ms, 'ms');
     value(b, `history at scale (${label})`, 'versions dropped by the pass', gc.versionsDropped, 'versions');
     value(b, `history at scale (${label})`, 'pass complete (1) or stopped at its budget (0)', gc.complete ? 1 : 0, '');
     value(b, `history at scale (${label})`, 'worst /healthz answer during the pass', worst, 'ms');
     value(b, `history at scale (${label})`, 'worst event-loop delay during the pass', lag, 'ms');
+    value(b, `history at scale (${label})`, 'worst event-loop stall (the server\'s own) during the pass', stall, 'ms');
     const rss = rssMb(child.pid!);
     value(b, `history at scale (${label})`, 'server resident memory', rss, 'MB');
     return rss;

@@ -65,3 +65,32 @@ test('postgres: 30 commits to one path from three pools at once: one wins per he
     await close();
   }
 });
+
+test('postgres: a commit fenced by a lease lands while the lease is its worker\'s at its epoch, and is refused once another worker took it over', async () => {
+  const { stores, root, close } = await threeWorkers();
+  try {
+    const [one, two] = stores;
+    await one.cluster.ready;
+    await one.cluster.register('w1', 'http://w1');
+    await two.cluster.register('w2', 'http://w2');
+    const first = await one.cluster.claim('service', 'tok', 'w1', 60_000);
+    assert.deepEqual(first, { mine: true, epoch: 1 });
+    const committer = new Committer(one, noSync);
+    const fence = { kind: 'service', key: 'tok', worker: 'w1', epoch: 1 };
+    const ok = await committer.commit('t1', 'c', root, { layerId: 'l1', bytes: 1, changes: [['/a', 'f']] }, { kind: 'service' }, fence);
+    assert.ok(ok.committed);
+    // w1 taken for gone (an alive window of 0 ms): w2 takes the lease over, the epoch moves on.
+    assert.deepEqual(await two.cluster.claim('service', 'tok', 'w2', 0), { mine: true, epoch: 2 });
+    await assert.rejects(committer.commit('t1', 'c', root, { layerId: 'l2', bytes: 1, changes: [['/b', 'f']] }, { kind: 'service' }, fence),
+      (e: Error & { code?: string }) => e.code === 'failed_precondition' && /taken over/.test(e.message));
+    assert.equal((await one.contexts.get('t1', 'c'))!.head, ok.head, 'the stale commit moved nothing');
+    const fresh = await new Committer(two, noSync).commit('t1', 'c', root, { layerId: 'l3', bytes: 1, changes: [['/c', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 });
+    assert.ok(fresh.committed, "the new holder's commit lands");
+    // The holder's unclaim leaves the row to nobody: a fence names a lease that is gone then.
+    await two.cluster.unclaim('service', 'tok', 'w2');
+    await assert.rejects(new Committer(two, noSync).commit('t1', 'c', root, { layerId: 'l4', bytes: 1, changes: [['/d', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 }),
+      (e: Error & { code?: string }) => e.code === 'failed_precondition');
+  } finally {
+    await close();
+  }
+});

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { sleep, spawnServer } from '../harness.ts';
@@ -10,7 +10,9 @@ import { sleep, spawnServer } from '../harness.ts';
 // in its own process under full concurrency (writes, reads, file calls, forks, merges, deletes,
 // garbage collection) for that long. Its memory, descriptors and the host's mounts stay flat, and
 // its event loop never stalls: collections run every 20 s over a retention of ~90 s, so history
-// is dropped all along, as on a server that has run for months.
+// is dropped all along, as on a server that has run for months. The assertion is on the delays the
+// server causes itself (shellbase_eventloop_stall_max_seconds); the raw delay, which also counts
+// its thread waiting for a CPU that the 8 writers' sandboxes keep busy, is printed beside it.
 const minutes = Number(process.env.SHELLBASE_SOAK_MINUTES ?? 10);
 const home = mkdtempSync(path.join(tmpdir(), 'shellbase-soak-'));
 let child: ChildProcess | null = null;
@@ -19,7 +21,7 @@ after(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-interface Sample { at: number; rssMb: number; heapMb: number; heapTotalMb: number; externalMb: number; anonMb: number; fds: number; mounts: number; lagMaxMs: number; versions: number }
+interface Sample { at: number; rssMb: number; heapMb: number; heapTotalMb: number; externalMb: number; anonMb: number; fds: number; mounts: number; lagMaxMs: number; stallMaxMs: number; versions: number }
 
 const HEAP_LIMIT_MB = 128;
 
@@ -42,6 +44,9 @@ test(`soak: ${minutes} minutes at full concurrency, flat memory, descriptors and
     const metrics = await (await fetch(`${sb.url}/metrics`)).text();
     // The worst event-loop delay since the previous scrape (prom-client resets it on each).
     const lag = Number(/^shellbase_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(metrics)?.[1] ?? NaN);
+    // The part of it the server caused itself (not its thread waiting for a CPU the sandboxes and
+    // this test's own client keep busy on a small host).
+    const stall = Number(/^shellbase_eventloop_stall_max_seconds (\S+)$/m.exec(metrics)?.[1] ?? NaN);
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     return {
       at: Math.round(performance.now() / 1000),
@@ -54,6 +59,7 @@ test(`soak: ${minutes} minutes at full concurrency, flat memory, descriptors and
       fds: readdirSync(`/proc/${pid}/fd`).length,
       mounts: readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length,
       lagMaxMs: Math.round(lag * 1000),
+      stallMaxMs: Math.round(stall * 1000),
       versions,
     };
   };
@@ -109,8 +115,9 @@ test(`soak: ${minutes} minutes at full concurrency, flat memory, descriptors and
     assert.ok(late <= early + 40, `resident memory level: ${early} -> ${late} MB`);
   }
   const worstLag = Math.max(...warm.map((x) => x.lagMaxMs));
-  console.log(JSON.stringify({ worstEventLoopDelayMs: worstLag, versionsMade: versions }));
-  assert.ok(worstLag < 100, `the event loop's worst delay while collections ran: ${worstLag} ms`);
+  const worstStall = Math.max(...warm.map((x) => x.stallMaxMs));
+  console.log(JSON.stringify({ worstEventLoopDelayMs: worstLag, worstStallMs: worstStall, versionsMade: versions, loadAverage: loadavg() }));
+  assert.ok(worstStall < 100, `the event loop's worst stall (the server's own doing) while collections ran: ${worstStall} ms`);
   const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
   assert.ok(ps.split('\n').filter((l) => l.startsWith('bwrap')).length <= 8, 'no sandboxes pile up');
 });

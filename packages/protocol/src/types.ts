@@ -308,8 +308,11 @@ export interface CreateServiceRequest {
   share?: ServiceShare;
 }
 
-/** A machine's states (machines/lifecycle.ts has its transitions). */
-export const MACHINE_STATES = ['starting', 'running', 'paused', 'hibernated', 'stopped'] as const;
+/**
+ * A machine's states (machines/lifecycle.ts has its transitions). `lost`: in a cluster, the worker
+ * running it died with its memory (its snapshots still restore).
+ */
+export const MACHINE_STATES = ['starting', 'running', 'paused', 'hibernated', 'stopped', 'lost'] as const;
 export type MachineState = (typeof MACHINE_STATES)[number];
 
 /** A microVM: its own kernel, systemd, processes and memory; restored from a snapshot, never booted in a caller's path. */

@@ -18,7 +18,7 @@
  * (QEMU's guestfwd runs it per connection of a machine to the proxy).
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
+#include "handover.h"
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -58,33 +58,6 @@ static void relay(int a, int b) {
   }
 }
 
-static int unix_connect(const char *path) {
-  struct sockaddr_un sun = {.sun_family = AF_UNIX};
-  snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
-  int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (u >= 0 && connect(u, (struct sockaddr *)&sun, sizeof sun) != 0) { close(u); return -1; }
-  return u;
-}
-
-/* Sends socket `fd` over the Unix socket at `path` (one byte of data carries it). */
-static int hand_over(int fd, const char *path) {
-  int u = unix_connect(path);
-  if (u < 0) return -1;
-  char byte = 'S';
-  char cbuf[CMSG_SPACE(sizeof(int))];
-  memset(cbuf, 0, sizeof cbuf);
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-  int ok = sendmsg(u, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
-  close(u);
-  return ok;
-}
-
 static void serve(int n, const int *fds, char **paths, const int *hand) {
   struct pollfd p[MAX_PAIRS];
   for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
@@ -96,9 +69,9 @@ static void serve(int n, const int *fds, char **paths, const int *hand) {
       int c = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC);
       if (c < 0) continue;
       if (hand[i]) {
-        hand_over(c, paths[i]);
+        handover_send(c, paths[i]);
       } else if (fork() == 0) {
-        int u = unix_connect(paths[i]);
+        int u = handover_connect(paths[i]);
         if (u >= 0) relay(c, u);
         _exit(0);
       }
@@ -109,7 +82,7 @@ static void serve(int n, const int *fds, char **paths, const int *hand) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--hand-stdin") == 0) {
-    if (hand_over(0, argv[2]) != 0) return die(argv[2]);
+    if (handover_send(0, argv[2]) != 0) return die(argv[2]);
     return 0;
   }
   int fds[MAX_PAIRS], hand[MAX_PAIRS], n = 0, i = 1;
@@ -120,19 +93,8 @@ int main(int argc, char **argv) {
     hand[n] = *eq == '>';
     *eq = 0;
     /* PORT, or ADDR:PORT for a loopback address other than 127.0.0.1 (a linked service's). */
-    char *colon = strrchr(argv[i], ':');
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (colon) {
-      *colon = 0;
-      if (inet_pton(AF_INET, argv[i], &sin.sin_addr) != 1) { fprintf(stderr, "sbx-forward: bad address %s\n", argv[i]); return 125; }
-      sin.sin_port = htons((unsigned short)atoi(colon + 1));
-    } else {
-      sin.sin_port = htons((unsigned short)atoi(argv[i]));
-    }
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) die("socket");
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&sin, sizeof sin) != 0 || listen(fd, 128) != 0) die(argv[i]);
+    int fd = handover_listen(argv[i]);
+    if (fd < 0) die(argv[i]);
     fds[n] = fd;
     paths[n++] = eq + 1;
   }
@@ -145,5 +107,7 @@ int main(int argc, char **argv) {
   }
   for (int k = 0; k < n; k++) close(fds[k]);
   execvp(argv[i + 1], &argv[i + 1]);
-  return die(argv[i + 1]);
+  /* Worded (and exiting) as bubblewrap does when it cannot run a command: with or without the forwarder, a sandbox answers alike. */
+  fprintf(stderr, "bwrap: execvp %s: %s\n", argv[i + 1], strerror(errno));
+  return 1;
 }

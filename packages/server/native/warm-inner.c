@@ -11,6 +11,7 @@
  * status, which ends the pid namespace and whatever is left in it.
  */
 #define _GNU_SOURCE
+#include "handover.h"
 #include "warm.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -156,6 +158,7 @@ static void mount_point(const char *target, int dir) {
 
 #define MAX_BINDS 64
 struct bind_op { int src; int dir; int ro; const char *target; };
+#define MAX_HANDS 8
 
 static const struct { const char *name; int cap; } CAPS[] = {
   {"CAP_CHOWN", CAP_CHOWN}, {"CAP_DAC_OVERRIDE", CAP_DAC_OVERRIDE}, {"CAP_FOWNER", CAP_FOWNER},
@@ -207,13 +210,49 @@ static void confine_self(const struct warm_filter *filter) {
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter->prog) != 0) warm_die("seccomp");
 }
 
+static void __attribute__((noreturn)) exit_as(int status) {
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
+}
+
+/* pid 1 with hand-over ports: reaps, and hands each accepted connection to its socket, until the
+   command ends. SIGCHLD stays blocked (as in bubblewrap's pid 1) and is read from a signalfd. */
+static void __attribute__((noreturn)) serve_hands(pid_t cmd, int n, const int *fds, const char *const *paths) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) warm_die("signalfd");
+  struct pollfd p[MAX_HANDS + 1];
+  for (int k = 0; k < n; k++) p[k] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+  p[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
+  for (;;) {
+    int status;
+    pid_t done;
+    while ((done = waitpid(-1, &status, WNOHANG)) > 0) if (done == cmd) exit_as(status);
+    if (done < 0 && errno == ECHILD) _exit(1);
+    if (poll(p, (nfds_t)n + 1, -1) < 0) continue;
+    if (p[n].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {}
+    }
+    for (int k = 0; k < n; k++) {
+      if (!(p[k].revents & POLLIN)) continue;
+      int c = accept4(fds[k], NULL, NULL, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      handover_send(c, paths[k]); /* on failure the connection closes: the client sees it end */
+      close(c);
+    }
+  }
+}
+
 static void run_job(int go, const struct warm_filter *filter) {
   struct warm_job job;
   if (warm_read_job(go, &job) != 0) _exit(0); /* let go unused */
   close(go);
   const char *chdir_to = NULL, *merged = NULL, *cwd = "/";
   struct bind_op binds[MAX_BINDS];
-  int nb = 0, i;
+  int nb = 0, i, nh = 0, hand_fds[MAX_HANDS];
+  const char *hand_paths[MAX_HANDS];
   uint64_t caps = 0;
   char **env = calloc((size_t)job.argc + 1, sizeof *env);
   int ne = 0;
@@ -233,6 +272,14 @@ static void run_job(int go, const struct warm_filter *filter) {
       env[ne] = malloc(len);
       if (!env[ne]) warm_die("malloc");
       snprintf(env[ne++], len, "%s=%s", v, job.argv[++i]);
+    } else if (strcmp(k, "--hand") == 0) {
+      /* PORT>SOCKET: listening from now on, in this network namespace; SOCKET is resolved in the sandbox's root. */
+      char *hv = job.argv[i], *gt = strchr(hv, '>');
+      if (!gt || nh == MAX_HANDS) { errno = EINVAL; warm_die(v); }
+      *gt = 0;
+      hand_fds[nh] = handover_listen(hv);
+      if (hand_fds[nh] < 0) warm_die(hv);
+      hand_paths[nh++] = gt + 1;
     } else if (strcmp(k, "--bind") == 0 || strcmp(k, "--ro-bind") == 0) {
       if (i + 1 >= job.argc || nb == MAX_BINDS) { errno = EINVAL; warm_die(k); }
       /* A detached copy, attachable after the pivot (a plain bind's source must be in our tree). */
@@ -267,13 +314,16 @@ static void run_job(int go, const struct warm_filter *filter) {
   if (cmd < 0) warm_die("fork");
   if (cmd == 0) exec_command(cwd, env, argv, caps, filter);
   confine_self(filter);
-  for (;;) {
-    int status;
-    pid_t p = wait(&status);
-    if (p < 0 && errno == EINTR) continue;
-    if (p < 0) _exit(1);
-    if (p == cmd) _exit(WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
+  if (nh == 0) {
+    for (;;) {
+      int status;
+      pid_t p = wait(&status);
+      if (p < 0 && errno == EINTR) continue;
+      if (p < 0) _exit(1);
+      if (p == cmd) exit_as(status);
+    }
   }
+  serve_hands(cmd, nh, hand_fds, hand_paths);
 }
 
 void warm_inner(int go, int ready, const char *base, const struct warm_filter *filter) {

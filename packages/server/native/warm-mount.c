@@ -50,7 +50,7 @@ void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
     else if (strcmp(k, "--work") == 0) { work = v; i++; }
     else if (strcmp(k, "--merged") == 0) { merged = v; i++; }
     else if (strcmp(k, "--bind") == 0 || strcmp(k, "--ro-bind") == 0 || strcmp(k, "--setenv") == 0) i += 2;
-    else if (strcmp(k, "--cwd") == 0 || strcmp(k, "--cap-add") == 0) i++;
+    else if (strcmp(k, "--cwd") == 0 || strcmp(k, "--cap-add") == 0 || strcmp(k, "--hand") == 0) i++;
     else { errno = EINVAL; warm_die(k); }
   }
   if (!chdir_to || !lower || !upper || !work || !merged) { errno = EINVAL; warm_die("job without an overlay"); }

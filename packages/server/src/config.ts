@@ -46,6 +46,8 @@ export interface ServerConfig {
   metadataUrl?: string;
   /** Cluster mode (docs/deploy.md): null for the embedded default (SQLite and this host's disk). */
   cluster: ClusterConfig | null;
+  /** Serve the API and the gateway over HTTPS (SHELLBASE_TLS_CERT and SHELLBASE_TLS_KEY: PEM files); absent: plain HTTP. */
+  tls?: { cert: string; key: string };
 }
 
 /** A worker of a cluster: the shared metadata and object store, and how it is reached. */
@@ -70,6 +72,22 @@ export interface ClusterConfig {
    * (SHELLBASE_LOCALITY_MAX_LOAD, default 16); null: off, queries run where they land.
    */
   localityMaxLoad: number | null;
+  /**
+   * A file holding the cluster secret (SHELLBASE_CLUSTER_SECRET_FILE; at least 32 bytes, the same
+   * on every worker); absent: the secret the first worker stored in Postgres (`cluster_secrets`).
+   */
+  secretFile?: string;
+  /** The CA (PEM) other workers' certificates chain to, when it is not one the system trusts (SHELLBASE_TLS_CA). */
+  tlsCa?: string;
+}
+
+/** The TLS files the environment gives (SHELLBASE_TLS_CERT and SHELLBASE_TLS_KEY, both or neither). */
+export function tlsFromEnv(e: Record<string, string | undefined> = env): ServerConfig['tls'] {
+  const cert = e.SHELLBASE_TLS_CERT || undefined;
+  const key = e.SHELLBASE_TLS_KEY || undefined;
+  if (!cert && !key) return undefined;
+  if (!cert || !key) throw invalid('TLS needs both a certificate and its key', 'give --tls-cert FILE and --tls-key FILE (SHELLBASE_TLS_CERT, SHELLBASE_TLS_KEY), or neither');
+  return { cert, key };
 }
 
 /**
@@ -90,6 +108,8 @@ export function clusterFromEnv(e: Record<string, string | undefined> = env): Clu
     metadata, blobs,
     ...(e.SHELLBASE_S3_ENDPOINT ? { s3Endpoint: e.SHELLBASE_S3_ENDPOINT } : {}),
     ...(e.SHELLBASE_ADVERTISE ? { advertise: e.SHELLBASE_ADVERTISE } : {}),
+    ...(e.SHELLBASE_CLUSTER_SECRET_FILE ? { secretFile: e.SHELLBASE_CLUSTER_SECRET_FILE } : {}),
+    ...(e.SHELLBASE_TLS_CA ? { tlsCa: e.SHELLBASE_TLS_CA } : {}),
     cacheMaxBytes: Math.round(num('SHELLBASE_CACHE_MAX_GB', 20, e) * 2 ** 30),
     heartbeatMs: num('SHELLBASE_HEARTBEAT_MS', 2000, e),
     blobGraceMs: num('SHELLBASE_BLOB_GRACE_MS', 600_000, e),
@@ -234,6 +254,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     },
     ...(env.SHELLBASE_METADATA?.startsWith('sqlite:') ? { metadataUrl: env.SHELLBASE_METADATA } : {}),
     cluster: overrides.cluster === undefined ? clusterFromEnv() : null,
+    ...(tlsFromEnv() ? { tls: tlsFromEnv() } : {}),
     ...overrides,
   };
   for (const k of Object.keys(defaults) as (keyof Limits)[]) {

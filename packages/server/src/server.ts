@@ -86,7 +86,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   } : { layers: async () => undefined, metadata: async () => undefined };
   const deps = {
     config, metadata, snapshotter: layers, runtime, log, meter, pins, durability, ...startNetwork(config, metadata.egressLog, meter, log),
-    ...(cluster ? { cluster: cluster.worker } : {}),
+    ...(cluster ? { cluster: cluster.worker, peers: cluster.peers } : {}),
   };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.
   let machines: Machines | null = null;
@@ -94,7 +94,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     storedBytes: (tenantId) => machines!.storedBytes(tenantId),
     collect: () => machines!.collectTemplates(),
   });
-  machines = new Machines(deps, engine.contextAccess());
+  machines = new Machines(deps, engine.contextAccess(), cluster?.blobs);
   const e2b = new E2bCompat(engine, machines, deps, log);
   try {
     await engine.recover();
@@ -115,15 +115,19 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   }
   engine.gc.start();
   const adminKeyFile = await engine.tenants.ensureAdmin();
+  const tls = config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : undefined;
+  const peers = cluster?.peers;
   const maxLoad = config.cluster?.localityMaxLoad ?? null;
   const worker = cluster?.worker;
   const locality = worker && maxLoad !== null
     ? { route: (tenantId: string, context: string) => worker.preferred(tenantId, context, maxLoad), unreachable: (to: string) => worker.unreachable(to) }
     : undefined;
-  const app = await buildApi({ engine, machines, e2b, log, metrics: meter.registry, http: config.http, locality });
+  const app = await buildApi({
+    engine, machines, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}), ...(locality ? { locality } : {}),
+  });
   await app.listen({ host: config.host, port: config.port });
   const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token),
-    (authorization) => engine.tenants.authenticate(authorization), log);
+    (authorization) => engine.tenants.authenticate(authorization), log, { ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
   await new Promise<void>((resolve, reject) => {
     gateway.once('error', reject);
     gateway.listen(config.gatewayPort, config.host, () => resolve());
@@ -132,15 +136,18 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const portOf = (s: typeof gateway) => { const a = s.address(); return typeof a === 'object' && a ? a.port : 0; };
   // Port 0 (tests) means "any": services' URLs must name the port the gateway got.
   config.gatewayPort = portOf(gateway);
-  const url = `http://${hostPart}:${portOf(app.server)}`;
-  const gatewayUrl = `http://${hostPart}:${config.gatewayPort}`;
+  const scheme = tls ? 'https' : 'http';
+  const url = `${scheme}://${hostPart}:${portOf(app.server)}`;
+  const gatewayUrl = `${scheme}://${hostPart}:${config.gatewayPort}`;
   // Other workers reach this one at its advertised host (or where it listens), the gateway at its port there.
   const advertised = new URL(config.cluster?.advertise ?? url);
   address = { api: advertised.href.replace(/\/$/, ''), gateway: `${advertised.protocol}//${advertised.hostname}:${config.gatewayPort}` };
   await cluster?.worker.start();
-  if (!/^(127\.|::1$|localhost$)/.test(config.host)) {
-    // The workers serve plain HTTP: beyond loopback, TLS must come from in front (docs/deploy.md).
-    log.warn({ host: config.host }, 'serving plain HTTP (no TLS) beyond loopback: API keys and data cross the network unencrypted; put a TLS proxy in front (docs/deploy.md)');
+  if (!tls && !/^(127\.|::1$|localhost$)/.test(config.host)) {
+    // Without --tls-cert/--tls-key, beyond loopback TLS must come from in front (docs/deploy.md).
+    log.warn({ host: config.host }, 'serving plain HTTP (no TLS) beyond loopback: API keys, data and other workers\' forwarded requests cross the network unencrypted; '
+      + 'give --tls-cert and --tls-key (SHELLBASE_TLS_CERT, SHELLBASE_TLS_KEY) or put a TLS proxy in front (docs/deploy.md)');
+    console.error(`shellbase: WARNING: serving plain HTTP on ${config.host}, beyond loopback: give --tls-cert and --tls-key (docs/deploy.md)`);
   }
   let closing: Promise<void> | null = null;
   return {

@@ -13,9 +13,13 @@ export async function server(): Promise<typeof import('@shellbase/server')> {
   }
 }
 
-const SERVE = 'shellbase serve [--host H] [--port P] [--gateway-port P] [--demo]\n'
-  + '                [--metadata postgres://… --blobs s3://BUCKET/PREFIX [--s3-endpoint URL] [--advertise URL]]   (a cluster worker: docs/deploy.md)';
-const CLUSTER_FLAGS = { metadata: 'SHELLBASE_METADATA', blobs: 'SHELLBASE_BLOBS', 's3-endpoint': 'SHELLBASE_S3_ENDPOINT', advertise: 'SHELLBASE_ADVERTISE' } as const;
+const SERVE = 'shellbase serve [--host H] [--port P] [--gateway-port P] [--demo] [--tls-cert FILE --tls-key FILE]\n'
+  + '                [--metadata postgres://… --blobs s3://BUCKET/PREFIX [--s3-endpoint URL] [--advertise URL]\n'
+  + '                 [--cluster-secret-file FILE] [--tls-ca FILE]]   (a cluster worker: docs/deploy.md)';
+const CLUSTER_FLAGS = {
+  metadata: 'SHELLBASE_METADATA', blobs: 'SHELLBASE_BLOBS', 's3-endpoint': 'SHELLBASE_S3_ENDPOINT', advertise: 'SHELLBASE_ADVERTISE',
+  'cluster-secret-file': 'SHELLBASE_CLUSTER_SECRET_FILE', 'tls-ca': 'SHELLBASE_TLS_CA', 'tls-cert': 'SHELLBASE_TLS_CERT', 'tls-key': 'SHELLBASE_TLS_KEY',
+} as const;
 
 /** Commands that run on the server's host: the server itself and what it builds into the cache. */
 export const serverCommands: Command[] = [
@@ -23,19 +27,23 @@ export const serverCommands: Command[] = [
     name: 'serve',
     spec: {
       usage: SERVE,
-      flags: { host: 'string', port: 'string', 'gateway-port': 'string', demo: 'boolean', metadata: 'string', blobs: 'string', 's3-endpoint': 'string', advertise: 'string' },
+      flags: {
+        host: 'string', port: 'string', 'gateway-port': 'string', demo: 'boolean', metadata: 'string', blobs: 'string', 's3-endpoint': 'string', advertise: 'string',
+        'cluster-secret-file': 'string', 'tls-ca': 'string', 'tls-cert': 'string', 'tls-key': 'string',
+      },
     },
     async run(args) {
-      const { buildImage, clusterFromEnv, loadConfig, startServer } = await server();
+      const { buildImage, clusterFromEnv, loadConfig, startServer, tlsFromEnv } = await server();
       // Flags win over the environment's SHELLBASE_METADATA, SHELLBASE_BLOBS, …
       const env: Record<string, string | undefined> = { ...process.env };
       for (const [name, variable] of Object.entries(CLUSTER_FLAGS)) env[variable] = flag(args, name) ?? env[variable];
       const cluster = clusterFromEnv(env);
+      const tls = tlsFromEnv(env);
       const port = numberFlag(args, 'port', SERVE);
       const gatewayPort = numberFlag(args, 'gateway-port', SERVE);
       const host = flag(args, 'host');
       const config = loadConfig({
-        cluster, ...(host ? { host } : {}), ...(port !== undefined ? { port } : {}), ...(gatewayPort !== undefined ? { gatewayPort } : {}),
+        cluster, ...(tls ? { tls } : {}), ...(host ? { host } : {}), ...(port !== undefined ? { port } : {}), ...(gatewayPort !== undefined ? { gatewayPort } : {}),
       });
       await buildImage(config.cache, 'debian', (line) => console.error(line));
       const running = await startServer(config);
@@ -64,6 +72,21 @@ export const serverCommands: Command[] = [
         '',
       ].join('\n'));
       return new Promise<number>(() => undefined);
+    },
+  },
+  {
+    name: 'admin-key',
+    spec: {
+      usage: 'shellbase admin-key [--metadata postgres://…|sqlite:PATH]   (makes a new admin API key in the metadata store and prints it; default: SHELLBASE_METADATA, else meta.db in SHELLBASE_HOME)',
+      flags: { metadata: 'string' },
+    },
+    async run(args) {
+      const { createAdminKey, loadConfig } = await server();
+      const url = flag(args, 'metadata') ?? process.env.SHELLBASE_METADATA;
+      const { key, tenantCreated } = await createAdminKey(url || undefined, loadConfig({ cluster: null }).home);
+      console.error(tenantCreated ? 'made the admin tenant and its first key:' : 'a new key of the admin tenant (older keys still work: `shellbase key ls admin`, `shellbase key revoke admin KEY_ID`):');
+      console.log(key);
+      return 0;
     },
   },
   {

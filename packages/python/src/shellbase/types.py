@@ -9,7 +9,7 @@ CommitMode = Literal["always", "on-success", "never"]
 OnConflict = Literal["fail", "retry"]
 FileType = Literal["file", "dir", "symlink", "other"]
 ServiceState = Literal["sleeping", "starting", "running", "stopping"]
-MachineState = Literal["starting", "running", "paused", "hibernated", "stopped"]
+MachineState = Literal["starting", "running", "paused", "hibernated", "stopped", "lost"]
 #: `url`: a service's URL token is enough; `key`: its gateway also wants the tenant's API key.
 ServiceAccess = Literal["url", "key"]
 #: Who else reaches a service at `{name}.{context}.internal:{port}`: every context of the tenant, or those.

@@ -1,8 +1,10 @@
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, type ServerOptions as TlsOptions } from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { FORWARDED, type Peers } from '../core/peers.js';
 import type { PortTarget } from '../util/pipe.js';
-import { FORWARDED, forwardRequest, forwardUpgrade } from './forward.js';
+import { forwardedHere, forwardRequest, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
 
 /** Which service a request is for: `{token}.localhost[:port]` or the `/s/{token}/` prefix. */
@@ -24,12 +26,20 @@ export const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'tran
  * upgrades become a raw byte pipe). An unknown token is a 404 that says
  * nothing of which targets exist.
  */
-export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, authenticate: Authenticate, log: Logger): Server {
+export interface GatewayOptions {
+  /** In a cluster: how requests for targets on other workers are passed on, and proofs checked. */
+  peers?: Peers;
+  /** Serve HTTPS with this certificate and key (SHELLBASE_TLS_CERT, SHELLBASE_TLS_KEY). */
+  tls?: TlsOptions;
+}
+
+export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, authenticate: Authenticate, log: Logger, { peers, tls }: GatewayOptions = {}): Server {
   const proxy = new PortProxy(log);
 
-  const server = createServer((req, res) => {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     void handle(req, res).catch((err) => fail(res, err));
-  });
+  };
+  const server: Server = tls ? createTlsServer(tls, serve) : createServer(serve);
 
   async function find(req: IncomingMessage): Promise<{ run: PortTarget; path: string }> {
     const r = route(req.headers.host, req.url ?? '/');
@@ -39,21 +49,26 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
     return { run, path: r.path };
   }
 
-  /** In a cluster, the gateway of the worker running the target, unless that is this one (or the request was passed here). */
-  const elsewhere = async (req: IncomingMessage, run: PortTarget) => (req.headers[FORWARDED] ? null : ((await run.elsewhere?.())?.gateway ?? null));
+  /**
+   * In a cluster, the gateway of the worker running the target, unless that is this one or the
+   * request was passed here (with a valid proof: a marked request without one is refused).
+   */
+  const elsewhere = async (passed: boolean, run: PortTarget) => (passed || !peers ? null : ((await run.elsewhere?.())?.gateway ?? null));
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const passed = forwardedHere(req, peers);
     const { run, path } = await find(req);
-    const there = await elsewhere(req, run);
-    if (there) return forwardRequest(there, req, res, (err) => fail(res, err));
+    const there = await elsewhere(passed, run);
+    if (there) return forwardRequest(there, req, res, (err) => fail(res, err), peers!);
     await proxy.request(run, req, res, path);
   }
 
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     void (async () => {
+      const passed = forwardedHere(req, peers);
       const { run, path } = await find(req);
-      const there = await elsewhere(req, run);
-      if (there) return forwardUpgrade(there, req, socket, head);
+      const there = await elsewhere(passed, run);
+      if (there) return forwardUpgrade(there, req, socket, head, peers!);
       await proxy.upgrade(run, req, socket, head, path);
     })().catch((err: unknown) => failUpgrade(socket, err));
   });
@@ -85,6 +100,7 @@ export class PortProxy {
     res.once('close', release);
     const headers = { ...req.headers };
     for (const h of HOP_BY_HOP) delete headers[h];
+    delete headers[FORWARDED]; // another worker's proof: the cluster's, never the target's to see
     if (run.owner.requireKey) delete headers.authorization; // the tenant's key, checked: never the target's to see
     const up = request({ socketPath, path, method: req.method, headers, agent: this.agentFor(socketPath) }, (upRes) => {
       const out = { ...upRes.headers };
@@ -102,7 +118,8 @@ export class PortProxy {
   async upgrade(run: PortTarget, req: IncomingMessage, socket: Duplex, head: Buffer, path: string): Promise<void> {
     const lines = [`${req.method} ${path} HTTP/1.1`];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
-      if (run.owner.requireKey && req.rawHeaders[i].toLowerCase() === 'authorization') continue;
+      const name = req.rawHeaders[i].toLowerCase();
+      if (name === FORWARDED || (run.owner.requireKey && name === 'authorization')) continue;
       lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
     }
     await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
@@ -121,6 +138,8 @@ export class PortProxy {
 /** An upgrade that cannot be passed through: the error, and the socket closes. */
 export function failUpgrade(socket: Duplex, err: unknown): void {
   const e = toError(err);
+  // Destroyed once written: the socket is paused, so it would never read the client's end.
+  socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);
 }
 

@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer, type ServerOptions as TlsOptions } from 'node:https';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -7,6 +8,9 @@ import type { ServerConfig } from '../config.js';
 import type { Engine } from '../engine/engine.js';
 import type { Machines } from '../machines/machines.js';
 import type { Caller } from '../core/deps.js';
+import type { Peers } from '../core/peers.js';
+import { forwardedHere } from './forward.js';
+import { internalTunnels } from './internal-tunnel.js';
 import type { E2bCompat } from '../compat/e2b/index.js';
 import { ShellbaseError } from '../errors.js';
 import { consoleRoutes } from './console.js';
@@ -22,6 +26,7 @@ import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
 import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
+import { forwardMachineCalls } from './machine-forward.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
@@ -29,6 +34,8 @@ import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
 declare module 'fastify' {
   interface FastifyRequest {
     caller: Caller;
+    /** Passed here by another worker of the cluster (with a valid proof): served here, never passed on. */
+    forwarded: boolean;
   }
 }
 
@@ -44,6 +51,10 @@ export interface ApiOptions {
   log: Logger;
   metrics: Registry;
   http: ServerConfig['http'];
+  /** In a cluster: proofs between workers, and how calls reach them (core/peers.ts). */
+  peers?: Peers;
+  /** Serve HTTPS with this certificate and key. */
+  tls?: TlsOptions;
   /** Cluster mode with locality on: where contexts' queries run (api/locality.ts). */
   locality?: Locality;
 }
@@ -53,7 +64,7 @@ export interface ApiOptions {
  * sees Fastify. Each operation pins, admits and syncs what it needs itself;
  * the API only ends the caller's hold when the response is done.
  */
-export async function buildApi({ engine, machines, e2b, log, metrics, http: limits, locality }: ApiOptions): Promise<FastifyInstance> {
+export async function buildApi({ engine, machines, e2b, log, metrics, http: limits, peers, tls, locality }: ApiOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -64,12 +75,16 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
     // A slow client holds one socket for at most these times: its headers within headersTimeout,
     // its whole request (not the response, which may stream for as long as a query runs) within
     // requestTimeout. Node checks both every connectionsCheckingInterval.
-    serverFactory: (handler) => createServer({
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.requestTimeoutMs,
-      connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
-      maxHeaderSize: MAX_HEADER_BYTES,
-    }, e2b ? (req, res) => { if (e2b.claims(req)) e2b.handle(req, res); else handler(req, res); } : handler),
+    serverFactory: (handler) => {
+      const options = {
+        headersTimeout: limits.headersTimeoutMs,
+        requestTimeout: limits.requestTimeoutMs,
+        connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
+        maxHeaderSize: MAX_HEADER_BYTES,
+      };
+      const serve: typeof handler = e2b ? (req, res) => { if (e2b.claims(req)) e2b.handle(req, res); else handler(req, res); } : handler;
+      return tls ? createTlsServer({ ...options, ...tls }, serve) : createServer(options, serve);
+    },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   });
   await app.register(swagger, {
@@ -81,19 +96,24 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
   });
   for (const schema of [ErrorResponse, Context, Version, ExecResult]) app.addSchema(schema);
   app.decorateRequest('caller', null as unknown as Caller);
+  app.decorateRequest('forwarded', false);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler((req, reply) => {
     const e = new ShellbaseError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { hint: 'see GET /v1/openapi.json' });
     void reply.status(404).send({ error: e.toBody() });
   });
   app.addHook('onRequest', async (req, reply) => {
+    // A request marked as passed by another worker is served only with a valid proof.
+    req.forwarded = forwardedHere(req.raw, peers);
     if (req.url.startsWith('/v1/') || req.url === '/v1') {
       req.caller = await engine.begin(req.headers.authorization);
       // What the request looked up stays pinned until its response is done, streamed bodies included.
       reply.raw.once('close', () => req.caller.hold.release());
     }
   });
-  if (locality) routeQueries(app, locality);
+  // Cluster mode: calls about a machine another worker runs go there (after the key is checked here).
+  if (machines.clustered && peers) forwardMachineCalls(app, machines, peers);
+  if (locality && peers) routeQueries(app, locality, peers);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
     const accel = machines.accel();
@@ -110,13 +130,14 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
   tenantRoutes(app, engine);
   usageRoutes(app, engine);
   gcRoutes(app, engine);
-  serviceRoutes(app, engine);
+  serviceRoutes(app, engine, peers);
   networkRoutes(app, engine);
   imageRoutes(app, engine);
   machineRoutes(app, machines);
   consoleRoutes(app);
   // Upgrades: the E2B API's guest ports claim theirs; the rest are TCP tunnels to services (or refused there).
-  const tunnel = tunnelUpgrades((authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log);
-  app.server.on('upgrade', (req, socket, head) => { if (!e2b?.upgrade(req, socket, head)) tunnel(req, socket, head); });
+  const tunnel = tunnelUpgrades((authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log, peers);
+  const internal = internalTunnels(peers, (token) => engine.services.byToken(token), log);
+  app.server.on('upgrade', (req, socket, head) => { if (!internal(req, socket, head) && !e2b?.upgrade(req, socket, head)) tunnel(req, socket, head); });
   return app;
 }

@@ -3,7 +3,8 @@ import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Caller } from '../core/deps.js';
-import { FORWARDED, forwardUpgrade } from './forward.js';
+import type { Peers } from '../core/peers.js';
+import { forwardedHere, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import type { PortTarget } from '../util/pipe.js';
 
@@ -29,7 +30,7 @@ export function tunnelPath(path: string): { context: string; service: string } |
  * bytes both ways, holding it awake until either side closes. Errors before
  * that are the API's JSON errors with their statuses.
  */
-export function tunnelUpgrades(begin: (authorization: string | undefined) => Promise<Caller>, find: TunnelTarget, log: Logger): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+export function tunnelUpgrades(begin: (authorization: string | undefined) => Promise<Caller>, find: TunnelTarget, log: Logger, peers?: Peers): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
   return (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
     if ((req.headers.upgrade ?? '').toLowerCase() !== TUNNEL_PROTOCOL) {
@@ -37,30 +38,17 @@ export function tunnelUpgrades(begin: (authorization: string | undefined) => Pro
       return;
     }
     void (async () => {
+      const passed = forwardedHere(req, peers);
       const caller = await begin(req.headers.authorization);
       try {
         const target = await find(caller, req.url ?? '/');
         // In a cluster, a service another worker runs is reached through that worker's API.
-        const there = req.headers[FORWARDED] ? null : await target.elsewhere?.();
+        const there = passed || !peers ? null : await target.elsewhere?.();
         if (there) {
-          forwardUpgrade(there.api, req, socket, head);
+          forwardUpgrade(there.api, req, socket, head, peers!);
           return;
         }
-        const { socketPath, release } = await target.acquire();
-        const up = connect(socketPath);
-        try {
-          await new Promise<void>((resolve, fail) => { up.once('connect', resolve); up.once('error', fail); });
-        } catch (e) {
-          release();
-          throw new ShellbaseError('unavailable', `${target.name} did not accept the connection: ${(e as Error).message}`, { hint: 'see its logs' });
-        }
-        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${TUNNEL_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
-        if (head.length) up.write(head);
-        const done = () => { release(); socket.destroy(); up.destroy(); };
-        up.once('close', done);
-        socket.once('close', done);
-        up.on('error', done);
-        socket.pipe(up).pipe(socket);
+        await joinTunnel(target, socket, head);
       } finally {
         caller.hold.release();
       }
@@ -71,9 +59,33 @@ export function tunnelUpgrades(begin: (authorization: string | undefined) => Pro
   };
 }
 
+/**
+ * Wakes `target` here and, once its port accepts, answers `101 Switching Protocols` and joins the
+ * socket to it both ways, holding it awake until either side closes.
+ */
+export async function joinTunnel(target: PortTarget, socket: Duplex, head: Buffer): Promise<void> {
+  const { socketPath, release } = await target.acquire();
+  const up = connect(socketPath);
+  try {
+    await new Promise<void>((resolve, fail) => { up.once('connect', resolve); up.once('error', fail); });
+  } catch (e) {
+    release();
+    throw new ShellbaseError('unavailable', `${target.name} did not accept the connection: ${(e as Error).message}`, { hint: 'see its logs' });
+  }
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${TUNNEL_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
+  if (head.length) up.write(head);
+  const done = () => { release(); socket.destroy(); up.destroy(); };
+  up.once('close', done);
+  socket.once('close', done);
+  up.on('error', done);
+  socket.pipe(up).pipe(socket);
+}
+
 /** Answers an upgrade that will not happen with the API's JSON error. */
-function reject(socket: Duplex, e: ShellbaseError): void {
+export function reject(socket: Duplex, e: ShellbaseError): void {
   const body = JSON.stringify({ error: e.toBody() });
+  // Destroyed once written: the socket is paused, so it would never read the client's end.
+  socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { ClusterConfig } from '../config.js';
 import type { Pins } from '../core/pins.js';
@@ -8,6 +10,7 @@ import { openMetadataStore } from '../store/metadata/index.js';
 import { PostgresMetadataStore } from '../store/metadata/postgres/postgres-store.js';
 import { ClusterSnapshotter } from '../store/snapshotter/cluster/cluster-snapshotter.js';
 import type { LayerTransfer, Snapshotter } from '../store/snapshotter/types.js';
+import { ClusterPeers } from './peers.js';
 import { ClusterWorker } from './worker.js';
 
 export interface ClusterStores {
@@ -15,6 +18,8 @@ export interface ClusterStores {
   blobs: BlobStore;
   snapshotter: ClusterSnapshotter;
   worker: ClusterWorker;
+  /** Proofs and connections between workers (core/peers.ts). */
+  peers: ClusterPeers;
   close(): Promise<void>;
 }
 
@@ -55,13 +60,34 @@ export async function openCluster(config: ClusterConfig, local: Snapshotter & La
     get address() { return address().api; },
     get gateway() { return address().gateway; },
   });
+  let peers: ClusterPeers;
+  try {
+    peers = new ClusterPeers({ workerId: worker.workerId, secret: await clusterSecret(config, shared), ...(config.tlsCa ? { ca: readFileSync(config.tlsCa) } : {}) });
+  } catch (e) {
+    await metadata.close();
+    closeBlobs(blobs);
+    throw e;
+  }
   return {
-    metadata, blobs, snapshotter, worker,
+    metadata, blobs, snapshotter, worker, peers,
     async close() {
       await worker.stop();
       closeBlobs(blobs);
     },
   };
+}
+
+/**
+ * The secret workers sign what they pass to each other with: the file's bytes (SHELLBASE_CLUSTER_SECRET_FILE,
+ * trimmed), or the one stored in Postgres (made by the first worker that asked: 32 random bytes).
+ */
+async function clusterSecret(config: ClusterConfig, shared: ClusterStores['metadata']['cluster']): Promise<Buffer> {
+  if (config.secretFile) {
+    const secret = Buffer.from(readFileSync(config.secretFile, 'utf8').trim());
+    if (secret.length < 32) throw new ShellbaseError('invalid_argument', `the cluster secret in ${config.secretFile} is shorter than 32 bytes`, { hint: 'openssl rand -hex 32 > FILE (the same file on every worker)' });
+    return secret;
+  }
+  return Buffer.from(await shared.secret('forward', randomBytes(32).toString('hex')));
 }
 
 function closeBlobs(blobs: BlobStore): void {

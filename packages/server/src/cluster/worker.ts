@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Cluster, SlotKind } from '../core/cluster.js';
+import type { Cluster, LeaseKind, SlotKind } from '../core/cluster.js';
 import type { Pins } from '../core/pins.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import type { UsageRow } from '../store/metadata/rows.js';
@@ -42,6 +42,9 @@ export class ClusterWorker implements Cluster {
   private timer: NodeJS.Timeout | null = null;
   private beating: Promise<void> | null = null;
   private readonly local = new KeyedLock();
+  /** The leases this worker claimed and has not given up, by `kind/key` (one object per claim). */
+  private readonly held = new Map<string, { kind: LeaseKind; key: string; epoch: number }>();
+  private readonly lostListeners: ((kind: LeaseKind, key: string) => void)[] = [];
 
   constructor(private readonly opts: ClusterWorkerOptions) {}
 
@@ -69,6 +72,7 @@ export class ClusterWorker implements Cluster {
       }
       const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
       if (gone.length) this.opts.log.warn({ workers: gone }, 'workers gone (no heartbeat)');
+      await this.checkLeases();
       await this.refreshPeers();
     } catch (err) {
       this.opts.log.error({ err }, 'heartbeat failed');
@@ -115,16 +119,41 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.release(this.workerId, tenantId, kind, usage);
   }
 
-  async claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
-    return this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
+  async claim(kind: LeaseKind, key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
+    const lease = await this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
+    if (lease.mine) this.held.set(`${kind}/${key}`, { kind, key, epoch: lease.epoch });
+    return lease;
   }
 
-  async elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null> {
+  leaseLost(listener: (kind: LeaseKind, key: string) => void): void {
+    this.lostListeners.push(listener);
+  }
+
+  /**
+   * The leases this worker believes it holds that the database gives to another worker (or to
+   * none, or at another epoch): each is forgotten and its listeners told. Claims and unclaims made
+   * meanwhile are left alone (an entry is judged only if it is the same claim before and after).
+   */
+  private async checkLeases(): Promise<void> {
+    if (this.held.size === 0) return;
+    const before = new Map(this.held);
+    const rows = await this.opts.shared.leasesOf(this.workerId);
+    const have = new Set(rows.map((r) => `${r.kind}/${r.key}/${r.epoch}`));
+    for (const [id, lease] of before) {
+      if (have.has(`${id}/${lease.epoch}`) || this.held.get(id) !== lease) continue;
+      this.held.delete(id);
+      this.opts.log.warn({ worker: this.workerId, kind: lease.kind, key: lease.key, epoch: lease.epoch }, 'a lease of this worker was taken over by another');
+      for (const l of this.lostListeners) l(lease.kind, lease.key);
+    }
+  }
+
+  async elsewhere(kind: LeaseKind, key: string): Promise<{ api: string; gateway: string } | null> {
     const holder = await this.opts.shared.owner(kind, key, this.aliveMs);
     return holder && holder.worker !== this.workerId && holder.gateway ? { api: holder.address, gateway: holder.gateway } : null;
   }
 
-  unclaim(kind: 'service', key: string): Promise<void> {
+  unclaim(kind: LeaseKind, key: string): Promise<void> {
+    this.held.delete(`${kind}/${key}`);
     return this.opts.shared.unclaim(kind, key, this.workerId);
   }
 

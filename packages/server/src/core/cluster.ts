@@ -5,8 +5,10 @@ import type { UsageRow } from '../store/metadata/rows.js';
  * (cluster/worker.ts implements it over Postgres); absent in the embedded default, where one
  * process is the whole system and the in-process pins and locks are enough.
  */
-/** What quota slots count: running queries (`concurrentQueries`), awake services (`runningServices`). */
-export type SlotKind = 'query' | 'service';
+/** What quota slots count: running queries (`concurrentQueries`), awake services (`runningServices`), machines holding memory (`runningMachines`). */
+export type SlotKind = 'query' | 'service' | 'machine';
+/** What a lease places on one worker: a service (key: its token), a machine (key: its id). */
+export type LeaseKind = 'service' | 'machine';
 
 export interface Cluster {
   /** This worker's id (a fresh one each start). */
@@ -27,13 +29,19 @@ export interface Cluster {
   /** Gives a slot back; `usage`: ledger rows written with it (one round trip for both). */
   release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void>;
   /**
-   * Places a service on this worker (a lease in Postgres, taken from a worker whose heartbeat
-   * lapsed), or says which live worker's gateway holds it.
+   * Places a service or machine on this worker (a lease in Postgres, taken from a worker whose
+   * heartbeat lapsed), or says which live worker's gateway holds it.
    */
-  claim(kind: 'service', key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }>;
-  /** Where a service runs now, when another live worker holds it (that worker's API and gateway URLs). */
-  elsewhere(kind: 'service', key: string): Promise<{ api: string; gateway: string } | null>;
-  unclaim(kind: 'service', key: string): Promise<void>;
+  claim(kind: LeaseKind, key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }>;
+  /** Where a service or machine runs now, when another live worker holds it (that worker's API and gateway URLs). */
+  elsewhere(kind: LeaseKind, key: string): Promise<{ api: string; gateway: string } | null>;
+  unclaim(kind: LeaseKind, key: string): Promise<void>;
+  /**
+   * Tells `listener` of each lease this worker claimed and then found taken over by another worker
+   * (checked at every heartbeat: after a pause or partition that outlasted its heartbeat). What
+   * was committed under it since is refused by its epoch (LeaseFence); the listener stops the work.
+   */
+  leaseLost(listener: (kind: LeaseKind, key: string) => void): void;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }

@@ -9,6 +9,7 @@ import type { NetworkPolicy } from '@shellbase/protocol';
 import type { Egress } from '../net/egress.js';
 import type { Forwarder } from '../net/forwarder.js';
 import type { Cluster } from './cluster.js';
+import type { Peers } from './peers.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
 export interface Caller {
@@ -54,6 +55,8 @@ export interface Deps {
   forwarder: Forwarder;
   /** The other workers, in cluster mode (core/cluster.ts); absent in the embedded default. */
   cluster?: Cluster;
+  /** Proofs and connections between workers, in cluster mode (core/peers.ts). */
+  peers?: Peers;
 }
 
 /** Tenant id of versions every tenant may read: the root versions of images. */

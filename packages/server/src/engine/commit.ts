@@ -1,6 +1,6 @@
 import type { VersionCause } from '@shellbase/protocol';
 import type { CommittedLayer } from '../store/snapshotter/types.js';
-import type { MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
+import type { LeaseFence, MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
 import type { Durability } from '../core/deps.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
@@ -33,10 +33,14 @@ export class Committer {
 
   constructor(private readonly md: MetadataStore, private readonly durability: Durability) {}
 
-  /** Commits, durably: the layer is on disk before its version refers to it, the version before this returns. */
-  async commit(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
+  /**
+   * Commits, durably: the layer is on disk before its version refers to it, the version before this
+   * returns. With a `fence` (work done under a cluster lease), every attempt is refused
+   * (`failed_precondition`) once the lease moved on.
+   */
+  async commit(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause, fence?: LeaseFence): Promise<CommitOutcome> {
     await this.durability.layers();
-    const outcome = await this.locked(tenantId, context, () => this.commitLocked(tenantId, context, base, layer, cause));
+    const outcome = await this.locked(tenantId, context, () => this.commitLocked(tenantId, context, base, layer, cause, fence));
     await this.durability.metadata();
     return outcome;
   }
@@ -46,7 +50,7 @@ export class Committer {
     return this.locks.run(`${tenantId}/${context}`, task);
   }
 
-  private async commitLocked(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause): Promise<CommitOutcome> {
+  private async commitLocked(tenantId: string, context: string, base: VersionRow, layer: CommittedLayer, cause: VersionCause, fence?: LeaseFence): Promise<CommitOutcome> {
     const createdAt = new Date().toISOString();
     const layerRow = { id: layer.layerId, kind: 'exec' as const, bytes: layer.bytes, createdAt };
     const on = (parent: VersionRow): NewVersion => ({
@@ -58,7 +62,7 @@ export class Committer {
     // since; `requireLayers` refuses the commit if one of them is gone, and the loop below reads
     // afresh.
     const first = on(base);
-    if (await this.md.versions.commit({ version: first, layer: layerRow, moveHead: { tenantId, context, expectedHead: base.id }, requireLayers: true })) {
+    if (await this.md.versions.commit({ version: first, layer: layerRow, moveHead: { tenantId, context, expectedHead: base.id }, requireLayers: true, fence })) {
       return { head: first.id, version: first.id, committed: true, layerCount: first.layers.length };
     }
     for (;;) {
@@ -67,7 +71,7 @@ export class Committer {
         // The context was deleted while the query ran: the work stays readable as an unattached
         // version that no context owns, until the next garbage collection.
         const v = { ...on(base), context: null };
-        await this.md.versions.commit({ version: v, layer: layerRow });
+        await this.md.versions.commit({ version: v, layer: layerRow, fence });
         return { head: v.id, version: v.id, committed: false, layerCount: v.layers.length };
       }
       const moveHead = { tenantId, context, expectedHead: ctx.head };
@@ -75,7 +79,7 @@ export class Committer {
       base = (await this.md.versions.get(base.id)) ?? base;
       if (ctx.head === base.id) {
         const v = on(base);
-        if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead })) {
+        if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead, fence })) {
           return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
         }
         continue;
@@ -86,11 +90,11 @@ export class Committer {
       const paths = theirs === null ? layer.changes.map(([p]) => p) : overlappingPaths(layer.changes, theirs);
       if (paths.length > 0) {
         const v = on(base);
-        await this.md.versions.commit({ version: v, layer: layerRow });
+        await this.md.versions.commit({ version: v, layer: layerRow, fence });
         return { head: head.id, version: v.id, committed: false, layerCount: v.layers.length, conflict: { paths, version: v.id } };
       }
       const v = on(head);
-      if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead })) {
+      if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead, fence })) {
         return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
       }
     }

@@ -1,5 +1,4 @@
 import type { Context, ContextDefaults, ExecRequest, ExecResult, GcResult, Version } from '@shellbase/protocol';
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ShellbaseError, notFound } from '../errors.js';
 import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
@@ -23,6 +22,7 @@ import { Images } from './images/images.js';
 import { Builds } from './builds/builds.js';
 import { checkUser, runAs } from './users.js';
 import type { VersionView } from './files/view.js';
+import { removeTree } from '../util/remove.js';
 
 /** What the engine asks of peer subsystems (machines), wired by the server. */
 export interface EnginePeers {
@@ -127,7 +127,7 @@ export class Engine {
     const removed = await layers.recover((ids) => metadata.versions.knownLayers(ids));
     if (cgroups || removed.scratch || removed.layers) log.info({ cgroups, ...removed }, 'recovered after an unclean stop');
     // Imports spool their archives here; one a crash interrupted left its spool.
-    await rm(path.join(this.deps.config.home, 'tmp'), { recursive: true, force: true });
+    await removeTree(path.join(this.deps.config.home, 'tmp'));
     await this.moveToRebuiltImages();
   }
 

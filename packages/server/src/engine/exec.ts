@@ -16,7 +16,7 @@ import type { Caller, Deps } from '../core/deps.js';
 import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validate.js';
 import type { VersionView } from './files/view.js';
 import { checkUser, runAs } from './users.js';
-import type { SandboxUser } from '../runtime/types.js';
+import type { SandboxSpec, SandboxUser } from '../runtime/types.js';
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
@@ -33,6 +33,7 @@ interface Lookups {
 interface RunSpec {
   argv: string[];
   preamble?: string[];
+  handOver?: SandboxSpec['handOver'];
   user?: SandboxUser;
   cwd: string;
   env: Record<string, string>;
@@ -114,7 +115,7 @@ export class ExecRunner {
         const wrapped = this.deps.forwarder.wrap(fwd, []);
         const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
         const spec: RunSpec = {
-          argv, preamble: wrapped.argv, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group,
+          argv, preamble: wrapped.argv, handOver: wrapped.handOver, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group,
         };
         ran = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
       } finally {
@@ -165,7 +166,7 @@ export class ExecRunner {
     try {
       const wrapped = this.deps.forwarder.wrap(mergeForwarding(session?.forwarding()), []);
       ran = await this.runOnce(base, {
-        argv: step.argv, preamble: wrapped.argv, user: step.user, cwd: step.cwd, env: session ? { ...proxyEnv(), ...step.env } : step.env,
+        argv: step.argv, preamble: wrapped.argv, handOver: wrapped.handOver, user: step.user, cwd: step.cwd, env: session ? { ...proxyEnv(), ...step.env } : step.env,
         limits, binds: wrapped.binds, group: { id: caller.tenantId, cpus: quotas.tenantCpus },
       }, hooks, 'on-success');
     } finally {
@@ -195,7 +196,7 @@ export class ExecRunner {
     let run: SandboxResult;
     try {
       run = await runtime.run({
-        mount: await layers.mounts(base.layers, scratch), argv: spec.argv, preamble: spec.preamble, user: spec.user, env: spec.env,
+        mount: await layers.mounts(base.layers, scratch), argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, env: spec.env,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });

@@ -89,6 +89,11 @@ export function garbage(
 const DAY_MS = 86_400_000;
 /** Versions a collection drops per transaction: ~10 ms of statements, so no page stalls the event loop for long. */
 const PAGE = 100;
+/**
+ * Versions one search for garbage finds (`versions.garbage`: a read off the event loop whose cost is
+ * mostly fixed, walking every head's recent ancestry), dropped PAGE at a time.
+ */
+const SEARCH_PAGE = 1_000;
 /** Usage ledger rows folded per transaction. */
 const ROLLUP_PAGE = 2_000;
 
@@ -192,10 +197,13 @@ export class GarbageCollector {
       for (const tenantId of ids) {
         for (;;) {
           if (performance.now() > deadline) { complete = false; break tenants; }
-          const page = await metadata.versions.garbage(tenantId, retentionOf(tenantId), [...pins.snapshot().versions], PAGE);
-          if (page.length) await dropPage(page);
-          await breath();
-          if (page.length < PAGE) break;
+          const found = await metadata.versions.garbage(tenantId, retentionOf(tenantId), [...pins.snapshot().versions], SEARCH_PAGE);
+          for (let i = 0; i < found.length; i += PAGE) {
+            if (i > 0 && performance.now() > deadline) { complete = false; break tenants; }
+            await dropPage(found.slice(i, i + PAGE));
+            await breath();
+          }
+          if (found.length < SEARCH_PAGE) break;
         }
       }
     }

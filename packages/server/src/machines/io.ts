@@ -95,7 +95,8 @@ export class MachineIo {
     }
   }
 
-  portTarget(run: MachineRun, port: number): PortTarget {
+  /** `elsewhere`: in a cluster, the worker that runs the machine when that is another one. */
+  portTarget(run: MachineRun, port: number, elsewhere?: PortTarget['elsewhere']): PortTarget {
     const acquire = async () => {
       const release = await run.acquire();
       return { socketPath: run.portSocket(port), release };
@@ -106,6 +107,7 @@ export class MachineIo {
       get owner() { return { tenantId: run.row.tenantId, requireKey: run.row.spec.ports.some((p) => p.port === port && p.access === 'key') }; },
       acquire,
       pipe: (client, preface) => pipeThrough(acquire, client, preface),
+      ...(elsewhere ? { elsewhere } : {}),
     };
   }
 

@@ -11,6 +11,8 @@ import path from 'node:path';
  * - `tenants/T/disks/`: qcow2 files of machines' disk chains; `tenants/T/snapshots/S/`: a
  *   snapshot's `ram` and `state.bin`; `tenants/T/templates/KEY/`: templates of the tenant's versions.
  * - `build/`: where disks are made before they move into a template.
+ * - `blobs/` (cluster mode, machines/stowage.ts): `DIGEST/NAME`, frozen disk files fetched from the
+ *   object store; `known/`, the blobs files here were stored as; `tmp/`, packs being made.
  *
  * In `$SHELLBASE_CACHE/machines/` (shared by servers on the host): `assets/` (kernel, initramfs),
  * `guest/HASH/` (the guest layer), `templates/KEY/` (templates of images), `accel.json`.
@@ -24,6 +26,7 @@ export class MachineLayout {
   readonly runRoot: string;
   readonly tenantsDir: string;
   readonly buildDir: string;
+  readonly blobsDir: string;
   readonly cacheRoot: string;
 
   constructor(home: string, cache: string) {
@@ -32,6 +35,7 @@ export class MachineLayout {
     this.runRoot = path.join(this.root, 'run');
     this.tenantsDir = path.join(this.root, 'tenants');
     this.buildDir = path.join(this.root, 'build');
+    this.blobsDir = path.join(this.root, 'blobs');
     this.cacheRoot = path.join(cache, 'machines');
   }
 

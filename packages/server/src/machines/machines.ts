@@ -25,6 +25,9 @@ import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots
 import { machineView } from './views.js';
 import { Network } from '../engine/network.js';
 import { checkPolicy } from '../net/policy.js';
+import type { BlobStore } from '../store/blobs/types.js';
+import { MachinePlacement, type Reservation } from './placement.js';
+import { MachineStowage } from './stowage.js';
 
 /**
  * Machines: rows in the metadata store, one MachineRun per machine while the
@@ -43,13 +46,26 @@ export class Machines {
   private readonly layout: MachineLayout;
   private readonly disks: MachineDisks;
   private readonly network: Network;
+  /** Cluster mode: where machines run and how they move (machines/placement.ts); null in the embedded default. */
+  private readonly place: MachinePlacement | null;
 
-  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess) {
+  /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
+  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore) {
     this.network = new Network(deps);
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
     this.disks = new MachineDisks(deps, this.layout);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
+    this.place = deps.cluster && blobs
+      ? new MachinePlacement(deps.cluster, new MachineStowage(blobs, this.layout, deps.log), deps.metadata, this.layout, deps.config)
+      : null;
   }
+
+  /** Cluster mode: the API of the live worker that runs machine `id`, when that is another worker (api/machine-forward.ts). */
+  async ownerApi(id: string): Promise<string | null> {
+    return this.place ? ((await this.place.elsewhere(id))?.api ?? null) : null;
+  }
+
+  get clustered(): boolean { return this.place !== null; }
 
   /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
   async open(): Promise<void> {
@@ -116,12 +132,12 @@ export class Machines {
       });
     }
     const host = await this.host();
-    await this.admit(caller, memoryMb, 1);
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.
     const shared = isBareImage(version.layers);
     if (!shared) host.tenantDir(caller.tenantId);
     const root = this.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
+    const slots = await this.admit(caller, memoryMb, 1);
     const run = await this.templates!.use({ root, layers: version.layers, memoryMb, cpus }, async (tpl) => {
       const id = newId('m');
       host.disksDir(caller.tenantId);
@@ -134,8 +150,8 @@ export class Machines {
           diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
         },
       };
-      return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] });
-    }, built);
+      return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
+    }, built).finally(() => slots?.done());
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
     if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
     return this.toMachine(run);
@@ -148,14 +164,20 @@ export class Machines {
    */
   async collectTemplates(): Promise<number> {
     if (!this.templates) return 0;
-    const inUse = new Set([...await this.disks.chainFiles()].map((f) => path.dirname(f)));
+    const files = await this.disks.chainFiles();
+    const inUse = new Set([...files].map((f) => path.dirname(f)));
+    // In a cluster, also the frozen disk files this worker fetched that no chain names any more, and
+    // what it kept of machines and snapshots that moved on or went.
+    const fetched = this.place ? this.place.stowage.collect(files, this.deps.config.machines.templateIdleMs) + await this.disks.collectStray(this.deps.config.machines.templateIdleMs) : 0;
     let names: string[] = [];
-    try { names = readdirSync(this.layout.tenantsDir); } catch { return 0; }
-    return this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
+    try { names = readdirSync(this.layout.tenantsDir); } catch { return fetched; }
+    return fetched + await this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
   }
 
-  /** Inserts the row and restores the machine; on failure nothing of it is left. */
-  private async start(row: MachineRow, src: RestoreSource): Promise<MachineRun> {
+  /** Inserts the row and restores the machine (on this worker, with one of `slots`); on failure nothing of it is left. */
+  private async start(row: MachineRow, src: RestoreSource, slots: Reservation | null): Promise<MachineRun> {
+    await this.place?.take(row.id);
+    slots?.bind(row.id);
     await this.deps.metadata.machines.create(row);
     const run = this.runOf(row);
     try {
@@ -172,12 +194,18 @@ export class Machines {
     await run.destroy();
     this.runs.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
+    await this.place?.forget(run.row.id);
     await this.disks.collect(run.row.tenantId, run.row.spec.disk);
   }
 
-  /** Refuses a start that would pass the tenant's quota, the host's cap or its memory budget. */
-  private async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<void> {
-    admit(this.deps.config, [...this.runs.values()], caller, memoryMb, count);
+  /**
+   * Refuses a start that would pass the tenant's quota, the host's cap or its memory budget; in a
+   * cluster, also takes the slots of the quota counted over every worker (given back by `done`
+   * unless a machine took them).
+   */
+  private async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<Reservation | null> {
+    admit(this.deps.config, this.localRuns(), caller, memoryMb, count);
+    return this.place ? this.place.reserve(caller, count) : null;
   }
 
   private runOf(row: MachineRow): MachineRun {
@@ -185,7 +213,8 @@ export class Machines {
     if (!run) {
       run = new MachineRun(row, {
         host: this.host_!,
-        save: (r) => this.deps.metadata.machines.update(r),
+        save: async (r) => { await this.deps.metadata.machines.update(r); await this.place?.saved(r); },
+        ...this.place?.runHooks(this.deps.log),
         meter: async (r, wallMs, cpuMs, { activeMs, bytesOut, bytesIn }) => {
           this.deps.meter.runEnded('machine', wallMs, activeMs);
           await this.deps.metadata.usage.record({
@@ -197,7 +226,7 @@ export class Machines {
         egress: async (r) => this.deps.egress.open({
           tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network),
         }, this.host_!.uid),
-        admit: (r) => hostRoom(this.deps.config.machines, [...this.runs.values()], r.spec.memoryMb, 1),
+        admit: (r) => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
       });
       this.runs.set(row.id, run);
@@ -205,17 +234,32 @@ export class Machines {
     return run;
   }
 
+  /** The machines this server runs (in a cluster, not those it only looked at for another worker). */
+  private localRuns(): MachineRun[] {
+    return [...this.runs.values()].filter((r) => !this.place || this.place.holds(r.row.id));
+  }
+
+  /** Its row as this server knows it: the running process's, or (in a cluster, of a machine another worker may have moved) the store's. */
+  private current(row: MachineRow): MachineRow {
+    const run = this.runs.get(row.id);
+    return run && (!this.place || this.place.holds(row.id)) ? run.row : row;
+  }
+
   private async row(caller: Caller, id: string): Promise<MachineRow> {
     if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound('machine', String(id));
-    const row = this.runs.get(id)?.row ?? (await this.deps.metadata.machines.get(caller.tenantId, id));
+    const local = this.runs.get(id);
+    const row = local && (!this.place || this.place.holds(id)) ? local.row : await this.deps.metadata.machines.get(caller.tenantId, id);
     if (!row || row.tenantId !== caller.tenantId) throw notFound('machine', id);
     return row;
   }
 
-  private async runFor(caller: Caller, id: string): Promise<MachineRun> {
+  /** `readOnly`: in a cluster, a machine another worker runs is shown as its row says (else `unavailable` here). */
+  private async runFor(caller: Caller, id: string, readOnly = false): Promise<MachineRun> {
     const row = await this.row(caller, id);
     await this.host();
-    return this.runOf(row);
+    const run = this.runOf(row);
+    await this.place?.settle(run, { readOnly });
+    return run;
   }
 
   /** A machine that runs (woken from hibernation if need be), counted as used until `release`. */
@@ -225,10 +269,10 @@ export class Machines {
     return { run, release };
   }
 
-  async get(caller: Caller, id: string): Promise<Machine> { return this.toMachine(await this.runFor(caller, id)); }
+  async get(caller: Caller, id: string): Promise<Machine> { return this.toMachine(await this.runFor(caller, id, true)); }
 
   async list(caller: Caller): Promise<Machine[]> {
-    return (await this.deps.metadata.machines.list(caller.tenantId)).map((r) => this.toMachine(this.runs.get(r.id) ?? r));
+    return (await this.deps.metadata.machines.list(caller.tenantId)).map((r) => this.toMachine(this.current(r)));
   }
 
   async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
@@ -268,7 +312,9 @@ export class Machines {
 
   private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
     const row = await freezeMachine(await this.host(), caller.tenantId, run, temporary);
-    if (!temporary) await this.deps.metadata.machines.createSnapshot(row);
+    if (temporary) return row;
+    await this.place?.storeSnapshot(row);
+    await this.deps.metadata.machines.createSnapshot(row);
     return row;
   }
 
@@ -292,7 +338,8 @@ export class Machines {
   private async forkNow(caller: Caller, id: string, count = 1): Promise<Machine[]> {
     const run = await this.runFor(caller, id);
     this.checkCount(count);
-    await this.admit(caller, run.row.spec.memoryMb, count);
+    // Refused before the source pauses (spawnFrom takes the slots).
+    await (await this.admit(caller, run.row.spec.memoryMb, count))?.done();
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, true);
     try {
@@ -311,9 +358,10 @@ export class Machines {
   private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number, temporary = false): Promise<MachineRun[]> {
     this.checkCount(count);
     const host = await this.host();
+    if (this.place && !temporary) snap = await this.place.localSnapshot(snap);
     const s = snap.spec;
     await checkRestorable(host, snap);
-    await this.admit(caller, s.memoryMb, count);
+    const slots = await this.admit(caller, s.memoryMb, count);
     const out: MachineRun[] = [];
     try {
       for (let i = 0; i < count; i++) {
@@ -325,11 +373,13 @@ export class Machines {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
           spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken(), ...(s.keyPorts?.includes(port) ? { access: 'key' as const } : {}) })) },
         };
-        out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }));
+        out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }, slots));
       }
     } catch (e) {
       for (const r of out) await this.discard(r);
       throw e;
+    } finally {
+      await slots?.done();
     }
     return out;
   }
@@ -342,7 +392,8 @@ export class Machines {
     const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.machines.getSnapshot(caller.tenantId, id) : null;
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.machines.deleteSnapshot(caller.tenantId, id);
-    rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
+    // In a cluster, only this worker's copy of its files (the taker's stay with the taker).
+    rmSync(this.place ? this.layout.snapshotDir(caller.tenantId, id) : path.dirname(snap.spec.state), { recursive: true, force: true });
     await this.disks.collect(caller.tenantId, snap.spec.disk);
   }
 
@@ -391,7 +442,7 @@ export class Machines {
 
   /** Machines' rows as they are now (of one tenant, or all), for APIs that keep fields in them (compat/e2b). */
   async rows(tenantId?: string): Promise<MachineRow[]> {
-    return (await this.deps.metadata.machines.list(tenantId)).map((r) => this.runs.get(r.id)?.row ?? r);
+    return (await this.deps.metadata.machines.list(tenantId)).map((r) => this.current(r));
   }
 
   async rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.row(caller, id); }
@@ -412,8 +463,13 @@ export class Machines {
   async byPortToken(token: string): Promise<PortTarget | null> {
     const found = await this.deps.metadata.machines.byPortToken(token);
     if (!found) return null;
-    const run = this.runOf(this.runs.get(found.machine.id)?.row ?? found.machine);
-    return this.io.portTarget(run, found.port);
+    await this.host();
+    const run = this.runOf(this.current(found.machine));
+    const place = this.place;
+    if (!place) return this.io.portTarget(run, found.port);
+    // In a cluster, the gateway passes it to the worker that runs it; a machine no live worker runs is brought up to date (or found lost) here.
+    await place.settle(run, { readOnly: true });
+    return this.io.portTarget(run, found.port, () => place.elsewhere(found.machine.id));
   }
 
   private urls(token: string): { url: string; pathUrl: string } {
@@ -422,7 +478,7 @@ export class Machines {
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
   async close(): Promise<void> {
-    await Promise.all([...this.runs.values()].map((r) => r.serial(async () => {
+    await Promise.all(this.localRuns().map((r) => r.serial(async () => {
       if (r.state === 'paused') await r.resume();
       if (r.state === 'running') await r.hibernate();
     }).catch(async (err) => { this.deps.log.error({ err, machine: r.row.id }, 'hibernating at shutdown failed'); await r.destroy(); })));

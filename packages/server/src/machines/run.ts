@@ -2,7 +2,7 @@ import { existsSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
-import type { MachineRow } from '../store/metadata/types.js';
+import type { MachineRow, StoredMachineFiles } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
@@ -43,6 +43,14 @@ export interface RunHooks {
   admit(row: MachineRow): void;
   /** A lifecycle step took `ms` (metrics). */
   step(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
+  /**
+   * Cluster mode (machines/placement.ts): a hibernation's files to the object store (an error
+   * leaves them only here), and before a wake, the files here (the row with its disk chain as it is here).
+   */
+  stow?(row: MachineRow, saved: { ram: string; state: string }): Promise<StoredMachineFiles>;
+  unstow?(row: MachineRow, saved: { ram: string; state: string }): Promise<MachineRow>;
+  /** The stow's failure (logged: the machine stays hibernated on this worker only). */
+  stowFailed?(row: MachineRow, err: unknown): void;
 }
 
 /**
@@ -147,7 +155,9 @@ export class MachineRun {
   }
 
   notRunning(): ShellbaseError {
-    const hint = this.row.state === 'paused' ? 'resume it first (POST .../resume)' : 'create a new machine, or fork or restore one from a snapshot';
+    const hint = this.row.state === 'paused' ? 'resume it first (POST .../resume)'
+      : this.row.state === 'lost' ? 'the worker that ran it died with its memory: restore one of its snapshots, or delete it'
+        : 'create a new machine, or fork or restore one from a snapshot';
     return new ShellbaseError('failed_precondition', `machine ${this.row.id} is ${this.row.state}`, { details: { machine: this.row.id, state: this.row.state }, hint });
   }
 
@@ -234,6 +244,15 @@ export class MachineRun {
     await vm.quit();
     await copySparse(this.ramFile, saved.ram);
     this.dropProcess();
+    if (this.hooks.stow) {
+      const { stored: _old, ...spec } = this.row.spec;
+      this.row = { ...this.row, spec };
+      try {
+        this.row = { ...this.row, spec: { ...spec, stored: await this.hooks.stow(this.row, saved) } };
+      } catch (err) {
+        this.hooks.stowFailed?.(this.row, err);
+      }
+    }
     await this.go('hibernate');
     this.hooks.step('hibernate', performance.now() - t0);
   }
@@ -242,6 +261,11 @@ export class MachineRun {
     if (this.row.state !== 'hibernated') return;
     const saved = this.layout.hibernation(this.row.id);
     this.hooks.admit(this.row);
+    if (this.hooks.unstow) {
+      this.hooks.host.runDir(this.row.id);
+      this.hooks.host.disksDir(this.row.tenantId);
+      this.row = await this.hooks.unstow(this.row, saved);
+    }
     await this.go('wake');
     try {
       await this.restore({ ...saved, readable: [] });
@@ -267,6 +291,12 @@ export class MachineRun {
     this.dropProcess();
     for (const f of Object.values(this.layout.hibernation(this.row.id))) rmSync(f, { force: true });
     await this.go('stop');
+  }
+
+  /** Cluster mode: the worker that ran it died, and its memory with it (this worker found it so). */
+  async lose(): Promise<void> {
+    if (this.vm) return;
+    await this.go('lost');
   }
 
   /** Ends QEMU at once and removes the machine's run files (its row and disks are the caller's). */

@@ -3,6 +3,10 @@ import path from 'node:path';
 import type { Deps } from '../core/deps.js';
 import type { MachineLayout } from './layout.js';
 
+function list(dir: string): string[] {
+  try { return readdirSync(dir); } catch { return []; }
+}
+
 /** Bytes allocated on disk under `dir` (sparse files count what they hold). */
 function allocated(dir: string): number {
   let total = 0;
@@ -33,6 +37,29 @@ export class MachineDisks {
     } catch (err) {
       this.deps.log.error({ err }, 'collecting machine disks failed');
     }
+  }
+
+  /**
+   * Cluster mode: what this worker holds for machines and snapshots that moved on or were deleted
+   * on another worker (disk files no chain names, snapshot directories with no row), untouched
+   * for `idleMs` (files being made for a create or a snapshot are younger). Returns how many went.
+   */
+  async collectStray(idleMs: number): Promise<number> {
+    const named = await this.chainFiles();
+    const snapshots = new Set((await this.deps.metadata.machines.listSnapshots()).map((s) => s.id));
+    const old = (p: string) => { try { return Date.now() - statSync(p).mtimeMs >= idleMs; } catch { return false; } };
+    let n = 0;
+    for (const tenant of list(this.layout.tenantsDir)) {
+      const disks = this.layout.disksDir(tenant);
+      for (const f of list(disks).map((d) => path.join(disks, d))) {
+        if (f.endsWith('.qcow2') && !named.has(f) && old(f)) { rmSync(f, { force: true }); n++; }
+      }
+      for (const id of list(path.dirname(this.layout.snapshotDir(tenant, 'x')))) {
+        const dir = this.layout.snapshotDir(tenant, id);
+        if (!snapshots.has(id) && old(dir)) { rmSync(dir, { recursive: true, force: true }); n++; }
+      }
+    }
+    return n;
   }
 
   /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Snapshotter } from '../store/snapshotter/types.js';
@@ -9,6 +8,7 @@ import { buildDisk, copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from './qemu.js';
 import { PRUNED } from './commit.js';
+import { removeTree } from '../util/remove.js';
 
 /** Bump when what a template holds or how it is made changes (4: the kernel layer on its disk). */
 const TEMPLATE_FORMAT = 4;
@@ -109,10 +109,10 @@ export class Templates {
       try { names = readdirSync(root); } catch { continue; }
       for (const name of names) {
         const dir = path.join(root, name);
-        if (name.includes('.deleting-')) { await rm(dir, { recursive: true, force: true }); continue; }
+        if (name.includes('.deleting-')) { await removeTree(dir); continue; }
         const building = name.indexOf('.building-');
         if (building >= 0) {
-          if (!this.building.has(path.join(root, name.slice(0, building)))) await rm(dir, { recursive: true, force: true });
+          if (!this.building.has(path.join(root, name.slice(0, building)))) await removeTree(dir);
           continue;
         }
         if (inUse.has(dir) || this.held.has(dir) || this.building.has(dir)) continue;
@@ -122,7 +122,7 @@ export class Templates {
         // Out of the way at once (a create meanwhile builds it anew), then deleted.
         const doomed = `${dir}.deleting-${process.pid}`;
         renameSync(dir, doomed);
-        await rm(doomed, { recursive: true, force: true });
+        await removeTree(doomed);
         deleted++;
       }
     }

@@ -1,6 +1,7 @@
 import type { GcResult } from '@shellbase/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { inBackground } from '../util/background.js';
+import { StallMonitor } from './stalls.js';
 import type { CommitResult, Meter, QueryOutcome } from './types.js';
 
 /** The engine's meter as Prometheus metrics, served at GET /metrics. */
@@ -81,6 +82,15 @@ export class PrometheusMeter implements Meter {
         this.inc({ work: 'request' }, now.request);
         this.inc({ work: 'background' }, now.background);
       },
+    });
+    const stalls = new StallMonitor();
+    stalls.start();
+    new Gauge({
+      name: 'shellbase_eventloop_stall_max_seconds',
+      help: "The event loop's worst delay since the last scrape that the server itself caused (JavaScript running or a blocking call), "
+        + 'not counting time its thread waited for a busy CPU (Linux); shellbase_nodejs_eventloop_lag_max_seconds counts both.',
+      registers: [this.registry],
+      collect() { this.set(stalls.take() / 1000); },
     });
   }
 

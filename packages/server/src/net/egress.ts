@@ -1,4 +1,5 @@
-import { chownSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
+import { chown, mkdir } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -10,6 +11,7 @@ import { INSIDE, type Forwarding } from './forwarder.js';
 import { EgressPlane } from './plane.js';
 import { allowsHost, describe, type Policy } from './policy.js';
 import { BadAsk, parseAsk, type Ask } from './requests.js';
+import { removeTree } from '../util/remove.js';
 
 /** Ports the proxy answers on inside a sandbox (and, for machines, at the guest's 10.0.2.100). */
 export const HTTP_PROXY_PORT = 3128;
@@ -97,7 +99,7 @@ export class Egress {
       lost: () => {
         for (const id of [...this.conns.keys()]) this.ended(id, { bytesOut: 0, bytesIn: 0 });
         // Sessions opened ahead listened in the process that died: never hand them out.
-        for (const s of this.spares.splice(0)) { this.sessions.delete(s.id); rmSync(s.dir, { recursive: true, force: true }); }
+        for (const s of this.spares.splice(0)) { this.sessions.delete(s.id); void removeTree(s.dir).catch(() => undefined); }
         // Sessions in use (a machine's lives as long as its QEMU) listen again in the new process, started right after this.
         const live = [...this.sessions.values()];
         queueMicrotask(() => {
@@ -146,14 +148,14 @@ export class Egress {
 
   private async fresh(owner: number): Promise<EgressSession> {
     const s = new EgressSession(this, newId('e'), this.o.dir, owner);
-    mkdirSync(s.dir, { mode: 0o700 });
-    chownSync(s.dir, owner, owner);
+    await mkdir(s.dir, { mode: 0o700 });
+    await chown(s.dir, owner, owner);
     this.sessions.set(s.id, s);
     try {
       await this.plane.open(s.id, s.dir, owner);
     } catch (e) {
       this.sessions.delete(s.id);
-      rmSync(s.dir, { recursive: true, force: true });
+      await removeTree(s.dir).catch(() => undefined);
       throw e;
     }
     return s;
@@ -163,7 +165,8 @@ export class Egress {
   async closeSession(s: EgressSession): Promise<void> {
     await this.plane.close(s.id).catch(() => undefined);
     this.sessions.delete(s.id);
-    rmSync(s.dir, { recursive: true, force: true });
+    // Nothing reaches the directory any more; its removal need not hold up the query's answer.
+    removeTree(s.dir).catch((err: unknown) => this.o.log.warn({ err, session: s.id }, 'an egress session directory could not be removed'));
   }
 
   /** sbx-egress's process id, once started (diagnostics and tests). */
@@ -284,7 +287,7 @@ export class EgressSession {
   /** What a query's or service's sandbox needs: the socket directory bound in, both ports handed over. */
   forwarding(): Forwarding {
     const inside = `${INSIDE}/egress/egress.sock`;
-    return { binds: [{ source: this.dir, target: `${INSIDE}/egress` }], pairs: [`${HTTP_PROXY_PORT}>${inside}`, `${SOCKS_PORT}>${inside}`] };
+    return { binds: [{ source: this.dir, target: `${INSIDE}/egress` }], pairs: [], handOver: [`${HTTP_PROXY_PORT}>${inside}`, `${SOCKS_PORT}>${inside}`] };
   }
 
   /** Connections asked for from now on follow `policy` (open ones go on). */

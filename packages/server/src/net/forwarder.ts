@@ -7,23 +7,28 @@ export const INSIDE = '/tmp/.shellbase';
 
 export interface Bind { source: string; target: string; readOnly?: boolean }
 
+/** `PORT>SOCKET` ports of a sandbox (runtime/types.ts, SandboxSpec.handOver). */
+export interface HandOver { ports: string[]; forwarder: Bind }
+
 /**
  * What a sandbox needs so that ports on its 127.0.0.1 reach the server: the
- * directories holding the server's Unix sockets, bound below INSIDE, and
- * `PORT=SOCKET` pairs for `sbx-forward` (native/forward.c), which binds each
- * port before the command starts and relays every connection to its socket.
- * A context's services (engine/services/forwarding.ts) and the egress proxy
- * (net/egress.ts) each give one; a sandbox gets them merged.
+ * directories holding the server's Unix sockets, bound below INSIDE;
+ * `[ADDR:]PORT=SOCKET` pairs for `sbx-forward` (native/forward.c), which binds each
+ * port before the command starts and relays every connection to its socket (a
+ * context's services, engine/services/forwarding.ts); and `PORT>SOCKET` ports whose
+ * connections are handed whole to SOCKET (the egress proxy, net/egress.ts), which
+ * the runtime serves itself where it can (a warm sandbox's pid 1). A sandbox gets them merged.
  */
 export interface Forwarding {
   binds: Bind[];
   pairs: string[];
+  handOver?: string[];
 }
 
 export function mergeForwarding(...parts: (Forwarding | null | undefined)[]): Forwarding | null {
-  const given = parts.filter((p): p is Forwarding => !!p && p.pairs.length > 0);
+  const given = parts.filter((p): p is Forwarding => !!p && (p.pairs.length > 0 || (p.handOver?.length ?? 0) > 0));
   if (given.length === 0) return null;
-  return { binds: given.flatMap((p) => p.binds), pairs: given.flatMap((p) => p.pairs) };
+  return { binds: given.flatMap((p) => p.binds), pairs: given.flatMap((p) => p.pairs), handOver: given.flatMap((p) => p.handOver ?? []) };
 }
 
 /** The forwarder binary, copied into the data directory (the sandboxes' root can reach it there; the checkout may be in /root). */
@@ -44,13 +49,15 @@ export class Forwarder {
     return (this.binary = file);
   }
 
-  /** The binds and the argv prefix of a sandbox that runs its command behind `fwd`. */
-  wrap(fwd: Forwarding | null, argv: string[]): { argv: string[]; binds: Bind[] } {
+  /**
+   * The binds and the argv prefix of a sandbox that runs its command behind `fwd`'s relays, and
+   * its hand-over ports for the runtime (with the forwarder, for a sandbox that must start it).
+   */
+  wrap(fwd: Forwarding | null, argv: string[]): { argv: string[]; binds: Bind[]; handOver?: HandOver } {
     if (!fwd) return { argv, binds: [] };
-    const binary = this.installed();
-    return {
-      argv: [`${INSIDE}/forward`, ...fwd.pairs, '--', ...argv],
-      binds: [{ source: binary, target: `${INSIDE}/forward`, readOnly: true }, ...fwd.binds],
-    };
+    const forwarder = { source: this.installed(), target: `${INSIDE}/forward`, readOnly: true };
+    const handOver = fwd.handOver?.length ? { ports: fwd.handOver, forwarder } : undefined;
+    if (fwd.pairs.length === 0) return { argv, binds: fwd.binds, handOver };
+    return { argv: [forwarder.target, ...fwd.pairs, '--', ...argv], binds: [forwarder, ...fwd.binds], handOver };
   }
 }

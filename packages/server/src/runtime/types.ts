@@ -51,6 +51,13 @@ export interface SandboxSpec {
   /** Host paths to show inside, below /tmp (which is not part of the context). */
   binds?: { source: string; target: string; readOnly?: boolean }[];
   /**
+   * `PORT>SOCKET` ports on the sandbox's 127.0.0.1, listening before the command starts, whose
+   * connections are handed whole (SCM_RIGHTS) to the Unix SOCKET (a path inside, among `binds`):
+   * the egress proxy's. A warm sandbox's pid 1 serves them; a cold one runs `forwarder`
+   * (sbx-forward, bound in) first.
+   */
+  handOver?: { ports: string[]; forwarder: { source: string; target: string; readOnly?: boolean } };
+  /**
    * Long-running sandboxes (services): every output byte goes here as it comes,
    * nothing is collected or capped (the result's stdout and stderr are empty).
    */

@@ -1,8 +1,10 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Peers } from '../../core/peers.js';
 import { Type, type Static } from 'typebox';
 import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError } from '../../errors.js';
 import { TUNNEL_PROTOCOL } from '../tunnel.js';
+import { forwardRequest } from '../forward.js';
 import { SERVICE_ACCESS, SERVICE_STATES } from '@shellbase/protocol';
 import { Name, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
 
@@ -35,8 +37,26 @@ const Params = Type.Object({ name: Type.String({ maxLength: 1024 }) });
 const SvcParams = Type.Object({ name: Type.String({ maxLength: 1024 }), svc: Type.String({ maxLength: 1024 }) });
 const LogsQuery = Type.Object({ tail: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })) }, strict);
 
-/** Services of a context: define (nothing runs), list, get, stop (sleep now), delete, logs. */
-export function serviceRoutes(app: FastifyInstance, engine: Engine): void {
+/**
+ * Services of a context: define (nothing runs), list, get, stop (sleep now), delete, logs. In a
+ * cluster, stop, delete and logs of a service that another worker runs are passed to that worker
+ * (with the caller's key, checked there again).
+ */
+export function serviceRoutes(app: FastifyInstance, engine: Engine, peers?: Peers): void {
+  /** True when the request went to the worker running the service (the reply is its answer). */
+  const passedOn = async (req: FastifyRequest<{ Params: Static<typeof SvcParams> }>, reply: FastifyReply): Promise<boolean> => {
+    if (!peers || req.forwarded) return false;
+    const there = await engine.services.elsewhere(req.caller, req.params.name, req.params.svc);
+    if (!there) return false;
+    void reply.hijack();
+    forwardRequest(there.api, req.raw, reply.raw, (err) => {
+      const e = err instanceof ShellbaseError ? err : new ShellbaseError('internal', 'internal error');
+      if (reply.raw.headersSent) reply.raw.destroy();
+      else reply.raw.writeHead(e.status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ error: e.toBody() }));
+    }, peers, Buffer.alloc(0));
+    return true;
+  };
+
   app.get<{ Params: Static<typeof SvcParams> }>('/v1/contexts/:name/services/:svc/connect', {
     schema: {
       tags: ['services', 'network'], params: SvcParams, response: errorResponses,
@@ -63,7 +83,7 @@ export function serviceRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post<{ Params: Static<typeof SvcParams> }>(`${base}/:svc/stop`, {
     schema: { tags: ['services'], params: SvcParams, response: { 200: Service, ...errorResponses } },
-  }, async (req) => engine.services.stop(req.caller, req.params.name, req.params.svc));
+  }, async (req, reply) => ((await passedOn(req, reply)) ? reply : engine.services.stop(req.caller, req.params.name, req.params.svc)));
 
   app.put<{ Params: Static<typeof SvcParams>; Body: Static<typeof ShareBody> }>(`${base}/:svc/share`, {
     schema: { tags: ['services'], params: SvcParams, body: ShareBody, response: { 200: Service, ...errorResponses } },
@@ -71,9 +91,16 @@ export function serviceRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.delete<{ Params: Static<typeof SvcParams> }>(`${base}/:svc`, {
     schema: { tags: ['services'], params: SvcParams, response: { 204: Type.Null(), ...errorResponses } },
-  }, async (req, reply) => { await engine.services.remove(req.caller, req.params.name, req.params.svc); return reply.status(204).send(); });
+  }, async (req, reply) => {
+    if (await passedOn(req, reply)) return reply;
+    await engine.services.remove(req.caller, req.params.name, req.params.svc);
+    return reply.status(204).send();
+  });
 
   app.get<{ Params: Static<typeof SvcParams>; Querystring: Static<typeof LogsQuery> }>(`${base}/:svc/logs`, {
     schema: { tags: ['services'], params: SvcParams, querystring: LogsQuery },
-  }, async (req, reply) => reply.type('text/plain; charset=utf-8').send(await engine.services.logs(req.caller, req.params.name, req.params.svc, req.query.tail)));
+  }, async (req, reply) => {
+    if (await passedOn(req, reply)) return reply;
+    return reply.type('text/plain; charset=utf-8').send(await engine.services.logs(req.caller, req.params.name, req.params.svc, req.query.tail));
+  });
 }

@@ -1,5 +1,4 @@
 import type { Image } from '@shellbase/protocol';
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { invalid } from '../../errors.js';
@@ -11,6 +10,7 @@ import type { BlobInfo } from '../../store/blobs/types.js';
 import { newId } from '../../util/ids.js';
 import type { ImageSource } from './images.js';
 import type { Progress } from './layers.js';
+import { removeTree } from '../../util/remove.js';
 
 /** The most a JSON document of an archive (index, manifest, config) may be. */
 const MAX_DOCUMENT = 4 << 20;
@@ -131,6 +131,6 @@ export async function importArchive(home: string, body: Readable, ref: string | 
     }
     return images;
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await removeTree(dir);
   }
 }

@@ -1,11 +1,10 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import path from 'node:path';
 import { INSIDE, type Forwarding } from '../../net/forwarder.js';
 import type { ServiceRow } from '../../store/metadata/types.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
-import type { ServiceRun } from './run.js';
 import { linkAddresses, linkName } from './links.js';
 
 /** The lines every sandbox's /etc/hosts starts with when it has links (the image's own). */
@@ -28,7 +27,8 @@ export class ContextForwarding {
   /** Listening sockets by path: a context's own services and its links. */
   private readonly listeners = new Map<string, { server: Server; token: string }>();
 
-  constructor(private readonly dir: string, private readonly runOf: (row: ServiceRow) => ServiceRun) {
+  /** `join`: wakes the service (here, or on the worker of a cluster that runs it) and pipes the connection to it. */
+  constructor(private readonly dir: string, private readonly join: (row: ServiceRow, inner: Socket) => Promise<void>) {
     mkdirSync(path.join(dir, 'ctx'), { recursive: true });
     chmodSync(dir, 0o711);
     chmodSync(path.join(dir, 'ctx'), 0o711);
@@ -79,7 +79,7 @@ export class ContextForwarding {
     rmSync(file, { force: true });
     const server = createServer((inner) => {
       inner.on('error', () => inner.destroy());
-      this.runOf(row).pipe(inner).catch(() => inner.destroy());
+      this.join(row, inner).catch(() => inner.destroy());
     });
     this.listeners.set(file, { server, token: row.token });
     await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(file, () => resolve()); });

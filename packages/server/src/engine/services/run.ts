@@ -4,7 +4,7 @@ import type { ServiceState } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
 import type { Bridge, RunningSandbox, SandboxResult } from '../../runtime/types.js';
 import type { Scratch } from '../../store/snapshotter/types.js';
-import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
+import type { LeaseFence, ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import { pipeThrough, type PortTarget } from '../../util/pipe.js';
 import type { Committer } from '../commit.js';
 import type { Hold } from '../../core/pins.js';
@@ -33,8 +33,11 @@ export interface RunContext {
   log: ServiceLog;
   /** Where the gateway reaches the service: a Unix socket bridged into the sandbox's network namespace. */
   socketPath: string;
-  /** Throws (429) when the tenant may not run one more service now; else the cores its sandboxes share. */
-  admit(): Promise<{ tenantCpus: number }>;
+  /**
+   * Throws (429) when the tenant may not run one more service now; else the cores its sandboxes
+   * share, and in a cluster the lease the run holds (its writes commit only while it still does).
+   */
+  admit(): Promise<{ tenantCpus: number; fence?: LeaseFence }>;
   /** The context's other services on 127.0.0.1 inside this one's sandbox. */
   forwarding(): Promise<Forwarding | null>;
   /** An egress session under the service's effective policy (null: none). */
@@ -64,6 +67,8 @@ export class ServiceRun implements PortTarget {
   private abort: AbortController | null = null;
   /** The run's way out (null without egress). */
   private session: EgressSession | null = null;
+  /** In a cluster: the lease this run started under (its writes are fenced by it). */
+  private fence: LeaseFence | undefined;
 
   constructor(readonly row: ServiceRow, private readonly ctx: RunContext) {}
 
@@ -106,7 +111,8 @@ export class ServiceRun implements PortTarget {
   private async start(): Promise<void> {
     const { deps, log } = this.ctx;
     const { spec } = this.row;
-    const { tenantCpus } = await this.ctx.admit();
+    const { tenantCpus, fence } = await this.ctx.admit();
+    this.fence = fence;
     this.go('wake');
     const hold = deps.pins.hold();
     const started = performance.now();
@@ -120,13 +126,13 @@ export class ServiceRun implements PortTarget {
       this.session = await this.ctx.egress();
       const fwd = mergeForwarding(await this.ctx.forwarding(), this.session?.forwarding());
       // The forwarder runs first, as the sandbox's root; then (with a user) the switch to the image's user.
-      const { argv: preamble, binds } = deps.forwarder.wrap(fwd, []);
+      const { argv: preamble, binds, handOver } = deps.forwarder.wrap(fwd, []);
       const as = await this.ctx.runAs(hold, base, typeof spec.command === 'string' ? ['bash', '-c', spec.command] : spec.command, typeof spec.command === 'string');
       this.abort = new AbortController();
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       this.ended = deps.runtime.run({
-        mount: await deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, user: as.user, cwd: as.cwd,
+        mount: await deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd,
         env: this.session ? { ...proxyEnv(), ...as.env } : as.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
@@ -219,8 +225,16 @@ export class ServiceRun implements PortTarget {
       try {
         const layer = await deps.snapshotter.commit(scratch);
         if (layer) {
-          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` });
-          if (outcome.conflict) log.append(`--- shellbase: writes conflict with the context on ${outcome.conflict.paths.join(', ')}; kept as version ${outcome.conflict.version}\n`);
+          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` }, this.fence)
+            .catch(async (e: unknown) => {
+              // Fenced: another worker took the lease over (this one was taken for gone); its run's
+              // writes count, not these. No version names the layer: it goes (and its blob, after the grace period).
+              if (!(e instanceof ShellbaseError && e.code === 'failed_precondition')) throw e;
+              await deps.snapshotter.remove([layer.layerId]).catch((err: unknown) => deps.log.warn({ err, layer: layer.layerId }, 'removing a fenced run\'s layer failed'));
+              log.append(`--- shellbase: ${e.message}\n`);
+              return null;
+            });
+          if (outcome?.conflict) log.append(`--- shellbase: writes conflict with the context on ${outcome.conflict.paths.join(', ')}; kept as version ${outcome.conflict.version}\n`);
         }
         const activeMs = Math.min(this.lease.takeActiveMs(), result.wallMs);
         await deps.metadata.usage.record({
@@ -265,7 +279,9 @@ export class ServiceRun implements PortTarget {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (exited) throw this.exitedEarly();
-      if (listening(`/proc/${inner}/net/tcp`, port)) return `TCP4:127.0.0.1:${port}`;
+      // 127.0.0.1 or 0.0.0.0 only: sbx-forward listens on 127.64.0.0/10 for links, maybe on this port too.
+      const v4 = listening(`/proc/${inner}/net/tcp`, port);
+      if (v4 === '0100007F' || v4 === '00000000') return `TCP4:127.0.0.1:${port}`;
       const v6 = listening(`/proc/${inner}/net/tcp6`, port);
       // [::] usually takes IPv4 too (bindv6only=0); [::1] does not.
       if (v6) return /^0+$/.test(v6) ? `TCP4:127.0.0.1:${port}` : `TCP6:[::1]:${port}`;
@@ -291,9 +307,14 @@ function listening(file: string, port: number): string | null {
   let text = '';
   try { text = readFileSync(file, 'utf8'); } catch { return null; }
   const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  let found: string | null = null;
   for (const l of text.split('\n')) {
     const f = l.trim().split(/\s+/);
-    if (f[1]?.endsWith(hex) && f[3] === '0A') return f[1].slice(0, -hex.length);
+    if (!(f[1]?.endsWith(hex) && f[3] === '0A')) continue;
+    const address = f[1].slice(0, -hex.length);
+    // A link's listener (127.64.0.0/10, sbx-forward's) may share the port: the service's own address wins.
+    if (address === '0100007F' || address === '00000000') return address;
+    found ??= address;
   }
-  return null;
+  return found;
 }

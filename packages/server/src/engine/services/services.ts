@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { SERVICE_ACCESS, type CreateServiceRequest, type Service } from '@shellbase/protocol';
 import { checkPolicy } from '../../net/policy.js';
@@ -39,8 +40,36 @@ export class Services {
 
   constructor(private readonly deps: Deps, private readonly committer: Committer, private readonly network: Network, private readonly lookups: Lookups) {
     mkdirSync(this.dir, { recursive: true, mode: 0o711 });
-    this.forward = new ContextForwarding(this.dir, (row) => this.runOf(row));
+    this.forward = new ContextForwarding(this.dir, (row, inner) => this.join(row, inner));
     this.links = new ServiceLinks(deps.metadata);
+    // A stale owner gives up: a run whose lease another worker took over stops (its writes are fenced).
+    deps.cluster?.leaseLost((kind, key) => {
+      const run = kind === 'service' ? this.runs.get(key) : undefined;
+      if (!run) return;
+      deps.log.warn({ service: run.row.name }, 'another worker took this service over (this one was taken for gone): stopping its run here');
+      void run.stop();
+    });
+  }
+
+  /**
+   * Joins a connection from a sandbox of a context allowed to reach the service (its own, or a
+   * link) to it: here, or in a cluster through the internal tunnel of the worker that runs it.
+   */
+  private async join(row: ServiceRow, inner: Socket): Promise<void> {
+    const run = this.runOf(row);
+    const there = this.deps.peers ? await run.elsewhere() : null;
+    if (!there) return run.pipe(inner);
+    const up = await this.deps.peers!.tunnel(there.api, row.token);
+    const done = () => { inner.destroy(); up.destroy(); };
+    up.once('close', done);
+    inner.once('close', done);
+    up.on('error', done);
+    inner.pipe(up).pipe(inner);
+  }
+
+  /** In a cluster: the API of the worker that runs the caller's service now, when not this one. */
+  async elsewhere(caller: Caller, context: string, name: string): Promise<{ api: string } | null> {
+    return this.runOf(await this.row(caller, context, name)).elsewhere();
   }
 
   /** Who reaches which shared service (links.ts). */
@@ -232,6 +261,7 @@ export class Services {
               await cluster.unclaim('service', row.token);
               throw over();
             }
+            return { tenantCpus, fence: { kind: 'service', key: row.token, worker: cluster.workerId, epoch: lease.epoch } };
           }
           return { tenantCpus };
         },

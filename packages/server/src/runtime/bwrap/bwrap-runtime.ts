@@ -53,15 +53,24 @@ export class BwrapRuntime implements Runtime {
     await this.warm?.start();
   }
 
-  /** The command line inside the sandbox: the preamble (as root), then the user switch, then the command. */
-  private commandLine(spec: SandboxSpec): { argv: string[]; binds: NonNullable<SandboxSpec['binds']> } {
+  /**
+   * The command line inside the sandbox: the preamble (as root), then the user switch, then the
+   * command. A cold sandbox with hand-over ports runs sbx-forward for them first; a warm one's
+   * pid 1 serves them (`hands`).
+   */
+  private commandLine(spec: SandboxSpec, warm: boolean): { argv: string[]; binds: NonNullable<SandboxSpec['binds']>; hands: string[] } {
     const binds = [...(spec.binds ?? [])];
     const argv = [...(spec.preamble ?? [])];
+    const hands = spec.handOver?.ports ?? [];
+    if (hands.length && !warm) {
+      binds.push(spec.handOver!.forwarder);
+      argv.unshift(spec.handOver!.forwarder.target, ...hands, '--');
+    }
     if (spec.user) {
       binds.push({ source: this.userShim, target: USER_SHIM, readOnly: true });
       argv.push(...userArgs(spec.user));
     }
-    return { argv: [...argv, ...spec.argv], binds };
+    return { argv: [...argv, ...spec.argv], binds, hands: warm ? hands : [] };
   }
 
   cgroup(limits: CgroupLimits): Cgroup {
@@ -125,7 +134,7 @@ export class BwrapRuntime implements Runtime {
     };
     // Warm: sandboxes without stdin that nobody watches start (services need the cold path's pid).
     const warm = this.warm && !stream && !spec.onStart && !spec.stdin?.length
-      ? this.warm.take(warmJob({ mount: spec.mount, joinFiles: cgroup.joinFiles, ...this.commandLine(spec), env: spec.env, cwd: spec.cwd }), handlers)
+      ? this.warm.take(warmJob({ mount: spec.mount, joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
       : null;
     let spawned = warm ? warm.spawned : this.startCold(spec, cgroup, handlers);
     spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });
@@ -195,7 +204,7 @@ export class BwrapRuntime implements Runtime {
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
     args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
       '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
-      ...bwrapArgs({ merged, ...this.commandLine(spec), env: spec.env, cwd: spec.cwd }));
+      ...bwrapArgs({ merged, ...this.commandLine(spec, false), env: spec.env, cwd: spec.cwd }));
     return spawner.start([SBX, ...args], spec.stdin, handlers);
   }
 }

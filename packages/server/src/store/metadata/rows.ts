@@ -177,6 +177,21 @@ export interface CommitVersionOptions {
    * dropped) learns so by a false, as from a moved head.
    */
   requireLayers?: boolean;
+  /** Work done under a cluster lease: committed only while the lease is still `worker`'s at `epoch`. */
+  fence?: LeaseFence;
+}
+
+/**
+ * A cluster lease (`cluster_leases`) as a fencing token: a worker whose lease was taken over (its
+ * heartbeat lapsed, say in a partition) holds an epoch that no longer matches, and what it commits
+ * under it is refused (`failed_precondition`). The lease row is read in the commit's transaction
+ * (FOR SHARE: a takeover waits for the commit, or the commit sees the takeover).
+ */
+export interface LeaseFence {
+  kind: string;
+  key: string;
+  worker: string;
+  epoch: number;
 }
 
 /** What a service runs (persisted as JSON with `format`). */
@@ -236,6 +251,29 @@ export interface MachineSpec extends MachineShape {
   ports: { port: number; token: string; access?: 'key' }[];
   /** What the E2B-compatible API keeps about a machine it made (compat/e2b); forks do not inherit it. */
   e2b?: E2bSandboxSpec;
+  /** Cluster mode, while it is hibernated: its memory and disk in the object store (any worker restores it). */
+  stored?: StoredMachineFiles;
+}
+
+/** One file of a machine in the object store: the blob of a packed tree (store/blobs/pack.ts) holding it as `name`. */
+export interface StoredFile {
+  digest: string;
+  /** The file's name in its pack, which says what it is: `disk.qcow2`, `disk.raw`, `ram`, `state.bin`. */
+  name: string;
+}
+
+/**
+ * A machine's memory and disk in the object store (cluster mode): a hibernated machine's, or a
+ * snapshot's. `disk` is its qcow2 chain, writable top first, each file's backing being the next
+ * (the paths inside the files are those of the worker that stored them: a restoring worker
+ * rebases them onto its own copies). `id` names this one storing of it.
+ */
+export interface StoredMachineFiles {
+  format: 1;
+  id: string;
+  ram: StoredFile;
+  state: StoredFile;
+  disk: StoredFile[];
 }
 
 /** An E2B sandbox's own fields (compat/e2b), persisted with its machine. */
@@ -283,6 +321,8 @@ export interface SnapshotSpec extends MachineShape {
   ports: number[];
   /** Those of `ports` exposed with `access: "key"` (absent: none). */
   keyPorts?: number[];
+  /** Cluster mode: its files in the object store too, so any worker restores it. */
+  stored?: StoredMachineFiles;
 }
 
 export interface SnapshotRow {

@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, mkdirSync } from 'node:fs';
-import { open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { open, readdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { newId } from '../../../util/ids.js';
 import { blobError, checkDigest, type BlobInfo, type BlobStore } from '../types.js';
+import { unlinkQuiet } from '../../../util/remove.js';
 
 /**
  * Blobs in a local directory: `sha256/AB/HEX` (AB: the first two hex digits,
@@ -42,7 +43,7 @@ export class LocalBlobStore implements BlobStore {
       await rename(tmp, to);
       return { digest, size };
     } finally {
-      await rm(tmp, { force: true });
+      await unlinkQuiet(tmp);
     }
   }
 
@@ -62,7 +63,7 @@ export class LocalBlobStore implements BlobStore {
   async delete(digest: string): Promise<boolean> {
     const f = this.file(digest);
     if (!existsSync(f)) return false;
-    await rm(f, { force: true });
+    await unlinkQuiet(f);
     return true;
   }
 

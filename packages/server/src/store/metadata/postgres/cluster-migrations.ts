@@ -21,6 +21,9 @@ import type { PostgresMigration } from './migrations.js';
  * - `cluster_leases` (3): which worker runs a service now (`kind` 'service', `key` its token),
  *   with an epoch that grows each time the lease changes hands; a lease whose worker's heartbeat
  *   lapsed may be taken. `cluster_workers.gateway`: where the worker's gateway answers.
+ * - `cluster_secrets` (4): the cluster secret (`name` 'forward'), 32 random bytes as hex that the
+ *   first worker to start makes; workers sign what they pass to each other with it
+ *   (cluster/peers.ts). Unused when workers read the secret from a file instead.
  */
 export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
   {
@@ -89,5 +92,14 @@ export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
         PRIMARY KEY (kind, key)
       );
       CREATE INDEX cluster_leases_worker ON cluster_leases(worker_id);`,
+  },
+  {
+    version: 4,
+    sql: `
+      CREATE TABLE cluster_secrets (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        value TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );`,
   },
 ];

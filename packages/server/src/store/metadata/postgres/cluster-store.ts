@@ -3,7 +3,7 @@ import { CLUSTER_MIGRATIONS } from './cluster-migrations.js';
 import type { Param } from '../sql/db.js';
 import type { UsageRow } from '../rows.js';
 import { usageInsert } from '../sql/usage.js';
-import type { PostgresDb } from './postgres-db.js';
+import { checkOut, type PostgresDb } from './postgres-db.js';
 import { migrate } from './migrate.js';
 
 /** pg sends a JavaScript array as a Postgres array (`?::text[]`); the shared SqlDb's Param type has no arrays. */
@@ -45,6 +45,14 @@ export class PostgresCluster {
     this.ready.catch(() => undefined); // not unhandled: callers await it
   }
 
+  /** The cluster secret named `name`: `proposed` when none was stored yet (the first caller's wins). */
+  async secret(name: string, proposed: string): Promise<string> {
+    await this.ready;
+    await this.db.run('INSERT INTO cluster_secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING', [name, proposed]);
+    const row = await this.db.get<{ value: string }>('SELECT value FROM cluster_secrets WHERE name = ?', [name]);
+    return row!.value;
+  }
+
   /** Announces a worker (or announces it again): alive from now. */
   async register(id: string, address: string, gateway = ''): Promise<void> {
     await this.ready;
@@ -76,6 +84,12 @@ export class PostgresCluster {
     const row = await this.db.get<{ worker_id: string; address: string; gateway: string }>(`SELECT l.worker_id, w.address, w.gateway FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
       WHERE l.kind = ? AND l.key = ? AND w.heartbeat_at > now() - make_interval(secs => ? / 1000.0)`, [kind, key, aliveMs]);
     return row ? { mine: false, worker: row.worker_id, address: row.address, gateway: row.gateway } : null;
+  }
+
+  /** The leases `workerId` holds now, with their epochs. */
+  async leasesOf(workerId: string): Promise<{ kind: string; key: string; epoch: number }[]> {
+    const rows = await this.db.all<{ kind: string; key: string; epoch: number }>('SELECT kind, key, epoch FROM cluster_leases WHERE worker_id = ?', [workerId]);
+    return rows.map((r) => ({ kind: r.kind, key: r.key, epoch: Number(r.epoch) }));
   }
 
   /** Gives a lease up (only the holder's own). */
@@ -204,7 +218,7 @@ export class PostgresCluster {
    */
   async exclusive<T>(key: string, fn: () => Promise<T>, { wait = true }: { wait?: boolean } = {}): Promise<T | null> {
     await this.ready;
-    const client: pg.PoolClient = await this.db.pool.connect();
+    const { client, release } = await checkOut(this.db.pool);
     let broken: Error | undefined;
     try {
       this.db.countRoundTrip();
@@ -217,7 +231,7 @@ export class PostgresCluster {
         await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch((e: Error) => { broken = e; });
       }
     } finally {
-      client.release(broken);
+      release(broken);
     }
   }
 }

@@ -113,6 +113,7 @@ export class PostgresDb implements SqlDb {
   }
 
   async all<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return (await this.query<T>(sql, params).catch(down)).rows; }
+  scan<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return this.all<T>(sql, params); }
   async get<T>(sql: string, params: readonly Param[] = []): Promise<T | undefined> { return (await this.query<T>(sql, params).catch(down)).rows[0]; }
   async run(sql: string, params: readonly Param[] = []): Promise<number> { return (await this.query(sql, params).catch(down)).rowCount ?? 0; }
 
@@ -126,7 +127,7 @@ export class PostgresDb implements SqlDb {
 
   private async txOnce<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
     await this.ready;
-    const client = await this.pool.connect();
+    const { client, release } = await checkOut(this.pool);
     let broken: unknown = undefined;
     try {
       const inner: SqlDb = {
@@ -134,6 +135,7 @@ export class PostgresDb implements SqlDb {
         all: async <R>(sql: string, params: readonly Param[] = []) => (await this.query<R>(sql, params, client)).rows,
         get: async <R>(sql: string, params: readonly Param[] = []) => (await this.query<R>(sql, params, client)).rows[0],
         run: async (sql, params = []) => (await this.query(sql, params, client)).rowCount ?? 0,
+        scan: (sql, params) => inner.all(sql, params),
         tx: (f) => f(inner), // already in one
       };
       for (let attempt = 0; ; attempt++) {
@@ -163,13 +165,34 @@ export class PostgresDb implements SqlDb {
         }
       }
     } finally {
-      client.release(broken instanceof Error ? broken : undefined);
+      release(broken);
     }
   }
 
   async close(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/**
+ * A pooled connection for work of several statements. While a connection is checked out the pool
+ * does not listen for its errors, so one the server ends between two statements (a restart, an
+ * administrator's command) would emit an unhandled 'error' and end the process. Here the error is
+ * kept (the next statement on the connection fails anyway) and the connection goes back to the
+ * pool as broken, which discards it.
+ */
+export async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release: (err?: unknown) => void }> {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (e: Error) => { lost = e; };
+  client.on('error', onError);
+  return {
+    client,
+    release(err?: unknown) {
+      client.off('error', onError);
+      client.release(err instanceof Error ? err : lost);
+    },
+  };
 }
 
 /** SQLSTATEs and socket errors that mean the database is down, restarting or unreachable (not that a statement was wrong). */

@@ -14,6 +14,12 @@ export interface SqlDb {
   /** Rows changed. */
   run(sql: string, params?: readonly Param[]): Promise<number>;
   /**
+   * A read that may take long because it reads much (a report over the ledger, a collection's
+   * search over all versions): SQLite runs it on a worker thread's read-only connection (the last
+   * committed state), so nothing else waits for it; Postgres, like `all`. Inside a transaction, `all`.
+   */
+  scan<T>(sql: string, params?: readonly Param[]): Promise<T[]>;
+  /**
    * Runs `fn` in one transaction that behaves as if no other ran at the same
    * time (SQLite: BEGIN IMMEDIATE, one writer at a time; Postgres:
    * SERIALIZABLE on one pooled connection); commits if `fn` resolves, rolls

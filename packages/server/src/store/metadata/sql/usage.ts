@@ -40,7 +40,7 @@ export class SqlUsage implements UsageRepository {
 
   async totals(tenantId: string, from: string, to: string, groupBy: UsageGrouping): Promise<UsageTotals[]> {
     const [ledger, hourly] = KEYS[groupBy];
-    const rows = await this.db.all<UsageTotals>(
+    const rows = await this.db.scan<UsageTotals>(
       `SELECT key, SUM(queries) AS queries, SUM(cpu_ms) AS "cpuMs", SUM(wall_ms) AS "wallMs",
          SUM(CASE WHEN kind = 'service' THEN wall_ms ELSE 0 END) / 1000.0 AS "serviceSeconds",
          SUM(CASE WHEN kind = 'machine' THEN wall_ms ELSE 0 END) / 1000.0 AS "machineSeconds",

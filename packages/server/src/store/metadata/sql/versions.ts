@@ -1,5 +1,6 @@
 import type { Change } from '../../snapshotter/types.js';
-import type { CommitVersionOptions, LayerRow, NewVersion, VersionRow } from '../rows.js';
+import { ShellbaseError } from '../../../errors.js';
+import type { CommitVersionOptions, LayerRow, LeaseFence, NewVersion, VersionRow } from '../rows.js';
 import type { DropResult, Retention, VersionRepository } from '../types.js';
 import { chunked, marks, type SqlDb } from './db.js';
 import { addRefs } from './refs.js';
@@ -51,9 +52,10 @@ export class SqlVersions implements VersionRepository {
       [l.id, l.kind, l.bytes, l.createdAt, l.digest ?? null]);
   }
 
-  async commit({ version, layer, moveHead, requireLayers }: CommitVersionOptions): Promise<boolean> {
+  async commit({ version, layer, moveHead, fence, requireLayers }: CommitVersionOptions): Promise<boolean> {
     try {
       await this.db.tx(async (db) => {
+        if (fence) await checkFence(db, fence);
         if (requireLayers) {
           const older = [...new Set(version.layers)].filter((id) => id !== layer?.id);
           if ((await this.knownLayers(older, db)).size !== older.length) throw HEAD_MOVED;
@@ -104,7 +106,7 @@ export class SqlVersions implements VersionRepository {
   }
 
   async imageLayers(): Promise<string[]> {
-    return (await this.db.all<{ id: string }>("SELECT id FROM layers WHERE kind = 'image'")).map((r) => r.id);
+    return (await this.db.scan<{ id: string }>("SELECT id FROM layers WHERE kind = 'image'")).map((r) => r.id);
   }
 
   async knownLayers(ids: readonly string[], db: SqlDb = this.db): Promise<Set<string>> {
@@ -158,7 +160,7 @@ export class SqlVersions implements VersionRepository {
       ),
       heads(id) AS (SELECT head FROM contexts WHERE tenant_id = ? UNION SELECT version FROM images WHERE tenant_id = ?)`;
     // Old versions more than keepVersions steps from every root.
-    const old = await this.db.all<{ id: string }>(
+    const old = await this.db.scan<{ id: string }>(
       `WITH RECURSIVE ${keep},
        roots(id) AS (
          SELECT id FROM heads
@@ -176,7 +178,7 @@ export class SqlVersions implements VersionRepository {
     );
     if (old.length >= limit) return old.map((x) => x.id);
     // Versions no context owns that nothing owned (or a head) stands on: walked up from owned children.
-    const orphans = await this.db.all<{ id: string }>(
+    const orphans = await this.db.scan<{ id: string }>(
       `WITH RECURSIVE ${keep},
        live(id) AS (
          SELECT p.id FROM versions p JOIN versions c ON c.parent = p.id WHERE p.tenant_id = ? AND p.context IS NULL AND c.context IS NOT NULL
@@ -259,5 +261,16 @@ export class SqlVersions implements VersionRepository {
   async dropUnreferencedLayers(keep: ReadonlySet<string>, limit: number): Promise<DropResult> {
     const ids = (await this.db.all<{ id: string }>("SELECT id FROM layers WHERE refs <= 0 AND kind != 'image' LIMIT ?", [limit])).map((r) => r.id);
     return this.db.tx((db) => this.deleteUnreferenced(db, ids, keep));
+  }
+}
+
+/** Throws `failed_precondition` unless the lease is still the fence's worker's at its epoch (cluster mode: Postgres only has `cluster_leases`). */
+async function checkFence(db: SqlDb, f: LeaseFence): Promise<void> {
+  const held = await db.get(`SELECT 1 AS x FROM cluster_leases WHERE kind = ? AND key = ? AND worker_id = ? AND epoch = ?${db.dialect === 'postgres' ? ' FOR SHARE' : ''}`,
+    [f.kind, f.key, f.worker, f.epoch]);
+  if (!held) {
+    throw new ShellbaseError('failed_precondition', `this worker's lease of ${f.kind} ${f.key} (epoch ${f.epoch}) was taken over: its work is not committed`, {
+      details: { kind: f.kind, epoch: f.epoch }, hint: 'another worker runs it now; its writes are the ones that count',
+    });
   }
 }

@@ -35,6 +35,7 @@ export class Checkpointer {
       this.worker.once('message', () => resolve());
       this.worker.once('exit', () => resolve());
     });
+    this.worker.ref(); // the answer is awaited
     this.worker.postMessage('close');
     await closed;
     await this.worker.terminate();

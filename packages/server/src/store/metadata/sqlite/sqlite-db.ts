@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Param, SqlDb } from '../sql/db.js';
+import type { Reader } from './reader.js';
 
 /** Prepared statements kept (the repositories have a few dozen fixed ones). */
 const STATEMENT_CACHE = 128;
@@ -16,7 +17,8 @@ export class SqliteDb implements SqlDb {
   /** Transactions queued or running. */
   private pending = 0;
 
-  constructor(readonly db: Database.Database) {}
+  /** `reader`: where long reads (`scan`) run; without one, on this connection. */
+  constructor(readonly db: Database.Database, private readonly reader?: Reader) {}
 
   /**
    * A prepared statement, from a cache of the most recently used: statements with lists of
@@ -45,6 +47,7 @@ export class SqliteDb implements SqlDb {
   all<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return this.outside(() => this.stmt(sql).all(...params) as T[]); }
   get<T>(sql: string, params: readonly Param[] = []): Promise<T | undefined> { return this.outside(() => this.stmt(sql).get(...params) as T | undefined); }
   run(sql: string, params: readonly Param[] = []): Promise<number> { return this.outside(() => this.stmt(sql).run(...params).changes); }
+  scan<T>(sql: string, params: readonly Param[] = []): Promise<T[]> { return this.reader ? this.reader.all<T>(sql, params) : this.all<T>(sql, params); }
 
   tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
     const inner: SqlDb = {
@@ -52,6 +55,7 @@ export class SqliteDb implements SqlDb {
       all: async <R>(sql: string, params: readonly Param[] = []) => this.stmt(sql).all(...params) as R[],
       get: async <R>(sql: string, params: readonly Param[] = []) => this.stmt(sql).get(...params) as R | undefined,
       run: async (sql, params = []) => this.stmt(sql).run(...params).changes,
+      scan: (sql, params) => inner.all(sql, params),
       tx: (f) => f(inner), // already in one
     };
     const run = async () => {

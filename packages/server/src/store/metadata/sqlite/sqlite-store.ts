@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { SqlMetadataStore } from '../sql/store.js';
 import { MIGRATIONS } from './migrations.js';
 import { Checkpointer } from './checkpointer.js';
+import { Reader } from './reader.js';
 import { SqliteDb } from './sqlite-db.js';
 
 /** Databases at most this large are vacuumed once to turn on incremental vacuum; larger ones are told how. */
@@ -32,8 +33,10 @@ export class SqliteMetadataStore extends SqlMetadataStore {
     // Checkpoints run in a worker thread (checkpointer.ts), never in a commit on the event loop.
     raw.pragma('wal_autocheckpoint = 0');
     migrate(raw);
-    super(new SqliteDb(raw));
+    const reader = new Reader(file);
+    super(new SqliteDb(raw, reader));
     this.raw = raw;
+    this.reader = reader;
     this.checkpointer = new Checkpointer(file);
     if (raw.pragma('auto_vacuum', { simple: true }) !== 2) {
       const size = statSync(file).size;
@@ -44,6 +47,7 @@ export class SqliteMetadataStore extends SqlMetadataStore {
 
   private wal: FileHandle | null = null;
   private readonly checkpointer: Checkpointer;
+  private readonly reader: Reader;
 
   /**
    * In WAL mode with synchronous=NORMAL a commit writes its frames to the WAL
@@ -63,6 +67,7 @@ export class SqliteMetadataStore extends SqlMetadataStore {
   }
 
   async close(): Promise<void> {
+    await this.reader.close();
     await this.checkpointer.close();
     await this.wal?.close();
     this.raw.close();

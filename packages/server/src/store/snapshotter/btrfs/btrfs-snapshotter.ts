@@ -1,5 +1,5 @@
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { chown, mkdir, opendir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { chown, mkdir, opendir, rename, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
@@ -12,6 +12,7 @@ import { DirReader, DirWriter } from './tree-io.js';
 import { packLayer, unpackLayer } from '../../blobs/pack.js';
 import type { Readable } from 'node:stream';
 import { closeVolume, openVolume } from './volume.js';
+import { removeTree, unlinkQuiet } from '../../../util/remove.js';
 
 /** Version of `layers/ID/meta.json`. */
 export const LAYER_META_FORMAT = 1;
@@ -176,7 +177,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     const plan = planWhiteouts(changes);
     if (plan.remove.length) {
       try {
-        for (const rel of plan.remove) await rm(path.join(tree, rel), { recursive: true, force: true });
+        for (const rel of plan.remove) await removeTree(path.join(tree, rel));
         // One process per batch, not per path: a layer may delete thousands of files.
         for (let i = 0; i < plan.whiteouts.length; i += 500) {
           await runOk('sh', ['-c', 'for p; do mknod "$p" c 0 0 || exit 1; done', 'sh', ...plan.whiteouts.slice(i, i + 500).map((r) => path.join(tree, r))]);
@@ -219,7 +220,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
    * then costs no subvolume create or delete).
    */
   private async recycle(scratch: Scratch): Promise<void> {
-    await rm(path.join(this.scratchPath(scratch), 'staging'), { recursive: true, force: true });
+    await removeTree(path.join(this.scratchPath(scratch), 'staging'));
     if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
     else await this.discard(scratch);
   }
@@ -233,8 +234,8 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   private async promote(dir: string, changes: Change[], layerId = newId('l')): Promise<string> {
     // The overlay work directory keeps a root-only `work/work` inside; neither it nor a tar
     // upload's staging belongs in a layer.
-    await rm(path.join(dir, 'work'), { recursive: true, force: true });
-    await rm(path.join(dir, 'staging'), { recursive: true, force: true });
+    await removeTree(path.join(dir, 'work'));
+    await removeTree(path.join(dir, 'staging'));
     await rmdir(path.join(dir, 'merged'));
     // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
     const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
@@ -332,7 +333,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
       const subvolumes: string[] = [];
       for (const id of batch) {
         this.readers.delete(id);
-        await rm(this.metaPath(id), { force: true });
+        await unlinkQuiet(this.metaPath(id));
         const dir = path.join(this.layersDir, id);
         if (!existsSync(dir)) continue;
         if (statSync(dir).ino === 256) subvolumes.push(dir);

@@ -1,0 +1,191 @@
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { ServerConfig } from '../config.js';
+import type { Cluster } from '../core/cluster.js';
+import type { Caller } from '../core/deps.js';
+import { overQuota, quotasOf } from '../core/quotas.js';
+import { ShellbaseError, notFound } from '../errors.js';
+import type { MachineRow, MetadataStore, SnapshotRow, StoredMachineFiles } from '../store/metadata/types.js';
+import { newId } from '../util/ids.js';
+import type { MachineLayout } from './layout.js';
+import type { MachineRun, RunHooks } from './run.js';
+import type { MachineStowage } from './stowage.js';
+
+/** States in which a machine holds memory on the worker that runs it. */
+const LIVE = new Set(['starting', 'running', 'paused']);
+/** A wake is never refused by the quota (as in one process, where it checks only the host's room). */
+const UNBOUNDED = 2 ** 31 - 1;
+
+/** `runningMachines` slots taken for machines about to start: `bind` each to one, then `done`. */
+export interface Reservation {
+  bind(machineId: string): void;
+  /** Gives back the slots no machine took. */
+  done(): Promise<void>;
+}
+
+/**
+ * Machines across the workers of a cluster. A machine that holds memory runs on one worker, which
+ * holds its lease (kind `machine`, key its id); calls that land elsewhere are passed there
+ * (api/machine-forward.ts). Hibernating stores its memory and disk in the object store
+ * (machines/stowage.ts) and gives the lease up, so the next call on any worker restores it there.
+ * A machine whose lease-holder died while it held memory is `lost`. `runningMachines` is counted
+ * over every live worker (a slot per machine holding memory, given back when it stops holding it).
+ *
+ * Absent in the embedded default, where none of this happens.
+ */
+export class MachinePlacement {
+  /** Machines whose lease this worker holds. */
+  private readonly held = new Set<string>();
+  /** Machines this worker holds a `runningMachines` slot for, and their tenants. */
+  private readonly slots = new Map<string, string>();
+
+  constructor(private readonly cluster: Cluster, readonly stowage: MachineStowage, private readonly metadata: MetadataStore,
+    private readonly layout: MachineLayout, private readonly config: ServerConfig) {}
+
+  /** Whether this worker runs the machine now (holds its lease). */
+  holds(id: string): boolean { return this.held.has(id); }
+
+  /** The API and gateway of the live worker that runs the machine, when that is another one. */
+  async elsewhere(id: string): Promise<{ api: string; gateway: string } | null> {
+    if (this.held.has(id)) return null;
+    return this.cluster.elsewhere('machine', id);
+  }
+
+  /** Takes the machine's lease for this worker; `unavailable` when another live worker holds it. */
+  async take(id: string): Promise<void> {
+    if (this.held.has(id)) return;
+    const won = await this.cluster.claim('machine', id);
+    if (!won.mine) {
+      throw new ShellbaseError('unavailable', `machine ${id} runs on another worker`, { details: { machine: id }, hint: 'retry: calls through the API are passed to the worker that runs it' });
+    }
+    this.held.add(id);
+  }
+
+  /** Gives the machine's lease and slot back (it holds no memory here any more, or is deleted). */
+  async forget(id: string): Promise<void> {
+    await this.free(id);
+    if (this.held.delete(id)) await this.cluster.unclaim('machine', id);
+  }
+
+  /** Takes `count` of the tenant's `runningMachines` slots, counted over every live worker (429 over it). */
+  async reserve(caller: Pick<Caller, 'tenantId' | 'quotas'>, count: number): Promise<Reservation> {
+    const { runningMachines } = quotasOf(this.config, caller);
+    let left = 0;
+    const giveBack = async () => { for (; left > 0; left--) await this.cluster.release(caller.tenantId, 'machine'); };
+    for (let i = 0; i < count; i++) {
+      if (!(await this.cluster.admit(caller.tenantId, 'machine', runningMachines))) {
+        await giveBack();
+        throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves); machines on every worker count');
+      }
+      left++;
+    }
+    return {
+      bind: (id) => { if (left > 0) { left--; this.slots.set(id, caller.tenantId); } },
+      done: giveBack,
+    };
+  }
+
+  /**
+   * Brings a machine's row up to date on a worker that does not run it (another worker may have
+   * moved it on since), and finds it lost when it held memory and no live worker holds its lease.
+   * Without `readOnly`, a machine another live worker runs is `unavailable` here.
+   */
+  async settle(run: MachineRun, { readOnly = false }: { readOnly?: boolean } = {}): Promise<void> {
+    if (this.held.has(run.row.id)) return;
+    const fresh = await this.metadata.machines.get(run.row.tenantId, run.row.id);
+    if (!fresh) throw notFound('machine', run.row.id);
+    if (run.vm) return; // a process of this worker's own is still ending: its steps decide
+    run.row = fresh;
+    if (!LIVE.has(fresh.state)) return;
+    const there = await this.cluster.elsewhere('machine', fresh.id);
+    if (there) {
+      if (readOnly) return;
+      throw new ShellbaseError('unavailable', `machine ${fresh.id} runs on another worker (${there.api})`, { details: { machine: fresh.id }, hint: 'call it through the API, which passes machine calls to that worker' });
+    }
+    // Its worker is gone, and its memory with it.
+    await this.take(fresh.id);
+    try {
+      await run.serial(() => run.lose());
+    } finally {
+      await this.forget(fresh.id);
+    }
+  }
+
+  /** A machine's row was saved: one that holds no memory gives its slot back, and its lease once nothing here is needed to wake it. */
+  async saved(row: MachineRow): Promise<void> {
+    if (LIVE.has(row.state)) return;
+    await this.free(row.id);
+    if (row.state !== 'hibernated' || row.spec.stored) await this.forget(row.id);
+  }
+
+  /** What MachineRun asks of a cluster (machines/run.ts): stow on hibernation, unstow before a wake. */
+  runHooks(log: Logger): Pick<RunHooks, 'stow' | 'unstow' | 'stowFailed'> {
+    return {
+      stow: (r, saved) => this.stow(r, saved),
+      unstow: (r, saved) => this.unstow(r, saved),
+      stowFailed: (r, err) => log.error({ err, machine: r.id }, 'storing a hibernated machine in the object store failed: it wakes only on this worker'),
+    };
+  }
+
+  /** A snapshot just taken here, stored in the object store too (before it is acknowledged): any worker restores it. */
+  async storeSnapshot(snap: SnapshotRow): Promise<void> {
+    const s = snap.spec;
+    try {
+      s.stored = await this.stowage.store({ ram: s.ram, state: s.state, disk: s.disk }, { frozenTop: true });
+    } catch (e) {
+      rmSync(path.dirname(s.state), { recursive: true, force: true });
+      throw e;
+    }
+  }
+
+  /** A snapshot with its files on this worker: its own, or fetched from the object store (once) when another worker took it. */
+  async localSnapshot(snap: SnapshotRow): Promise<SnapshotRow> {
+    const dir = this.layout.snapshotDir(snap.tenantId, snap.id);
+    if (!snap.spec.stored || this.layout.snapshotFiles(dir).state === snap.spec.state) return snap;
+    return { ...snap, spec: { ...snap.spec, ...(await this.stowage.fetchSnapshot(snap.spec.stored, dir)) } };
+  }
+
+  /** Hibernation: its memory and disk to the object store (this worker remembers which storing its own files are). */
+  async stow(row: MachineRow, saved: { ram: string; state: string }): Promise<StoredMachineFiles> {
+    const stored = await this.stowage.store({ ...saved, disk: row.spec.disk });
+    writeFileSync(this.marker(row.id), stored.id);
+    return stored;
+  }
+
+  /**
+   * Before a wake: the lease and a slot for this worker, and the machine's memory and disk here
+   * (this worker's own files when it stored them last, else fetched from the object store).
+   * Returns the row with its disk chain as it is here.
+   */
+  async unstow(row: MachineRow, saved: { ram: string; state: string }): Promise<MachineRow> {
+    await this.take(row.id);
+    try {
+      if (!this.slots.has(row.id) && (await this.cluster.admit(row.tenantId, 'machine', UNBOUNDED))) this.slots.set(row.id, row.tenantId);
+      const { stored, ...spec } = row.spec;
+      if (!stored) return row;
+      const mine = existsSync(saved.ram) && existsSync(spec.disk[0]) && readMarker(this.marker(row.id)) === stored.id;
+      if (mine) return { ...row, spec };
+      rmSync(saved.ram, { force: true });
+      const top = this.layout.diskFile(row.tenantId, `${row.id}-${newId('d')}`);
+      const disk = await this.stowage.fetch(stored, { ...saved, top });
+      return { ...row, spec: { ...spec, disk } };
+    } catch (e) {
+      await this.forget(row.id);
+      throw e;
+    }
+  }
+
+  private async free(id: string): Promise<void> {
+    const tenantId = this.slots.get(id);
+    if (tenantId === undefined) return;
+    this.slots.delete(id);
+    await this.cluster.release(tenantId, 'machine');
+  }
+
+  private marker(id: string): string { return path.join(this.layout.runDir(id), 'stored-id'); }
+}
+
+function readMarker(file: string): string | null {
+  try { return readFileSync(file, 'utf8'); } catch { return null; }
+}

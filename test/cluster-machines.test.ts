@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import type pg from 'pg';
+import { Shellbase, type MachineHandle } from '@shellbase/sdk';
+import { PREFIX, startCluster, type ClusterWorkerProcess as Worker, type TestCluster } from './cluster-harness.ts';
+import { sleep } from './harness.ts';
+
+// Machines across the workers of a cluster: four worker processes over one Postgres and one S3 API
+// (test/cluster-harness.ts). Machines run under TCG here: every restore takes seconds, so the
+// tests are few and each VM small. A is drained (SIGTERM) and D killed (SIGKILL) on the way.
+let cluster: TestCluster;
+let workers: Worker[];
+const sql = <T extends pg.QueryResultRow>(text: string) => cluster.sql<T>(text);
+
+const COUNTER = "setsid -f sh -c 'i=0; while true; do i=$((i+1)); echo $i > /run/counter; sleep 0.1; done' >/dev/null 2>&1";
+const counter = async (m: MachineHandle) => Number((await m.exec('cat /run/counter')).stdout.trim());
+/** QEMU processes serving a worker's data directory. */
+const qemus = (w: Worker) => readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+  try { const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8'); return cmd.startsWith('qemu-system') && cmd.includes(w.home); } catch { return false; }
+});
+/** The API address of the worker holding a machine's lease, or null. */
+const leaseOf = async (id: string) => (await sql<{ address: string }>(`SELECT w.address FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
+  WHERE l.kind = 'machine' AND l.key = '${id}'`))[0]?.address ?? null;
+const rowOf = async (id: string) => (await sql<{ state: string; spec: string }>(`SELECT state, spec FROM machines WHERE id = '${id}'`))[0];
+const exited = (w: Worker) => new Promise((r) => { if (w.child.exitCode !== null || w.child.signalCode !== null) r(null); else w.child.once('exit', r); });
+/** Waits until a killed worker's heartbeat has lapsed (the others take it for gone). */
+async function lapsed(w: Worker): Promise<void> {
+  for (;;) {
+    const live = await sql<{ address: string }>(`SELECT address FROM cluster_workers WHERE heartbeat_at > now() - interval '900 milliseconds'`);
+    if (!live.some((r) => r.address === w.url)) return;
+    await sleep(100);
+  }
+}
+
+before(async () => {
+  cluster = await startCluster();
+  workers = cluster.workers;
+  await cluster.start('a');
+  await Promise.all([cluster.start('b'), cluster.start('c'), cluster.start('d')]);
+});
+
+after(async () => {
+  // SHELLBASE_TEST_LOGS=DIR keeps each worker's log there.
+  if (process.env.SHELLBASE_TEST_LOGS) for (const w of workers ?? []) writeFileSync(`${process.env.SHELLBASE_TEST_LOGS}/${w.name}.log`, w.log());
+  await cluster?.stop();
+});
+
+test('cluster machines: made through A, used through B and C (passed to A), drained with A, restored by C with its files and processes', { timeout: 600_000 }, async () => {
+  const [a, b, c] = workers;
+  const made = await a.sb.machines.create({ memoryMb: 512 });
+  const id = made.id;
+  assert.equal(await leaseOf(id), a.url, 'placed on A by a lease');
+  const viaB = b.sb.machines.get(id);
+  await viaB.exec(`mkdir -p /srv/www && echo kept > /root/kept && echo page > /srv/www/index.html && ${COUNTER}`);
+  await viaB.files.write('/root/from-b.txt', 'written through B');
+  assert.equal((await c.sb.machines.get(id).files.read('/root/from-b.txt')).toString(), 'written through B');
+  const events = [];
+  for await (const e of viaB.execStream(['sh', '-c', 'echo one; sleep 0.2; echo two'])) events.push(e);
+  assert.equal(events.filter((e) => e.type === 'stdout').map((e) => (e as { data: string }).data).join(''), 'one\ntwo\n', 'streamed through B');
+  assert.equal((await c.sb.machines.get(id).info()).state, 'running');
+  assert.deepEqual([qemus(b).length, qemus(c).length, qemus(a).length], [0, 0, 1], 'only A runs it');
+  assert.equal(await leaseOf(id), a.url);
+
+  // A guest port exposed through B, reached through C's gateway (passed to A's).
+  await viaB.exec("setsid -f python3 -m http.server 8080 --directory /srv/www >/dev/null 2>&1; for i in $(seq 100); do python3 -c \"import socket; socket.create_connection(('127.0.0.1', 8080))\" 2>/dev/null && break; sleep 0.1; done");
+  const port = await viaB.expose(8080);
+  const page = await fetch(`${c.gatewayUrl}${new URL(port.pathUrl).pathname}index.html`);
+  assert.equal(page.status, 200);
+  assert.equal(await page.text(), 'page\n');
+
+  // Bad input, passed to A, comes back typed.
+  await assert.rejects(viaB.expose(0), (e: Error & { code?: string }) => e.code === 'invalid_argument');
+  await assert.rejects(b.sb.machines.get('m_nosuchmachine').exec('true'), (e: Error & { code?: string }) => e.code === 'not_found');
+  const other = new Shellbase({ url: b.url, apiKey: (await a.sb.tenants.create('cm-other')).apiKey });
+  await assert.rejects(other.machines.get(id).exec('true'), (e: Error & { code?: string }) => e.code === 'not_found', "another tenant's key finds nothing");
+
+  // Draining A (SIGTERM) hibernates the machine into the object store and gives its lease up.
+  const before = await counter(viaB);
+  a.child.kill('SIGTERM');
+  await exited(a);
+  const row = await rowOf(id);
+  assert.equal(row.state, 'hibernated');
+  const stored = (JSON.parse(row.spec) as { stored?: { format: number; ram: { digest: string }; disk: { digest: string }[] } }).stored;
+  assert.ok(stored, 'its memory and disk are in the object store');
+  assert.equal(stored.format, 1);
+  const keys = new Set(await cluster.s3.keys(`${PREFIX}/sha256/`));
+  for (const f of [stored.ram, ...stored.disk]) assert.ok(keys.has(`${PREFIX}/sha256/${f.digest.slice(7)}`), `blob ${f.digest}`);
+  assert.equal(await leaseOf(id), null, 'a hibernated machine holds no lease');
+
+  // The next call, on C, restores it there: files, processes and the exposed port as they were.
+  const viaC = c.sb.machines.get(id);
+  assert.equal((await viaC.exec('cat /root/kept /root/from-b.txt')).stdout, 'kept\nwritten through B');
+  assert.equal(await leaseOf(id), c.url, 'C took the lease');
+  assert.equal(qemus(c).length, 1);
+  const after1 = await counter(viaC);
+  assert.ok(after1 >= before, `the counter went on (${before} → ${after1})`);
+  while ((await counter(viaC)) === after1) await sleep(100);
+  const again = await fetch(`${b.gatewayUrl}${new URL(port.pathUrl).pathname}index.html`);
+  assert.equal(await again.text(), 'page\n', "B's gateway reaches it on C");
+  assert.equal((await b.sb.machines.get(id).info()).state, 'running');
+  await b.sb.machines.get(id).remove();
+  assert.equal(await leaseOf(id), null);
+  assert.equal(qemus(c).length, 0);
+});
+
+test('cluster machines: a running machine whose worker was killed is lost; its snapshot restores on another worker', { timeout: 600_000 }, async () => {
+  const [, b, c, d] = workers;
+  const m = await d.sb.machines.create({ memoryMb: 512 });
+  await b.sb.machines.get(m.id).exec('echo before-snapshot > /root/s');
+  const snapshot = await b.sb.machines.get(m.id).snapshot();
+  await b.sb.machines.get(m.id).exec('echo after-snapshot > /root/s');
+  d.child.kill('SIGKILL');
+  await exited(d);
+  await lapsed(d);
+  const info = await c.sb.machines.get(m.id).info();
+  assert.equal(info.state, 'lost');
+  await assert.rejects(b.sb.machines.get(m.id).exec('true'), (e: Error & { code?: string }) => e.code === 'failed_precondition' && /lost/.test(e.message));
+  assert.equal((await b.sb.machines.list()).find((x) => x.id === m.id)?.state, 'lost');
+  const [copy] = await c.sb.machines.restore(snapshot);
+  assert.equal((await b.sb.machines.get(copy.id).exec('cat /root/s')).stdout, 'before-snapshot\n', 'restored on C from the object store');
+  assert.equal(await leaseOf(copy.id), c.url);
+  await copy.remove();
+  await b.sb.machines.get(m.id).remove();
+  assert.deepEqual(await sql(`SELECT id FROM machines WHERE id = '${m.id}'`), []);
+});
+
+test('cluster machines: runningMachines counts machines on every worker', { timeout: 600_000 }, async () => {
+  const [, b, c] = workers;
+  const { apiKey } = await b.sb.tenants.create('cm-quota', { runningMachines: 1 });
+  const [onB, onC] = [b, c].map((w) => new Shellbase({ url: w.url, apiKey }));
+  const first = await onB.machines.create({ memoryMb: 512 });
+  await assert.rejects(onC.machines.create({ memoryMb: 512 }), (e: Error & { code?: string }) => e.code === 'limit_exceeded' && /runningMachines/.test(e.message));
+  await onC.machines.get(first.id).remove();
+  const second = await onC.machines.create({ memoryMb: 512 });
+  assert.equal(await leaseOf(second.id), c.url);
+  await onB.machines.get(second.id).remove();
+  const [tenant] = await sql<{ id: string }>(`SELECT id FROM tenants WHERE name = 'cm-quota'`);
+  assert.deepEqual(await sql(`SELECT worker_id FROM cluster_slots WHERE tenant_id = '${tenant.id}' AND kind = 'machine' AND used > 0`), [], 'every slot given back');
+});
