@@ -42,6 +42,37 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.equal(await md.versions.layerBytes(['la', 'la', 'image:x:1', 'nope']), 1);
   });
 
+  withStore('a context\'s state is its row, its head and its services, read together', async ({ md, root }) => {
+    const empty = await md.contexts.state('t1', 'c');
+    assert.deepEqual(empty, { context: await md.contexts.get('t1', 'c'), head: await md.versions.get('v0'), services: [] });
+    assert.equal(await md.contexts.state('t1', 'missing'), null);
+    const a = { ...version('va', root, ['image:x:1', 'la']), context: 'c' };
+    assert.ok(await md.versions.commit({ version: a, layer: layer('la', 1), moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }));
+    const spec = { format: 2 as const, command: ['sleep', 'inf'], port: 80, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {}, access: 'key' as const };
+    const web = { tenantId: 't1', context: 'c', name: 'web', token: 'tw', spec, createdAt: now() };
+    const api = { ...web, name: 'api', token: 'ta', spec: { ...spec, share: 'tenant' as const } };
+    assert.ok(await md.services.create(web));
+    assert.ok(await md.services.create(api));
+    const state = await md.contexts.state('t1', 'c');
+    assert.equal(state?.context.head, 'va');
+    assert.deepEqual(state?.head, await md.versions.get('va'));
+    assert.deepEqual(state?.services, await md.services.list('t1', 'c'), 'by name, as list gives them');
+  });
+
+  withStore('a commit that requires its layers refuses one whose older layers are gone, changing nothing', async ({ md, root }) => {
+    const a = { ...version('va', root, ['image:x:1', 'gone', 'la']), context: 'c' };
+    const move = { tenantId: 't1', context: 'c', expectedHead: 'v0' };
+    assert.equal(await md.versions.commit({ version: a, layer: layer('la', 1), moveHead: move, requireLayers: true }), false);
+    assert.equal(await md.versions.get('va'), null);
+    assert.deepEqual(await md.versions.knownLayers(['la']), new Set(), 'its new layer was not recorded');
+    assert.equal((await md.contexts.get('t1', 'c'))!.head, 'v0');
+    const b = { ...version('vb', root, ['image:x:1', 'lb']), context: 'c' };
+    assert.equal(await md.versions.commit({ version: b, layer: layer('lb', 5), moveHead: move, requireLayers: true }), true, 'the new layer itself needs no row yet');
+    assert.equal(await md.tenants.storedBytes('t1'), 5);
+    const c = { ...version('vc', b, ['image:x:1', 'lb', 'lc']), context: 'c' };
+    assert.equal(await md.versions.commit({ version: c, layer: layer('lc', 1), moveHead: move, requireLayers: true }), false, 'a moved head still loses');
+  });
+
   withStore('contexts are unique per tenant; lineage is newest first', async ({ md, root }) => {
     assert.equal(await md.contexts.create({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }), false);
     assert.ok(await md.contexts.create({ tenantId: 't1', name: 'b', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }));

@@ -67,6 +67,12 @@ export interface ClusterConfig {
   /** How long a dropped layer's blob stays in the object store (SHELLBASE_BLOB_GRACE_MS, default 10 minutes). */
   blobGraceMs: number;
   /**
+   * Locality (SHELLBASE_LOCALITY=on): a query is passed to its context's preferred worker unless
+   * that one's load (operations running, as of its last heartbeat) is at least this
+   * (SHELLBASE_LOCALITY_MAX_LOAD, default 16); null: off, queries run where they land.
+   */
+  localityMaxLoad: number | null;
+  /**
    * A file holding the cluster secret (SHELLBASE_CLUSTER_SECRET_FILE; at least 32 bytes, the same
    * on every worker); absent: the secret the first worker stored in Postgres (`cluster_secrets`).
    */
@@ -107,7 +113,14 @@ export function clusterFromEnv(e: Record<string, string | undefined> = env): Clu
     cacheMaxBytes: Math.round(num('SHELLBASE_CACHE_MAX_GB', 20, e) * 2 ** 30),
     heartbeatMs: num('SHELLBASE_HEARTBEAT_MS', 2000, e),
     blobGraceMs: num('SHELLBASE_BLOB_GRACE_MS', 600_000, e),
+    localityMaxLoad: locality(e),
   };
+}
+
+function locality(e: Record<string, string | undefined>): number | null {
+  const on = (e.SHELLBASE_LOCALITY ?? 'off').toLowerCase();
+  if (on !== 'on' && on !== 'off') throw invalid(`SHELLBASE_LOCALITY must be on or off, not ${JSON.stringify(on)}`, 'set SHELLBASE_LOCALITY=on (or leave it unset: off)');
+  return on === 'on' ? num('SHELLBASE_LOCALITY_MAX_LOAD', 16, e) : null;
 }
 
 export interface EgressConfig {

@@ -57,7 +57,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   let address = { api: '', gateway: '' };
   let cluster: ClusterStores | null = null;
   try {
-    cluster = config.cluster ? await openCluster(config.cluster, local, pins, () => address, () => pins.snapshot().versions.size, log) : null;
+    cluster = config.cluster ? await openCluster(config.cluster, local, pins, () => address, () => pins.active, log) : null;
   } catch (e) {
     rmSync(pidFile, { force: true });
     throw e;
@@ -76,6 +76,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     warm: config.warm ? { dir: path.join(config.home, 'warm'), onError: (message) => log.warn(message) } : undefined,
   });
   const meter = new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() });
+  if (cluster) {
+    const db = cluster.metadata.db;
+    meter.watchRoundTrips(() => db.roundTrips);
+  }
   const durability = config.durable ? {
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),
@@ -113,7 +117,14 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const adminKeyFile = await engine.tenants.ensureAdmin();
   const tls = config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : undefined;
   const peers = cluster?.peers;
-  const app = await buildApi({ engine, machines, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
+  const maxLoad = config.cluster?.localityMaxLoad ?? null;
+  const worker = cluster?.worker;
+  const locality = worker && maxLoad !== null
+    ? { route: (tenantId: string, context: string) => worker.preferred(tenantId, context, maxLoad), unreachable: (to: string) => worker.unreachable(to) }
+    : undefined;
+  const app = await buildApi({
+    engine, machines, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}), ...(locality ? { locality } : {}),
+  });
   await app.listen({ host: config.host, port: config.port });
   const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token),
     (authorization) => engine.tenants.authenticate(authorization), log, { ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });

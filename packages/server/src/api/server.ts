@@ -14,6 +14,7 @@ import { internalTunnels } from './internal-tunnel.js';
 import type { E2bCompat } from '../compat/e2b/index.js';
 import { ShellbaseError } from '../errors.js';
 import { consoleRoutes } from './console.js';
+import { routeQueries, type Locality } from './locality.js';
 import { clientErrorHandler, errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
@@ -54,6 +55,8 @@ export interface ApiOptions {
   peers?: Peers;
   /** Serve HTTPS with this certificate and key. */
   tls?: TlsOptions;
+  /** Cluster mode with locality on: where contexts' queries run (api/locality.ts). */
+  locality?: Locality;
 }
 
 /**
@@ -61,7 +64,7 @@ export interface ApiOptions {
  * sees Fastify. Each operation pins, admits and syncs what it needs itself;
  * the API only ends the caller's hold when the response is done.
  */
-export async function buildApi({ engine, machines, e2b, log, metrics, http: limits, peers, tls }: ApiOptions): Promise<FastifyInstance> {
+export async function buildApi({ engine, machines, e2b, log, metrics, http: limits, peers, tls, locality }: ApiOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -110,6 +113,7 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
   });
   // Cluster mode: calls about a machine another worker runs go there (after the key is checked here).
   if (machines.clustered && peers) forwardMachineCalls(app, machines, peers);
+  if (locality && peers) routeQueries(app, locality, peers);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
     const accel = machines.accel();

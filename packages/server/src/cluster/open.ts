@@ -38,6 +38,7 @@ export async function openCluster(config: ClusterConfig, local: Snapshotter & La
   const blobs = openBlobStore(config.blobs, config.s3Endpoint ? { endpoint: config.s3Endpoint } : {});
   try {
     await metadata.cluster.ready;
+    await metadata.listen();
     // Fails here, at start, when the bucket is missing or holds another layout.
     await blobs.list({ limit: 1 });
   } catch (e) {

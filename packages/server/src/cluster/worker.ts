@@ -2,9 +2,12 @@ import type { Logger } from 'pino';
 import type { Cluster, LeaseKind, SlotKind } from '../core/cluster.js';
 import type { Pins } from '../core/pins.js';
 import type { BlobStore } from '../store/blobs/types.js';
+import type { UsageRow } from '../store/metadata/rows.js';
 import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
+import { inBackground } from '../util/background.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
+import { placeQuery, type Peer } from './locality.js';
 
 export interface ClusterWorkerOptions {
   shared: PostgresCluster;
@@ -47,9 +50,13 @@ export class ClusterWorker implements Cluster {
 
   get aliveMs(): number { return this.opts.heartbeatMs * LAPSE_BEATS; }
 
+  /** The live workers as of the last heartbeat (this one included): what locality places queries over. */
+  private peers: Peer[] = [];
+
   async start(): Promise<void> {
     await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
-    this.timer = setInterval(() => { this.beating ??= this.beat().finally(() => { this.beating = null; }); }, this.opts.heartbeatMs);
+    await this.refreshPeers();
+    this.timer = setInterval(() => { this.beating ??= inBackground(() => this.beat()).finally(() => { this.beating = null; }); }, this.opts.heartbeatMs);
     this.timer.unref();
     this.opts.log.info({ worker: this.workerId, address: this.opts.address }, 'joined the cluster');
   }
@@ -66,9 +73,28 @@ export class ClusterWorker implements Cluster {
       const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
       if (gone.length) this.opts.log.warn({ workers: gone }, 'workers gone (no heartbeat)');
       await this.checkLeases();
+      await this.refreshPeers();
     } catch (err) {
       this.opts.log.error({ err }, 'heartbeat failed');
     }
+  }
+
+  private async refreshPeers(): Promise<void> {
+    this.peers = (await this.workers()).map((w) => ({ id: w.id, address: w.address, load: w.load }));
+  }
+
+  /**
+   * Where a query of the tenant's context runs (locality.ts): the API URL of its preferred worker
+   * when that is another live one under `maxLoad`, else null (here). From the last heartbeat's
+   * view of the cluster: no round trip.
+   */
+  preferred(tenantId: string, context: string, maxLoad: number): string | null {
+    return placeQuery(`${tenantId}/${context}`, this.workerId, this.peers, maxLoad)?.address ?? null;
+  }
+
+  /** A worker did not answer a forwarded request: leave it out until the next heartbeat says otherwise. */
+  unreachable(address: string): void {
+    this.peers = this.peers.filter((p) => p.address !== address);
   }
 
   /** Live workers (this one included), by id. */
@@ -89,8 +115,8 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs);
   }
 
-  release(tenantId: string, kind: SlotKind): Promise<void> {
-    return this.opts.shared.release(this.workerId, tenantId, kind);
+  release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void> {
+    return this.opts.shared.release(this.workerId, tenantId, kind, usage);
   }
 
   async claim(kind: LeaseKind, key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {

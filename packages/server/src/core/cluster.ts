@@ -1,3 +1,5 @@
+import type { UsageRow } from '../store/metadata/rows.js';
+
 /**
  * What the engine asks of the other workers when it runs as one worker of a cluster
  * (cluster/worker.ts implements it over Postgres); absent in the embedded default, where one
@@ -24,7 +26,8 @@ export interface Cluster {
    * all are taken. Every true is matched by one `release`.
    */
   admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean>;
-  release(tenantId: string, kind: SlotKind): Promise<void>;
+  /** Gives a slot back; `usage`: ledger rows written with it (one round trip for both). */
+  release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void>;
   /**
    * Places a service or machine on this worker (a lease in Postgres, taken from a worker whose
    * heartbeat lapsed), or says which live worker's gateway holds it.

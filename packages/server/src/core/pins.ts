@@ -12,8 +12,12 @@ export class Pins {
   private readonly versions = new Map<string, number>();
   private readonly layers = new Map<string, number>();
 
+  /** Holds not yet released: the operations running now (a worker's load in a cluster). */
+  active = 0;
+
   hold(): Hold {
-    return new Hold(this.versions, this.layers);
+    this.active++;
+    return new Hold(this.versions, this.layers, () => { this.active--; });
   }
 
   /** What is pinned right now. */
@@ -30,7 +34,7 @@ export class Hold {
   private readonly mine: [Map<string, number>, string][] = [];
   private released = false;
 
-  constructor(private readonly versions: Map<string, number>, private readonly layers: Map<string, number>) {}
+  constructor(private readonly versions: Map<string, number>, private readonly layers: Map<string, number>, private readonly ended: () => void = () => undefined) {}
 
   version(id: string): void { this.add(this.versions, id); }
 
@@ -40,6 +44,7 @@ export class Hold {
   release(): void {
     if (this.released) return;
     this.released = true;
+    this.ended();
     for (const [map, id] of this.mine) {
       const n = (map.get(id) ?? 1) - 1;
       if (n > 0) map.set(id, n); else map.delete(id);

@@ -57,6 +57,14 @@ export class Committer {
       id: newId('v'), tenantId, parent: parent.id, context, depth: parent.depth + 1, layers: [...parent.layers, layer.layerId],
       changes: layer.changes, cause, bytes: layer.bytes, createdAt,
     });
+    // Most often the head is still the base the query ran over: try that first, without reading
+    // anything (one statement). The base's layers as the query read them may have been squashed
+    // since; `requireLayers` refuses the commit if one of them is gone, and the loop below reads
+    // afresh.
+    const first = on(base);
+    if (await this.md.versions.commit({ version: first, layer: layerRow, moveHead: { tenantId, context, expectedHead: base.id }, requireLayers: true, fence })) {
+      return { head: first.id, version: first.id, committed: true, layerCount: first.layers.length };
+    }
     for (;;) {
       const ctx = await this.md.contexts.get(tenantId, context);
       if (!ctx) {

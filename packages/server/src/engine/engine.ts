@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ShellbaseError, notFound } from '../errors.js';
 import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
 import { imageVersionId, parseImageLayer } from '../images/ids.js';
-import type { ContextRow, NewVersion, VersionRow } from '../store/metadata/types.js';
+import type { ContextRow, NewVersion, ServiceRow, VersionRow } from '../store/metadata/types.js';
 import { Committer } from './commit.js';
 import type { ContextAccess, ExecHooks } from '../core/contexts.js';
 import { ExecRunner } from './exec.js';
@@ -102,7 +102,7 @@ export class Engine {
     this.files = new Files(deps, committer, this.squasher, lookups);
     this.images = new Images(deps, { version: lookups.version, imageVersion: (image) => this.imageVersion(image) });
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
-      ...lookups, forwarding: (tenantId, context) => this.services.forwarding(tenantId, context),
+      ...lookups, forwarding: (tenantId, context, own) => this.services.forwarding(tenantId, context, undefined, own),
       target: (caller, name, version) => this.target(caller, name, version),
       view: (v) => this.files.viewOf(v),
       builtIn: (image) => (IMAGE_NAMES as string[]).includes(image),
@@ -272,11 +272,27 @@ export class Engine {
     return pinned ?? this.version(caller, ctx.head);
   }
 
-  /** The version a query runs over (`version`, else the head) and its context, made on first use. */
-  async target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow }> {
+  /**
+   * The version a query runs over (`version`, else the head), its context (made on first use) and
+   * the context's services, read in one statement. The head is pinned once read: a head is a root
+   * of what garbage collection keeps, so it cannot have gone in between.
+   */
+  async target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow; services: ServiceRow[] }> {
     const pinned = version === undefined ? null : await this.version(caller, version);
-    const context = await this.getOrCreateContext(caller, name);
-    return { base: pinned ?? await this.version(caller, context.head), context };
+    checkName(name);
+    const contexts = this.deps.metadata.contexts;
+    let state = await contexts.state(caller.tenantId, name);
+    if (!state) {
+      await this.getOrCreateContext(caller, name);
+      state = await contexts.state(caller.tenantId, name);
+      if (!state) throw notFound('context', name);
+    }
+    const { context, head, services } = state;
+    if (pinned) return { base: pinned, context, services };
+    if (!head || (head.tenantId !== caller.tenantId && head.tenantId !== SYSTEM_TENANT)) return { base: await this.version(caller, context.head), context, services };
+    caller.hold.version(head.id);
+    caller.hold.layerIds(head.layers);
+    return { base: head, context, services };
   }
 
   async getContext(caller: Caller, name: string): Promise<Context> {

@@ -4,7 +4,7 @@ import type { Limits } from '../config.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
 import type { CommittedLayer } from '../store/snapshotter/types.js';
-import type { ContextRow, VersionRow } from '../store/metadata/types.js';
+import type { ContextRow, ServiceRow, UsageRow, VersionRow } from '../store/metadata/types.js';
 import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
 import { mergeForwarding, type Bind, type Forwarding } from '../net/forwarder.js';
@@ -21,12 +21,12 @@ import type { SandboxSpec, SandboxUser } from '../runtime/types.js';
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
   /** The version a query runs over (`version`, else the head) and its context (made on first use). */
-  target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow }>;
+  target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow; services: ServiceRow[] }>;
   view(version: VersionRow): Promise<VersionView>;
   /** Whether the context's image is a built-in one (its shell is bash). */
   builtIn(image: string): boolean;
-  /** The context's services on 127.0.0.1 inside its sandboxes (null: it has none). */
-  forwarding(tenantId: string, context: string): Promise<Forwarding | null>;
+  /** The context's services on 127.0.0.1 inside its sandboxes (null: it has none); `own`: its services, when just read. */
+  forwarding(tenantId: string, context: string, own?: ServiceRow[]): Promise<Forwarding | null>;
 }
 
 /** What one sandbox of a query runs. */
@@ -69,13 +69,15 @@ export class ExecRunner {
     const cluster = this.deps.cluster;
     if (cluster && !(await cluster.admit(caller.tenantId, 'query', quotas.concurrentQueries))) throw over();
     this.running.set(caller.tenantId, (this.running.get(caller.tenantId) ?? 0) + 1);
-    const p = this.execTracked(caller, name, req, hooks, quotas);
+    // In a cluster the query's usage rows go with its slot's release (one round trip for both).
+    const usage: UsageRow[] | null = cluster ? [] : null;
+    const p = this.execTracked(caller, name, req, hooks, quotas, usage);
     this.inflight.add(p);
     try { return await p; } finally {
       this.inflight.delete(p);
       const left = (this.running.get(caller.tenantId) ?? 1) - 1;
       if (left > 0) this.running.set(caller.tenantId, left); else this.running.delete(caller.tenantId);
-      await cluster?.release(caller.tenantId, 'query').catch((err: unknown) => this.deps.log.error({ err }, 'giving back a query slot failed'));
+      await cluster?.release(caller.tenantId, 'query', usage ?? []).catch((err: unknown) => this.deps.log.error({ err, usage }, 'giving back a query slot (and recording its usage) failed'));
     }
   }
 
@@ -84,7 +86,8 @@ export class ExecRunner {
     await Promise.allSettled([...this.inflight]);
   }
 
-  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas): Promise<ExecResult> {
+  /** `usage`: where the query's usage rows wait for its release (a cluster); null: recorded at once. */
+  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas, usage: UsageRow[] | null): Promise<ExecResult> {
     const { config } = this.deps;
     const command = checkCommand(req);
     const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, quotas.maximums);
@@ -98,14 +101,16 @@ export class ExecRunner {
     const as = await runAs(command, req.command !== undefined, req, context.defaults, () => this.lookups.view(target.base), this.lookups.builtIn(context.image));
     const { argv, env, user } = as;
     const cwd = checkCwd(as.cwd);
-    const policy = await this.network.effective(caller, name, req.network);
+    const policy = await this.network.effective(caller, name, req.network, context);
     for (let retries = 0; ; retries++) {
       // Each run has its own egress session (none at all without egress): its bytes are the run's.
       const session = await this.network.open(caller.tenantId, name, 'query', policy);
       let ran: Awaited<ReturnType<ExecRunner['runOnce']>>;
       let traffic: Traffic | null = null;
       try {
-        const fwd = mergeForwarding(await this.lookups.forwarding(caller.tenantId, name), session?.forwarding());
+        // The services read with the target serve its first run; a retry on a newer head reads them again.
+        const own = retries === 0 ? target.services : undefined;
+        const fwd = mergeForwarding(await this.lookups.forwarding(caller.tenantId, name, own), session?.forwarding());
         // The forwarder runs first, as the sandbox's root; then (with a user) the switch to the image's user.
         const wrapped = this.deps.forwarder.wrap(fwd, []);
         const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
@@ -119,11 +124,12 @@ export class ExecRunner {
       const { run, layer, bytesWritten, refused } = ran;
       const result = resultOf(run, base.id, bytesWritten, limits);
       if (traffic) Object.assign(result.usage, { egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn });
-      await this.deps.metadata.usage.record({
+      const row: UsageRow = {
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
         wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten, exitCode: run.exitCode,
         egressBytes: traffic?.bytesOut ?? 0, ingressBytes: traffic?.bytesIn ?? 0,
-      });
+      };
+      if (usage) usage.push(row); else await this.deps.metadata.usage.record(row);
       if (refused) {
         this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, 'discarded');
         throw refused;

@@ -1,6 +1,7 @@
 import type { GcResult } from '@shellbase/protocol';
 import type { LayerRow, Retention } from '../store/metadata/types.js';
 import type { Deps } from '../core/deps.js';
+import { inBackground } from '../util/background.js';
 
 export type { Retention } from '../store/metadata/types.js';
 
@@ -129,14 +130,14 @@ export class GarbageCollector {
 
   /** Runs every `intervalMs` from now on. */
   start(): void {
-    this.timer = setInterval(() => this.background(), this.deps.config.gc.intervalMs);
+    this.timer = setInterval(() => inBackground(() => this.background()), this.deps.config.gc.intervalMs);
     this.timer.unref();
   }
 
   /** Asks for a run shortly (coalesced): after a delete, so its bytes go soon. */
   schedule(delayMs = 1000): void {
     if (this.soon) return;
-    this.soon = setTimeout(() => { this.soon = null; this.background(); }, delayMs);
+    this.soon = setTimeout(() => { this.soon = null; inBackground(() => this.background()); }, delayMs);
     this.soon.unref();
   }
 

@@ -2,6 +2,7 @@ import type { ContextNetwork, NetworkConnection, NetworkPolicy } from '@shellbas
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { notFound } from '../errors.js';
+import type { ContextRow } from '../store/metadata/types.js';
 import type { EgressSession } from '../net/egress.js';
 import { checkPolicy, checkWithin, effectivePolicy, narrowest, within, describe } from '../net/policy.js';
 
@@ -22,8 +23,9 @@ export class Network {
    * What a sandbox of the context gets for a request asking `request` (validated: 400 malformed,
    * 403 wider). Without a context (a machine of an image), the tenant's policy is the outer one.
    */
-  async effective(caller: Caller, context: string | undefined, request?: unknown): Promise<NetworkPolicy> {
-    const row = context === undefined ? null : await this.deps.metadata.contexts.get(caller.tenantId, context);
+  async effective(caller: Caller, context: string | undefined, request?: unknown, read?: ContextRow): Promise<NetworkPolicy> {
+    // `read`: the context's row when the caller has just read it.
+    const row = context === undefined ? null : read ?? await this.deps.metadata.contexts.get(caller.tenantId, context);
     return effectivePolicy(this.tenantPolicy(caller), row?.network ?? null, request === undefined ? null : checkPolicy(request));
   }
 

@@ -1,6 +1,7 @@
 import type { VersionRow } from '../store/metadata/types.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import type { Deps } from '../core/deps.js';
+import { inBackground } from '../util/background.js';
 
 /** How many of the newest layers stay as they are when a chain is squashed. */
 const KEEP_TOP = 4;
@@ -31,7 +32,7 @@ export class Squasher {
     if (layerCount - 1 <= this.deps.config.squashAbove) return;
     const key = `${tenantId}/${context}`;
     if (this.running.has(key)) return;
-    const job = this.squashHead(tenantId, context)
+    const job = inBackground(() => this.squashHead(tenantId, context))
       .then(() => undefined, (err) => { this.deps.log.error({ err, context }, 'squash failed'); })
       .finally(() => this.running.delete(key));
     this.running.set(key, job);

@@ -1,5 +1,6 @@
 import type { GcResult } from '@shellbase/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { inBackground } from '../util/background.js';
 import { StallMonitor } from './stalls.js';
 import type { CommitResult, Meter, QueryOutcome } from './types.js';
 
@@ -62,7 +63,25 @@ export class PrometheusMeter implements Meter {
     collectDefaultMetrics({ register: this.registry, prefix: 'shellbase_' });
     new Gauge({
       name: 'shellbase_stored_bytes', help: 'Bytes of file data in stored layers (each layer once).', registers: [this.registry],
-      async collect() { this.set(await sources.storedBytes()); },
+      // A scrape is not a request's work: its round trip is counted as background.
+      async collect() { this.set(await inBackground(() => sources.storedBytes())); },
+    });
+  }
+
+  /**
+   * Serves the metadata store's round trips (a cluster's Postgres, counted by the store) as
+   * `shellbase_metadata_round_trips_total{work="request"|"background"}`, read at each scrape.
+   */
+  watchRoundTrips(read: () => { request: number; background: number }): void {
+    new Counter({
+      name: 'shellbase_metadata_round_trips_total', help: 'Round trips to the metadata database (Postgres): those requests wait for, and background work\'s (heartbeats, garbage collection, squashes).',
+      labelNames: ['work'] as const, registers: [this.registry],
+      collect() {
+        const now = read();
+        this.reset();
+        this.inc({ work: 'request' }, now.request);
+        this.inc({ work: 'background' }, now.background);
+      },
     });
     const stalls = new StallMonitor();
     stalls.start();

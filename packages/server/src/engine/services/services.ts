@@ -80,8 +80,9 @@ export class Services {
    * `except`, a service itself) answer on 127.0.0.1 and the services shared
    * with it at their names; null when there are none.
    */
-  async forwarding(tenantId: string, context: string, except?: string): Promise<Forwarding | null> {
-    const [own, links] = await Promise.all([this.deps.metadata.services.list(tenantId, context), this.links.linksOf(tenantId, context)]);
+  async forwarding(tenantId: string, context: string, except?: string, read?: ServiceRow[]): Promise<Forwarding | null> {
+    // `read`: the context's services when the caller has just read them.
+    const [own, links] = await Promise.all([read ?? this.deps.metadata.services.list(tenantId, context), this.links.linksOf(tenantId, context)]);
     return this.forward.forSandbox({ tenantId, context }, own, links, except);
   }
 

@@ -171,6 +171,12 @@ export interface CommitVersionOptions {
   layer?: LayerRow;
   /** Move this context's head to the version if it still equals `expectedHead`. */
   moveHead?: { tenantId: string; context: string; expectedHead: string };
+  /**
+   * Commit only if every layer the version names (but `layer`) still has its row: a caller that
+   * did not re-read the parent (whose layers a squash may have rewritten, and collection then
+   * dropped) learns so by a false, as from a moved head.
+   */
+  requireLayers?: boolean;
   /** Work done under a cluster lease: committed only while the lease is still `worker`'s at `epoch`. */
   fence?: LeaseFence;
 }

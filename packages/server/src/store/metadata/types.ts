@@ -62,8 +62,18 @@ export interface TenantRepository {
   totalStoredBytes(): Promise<number>;
 }
 
+/** A context with its head version and its services, read together (one statement). */
+export interface ContextState {
+  context: ContextRow;
+  /** Null only when the head's row is missing (a damaged store). */
+  head: VersionRow | null;
+  services: ServiceRow[];
+}
+
 export interface ContextRepository {
   get(tenantId: string, name: string): Promise<ContextRow | null>;
+  /** The context, its head version and its services as of one moment (what a query starts from). */
+  state(tenantId: string, name: string): Promise<ContextState | null>;
   list(tenantId: string): Promise<ContextRow[]>;
   count(tenantId: string): Promise<number>;
   /** Inserts a context; false if the name is taken. */

@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { CLUSTER_MIGRATIONS } from './cluster-migrations.js';
 import type { Param } from '../sql/db.js';
+import type { UsageRow } from '../rows.js';
+import { usageInsert } from '../sql/usage.js';
 import { checkOut, type PostgresDb } from './postgres-db.js';
 import { migrate } from './migrate.js';
 
@@ -153,9 +155,11 @@ export class PostgresCluster {
     return row?.ok === true;
   }
 
-  /** Gives back a slot `admit` took. */
-  async release(workerId: string, tenantId: string, kind: string): Promise<void> {
-    await this.db.run('UPDATE cluster_slots SET used = used - 1 WHERE tenant_id = ? AND kind = ? AND worker_id = ? AND used > 0', [tenantId, kind, workerId]);
+  /** Gives back a slot `admit` took, adding `usage` rows to the ledger in the same statement. */
+  async release(workerId: string, tenantId: string, kind: string, usage: readonly UsageRow[] = []): Promise<void> {
+    const insert = usage.length ? usageInsert(usage) : null;
+    await this.db.run(`${insert ? `WITH added AS (${insert.sql}) ` : ''}UPDATE cluster_slots SET used = used - 1 WHERE tenant_id = ? AND kind = ? AND worker_id = ? AND used > 0`,
+      [...(insert?.params ?? []), tenantId, kind, workerId]);
   }
 
   /** Records where a layer's blob is (a second record of the same layer keeps the first). */
@@ -217,11 +221,13 @@ export class PostgresCluster {
     const { client, release } = await checkOut(this.db.pool);
     let broken: Error | undefined;
     try {
+      this.db.countRoundTrip();
       if (wait) await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [key]);
       else if (!(await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0].ok) return null;
       try {
         return await fn();
       } finally {
+        this.db.countRoundTrip();
         await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch((e: Error) => { broken = e; });
       }
     } finally {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { MIGRATIONS, type PostgresMigration } from './migrations.js';
 
 /** The advisory lock under which one process at a time migrates a database: a fixed 64-bit key ("shellbas" in ASCII). */
-const MIGRATION_LOCK = '8316008228288881011';
+export const MIGRATION_LOCK = '8316008228288881011';
 
 /**
  * Applies the migrations of `list` past the version recorded in `table` (one row), each in a

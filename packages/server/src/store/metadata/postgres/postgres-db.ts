@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { ShellbaseError } from '../../../errors.js';
+import { isBackground } from '../../../util/background.js';
 import type { Param, SqlDb } from '../sql/db.js';
 
 /** SQLSTATEs after which Postgres has rolled the work back and running it again is the cure: serialization_failure, deadlock_detected. */
@@ -56,6 +57,13 @@ export class PostgresDb implements SqlDb {
   private readonly texts = new Map<string, string>();
   /** Transactions and statements run again after a serialization failure or deadlock, since the start. */
   retries = 0;
+  /**
+   * Round trips to Postgres since the start: each statement, BEGIN, COMMIT and ROLLBACK is one
+   * (pg sends a statement and waits for its answer before the next). Background work
+   * (util/background.ts: heartbeats, garbage collection, squashes) is counted apart from
+   * requests. GET /metrics serves them (shellbase_metadata_round_trips_total).
+   */
+  readonly roundTrips = { request: 0, background: 0 };
 
   /** Statements wait for `ready` (the store's migrations) and fail with its error. */
   constructor(readonly pool: pg.Pool, private readonly ready: Promise<void> = Promise.resolve()) {}
@@ -70,6 +78,11 @@ export class PostgresDb implements SqlDb {
     return pool;
   }
 
+  /** Counts one round trip (callers that talk to the pool's clients themselves count theirs). */
+  countRoundTrip(): void {
+    this.roundTrips[isBackground() ? 'background' : 'request']++;
+  }
+
   /** `sql` with its `?` placeholders numbered `$1…$n` (a `?` inside quotes is text, not a placeholder). */
   text(sql: string): string {
     let out = this.texts.get(sql);
@@ -82,10 +95,14 @@ export class PostgresDb implements SqlDb {
 
   private async query<T>(sql: string, params: readonly Param[], client?: pg.ClientBase): Promise<pg.QueryResult & { rows: T[] }> {
     const text = this.text(sql);
-    if (client) return client.query(text, params as Param[]);
+    if (client) {
+      this.countRoundTrip();
+      return client.query(text, params as Param[]);
+    }
     await this.ready;
     for (let attempt = 0; ; attempt++) {
       try {
+        this.countRoundTrip();
         return await this.pool.query(text, params as Param[]);
       } catch (e) {
         if (!isRetryable(e) || attempt + 1 >= MAX_ATTEMPTS) throw e;
@@ -123,6 +140,7 @@ export class PostgresDb implements SqlDb {
       };
       for (let attempt = 0; ; attempt++) {
         try {
+          this.countRoundTrip();
           await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
         } catch (e) {
           broken = e;
@@ -130,10 +148,12 @@ export class PostgresDb implements SqlDb {
         }
         try {
           const result = await fn(inner);
+          this.countRoundTrip();
           await client.query('COMMIT');
           return result;
         } catch (e) {
           try {
+            this.countRoundTrip();
             await client.query('ROLLBACK');
           } catch (rollback) {
             broken = rollback; // the connection is gone: the pool must not hand it out again

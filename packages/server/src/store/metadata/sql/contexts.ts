@@ -1,7 +1,9 @@
 import type { ContextConfig, ContextDefaults, NetworkPolicy } from '@shellbase/protocol';
 import type { ContextChanges, ContextRow } from '../rows.js';
-import type { ContextRepository } from '../types.js';
+import type { ContextRepository, ContextState } from '../types.js';
 import type { Param, SqlDb } from './db.js';
+import { toService, type ServiceRecord } from './services.js';
+import { toVersion, type VersionRecord } from './versions.js';
 
 interface ContextRecord {
   tenant_id: string; name: string; head: string; image: string; created_at: string; updated_at: string;
@@ -27,6 +29,14 @@ const toContext = (r: ContextRecord): ContextRow => {
   };
 };
 const CONTEXT = 'tenant_id, name, head, image, created_at, updated_at, network, defaults, config';
+const VERSION = ['id', 'tenant_id', 'parent', 'merged', 'context', 'depth', 'layers', 'cause', 'bytes', 'created_at'];
+/** A context's services as one JSON text of [name, token, spec, created_at] arrays, by name (either dialect's words). */
+const SERVICES: Record<SqlDb['dialect'], string> = {
+  postgres: `(SELECT json_agg(json_build_array(s.name, s.token, s.spec, s.created_at) ORDER BY s.name)::text
+    FROM services s WHERE s.tenant_id = c.tenant_id AND s.context = c.name)`,
+  sqlite: `(SELECT json_group_array(json_array(s.name, s.token, s.spec, s.created_at) ORDER BY s.name)
+    FROM services s WHERE s.tenant_id = c.tenant_id AND s.context = c.name)`,
+};
 
 /** Contexts: a tenant's named pointers to head versions (heads move in SqlVersions.commit, and in `update` for builds). */
 export class SqlContexts implements ContextRepository {
@@ -35,6 +45,17 @@ export class SqlContexts implements ContextRepository {
   async get(tenantId: string, name: string): Promise<ContextRow | null> {
     const r = await this.db.get<ContextRecord>(`SELECT ${CONTEXT} FROM contexts WHERE tenant_id = ? AND name = ?`, [tenantId, name]);
     return r ? toContext(r) : null;
+  }
+
+  async state(tenantId: string, name: string): Promise<ContextState | null> {
+    const r = await this.db.get<ContextRecord & Record<string, unknown> & { services: string | null }>(
+      `SELECT ${CONTEXT.split(', ').map((c) => `c.${c}`).join(', ')}, ${VERSION.map((c) => `v.${c} AS v_${c}`).join(', ')}, ${SERVICES[this.db.dialect]} AS services
+       FROM contexts c LEFT JOIN versions v ON v.id = c.head WHERE c.tenant_id = ? AND c.name = ?`, [tenantId, name]);
+    if (!r) return null;
+    const head = r.v_id === null ? null : toVersion(Object.fromEntries(VERSION.map((c) => [c, r[`v_${c}`]])) as unknown as VersionRecord);
+    const services = (JSON.parse(r.services ?? '[]') as [string, string, string, string][]).map(([service, token, spec, createdAt]) =>
+      toService({ tenant_id: tenantId, context: name, name: service, token, spec, created_at: createdAt } satisfies ServiceRecord));
+    return { context: toContext(r), head, services };
   }
 
   async list(tenantId: string): Promise<ContextRow[]> {

@@ -2,8 +2,8 @@ import type { ServiceRow, ServiceSpec } from '../rows.js';
 import type { ServiceRepository } from '../types.js';
 import type { SqlDb } from './db.js';
 
-interface ServiceRecord { tenant_id: string; context: string; name: string; token: string; spec: string; created_at: string }
-const toService = (r: ServiceRecord): ServiceRow => {
+export interface ServiceRecord { tenant_id: string; context: string; name: string; token: string; spec: string; created_at: string }
+export const toService = (r: ServiceRecord): ServiceRow => {
   const stored = JSON.parse(r.spec) as ServiceSpec | (Omit<ServiceSpec, 'format' | 'access'> & { format: 1 });
   if (stored.format !== 1 && stored.format !== 2) throw new Error(`service ${r.name}: unknown spec format ${String((stored as { format: unknown }).format)}`);
   // Format 1 predates access and network: its services are reached by URL alone.

@@ -21,10 +21,11 @@ export abstract class SqlMetadataStore implements MetadataStore {
   readonly images: SqlImages;
   readonly buildCache: SqlBuildCache;
 
-  constructor(readonly db: SqlDb) {
-    this.tenants = new SqlTenants(db);
+  /** `own`: a dialect's own repositories where it does better than the shared SQL (postgres/). */
+  constructor(readonly db: SqlDb, own: { versions?: SqlVersions; tenants?: SqlTenants } = {}) {
+    this.tenants = own.tenants ?? new SqlTenants(db);
     this.contexts = new SqlContexts(db);
-    this.versions = new SqlVersions(db);
+    this.versions = own.versions ?? new SqlVersions(db);
     this.usage = new SqlUsage(db);
     this.services = new SqlServices(db);
     this.machines = new SqlMachines(db);

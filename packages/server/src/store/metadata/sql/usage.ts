@@ -1,6 +1,6 @@
 import type { UsageGrouping, UsageRow, UsageTotals } from '../rows.js';
 import type { UsageRepository } from '../types.js';
-import type { SqlDb } from './db.js';
+import type { Param, SqlDb } from './db.js';
 
 /** The key a usage row sums under, for the ledger (`created_at`) and the hourly rollup (`hour`). */
 const KEYS: Record<UsageGrouping, [ledger: string, hourly: string]> = {
@@ -15,6 +15,16 @@ const KEYS: Record<UsageGrouping, [ledger: string, hourly: string]> = {
  */
 const MB_MS = "CASE WHEN kind = 'machine' THEN wall_ms * (memory_peak_bytes / 1048576.0) ELSE 0 END";
 
+/** The statement that adds rows to the ledger (also run by a cluster's slot release, which carries them). */
+export function usageInsert(rows: readonly UsageRow[]): { sql: string; params: Param[] } {
+  return {
+    sql: `INSERT INTO usage (tenant_id, context, kind, created_at, cpu_ms, wall_ms, memory_peak_bytes, bytes_written, exit_code, egress_bytes, ingress_bytes, active_ms)
+      VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`,
+    params: rows.flatMap((u) => [u.tenantId, u.context, u.kind, u.createdAt, u.cpuMs, u.wallMs, u.memoryPeakBytes, u.bytesWritten, u.exitCode,
+      u.egressBytes ?? 0, u.ingressBytes ?? 0, u.activeMs ?? 0]),
+  };
+}
+
 /**
  * The usage ledger: a row per query, service run and machine segment, and
  * rows older than a day folded into hourly rows per tenant, context and kind
@@ -24,9 +34,8 @@ export class SqlUsage implements UsageRepository {
   constructor(private readonly db: SqlDb) {}
 
   async record(u: UsageRow): Promise<void> {
-    await this.db.run(`INSERT INTO usage (tenant_id, context, kind, created_at, cpu_ms, wall_ms, memory_peak_bytes, bytes_written, exit_code, egress_bytes, ingress_bytes, active_ms)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [u.tenantId, u.context, u.kind, u.createdAt, u.cpuMs, u.wallMs, u.memoryPeakBytes, u.bytesWritten, u.exitCode,
-      u.egressBytes ?? 0, u.ingressBytes ?? 0, u.activeMs ?? 0]);
+    const insert = usageInsert([u]);
+    await this.db.run(insert.sql, insert.params);
   }
 
   async totals(tenantId: string, from: string, to: string, groupBy: UsageGrouping): Promise<UsageTotals[]> {

@@ -5,14 +5,14 @@ import type { DropResult, Retention, VersionRepository } from '../types.js';
 import { chunked, marks, type SqlDb } from './db.js';
 import { addRefs } from './refs.js';
 
-interface VersionRecord {
+export interface VersionRecord {
   id: string; tenant_id: string; parent: string | null; merged: string | null; context: string | null; depth: number; layers: string;
   cause: string; bytes: number; created_at: string;
 }
 /** Every column of a version but its change set. */
 const COLUMNS = 'id, tenant_id, parent, merged, context, depth, layers, cause, bytes, created_at';
 
-const toVersion = (r: VersionRecord): VersionRow => ({
+export const toVersion = (r: VersionRecord): VersionRow => ({
   id: r.id, tenantId: r.tenant_id, parent: r.parent, merged: r.merged, context: r.context, depth: Number(r.depth), layers: JSON.parse(r.layers),
   cause: JSON.parse(r.cause), bytes: Number(r.bytes), createdAt: r.created_at,
 });
@@ -47,15 +47,19 @@ export async function insertVersion(db: SqlDb, v: NewVersion, detached: boolean)
 export class SqlVersions implements VersionRepository {
   constructor(private readonly db: SqlDb) {}
 
-  private async insertLayer(db: SqlDb, l: LayerRow): Promise<void> {
+  protected async insertLayer(db: SqlDb, l: LayerRow): Promise<void> {
     await db.run('INSERT INTO layers (id, kind, bytes, created_at, refs, digest) VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (id) DO NOTHING',
       [l.id, l.kind, l.bytes, l.createdAt, l.digest ?? null]);
   }
 
-  async commit({ version, layer, moveHead, fence }: CommitVersionOptions): Promise<boolean> {
+  async commit({ version, layer, moveHead, fence, requireLayers }: CommitVersionOptions): Promise<boolean> {
     try {
       await this.db.tx(async (db) => {
         if (fence) await checkFence(db, fence);
+        if (requireLayers) {
+          const older = [...new Set(version.layers)].filter((id) => id !== layer?.id);
+          if ((await this.knownLayers(older, db)).size !== older.length) throw HEAD_MOVED;
+        }
         if (layer) await this.insertLayer(db, layer);
         await insertVersion(db, version, !moveHead);
         if (!moveHead) return;
@@ -105,8 +109,8 @@ export class SqlVersions implements VersionRepository {
     return (await this.db.scan<{ id: string }>("SELECT id FROM layers WHERE kind = 'image'")).map((r) => r.id);
   }
 
-  async knownLayers(ids: readonly string[]): Promise<Set<string>> {
-    const found = await chunked(ids, CHUNK, (c) => this.db.all<{ id: string }>(`SELECT id FROM layers WHERE id IN (${marks(c.length)})`, c));
+  async knownLayers(ids: readonly string[], db: SqlDb = this.db): Promise<Set<string>> {
+    const found = await chunked(ids, CHUNK, (c) => db.all<{ id: string }>(`SELECT id FROM layers WHERE id IN (${marks(c.length)})`, c));
     return new Set(found.map((r) => r.id));
   }
 

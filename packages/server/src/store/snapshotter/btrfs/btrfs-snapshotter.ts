@@ -129,7 +129,8 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     })().catch(() => undefined).finally(() => { this.filling = null; });
   }
 
-  private async createScratch(diskMb: number): Promise<Scratch> {
+  /** A scratch subvolume; `limited: false` for the store's own work (fetching, squashing), which sets no qgroup limit. */
+  private async createScratch(diskMb: number, limited = true): Promise<Scratch> {
     const s: Scratch = { id: newId('s'), diskMb };
     const dir = this.scratchPath(s);
     await runOk('btrfs', ['-q', 'subvolume', 'create', dir]);
@@ -137,7 +138,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     await chown(path.join(dir, 'tree'), this.opts.rootId, this.opts.rootId);
     await mkdir(path.join(dir, 'work'));
     await mkdir(path.join(dir, 'merged'));
-    await this.setLimit(s, diskMb);
+    if (limited) await this.setLimit(s, diskMb);
     return s;
   }
 
@@ -262,10 +263,9 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
       packed.destroy();
       return { bytes: 0 };
     }
-    const s = await this.createScratch(this.opts.defaultDiskMb);
+    const s = await this.createScratch(this.opts.defaultDiskMb, false);
     const dir = this.scratchPath(s);
     try {
-      await runOk('btrfs', ['qgroup', 'limit', 'none', dir]);
       await unpackLayer(packed, path.join(dir, 'tree'));
       const { changes, bytes } = await scanLayer(path.join(dir, 'tree'));
       await this.promote(dir, changes, layerId);
@@ -285,9 +285,8 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   }
 
   async squash(layers: readonly string[]): Promise<{ layerId: string; bytes: number }> {
-    const s = await this.createScratch(this.opts.defaultDiskMb);
+    const s = await this.createScratch(this.opts.defaultDiskMb, false);
     const dir = this.scratchPath(s);
-    await runOk('btrfs', ['qgroup', 'limit', 'none', dir]);
     for (const id of layers) {
       if (isImageLayer(id)) throw new Error('squash: image layers are never squashed');
       await runOk(SBX_STORE, ['apply', this.layerPath(id), path.join(dir, 'tree')]);

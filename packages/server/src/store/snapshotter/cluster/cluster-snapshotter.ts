@@ -1,3 +1,5 @@
+import { PassThrough } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../../../errors.js';
 import { isImageLayer } from '../../../images/ids.js';
@@ -160,7 +162,15 @@ export class ClusterSnapshotter implements Snapshotter {
     }
     const started = performance.now();
     try {
-      const { bytes } = await this.local.importLayer(layerId, await this.opts.blobs.get(blob.digest));
+      // The GET goes out while the snapshotter makes the layer's scratch space (a subvolume: a
+      // process or two), not after: its body waits in the pipe, and the unpacking starts on it
+      // as soon as the space is there.
+      const body = new PassThrough();
+      // A failed GET errors the body, which unpacking (once it reads) reports; until then the
+      // error waits on the stream, not as an unhandled event.
+      body.on('error', () => undefined);
+      void this.opts.blobs.get(blob.digest).then((got) => pipeline(got, body)).catch((e: unknown) => body.destroy(e as Error));
+      const { bytes } = await this.local.importLayer(layerId, body);
       this.cache.touch(layerId, bytes);
       this.fetched++;
       this.opts.log.debug({ layer: layerId, packed: blob.size, bytes, ms: Math.round(performance.now() - started) }, 'layer fetched');
