@@ -22,6 +22,9 @@ const qemus = (w: Worker) => readdirSync('/proc').filter((p) => /^\d+$/.test(p))
 /** The API address of the worker holding a machine's lease, or null. */
 const leaseOf = async (id: string) => (await sql<{ address: string }>(`SELECT w.address FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
   WHERE l.kind = 'machine' AND l.key = '${id}'`))[0]?.address ?? null;
+/** The gateway of the worker running a service (by its path URL's token), or null. */
+const serviceLease = async (pathUrl: string) => (await sql<{ gateway: string }>(`SELECT w.gateway FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
+  WHERE l.kind = 'service' AND '${pathUrl}' LIKE '%' || l.key || '%'`))[0]?.gateway ?? null;
 const rowOf = async (id: string) => (await sql<{ state: string; spec: string }>(`SELECT state, spec FROM machines WHERE id = '${id}'`))[0];
 const exited = (w: Worker) => new Promise((r) => { if (w.child.exitCode !== null || w.child.signalCode !== null) r(null); else w.child.once('exit', r); });
 /** Waits until a killed worker's heartbeat has lapsed (the others take it for gone). */
@@ -68,6 +71,17 @@ test('cluster machines: made through A, used through B and C (passed to A), drai
   const page = await fetch(`${c.gatewayUrl}${new URL(port.pathUrl).pathname}index.html`);
   assert.equal(page.status, 200);
   assert.equal(await page.text(), 'page\n');
+
+  // A service shared with the tenant, running on C (woken through C's gateway), answers the
+  // machine on A at SERVICE.CONTEXT.internal: A's egress proxy passes the connection to C.
+  const site = c.sb.context('linked-site');
+  await site.files.write('/root/page.txt', 'linked page\n');
+  const svc = await site.services.create({ name: 'www', command: 'cd /root && python3 -m http.server 8000', port: 8000, share: 'tenant' });
+  assert.equal((await fetch(`${c.gatewayUrl}${new URL(svc.pathUrl).pathname}page.txt`)).status, 200);
+  assert.equal(await serviceLease(svc.pathUrl), c.gatewayUrl, 'the service runs on C');
+  const linked = await viaB.exec('curl -sS -m 30 http://www.linked-site.internal:8000/page.txt');
+  assert.equal(linked.stdout, 'linked page\n', linked.stderr);
+  await c.sb.context('linked-site').services.stop('www');
 
   // Bad input, passed to A, comes back typed.
   await assert.rejects(viaB.expose(0), (e: Error & { code?: string }) => e.code === 'invalid_argument');

@@ -38,10 +38,17 @@ export class Squasher {
     this.running.set(key, job);
   }
 
+  /**
+   * Squashes the context's head, and again while commits that landed during a squash (whose
+   * triggers found it running) left the head's chain too long: a few rounds at most.
+   */
   private async squashHead(tenantId: string, context: string): Promise<void> {
-    const ctx = await this.deps.metadata.contexts.get(tenantId, context);
-    const head = ctx && (await this.deps.metadata.versions.get(ctx.head));
-    if (head) await this.squashVersion(head);
+    for (let round = 0; round < 4; round++) {
+      const ctx = await this.deps.metadata.contexts.get(tenantId, context);
+      const head = ctx && (await this.deps.metadata.versions.get(ctx.head));
+      if (!head || head.layers.length - 1 <= this.deps.config.squashAbove) return;
+      if ((await this.squashVersion(head)) === 0) return;
+    }
   }
 
   /** The version, squashed first if its chain is too long to mount. */

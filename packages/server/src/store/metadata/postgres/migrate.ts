@@ -11,26 +11,34 @@ export const MIGRATION_LOCK = '8316008228288881011';
  */
 export async function migrate(pool: pg.Pool, list: readonly PostgresMigration[] = MIGRATIONS, table = 'schema_version'): Promise<void> {
   const latest = list[list.length - 1].version;
+  await underMigrationLock(pool, async (client) => {
+    await client.query(`CREATE TABLE IF NOT EXISTS ${table} (
+      one INTEGER PRIMARY KEY DEFAULT 1 CHECK (one = 1),
+      version INTEGER NOT NULL
+    )`);
+    const current = Number((await client.query<{ version: number }>(`SELECT version FROM ${table}`)).rows[0]?.version ?? 0);
+    if (current > latest) throw new Error(`database ${table === 'schema_version' ? 'schema' : table.replace(/_version$/, '').replace('_', ' ')} ${current} is newer than this server knows (${latest})`);
+    const next = list.find((m) => m.version > current);
+    if (!next) return false;
+    await client.query(next.sql);
+    await client.query(`INSERT INTO ${table} (one, version) VALUES (1, $1) ON CONFLICT (one) DO UPDATE SET version = excluded.version`, [next.version]);
+    return true;
+  });
+}
+
+/**
+ * Runs `step` in transactions of its own on one connection, each under the migration lock, for as
+ * long as it answers true. A connection whose rollback failed goes back to the pool as broken.
+ */
+export async function underMigrationLock(pool: pg.Pool, step: (client: pg.PoolClient) => Promise<boolean>): Promise<void> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    for (;;) {
+    for (let more = true; more;) {
       await client.query('BEGIN');
       try {
         await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-        await client.query(`CREATE TABLE IF NOT EXISTS ${table} (
-          one INTEGER PRIMARY KEY DEFAULT 1 CHECK (one = 1),
-          version INTEGER NOT NULL
-        )`);
-        const current = Number((await client.query<{ version: number }>(`SELECT version FROM ${table}`)).rows[0]?.version ?? 0);
-        if (current > latest) throw new Error(`database ${table === 'schema_version' ? 'schema' : table.replace(/_version$/, '').replace('_', ' ')} ${current} is newer than this server knows (${latest})`);
-        const next = list.find((m) => m.version > current);
-        if (!next) {
-          await client.query('COMMIT');
-          return;
-        }
-        await client.query(next.sql);
-        await client.query(`INSERT INTO ${table} (one, version) VALUES (1, $1) ON CONFLICT (one) DO UPDATE SET version = excluded.version`, [next.version]);
+        more = await step(client);
         await client.query('COMMIT');
       } catch (e) {
         await client.query('ROLLBACK').catch((err: Error) => { broken = err; });

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { MIGRATION_LOCK } from './migrate.js';
+import { underMigrationLock } from './migrate.js';
 
 /**
  * Functions of the Postgres dialect that do in one round trip what the shared SQL (sql/*.ts) does
@@ -88,19 +88,8 @@ export const TENANTS_CHANNEL = 'shellbase_tenants_1';
 
 /** Makes the functions above (idempotent; one process at a time). */
 export async function installRoutines(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    try {
-      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-      await client.query(ROUTINES);
-      await client.query('COMMIT');
-    } catch (e) {
-      await client.query('ROLLBACK').catch((err: Error) => { broken = err; });
-      throw e;
-    }
-  } finally {
-    client.release(broken);
-  }
+  await underMigrationLock(pool, async (client) => {
+    await client.query(ROUTINES);
+    return false;
+  });
 }
