@@ -115,6 +115,7 @@ test(`soak: ${minutes} minutes at full concurrency, flat memory, descriptors and
     assert.ok(late <= early + 40, `resident memory level: ${early} -> ${late} MB`);
   }
   const worstLag = Math.max(...warm.map((x) => x.lagMaxMs));
+  assert.ok(warm.every((x) => Number.isFinite(x.stallMaxMs)), 'the server reports shellbase_eventloop_stall_max_seconds');
   const worstStall = Math.max(...warm.map((x) => x.stallMaxMs));
   console.log(JSON.stringify({ worstEventLoopDelayMs: worstLag, worstStallMs: worstStall, versionsMade: versions, loadAverage: loadavg() }));
   assert.ok(worstStall < 100, `the event loop's worst stall (the server's own doing) while collections ran: ${worstStall} ms`);

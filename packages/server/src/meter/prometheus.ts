@@ -66,6 +66,15 @@ export class PrometheusMeter implements Meter {
       // A scrape is not a request's work: its round trip is counted as background.
       async collect() { this.set(await inBackground(() => sources.storedBytes())); },
     });
+    const stalls = new StallMonitor();
+    stalls.start();
+    new Gauge({
+      name: 'shellbase_eventloop_stall_max_seconds',
+      help: "The event loop's worst delay since the last scrape that the server itself caused (JavaScript running or a blocking call), "
+        + 'not counting time its thread waited for a busy CPU (Linux); shellbase_nodejs_eventloop_lag_max_seconds counts both.',
+      registers: [this.registry],
+      collect() { this.set(stalls.take() / 1000); },
+    });
   }
 
   /**
@@ -82,15 +91,6 @@ export class PrometheusMeter implements Meter {
         this.inc({ work: 'request' }, now.request);
         this.inc({ work: 'background' }, now.background);
       },
-    });
-    const stalls = new StallMonitor();
-    stalls.start();
-    new Gauge({
-      name: 'shellbase_eventloop_stall_max_seconds',
-      help: "The event loop's worst delay since the last scrape that the server itself caused (JavaScript running or a blocking call), "
-        + 'not counting time its thread waited for a busy CPU (Linux); shellbase_nodejs_eventloop_lag_max_seconds counts both.',
-      registers: [this.registry],
-      collect() { this.set(stalls.take() / 1000); },
     });
   }
 

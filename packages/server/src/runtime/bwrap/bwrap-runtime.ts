@@ -63,8 +63,9 @@ export class BwrapRuntime implements Runtime {
     const argv = [...(spec.preamble ?? [])];
     const hands = spec.handOver?.ports ?? [];
     if (hands.length && !warm) {
-      binds.push(spec.handOver!.forwarder);
-      argv.unshift(spec.handOver!.forwarder.target, ...hands, '--');
+      const { forwarder } = spec.handOver!;
+      if (!binds.some((b) => b.target === forwarder.target)) binds.push(forwarder); // bound already when it also relays
+      argv.unshift(forwarder.target, ...hands, '--');
     }
     if (spec.user) {
       binds.push({ source: this.userShim, target: USER_SHIM, readOnly: true });
