@@ -2,6 +2,7 @@ import type { GcResult } from '@shellbase/protocol';
 import type { LayerRow, Retention } from '../store/metadata/types.js';
 import type { Deps } from '../core/deps.js';
 import { inBackground } from '../util/background.js';
+import { Pacer } from '../util/pacer.js';
 
 export type { Retention } from '../store/metadata/types.js';
 
@@ -87,15 +88,22 @@ export function garbage(
 }
 
 const DAY_MS = 86_400_000;
-/** Versions a collection drops per transaction: ~10 ms of statements, so no page stalls the event loop for long. */
-const PAGE = 100;
+/**
+ * Each drop or fold is one transaction, synchronous from start to commit, so its size is what the
+ * event loop waits for: pages are sized to take ~5 ms (util/pacer.ts). A version's drop costs
+ * ~0.05 ms on a small store and 0.2–0.5 ms at a million versions (its rows, six indexes, its
+ * children's links and its layers' references).
+ */
+const PAGE_MS = 5;
+const dropPacer = () => new Pacer({ targetMs: PAGE_MS, min: 5, max: 500, initial: 25 });
+const foldPacer = () => new Pacer({ targetMs: PAGE_MS, min: 20, max: 5_000, initial: 200 });
+/** Layers whose rows a transaction removes (one statement each way: cheap). */
+const LAYER_PAGE = 100;
 /**
  * Versions one search for garbage finds (`versions.garbage`: a read off the event loop whose cost is
- * mostly fixed, walking every head's recent ancestry), dropped PAGE at a time.
+ * mostly fixed, walking every head's recent ancestry), dropped a page at a time.
  */
 const SEARCH_PAGE = 1_000;
-/** Usage ledger rows folded per transaction. */
-const ROLLUP_PAGE = 2_000;
 
 const breath = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -108,7 +116,7 @@ const breath = () => new Promise<void>((resolve) => setImmediate(resolve));
  * deleted, and on demand.
  *
  * Bounded: it works a tenant at a time and a page of versions per
- * transaction, yielding to the event loop between pages, and stops at
+ * transaction (sized to take ~5 ms), yielding to the event loop between pages, and stops at
  * `config.gc.budgetMs` (the next run goes on: garbage is found afresh each
  * time, so no progress is kept in memory). Memory and time follow the
  * garbage, not the history kept.
@@ -181,6 +189,7 @@ export class GarbageCollector {
     let versionsDropped = 0;
     let deferred = 0;
     let complete = true;
+    const pacer = dropPacer();
     const dropPage = async (ids: readonly string[]) => {
       // No await between this snapshot and the drop's transaction: work that pinned a version
       // meanwhile keeps it (its row read waits for the transaction, then finds it or not).
@@ -198,27 +207,25 @@ export class GarbageCollector {
         for (;;) {
           if (performance.now() > deadline) { complete = false; break tenants; }
           const found = await metadata.versions.garbage(tenantId, retentionOf(tenantId), [...pins.snapshot().versions], SEARCH_PAGE);
-          for (let i = 0; i < found.length; i += PAGE) {
-            if (i > 0 && performance.now() > deadline) { complete = false; break tenants; }
-            await dropPage(found.slice(i, i + PAGE));
-            await breath();
-          }
+          const whole = await pacer.each(found, dropPage, async () => { await breath(); return performance.now() <= deadline; });
+          if (!whole) { complete = false; break tenants; }
+          await breath();
           if (found.length < SEARCH_PAGE) break;
         }
       }
     }
     // Layers left by earlier runs while running work used them.
-    const left = await metadata.versions.dropUnreferencedLayers(pins.snapshot().layers, PAGE);
+    const left = await metadata.versions.dropUnreferencedLayers(pins.snapshot().layers, LAYER_PAGE);
     removed.push(...left.layers);
     deferred = left.deferred;
-    for (let i = 0; i < removed.length; i += PAGE) {
-      await snapshotter.remove(removed.slice(i, i + PAGE).map((l) => l.id));
+    for (let i = 0; i < removed.length; i += LAYER_PAGE) {
+      await snapshotter.remove(removed.slice(i, i + LAYER_PAGE).map((l) => l.id));
       await breath();
     }
     if (cluster) await cluster.deleteDueBlobs().catch((err) => { log.error({ err }, 'deleting blobs from the object store failed'); });
     const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;
     if (complete) await this.trimEgressLog(deadline);
-    await metadata.reclaim();
+    await this.reclaim(deadline);
     const templatesDeleted = await this.templates().catch((err) => { log.error({ err }, 'collecting machine templates failed'); return 0; });
     const result: GcResult = {
       versionsDropped,
@@ -235,15 +242,32 @@ export class GarbageCollector {
     return result;
   }
 
+  /** Returns the database's free pages to the file system, a paced step at a time, at least one step and then within the budget. */
+  private async reclaim(deadline: number): Promise<void> {
+    const pacer = new Pacer({ targetMs: PAGE_MS, min: 16, max: 8_192, initial: 128 });
+    for (;;) {
+      const pages = pacer.size;
+      const t0 = performance.now();
+      const left = await this.deps.metadata.reclaim(pages);
+      pacer.record(pages, performance.now() - t0);
+      if (left === 0 || performance.now() > deadline) return;
+      await breath();
+    }
+  }
+
   /** Folds usage rows older than a day into hourly rows, a page at a time, within the budget. */
   private async rollUp(deadline: number): Promise<number> {
     const before = new Date(Date.now() - DAY_MS).toISOString();
+    const pacer = foldPacer();
     let total = 0;
     while (performance.now() < deadline) {
-      const n = await this.deps.metadata.usage.rollUp(before, ROLLUP_PAGE);
+      const limit = pacer.size;
+      const t0 = performance.now();
+      const n = await this.deps.metadata.usage.rollUp(before, limit);
+      pacer.record(limit, performance.now() - t0);
       total += n;
       await breath();
-      if (n < ROLLUP_PAGE) break;
+      if (n < limit) break;
     }
     return total;
   }
@@ -251,10 +275,14 @@ export class GarbageCollector {
   /** Drops egress audit entries older than SHELLBASE_EGRESS_LOG_DAYS, a page at a time, within the budget. */
   private async trimEgressLog(deadline: number): Promise<void> {
     const before = new Date(Date.now() - this.deps.config.egress.logDays * DAY_MS).toISOString();
+    const pacer = foldPacer();
     while (performance.now() < deadline) {
-      const n = await this.deps.metadata.egressLog.trim(before, ROLLUP_PAGE);
+      const limit = pacer.size;
+      const t0 = performance.now();
+      const n = await this.deps.metadata.egressLog.trim(before, limit);
+      pacer.record(limit, performance.now() - t0);
       await breath();
-      if (n < ROLLUP_PAGE) break;
+      if (n < limit) break;
     }
   }
 

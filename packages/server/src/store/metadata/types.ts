@@ -34,8 +34,12 @@ export interface MetadataStore {
   readonly buildCache: BuildCacheRepository;
   /** Makes every committed transaction durable (survives power loss, not only a crash). */
   sync(): Promise<void>;
-  /** Returns free pages to the file system (SQLite's incremental vacuum); a no-op elsewhere. */
-  reclaim(): Promise<void>;
+  /**
+   * Returns up to `maxPages` free pages to the file system (SQLite's incremental vacuum: one
+   * synchronous statement, ~0.03–0.05 ms a page) and answers how many free pages are left;
+   * a no-op answering 0 elsewhere.
+   */
+  reclaim(maxPages: number): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -51,7 +51,7 @@ export class PostgresMetadataStore extends SqlMetadataStore {
   async sync(): Promise<void> {}
 
   /** A no-op: autovacuum returns dead rows' space to Postgres. */
-  async reclaim(): Promise<void> {}
+  async reclaim(): Promise<number> { return 0; }
 
   private cluster_: PostgresCluster | null = null;
 

@@ -35,6 +35,6 @@ export abstract class SqlMetadataStore implements MetadataStore {
   }
 
   abstract sync(): Promise<void>;
-  abstract reclaim(): Promise<void>;
+  abstract reclaim(maxPages: number): Promise<number>;
   abstract close(): Promise<void>;
 }

@@ -62,8 +62,11 @@ export class SqliteMetadataStore extends SqlMetadataStore {
   }
 
   /** Returns up to 16 MiB of free pages to the file system (a bounded step, so it never stalls). */
-  async reclaim(): Promise<void> {
-    if (this.raw.pragma('auto_vacuum', { simple: true }) === 2) this.raw.pragma('incremental_vacuum(4096)');
+  async reclaim(maxPages: number): Promise<number> {
+    if (this.raw.pragma('auto_vacuum', { simple: true }) !== 2) return 0;
+    const pages = Math.max(1, Math.floor(maxPages));
+    this.raw.pragma(`incremental_vacuum(${pages})`);
+    return this.raw.pragma('freelist_count', { simple: true }) as number;
   }
 
   async close(): Promise<void> {
