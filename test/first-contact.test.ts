@@ -49,7 +49,10 @@ describe('first contact: the Node.js it runs on, the shellbase command, clear er
       assert.match(r.stderr, /unknown flag --no-such-flag/, name);
       assert.ok(r.stderr.includes(`usage: shellbase ${name}`), `${name}: ${r.stderr}`);
     }
-    // A flag the command has not got, even one another command has (serve takes no --metadata yet), and a stray argument.
+    // A flag the command has not got though another command has it (serve and admin-key take --metadata, gc does not;
+    // log takes --limit, contexts does not), a stray argument, and a bad number.
+    assert.equal((await sh('shellbase', ['gc', '--metadata', 'postgres://x'], { SHELLBASE_URL: 'http://127.0.0.1:1' })).code, 2);
+    assert.equal((await sh('shellbase', ['contexts', '--limit', '5'], { SHELLBASE_URL: 'http://127.0.0.1:1' })).code, 2);
     assert.equal((await sh('shellbase', ['contexts', 'extra'])).code, 2);
     assert.equal((await sh('shellbase', ['log', 'x', '--limit', 'many'])).code, 2);
   });

@@ -260,6 +260,18 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.deepEqual((await md.services.list('t1', 'c')).map((s) => s.name), ['db', 'web']);
     assert.equal(await md.services.delete('t1', 'c', 'db'), true);
     assert.equal(await md.services.delete('t1', 'c', 'db'), false);
+    // Sharing: update replaces a service's spec; shared lists a tenant's services shared beyond their context.
+    assert.deepEqual(await md.services.shared('t1'), []);
+    const web = { ...row, spec: { ...spec, share: 'tenant' as const } };
+    const other = { ...row, context: 'b', token: 'tok4', spec: { ...spec, share: ['c'] } };
+    assert.equal(await md.services.update(web), true);
+    assert.deepEqual(await md.services.get('t1', 'c', 'web'), web);
+    assert.ok(await md.services.create(other));
+    assert.ok(await md.services.create({ ...web, tenantId: 't2', token: 'tok5' }));
+    assert.deepEqual(await md.services.shared('t1'), [other, web], 'by context, then name; another tenant\'s apart');
+    assert.equal(await md.services.update(row), true);
+    assert.deepEqual(await md.services.shared('t1'), [other], 'unshared again');
+    assert.equal(await md.services.update({ ...row, name: 'none' }), false, 'no such service');
     assert.ok(await md.contexts.delete('t1', 'c'));
     assert.equal(await md.services.byToken('tok1'), null, 'deleting a context deletes its services');
     // A format-1 definition (before access and network) reads as a service reached by URL alone.

@@ -14,7 +14,7 @@ import { History } from './history/history.js';
 import { Tenants } from './tenants.js';
 import { Usage } from './usage.js';
 import { Squasher } from './squash.js';
-import { Network } from './network.js';
+import { Network } from '../core/network.js';
 import { SYSTEM_TENANT, durably, type Caller, type Deps } from '../core/deps.js';
 import { overQuota, quotasOf } from '../core/quotas.js';
 import { checkCwd, checkEnv, checkName } from '../core/validate.js';

@@ -9,7 +9,7 @@ import type { CommitOutcome, Committer } from './commit.js';
 import { checkStoredBytes, overQuota, quotasOf, type Quotas } from '../core/quotas.js';
 import { mergeForwarding, type Bind, type Forwarding } from '../net/forwarder.js';
 import { proxyEnv } from '../net/proxy-env.js';
-import type { Network } from './network.js';
+import type { Network } from '../core/network.js';
 import type { Traffic } from '../net/egress.js';
 import type { Squasher } from './squash.js';
 import type { Caller, Deps } from '../core/deps.js';

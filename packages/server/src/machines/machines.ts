@@ -23,7 +23,7 @@ import { MachineRun, type RestoreSource } from './run.js';
 import { Templates } from './templates.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { machineView } from './views.js';
-import { Network } from '../engine/network.js';
+import { Network } from '../core/network.js';
 import { checkPolicy } from '../net/policy.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import { MachinePlacement, type Reservation } from './placement.js';

@@ -70,8 +70,7 @@ export class MachineStowage {
   /** A snapshot's files here: its whole disk chain under `blobs/`, its RAM and state in `dir` (fetched once). */
   async fetchSnapshot(stored: StoredMachineFiles, dir: string): Promise<LocalMachineFiles> {
     const disk = await this.frozenChain(stored, 0);
-    const ram = path.join(dir, 'ram');
-    const state = path.join(dir, 'state.bin');
+    const { ram, state } = this.layout.snapshotFiles(dir);
     mkdirSync(dir, { recursive: true, mode: 0o711 });
     if (!existsSync(ram)) await this.fetchFile(stored.ram, ram);
     if (!existsSync(state)) await this.fetchFile(stored.state, state);

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import path from 'node:path';
 import { SERVICE_ACCESS, type CreateServiceRequest, type Service } from '@shellbase/protocol';
 import { checkPolicy } from '../../net/policy.js';
-import type { Network } from '../network.js';
+import type { Network } from '../../core/network.js';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import type { ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import type { Committer } from '../commit.js';

@@ -1,6 +1,6 @@
 import type { ContextNetwork, NetworkConnection, NetworkPolicy } from '@shellbase/protocol';
-import { durably, type Caller, type Deps } from '../core/deps.js';
-import { checkName, checkRange } from '../core/validate.js';
+import { durably, type Caller, type Deps } from './deps.js';
+import { checkName, checkRange } from './validate.js';
 import { notFound } from '../errors.js';
 import type { ContextRow } from '../store/metadata/types.js';
 import type { EgressSession } from '../net/egress.js';
