@@ -34,9 +34,21 @@ describe('first contact: the Node.js it runs on, the shellbase command, clear er
 
   test('shellbase is a command: by name, against a real server', async () => {
     const env = { SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key };
-    assert.match((await sh('shellbase', ['--version'])).stdout, /^\d+\.\d+\.\d+\n$/);
+    assert.match((await sh('shellbase', ['--version'])).stdout, new RegExp(`^\\d+\\.\\d+\\.\\d+ \\(Node\\.js v${process.versions.node}\\)\\n$`));
     const r = await sh('shellbase', ['exec', 'first', '--', 'echo hello from shellbase'], env);
     assert.deepEqual([r.code, r.stdout], [0, 'hello from shellbase\n']);
+  });
+
+  test('the command started by an older Node.js (npx with the machine\'s node) runs on the set-up\'s', async (ctx) => {
+    // The package's bin, as `npx shellbase` finds it, run by whatever node comes first without the checkout's bin/.
+    const old = (await sh('/usr/bin/node', ['--version'])).stdout;
+    if (!old || Number(/^v(\d+)\./.exec(old)?.[1]) >= 22) { ctx.skip(`no Node.js older than 22 here (${old.trim() || 'none'})`); return; }
+    const launch = path.resolve('packages/cli/dist/launch.js');
+    const r = await run('/usr/bin/node', [launch, '--version']);
+    assert.match(r.stdout, new RegExp(`\\(Node\\.js v${process.versions.node}\\)\\n$`), `it said ${r.stdout}`);
+    const e = await run('/usr/bin/node', [launch, 'exec', 'first', '--', 'exit 3'], { env: { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key } })
+      .then(() => 0, (err: { code: number }) => err.code);
+    assert.equal(e, 3, 'the command\'s exit code comes back through the launcher');
   });
 
   test('every CLI command refuses an unknown flag with its usage, and runs nothing', async () => {

@@ -42,7 +42,7 @@ function find(argv: string[]): { cmd: Command; args: string[] } {
 async function main(argv: string[]): Promise<number> {
   const [first] = argv;
   if (first === undefined || first === 'help' || first === '--help' || first === '-h') { console.log(USAGE); return 0; }
-  if (first === '--version' || first === 'version') { console.log(VERSION); return 0; }
+  if (first === '--version' || first === 'version') { console.log(`${VERSION} (Node.js ${process.version})`); return 0; }
   const { cmd, args } = find(argv);
   const dashdash = args.indexOf('--');
   const own = dashdash === -1 ? args : args.slice(0, dashdash);
