@@ -8,8 +8,9 @@ import type { MachineHandle } from '@shellbase/sdk';
 import { startTestServer, type TestServer } from './harness.ts';
 
 // A machine is a Debian server: the kernel's own modules, FUSE, BTF, users with sudo, units that
-// start at boot and survive a fork, a locale and time zone, a firewall of its own, a disk that
-// grows. One context version (one template boot, 20-60 s under TCG) and at most two VMs at once.
+// start at boot and survive a fork and a snapshot, a locale and time zone, a firewall of its own,
+// a disk that grows, the vCPUs and memory asked for. One context version (one template boot,
+// 20-60 s under TCG) and at most two VMs at once.
 const CLI = path.resolve('packages/cli/dist/main.js');
 const run = promisify(execFile);
 const GiB = 2 ** 30;
@@ -49,7 +50,7 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
     t = await startTestServer();
     const r = await t.sb.context('server').exec(SETUP);
     assert.equal(r.exitCode, 0, r.stderr);
-    m = await t.sb.machines.create({ context: 'server', diskGb: 10 });
+    m = await t.sb.machines.create({ context: 'server', diskGb: 10, cpus: 2, memoryMb: 640 });
   });
   after(async () => {
     await m?.remove().catch(() => undefined);
@@ -112,7 +113,7 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
     assert.equal(await sh(m, connect), 'open\n');
   });
 
-  test('a locale and a time zone; units of the context start at boot; a fork keeps them, its clock is now', async () => {
+  test('a locale and a time zone; units of the context start at boot; a fork and a restored snapshot keep them, their clocks are now', async () => {
     assert.match(await sh(m, 'localectl status'), /LANG=en_US\.UTF-8/);
     const login = await m.exec("su - user -c 'locale; date +%Z'");
     assert.equal(login.stderr, '', 'no locale warnings');
@@ -135,6 +136,37 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
     } finally {
       await fork.remove();
     }
+    // A kept snapshot, restored later: the units, the time zone and modules still there, its clock
+    // set to now (not the snapshot's moment, 15 s before).
+    const snap = await m.snapshot();
+    await new Promise((res) => setTimeout(res, 15_000));
+    const [copy] = await t.sb.machines.restore(snap, 1);
+    try {
+      assert.equal((await sh(copy, 'systemctl is-active hello later')), 'active\nactive\n');
+      assert.equal((await sh(copy, 'systemctl show -p MainPID --value hello')).trim(), pid);
+      assert.match(await sh(copy, 'date +%Z'), /^CES?T\n$/);
+      assert.ok(Math.abs(Number(await sh(copy, 'date +%s')) - Date.now() / 1000) < 10, 'the restored copy\'s clock is now');
+      assert.match(await sh(copy, 'modprobe loop && lsmod'), /^loop\s/m);
+    } finally {
+      await copy.remove();
+      await t.sb.machines.deleteSnapshot(snap);
+    }
+  });
+
+  test('sizes: the vCPUs and memory asked for at create, within the host\'s caps', async () => {
+    const info = await m.info();
+    assert.deepEqual([info.cpus, info.memoryMb], [2, 640]);
+    assert.equal((await sh(m, 'nproc')).trim(), '2');
+    const kb = Number(/^MemTotal:\s+(\d+) kB$/m.exec(await sh(m, 'cat /proc/meminfo'))?.[1]);
+    assert.ok(kb > 0.8 * 640 * 1024 && kb <= 640 * 1024, `MemTotal ${kb} kB for 640 MiB`);
+    const count = (await t.sb.machines.list()).length;
+    const { maxCpus, maxMemoryMb } = t.config.machines;
+    for (const [body, hint] of [[{ cpus: maxCpus + 1 }, `cpus between 1 and ${maxCpus}`], [{ memoryMb: maxMemoryMb + 1 }, `memoryMb between 128 and ${maxMemoryMb}`]] as const) {
+      const r = await t.http('POST', '/v1/machines', { body: { context: 'server', ...body } });
+      assert.equal(r.status, 400, r.text);
+      assert.match(r.json.error.hint, new RegExp(hint));
+    }
+    assert.equal((await t.sb.machines.list()).length, count, 'nothing created');
   });
 
   test('disks: the size chosen at create, grown online with the file system, kept by forks; bad sizes change nothing', async () => {
