@@ -212,15 +212,15 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
   });
 });
 
-// Needs Debian's mirror (through the machine's egress policy): docker.io, bpftrace and busybox-static are not in the image.
+// Needs Debian's mirror (through the machine's egress policy): docker.io, bpftrace, bpftool and busybox-static are not in the image.
 describe('machines are full Debian: eBPF and Docker inside (opt-in: SHELLBASE_TEST_INTERNET=1)', {
-  skip: process.env.SHELLBASE_TEST_INTERNET !== '1' && 'set SHELLBASE_TEST_INTERNET=1 (installs docker.io and bpftrace from Debian)', timeout: 2_400_000,
+  skip: process.env.SHELLBASE_TEST_INTERNET !== '1' && 'set SHELLBASE_TEST_INTERNET=1 (installs docker.io, bpftrace and bpftool from Debian)', timeout: 2_400_000,
 }, () => {
   let t: TestServer;
   before(async () => { t = await startTestServer(); });
   after(async () => { await t?.close(); });
 
-  test('bpftrace runs a program; docker imports a root file system and runs it, with bridge networking through the egress policy', async () => {
+  test('bpftrace runs a program and bpftool sees it and reads the kernel\'s BTF; docker imports a root file system and runs it, with bridge networking through the egress policy', async () => {
     const big = await t.sb.machines.create({ memoryMb: 2048, diskGb: 16 });
     try {
       // Streamed: an install under TCG takes longer than an HTTP client waits for a response's head.
@@ -238,8 +238,24 @@ describe('machines are full Debian: eBPF and Docker inside (opt-in: SHELLBASE_TE
       };
       await slow('apt-get update -q >/dev/null');
       // apparmor: the guest kernel has AppArmor on, and dockerd loads its profile with apparmor_parser (docker.io recommends it).
-      await slow('apt-get install -y -q --no-install-recommends docker.io apparmor bpftrace busybox-static >/dev/null');
+      await slow('apt-get install -y -q --no-install-recommends docker.io apparmor bpftrace bpftool busybox-static >/dev/null');
       assert.match(await slow('bpftrace -e \'BEGIN { printf("hi\\n"); exit(); }\''), /^Attaching 1 probe\.\.\.\nhi\n/);
+      // bpftool reads the kernel's BTF (to a file: a pipe into head would hide its exit code).
+      assert.match(await slow('bpftool btf dump file /sys/kernel/btf/vmlinux format raw >/tmp/btf && head -1 /tmp/btf && grep -c "^\\[[0-9]*\\] STRUCT \'task_struct\' " /tmp/btf'),
+        /^\[1\] [A-Z_]+ .*\n1\n$/);
+      // bpftool lists and dumps the program a running bpftrace loaded, and the program goes with bpftrace.
+      const traced = async () => (JSON.parse(await slow('bpftool --json prog list')) as { id: number; type: string; name?: string }[])
+        .filter((p) => p.type === 'kprobe' && p.name === 'do_nanosleep');
+      assert.deepEqual(await traced(), [], 'no program on do_nanosleep before bpftrace');
+      // In the background, its output in a file (an exec's own must not be held open); the interval ends it if nothing else does.
+      await slow('bpftrace -e "kprobe:do_nanosleep { @sleeps = count(); } interval:s:600 { exit(); }" </dev/null >/tmp/bt.out 2>&1 & echo $! >/tmp/bt.pid; '
+        + 'for i in $(seq 120); do bpftool prog list | grep -q "kprobe  name do_nanosleep " && exit 0; sleep 1; done; cat /tmp/bt.out >&2; exit 1');
+      const progs = await traced();
+      assert.equal(progs.length, 1, JSON.stringify(progs));
+      assert.match(await slow(`bpftool prog dump xlated id ${progs[0].id}`), /= map\[id:\d+\]/, 'its instructions, the count\'s map among them');
+      await slow('sleep 1 && kill -INT $(cat /tmp/bt.pid) && for i in $(seq 300); do kill -0 $(cat /tmp/bt.pid) 2>/dev/null || exit 0; sleep 0.2; done; exit 1');
+      assert.match(await slow('cat /tmp/bt.out'), /^@sleeps: [1-9]\d*$/m, 'the program ran (sleep 1 entered do_nanosleep)');
+      assert.deepEqual(await traced(), [], 'the program is gone with bpftrace');
       assert.match(await slow('docker info --format "{{.Driver}} {{.CgroupVersion}}"'), /^overlay2 2\n$/);
       // A root file system tarball of busybox, imported and run; the container reaches the mirror through the proxy.
       await slow('mkdir -p /tmp/bb/bin && cp /bin/busybox /tmp/bb/bin/ && for a in sh wget cat; do ln -s busybox /tmp/bb/bin/$a; done && tar -C /tmp/bb -c . | docker import - bb');
