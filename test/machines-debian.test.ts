@@ -8,8 +8,9 @@ import type { MachineHandle } from '@shellbase/sdk';
 import { startTestServer, type TestServer } from './harness.ts';
 
 // A machine is a Debian server: the kernel's own modules, FUSE, BTF, users with sudo, units that
-// start at boot and survive a fork, a locale and time zone, a firewall of its own, a disk that
-// grows. One context version (one template boot, 20-60 s under TCG) and at most two VMs at once.
+// start at boot and survive a fork and a snapshot, a locale and time zone, a firewall of its own,
+// a disk that grows, the vCPUs and memory asked for. One context version (one template boot,
+// 20-60 s under TCG) and at most two VMs at once.
 const CLI = path.resolve('packages/cli/dist/main.js');
 const run = promisify(execFile);
 const GiB = 2 ** 30;
@@ -49,7 +50,7 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
     t = await startTestServer();
     const r = await t.sb.context('server').exec(SETUP);
     assert.equal(r.exitCode, 0, r.stderr);
-    m = await t.sb.machines.create({ context: 'server', diskGb: 10 });
+    m = await t.sb.machines.create({ context: 'server', diskGb: 10, cpus: 2, memoryMb: 640 });
   });
   after(async () => {
     await m?.remove().catch(() => undefined);
@@ -112,7 +113,7 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
     assert.equal(await sh(m, connect), 'open\n');
   });
 
-  test('a locale and a time zone; units of the context start at boot; a fork keeps them, its clock is now', async () => {
+  test('a locale and a time zone; units of the context start at boot; a fork and a restored snapshot keep them, their clocks are now', async () => {
     assert.match(await sh(m, 'localectl status'), /LANG=en_US\.UTF-8/);
     const login = await m.exec("su - user -c 'locale; date +%Z'");
     assert.equal(login.stderr, '', 'no locale warnings');
@@ -135,6 +136,37 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
     } finally {
       await fork.remove();
     }
+    // A kept snapshot, restored later: the units, the time zone and modules still there, its clock
+    // set to now (not the snapshot's moment, 15 s before).
+    const snap = await m.snapshot();
+    await new Promise((res) => setTimeout(res, 15_000));
+    const [copy] = await t.sb.machines.restore(snap, 1);
+    try {
+      assert.equal((await sh(copy, 'systemctl is-active hello later')), 'active\nactive\n');
+      assert.equal((await sh(copy, 'systemctl show -p MainPID --value hello')).trim(), pid);
+      assert.match(await sh(copy, 'date +%Z'), /^CES?T\n$/);
+      assert.ok(Math.abs(Number(await sh(copy, 'date +%s')) - Date.now() / 1000) < 10, 'the restored copy\'s clock is now');
+      assert.match(await sh(copy, 'modprobe loop && lsmod'), /^loop\s/m);
+    } finally {
+      await copy.remove();
+      await t.sb.machines.deleteSnapshot(snap);
+    }
+  });
+
+  test('sizes: the vCPUs and memory asked for at create, within the host\'s caps', async () => {
+    const info = await m.info();
+    assert.deepEqual([info.cpus, info.memoryMb], [2, 640]);
+    assert.equal((await sh(m, 'nproc')).trim(), '2');
+    const kb = Number(/^MemTotal:\s+(\d+) kB$/m.exec(await sh(m, 'cat /proc/meminfo'))?.[1]);
+    assert.ok(kb > 0.8 * 640 * 1024 && kb <= 640 * 1024, `MemTotal ${kb} kB for 640 MiB`);
+    const count = (await t.sb.machines.list()).length;
+    const { maxCpus, maxMemoryMb } = t.config.machines;
+    for (const [body, hint] of [[{ cpus: maxCpus + 1 }, `cpus between 1 and ${maxCpus}`], [{ memoryMb: maxMemoryMb + 1 }, `memoryMb between 128 and ${maxMemoryMb}`]] as const) {
+      const r = await t.http('POST', '/v1/machines', { body: { context: 'server', ...body } });
+      assert.equal(r.status, 400, r.text);
+      assert.match(r.json.error.hint, new RegExp(hint));
+    }
+    assert.equal((await t.sb.machines.list()).length, count, 'nothing created');
   });
 
   test('disks: the size chosen at create, grown online with the file system, kept by forks; bad sizes change nothing', async () => {
@@ -180,15 +212,15 @@ describe('machines are full Debian', { timeout: 600_000 }, () => {
   });
 });
 
-// Needs Debian's mirror (through the machine's egress policy): docker.io, bpftrace and busybox-static are not in the image.
+// Needs Debian's mirror (through the machine's egress policy): docker.io, bpftrace, bpftool and busybox-static are not in the image.
 describe('machines are full Debian: eBPF and Docker inside (opt-in: SHELLBASE_TEST_INTERNET=1)', {
-  skip: process.env.SHELLBASE_TEST_INTERNET !== '1' && 'set SHELLBASE_TEST_INTERNET=1 (installs docker.io and bpftrace from Debian)', timeout: 2_400_000,
+  skip: process.env.SHELLBASE_TEST_INTERNET !== '1' && 'set SHELLBASE_TEST_INTERNET=1 (installs docker.io, bpftrace and bpftool from Debian)', timeout: 2_400_000,
 }, () => {
   let t: TestServer;
   before(async () => { t = await startTestServer(); });
   after(async () => { await t?.close(); });
 
-  test('bpftrace runs a program; docker imports a root file system and runs it, with bridge networking through the egress policy', async () => {
+  test('bpftrace runs a program and bpftool sees it and reads the kernel\'s BTF; docker imports a root file system and runs it, with bridge networking through the egress policy', async () => {
     const big = await t.sb.machines.create({ memoryMb: 2048, diskGb: 16 });
     try {
       // Streamed: an install under TCG takes longer than an HTTP client waits for a response's head.
@@ -206,8 +238,24 @@ describe('machines are full Debian: eBPF and Docker inside (opt-in: SHELLBASE_TE
       };
       await slow('apt-get update -q >/dev/null');
       // apparmor: the guest kernel has AppArmor on, and dockerd loads its profile with apparmor_parser (docker.io recommends it).
-      await slow('apt-get install -y -q --no-install-recommends docker.io apparmor bpftrace busybox-static >/dev/null');
+      await slow('apt-get install -y -q --no-install-recommends docker.io apparmor bpftrace bpftool busybox-static >/dev/null');
       assert.match(await slow('bpftrace -e \'BEGIN { printf("hi\\n"); exit(); }\''), /^Attaching 1 probe\.\.\.\nhi\n/);
+      // bpftool reads the kernel's BTF (to a file: a pipe into head would hide its exit code).
+      assert.match(await slow('bpftool btf dump file /sys/kernel/btf/vmlinux format raw >/tmp/btf && head -1 /tmp/btf && grep -c "^\\[[0-9]*\\] STRUCT \'task_struct\' " /tmp/btf'),
+        /^\[1\] [A-Z_]+ .*\n1\n$/);
+      // bpftool lists and dumps the program a running bpftrace loaded, and the program goes with bpftrace.
+      const traced = async () => (JSON.parse(await slow('bpftool --json prog list')) as { id: number; type: string; name?: string }[])
+        .filter((p) => p.type === 'kprobe' && p.name === 'do_nanosleep');
+      assert.deepEqual(await traced(), [], 'no program on do_nanosleep before bpftrace');
+      // In the background, its output in a file (an exec's own must not be held open); the interval ends it if nothing else does.
+      await slow('bpftrace -e "kprobe:do_nanosleep { @sleeps = count(); } interval:s:600 { exit(); }" </dev/null >/tmp/bt.out 2>&1 & echo $! >/tmp/bt.pid; '
+        + 'for i in $(seq 120); do bpftool prog list | grep -q "kprobe  name do_nanosleep " && exit 0; sleep 1; done; cat /tmp/bt.out >&2; exit 1');
+      const progs = await traced();
+      assert.equal(progs.length, 1, JSON.stringify(progs));
+      assert.match(await slow(`bpftool prog dump xlated id ${progs[0].id}`), /= map\[id:\d+\]/, 'its instructions, the count\'s map among them');
+      await slow('sleep 1 && kill -INT $(cat /tmp/bt.pid) && for i in $(seq 300); do kill -0 $(cat /tmp/bt.pid) 2>/dev/null || exit 0; sleep 0.2; done; exit 1');
+      assert.match(await slow('cat /tmp/bt.out'), /^@sleeps: [1-9]\d*$/m, 'the program ran (sleep 1 entered do_nanosleep)');
+      assert.deepEqual(await traced(), [], 'the program is gone with bpftrace');
       assert.match(await slow('docker info --format "{{.Driver}} {{.CgroupVersion}}"'), /^overlay2 2\n$/);
       // A root file system tarball of busybox, imported and run; the container reaches the mirror through the proxy.
       await slow('mkdir -p /tmp/bb/bin && cp /bin/busybox /tmp/bb/bin/ && for a in sh wget cat; do ln -s busybox /tmp/bb/bin/$a; done && tar -C /tmp/bb -c . | docker import - bb');
