@@ -94,6 +94,8 @@ export type VersionCauseKind = (typeof VERSION_CAUSE_KINDS)[number];
 export interface VersionCause {
   kind: VersionCauseKind;
   command?: string;
+  /** The exit code of the query (`exec`) or service run (`service`) whose writes this version holds. */
+  exitCode?: number;
 }
 
 export interface Version {

@@ -120,6 +120,8 @@ class NetworkConnection:
 class VersionCause:
     kind: str
     command: str | None = None
+    #: The exit code of the query (``exec``) or service run (``service``) whose writes the version holds.
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)

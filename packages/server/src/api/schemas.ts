@@ -55,7 +55,7 @@ export const Version = Type.Object({
   id: Type.String(),
   parent: Type.Union([Type.String(), Type.Null()]),
   createdAt: Type.String(),
-  cause: Type.Object({ kind: oneOf(VERSION_CAUSE_KINDS), command: Type.Optional(Type.String()) }),
+  cause: Type.Object({ kind: oneOf(VERSION_CAUSE_KINDS), command: Type.Optional(Type.String()), exitCode: Type.Optional(Type.Integer()) }),
   bytes: Type.Integer(),
 }, { $id: 'Version' });
 
