@@ -116,6 +116,7 @@ describe('console: a browser session', () => {
     });
     assert.ok(Number.isFinite(load.interactive), 'the console marks when it is interactive');
     console.log(`console first load (cold cache, loopback): interactive after ${load.interactive.toFixed(0)} ms, ${load.requests} requests, ${(load.bytes / 1024).toFixed(1)} KiB transferred`);
+    assert.ok(load.interactive < 1000, `the first load (cold cache, loopback) takes under 1 s: ${load.interactive.toFixed(0)} ms`);
 
     await page.keyboard.type('not-a-key');
     await page.keyboard.press('Enter');
@@ -176,7 +177,8 @@ describe('console: a browser session', () => {
     const row = page.locator(`[data-version="${versions[0].id}"]`);
     await row.waitFor();
     assert.match(await row.innerText(), /exec[\s\S]*printf/i);
-    assert.match(await row.innerText(), /\b0\b/, 'the exit code of a run made in this tab');
+    assert.equal(versions[0].cause.exitCode, 0, 'the version keeps its query\'s exit code');
+    assert.equal(await row.locator('[title="exit code"]').innerText(), '0', 'and the timeline shows it');
     await page.getByRole('checkbox', { name: `Select ${versions[0].id} for a diff` }).check();
     await page.getByRole('checkbox', { name: `Select ${versions[1].id} for a diff` }).check();
     await page.getByRole('button', { name: /Diff selected \(2\/2\)/ }).click();
@@ -320,6 +322,8 @@ describe('console: a browser session', () => {
     const total = (await api('GET', '/v1/usage?groupBy=day')).json.total.queries;
     assert.ok(total >= 3);
     assert.match(await page.locator('.totals').innerText(), new RegExp(`Queries\\s+${total}\\b`));
+    assert.match(await page.locator('.totals').innerText(), /Egress\s+\d[\d.]* \w*B out · \d[\d.]* \w*B in/);
+    await page.getByRole('img', { name: /Egress bytes \(sent and received\) per day/ }).waitFor();
     await page.getByRole('heading', { name: /Server metrics/ }).waitFor();
     await page.getByRole('link', { name: 'demo' }).first().waitFor();
     await step('usage');
@@ -379,6 +383,50 @@ describe('console: a browser session', () => {
     await page.getByRole('heading', { name: 'Snapshots' }).waitFor();
     assert.deepEqual((await api('GET', '/v1/machines')).json.machines, []);
     await step('machine-deleted');
+  });
+
+  test('keyboard only: the skip link, a dialog closed by Escape, a context made and a version picked', async () => {
+    /** The focused element's accessible name (its label or its text). */
+    const focused = () => page.evaluate(() => {
+      const el = document.activeElement as HTMLElement | null;
+      return (el?.getAttribute('aria-label') ?? el?.innerText ?? '').trim();
+    });
+    /** Presses Tab until the focused element's name matches (a keyboard user's way there). */
+    async function tabTo(name: RegExp) {
+      for (let i = 0; i < 60; i++) {
+        if (name.test(await focused())) return;
+        await page.keyboard.press('Tab');
+      }
+      assert.fail(`Tab never reached ${name}; focus is on "${await focused()}"`);
+    }
+    await open('#/contexts');
+    await page.reload();
+    await page.getByRole('heading', { name: 'Contexts' }).waitFor();
+    await page.keyboard.press('Tab');
+    assert.equal(await focused(), 'Skip to content', 'the first stop is the skip link');
+    await page.keyboard.press('Enter');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'main');
+    await tabTo(/^New context$/);
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'ctx-name', 'the dialog takes the focus');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await tabTo(/^New context$/);
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    await page.keyboard.type('by-keys');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'by-keys', exact: true }).waitFor();
+    assert.equal((await api('GET', '/v1/contexts/by-keys')).status, 200);
+    const [only] = (await api('GET', '/v1/contexts/by-keys/versions')).json.versions;
+    const box = page.getByRole('checkbox', { name: `Select ${only.id} for a diff` });
+    await box.waitFor();
+    await tabTo(new RegExp(`^Select ${only.id} for a diff$`));
+    await page.keyboard.press('Space');
+    assert.equal(await box.isChecked(), true);
+    await step('keyboard');
+    assert.equal((await api('DELETE', '/v1/contexts/by-keys')).status, 204);
   });
 
   test('a narrow window', async () => {
