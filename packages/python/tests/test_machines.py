@@ -72,6 +72,14 @@ class MachineRoundTripTest(unittest.TestCase):
                 m.exec("true")
             self.assertEqual(m.resume().state, "running")
 
+            # Hibernated on request, its console log read without waking it; the next exec wakes it.
+            m.exec("echo console-marker-py > /dev/console")
+            self.assertEqual(m.hibernate().state, "hibernated")
+            tail = m.console(tail=50)
+            self.assertIn("console-marker-py", tail.lines)
+            self.assertEqual(m.info().state, "hibernated")
+            self.assertEqual(m.exec("echo awake").stdout, "awake\n")
+
             snapshot = m.snapshot()
             self.assertIn(snapshot, [s.id for s in sb.machines.snapshots()])
 

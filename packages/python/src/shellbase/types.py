@@ -132,6 +132,8 @@ class Version:
     cause: VersionCause
     #: Bytes this version added over its parent.
     bytes: int = 0
+    #: A merge's second parent: the source context's version that was merged (None for other versions).
+    merged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -416,6 +418,18 @@ class MachineSnapshot:
     cpus: int
     disk_gb: int
     created_at: str
+
+
+@dataclass(frozen=True)
+class MachineConsole:
+    """The end of a machine's serial console log."""
+
+    #: Its last lines, oldest first, without line ends.
+    lines: list[str]
+    #: Earlier lines were left out.
+    truncated: bool
+    #: Bytes the log holds in all.
+    size: int
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Mapping
 from ..context import Command, Data
 from ..machines import MachineFiles, MachineHandle, Machines
 from ..streams import MachineExecStream
-from ..types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
+from ..types import ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
 from ._run import AsyncEventStream, run_sync
 
 AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
@@ -83,6 +83,12 @@ class AsyncMachineHandle:
 
     async def resume(self) -> Machine:
         return await run_sync(self._s.resume)
+
+    async def hibernate(self) -> Machine:
+        return await run_sync(self._s.hibernate)
+
+    async def console(self, *, tail: int | None = None) -> MachineConsole:
+        return await run_sync(self._s.console, tail=tail)
 
     async def stop(self) -> Machine:
         return await run_sync(self._s.stop)
