@@ -85,7 +85,9 @@ async function serve(machines: Machines, caller: Caller, id: string, size: { col
   for (const c of early.splice(0)) conn.send(c);
   const control = (m: PtyMessage | { type: 'error'; error: ErrorBody }) => conn.send(JSON.stringify(m));
   const failed = (e: unknown) => {
-    const err = e instanceof ShellbaseError ? e : new ShellbaseError('unavailable', `machine ${id}: ${(e as Error).message}`, { hint: 'see its state' });
+    const err = e instanceof ShellbaseError ? e : new ShellbaseError('unavailable', `machine ${id} went away under its terminal (hibernated, stopped or deleted): ${(e as Error).message}`, {
+      hint: 'see its state; opening the terminal again wakes a hibernated machine',
+    });
     control({ type: 'error', error: err.toBody() });
   };
   conn.onMessage = (data, binary) => {
