@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
 import { request } from 'node:http';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Shellbase, type MachineHandle, type MachinePty } from '@shellbase/sdk';
 import { startTestServer, sleep, type TestServer } from './harness.ts';
@@ -7,6 +10,21 @@ import { startTestServer, sleep, type TestServer } from './harness.ts';
 // Hibernate on request, the console log's tail and the PTY (a WebSocket) of the public API, on
 // one machine (TCG: every restore takes seconds). Another tenant sees none of it; bad input gets
 // the API's typed errors.
+
+const CLI = path.resolve('packages/cli/dist/main.js');
+const run = promisify(execFile);
+
+/** The CLI with `stdin` piped in (not a terminal); its exit code and stdout. */
+function cli(args: string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<{ code: number | null; stdout: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['pipe', 'pipe', 'inherit'] });
+    let stdout = '';
+    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout }));
+    child.stdin.end(stdin);
+  });
+}
 
 /** Output of a PTY until `pattern` shows (or a timeout). */
 function until(pty: MachinePty, pattern: RegExp, ms = 60_000): Promise<string> {
@@ -103,6 +121,12 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     }
     await assert.rejects(other.machines.get(m.id).console(), (e: Error & { code?: string }) => e.code === 'not_found');
     assert.equal((await t.http('GET', '/v1/machines/m_nope/console')).status, 404);
+    // The CLI: the log's lines; a shell fed from a pipe runs its lines and exits with its code.
+    const env = { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key };
+    assert.match((await run(process.execPath, [CLI, 'machine', 'console', m.id, '--tail', '5'], { env })).stdout, /^console-marker$/m);
+    const shell = await cli(['machine', 'shell', m.id], env, 'echo cli-$((2+3)); exit 4\n');
+    assert.match(shell.stdout, /cli-5/);
+    assert.equal(shell.code, 4);
   });
 
   test('hibernate: on request, from running or paused; idempotent; an open PTY ends with a typed error; the console reads without waking it; stopped is refused', async () => {
@@ -123,7 +147,8 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     await again.exited.catch(() => undefined);
     assert.equal((await m.pause()).state, 'paused');
     await assert.rejects(m.pty(), (e: Error & { code?: string; status?: number }) => e.code === 'failed_precondition' && e.status === 412);
-    assert.equal((await m.hibernate()).state, 'hibernated', 'a paused machine hibernates');
+    const env = { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key };
+    assert.equal((await run(process.execPath, [CLI, 'machine', 'hibernate', m.id], { env })).stdout, 'hibernated\n', 'a paused machine hibernates (here through the CLI)');
     assert.equal((await m.stop()).state, 'stopped');
     await assert.rejects(m.hibernate(), (e: Error & { code?: string; status?: number }) => e.code === 'failed_precondition' && e.status === 412);
     await assert.rejects(m.pty(), (e: Error & { code?: string }) => e.code === 'failed_precondition');
