@@ -24,10 +24,8 @@ const SUITE_TIMEOUT_MS = 25 * 60_000;
  * `upload_tar` is the name issue 22 gives `writeTar`; `import` is a keyword in Python (`images.import_archive`).
  */
 const RENAMED: Record<string, string> = { remove: 'delete', writeTar: 'upload_tar', import: 'import_archive' };
-/** TypeScript members with no Python equivalent, each with the reason (`where.name`). */
-const ONLY_IN_TYPESCRIPT: Record<string, string> = {
-  'machine.pty': 'an interactive terminal over a WebSocket: Python\'s standard library has no WebSocket client, and the SDK adds no dependency (docs/api.md describes the route for any client)',
-};
+/** TypeScript members with no Python equivalent, each with the reason (`where.name`). None today. */
+const ONLY_IN_TYPESCRIPT: Record<string, string> = {};
 
 const snake = (name: string) => RENAMED[name] ?? name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 

@@ -15,7 +15,7 @@ import urllib.request
 
 from _support import KEY, URL, client, drop, unique, wait_for
 
-from shellbase import AsyncShellbase, FailedPreconditionError, Machine, MachineExitEvent, MachineHandle, NotFoundError, OutputEvent
+from shellbase import AsyncShellbase, FailedPreconditionError, Machine, MachineExitEvent, MachineHandle, NotFoundError, OutputEvent, PtyExit
 
 
 def http_get(url: str) -> bytes | None:
@@ -79,6 +79,14 @@ class MachineRoundTripTest(unittest.TestCase):
             self.assertIn("console-marker-py", tail.lines)
             self.assertEqual(m.info().state, "hibernated")
             self.assertEqual(m.exec("echo awake").stdout, "awake\n")
+
+            # An interactive shell on a terminal: its size, its output, its exit code.
+            with m.pty(cols=70, rows=20) as pty:
+                pty.write("stty size; echo py-$((1+2)); exit 5\n")
+                shown = b"".join(pty)
+            self.assertIn(b"20 70", shown)
+            self.assertIn(b"py-3", shown)
+            self.assertEqual(pty.exit, PtyExit(5))
 
             snapshot = m.snapshot()
             self.assertIn(snapshot, [s.id for s in sb.machines.snapshots()])

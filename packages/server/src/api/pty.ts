@@ -63,7 +63,7 @@ export function ptyUpgrades(begin: (authorization: string | undefined) => Promis
         await serve(machines, caller, id, size, req, socket, head);
         handedOver = true;
       } finally {
-        if (!handedOver) caller.hold.release();
+        if (!handedOver || socket.destroyed) caller.hold.release();
         else socket.once('close', () => caller.hold.release());
       }
     })().catch((err: unknown) => {
