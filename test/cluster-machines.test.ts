@@ -88,6 +88,16 @@ test('cluster machines: made through A, used through B and C (passed to A), drai
   await assert.rejects(b.sb.machines.get('m_nosuchmachine').exec('true'), (e: Error & { code?: string }) => e.code === 'not_found');
   const other = new Shellbase({ url: b.url, apiKey: (await a.sb.tenants.create('cm-other')).apiKey });
   await assert.rejects(other.machines.get(id).exec('true'), (e: Error & { code?: string }) => e.code === 'not_found', "another tenant's key finds nothing");
+  // The console log and the PTY's WebSocket are passed to A as the other calls are.
+  await viaB.exec('echo cluster-console > /dev/console');
+  assert.ok((await c.sb.machines.get(id).console({ tail: 50 })).lines.includes('cluster-console'), 'the log is the owner\'s');
+  const pty = await viaB.pty();
+  let shown = '';
+  const typed = new Promise<void>((resolve) => pty.onData((d) => { shown += d.toString(); if (shown.includes('pty-7')) resolve(); }));
+  pty.write('echo pty-$((3+4)); exit\r');
+  await typed;
+  assert.deepEqual(await pty.exited, { exitCode: 0 });
+  await assert.rejects(other.machines.get(id).pty(), (e: Error & { code?: string }) => e.code === 'not_found');
 
   // Draining A (SIGTERM) hibernates the machine into the object store and gives its lease up.
   const before = await counter(viaB);

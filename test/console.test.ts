@@ -2,105 +2,28 @@
 // through the console's UI, which calls only the public HTTP API. Screenshots: test-results/console/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import Fastify from 'fastify';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { CONSOLE_DIST, consoleRoutes, resolveInside } from '../packages/server/src/api/console.ts';
-import { errorHandler } from '../packages/server/src/api/errors.ts';
-import { startTestServer, type TestServer } from './harness.ts';
+import type { Page } from 'playwright-core';
+import { consoleSession, EXPECTED_4XX, type ConsoleSession } from './console-session.ts';
 
 const SHOTS = path.resolve('test-results/console');
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-/** What a step expects to be refused (a wrong key, a bad name): answers logged as `HTTP status METHOD url`. */
-const EXPECTED_4XX = /^HTTP 4\d\d /;
 /** A 1×1 PNG. */
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
-describe('console: served at /console/', () => {
-  test('index, hashed assets, 404 and 503 in the API error form, no traversal', async () => {
-    assert.ok(existsSync(path.join(CONSOLE_DIST, 'index.html')), 'the console is built (npm run build)');
-    const empty = mkdtempSync(path.join(tmpdir(), 'console-empty-'));
-    const app = Fastify();
-    app.setErrorHandler(errorHandler);
-    consoleRoutes(app, empty);
-    const built = Fastify();
-    built.setErrorHandler(errorHandler);
-    consoleRoutes(built);
-    try {
-      const unbuilt = await app.inject('/console/');
-      assert.equal(unbuilt.statusCode, 503);
-      assert.equal(unbuilt.json().error.code, 'unavailable');
-      assert.match(unbuilt.json().error.hint, /npm run build/);
-      for (const url of ['/console', '/console/', '/console/index.html']) {
-        const r = await built.inject(url);
-        assert.equal(r.statusCode, 200, url);
-        assert.match(String(r.headers['content-type']), /^text\/html/);
-        assert.equal(r.headers['cache-control'], 'no-cache');
-      }
-      const js = /src="\/console\/(assets\/[^"]+\.js)"/.exec((await built.inject('/console/')).body)![1]!;
-      const asset = await built.inject({ url: `/console/${js}`, headers: { 'accept-encoding': 'gzip' } });
-      assert.equal(asset.statusCode, 200);
-      assert.match(String(asset.headers['content-type']), /^text\/javascript/);
-      assert.match(String(asset.headers['cache-control']), /max-age=31536000, immutable/);
-      assert.equal(asset.headers['content-encoding'], 'gzip');
-      const missing = await built.inject('/console/assets/nothing.js');
-      assert.equal(missing.statusCode, 404);
-      assert.equal(missing.json().error.code, 'not_found');
-      for (const url of ['/console/..%2f..%2fpackage.json', '/console/%2e%2e%2f%2e%2e%2f%2e%2e%2fpackage.json', '/console/assets/..%2f..%2f..%2fserver%2fpackage.json']) {
-        const r = await built.inject(url);
-        assert.equal(r.statusCode, 404, url);
-        assert.doesNotMatch(r.body, /"workspaces"|@shellbase\/server/);
-      }
-      assert.equal(resolveInside('/srv/c', '../etc/passwd'), '/srv/c/etc/passwd');
-      assert.equal(resolveInside('/srv/c', 'a\0b'), null);
-      assert.equal(resolveInside('/srv/c', ''), null);
-    } finally {
-      await app.close();
-      await built.close();
-      rmSync(empty, { recursive: true, force: true });
-    }
-  });
-});
-
 describe('console: a browser session', () => {
-  let t: TestServer;
-  let browser: BrowserContext;
+  let c: ConsoleSession;
   let page: Page;
-  let profile: string;
-  let shot = 0;
-  const messages: string[] = [];
-
-  /** Saves a screenshot named after the step; then no browser error may have been logged, except `allow`ed ones. */
-  async function step(name: string, allow?: RegExp) {
-    await page.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, '0')}-${name}.png`), fullPage: true });
-    const bad = messages.splice(0).filter((m) => !(allow && allow.test(m)));
-    assert.deepEqual(bad, [], `browser errors during ${name}`);
-  }
-  const open = (hash: string) => page.evaluate((h) => { location.hash = h; }, hash);
-  const api = (method: string, url: string, body?: unknown) => t.http(method, url, body === undefined ? {} : { body });
+  let t: ConsoleSession['t'];
+  const step = (name: string, allow?: RegExp) => c.step(name, allow);
+  const open = (hash: string) => c.open(hash);
+  const api = (method: string, url: string, body?: unknown) => c.api(method, url, body);
 
   before(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    t = await startTestServer();
-    profile = mkdtempSync(path.join(tmpdir(), 'console-chromium-'));
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 800 },
-    });
-    page = browser.pages()[0] ?? (await browser.newPage());
-    // Chromium logs each 4xx/5xx answer as a console error without its URL: those are recorded from the responses instead.
-    page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource:')) messages.push(m.text()); });
-    page.on('response', (r) => { if (r.status() >= 400) messages.push(`HTTP ${r.status()} ${r.request().method()} ${r.url()}`); });
-    page.on('pageerror', (e) => messages.push(`page error: ${e.message}`));
+    c = await consoleSession({ shots: SHOTS });
+    ({ page, t } = c);
   });
-  after(async () => {
-    await browser?.close().catch(() => {});
-    if (profile) rmSync(profile, { recursive: true, force: true });
-    await t?.close();
-  });
+  after(async () => { await c?.close(); });
 
   test('first load (cold cache), a wrong key, then the admin key', async () => {
     await page.goto(`${t.server.url}/console/`);
@@ -116,6 +39,7 @@ describe('console: a browser session', () => {
     });
     assert.ok(Number.isFinite(load.interactive), 'the console marks when it is interactive');
     console.log(`console first load (cold cache, loopback): interactive after ${load.interactive.toFixed(0)} ms, ${load.requests} requests, ${(load.bytes / 1024).toFixed(1)} KiB transferred`);
+    assert.ok(load.interactive < 1000, `the first load (cold cache, loopback) takes under 1 s: ${load.interactive.toFixed(0)} ms`);
 
     await page.keyboard.type('not-a-key');
     await page.keyboard.press('Enter');
@@ -176,7 +100,8 @@ describe('console: a browser session', () => {
     const row = page.locator(`[data-version="${versions[0].id}"]`);
     await row.waitFor();
     assert.match(await row.innerText(), /exec[\s\S]*printf/i);
-    assert.match(await row.innerText(), /\b0\b/, 'the exit code of a run made in this tab');
+    assert.equal(versions[0].cause.exitCode, 0, 'the version keeps its query\'s exit code');
+    assert.equal(await row.locator('[title="exit code"]').innerText(), '0', 'and the timeline shows it');
     await page.getByRole('checkbox', { name: `Select ${versions[0].id} for a diff` }).check();
     await page.getByRole('checkbox', { name: `Select ${versions[1].id} for a diff` }).check();
     await page.getByRole('button', { name: /Diff selected \(2\/2\)/ }).click();
@@ -222,7 +147,7 @@ describe('console: a browser session', () => {
     await step('edited');
 
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download .tar' }).click()]);
-    const tarFile = path.join(profile, 'root.tar');
+    const tarFile = path.join(c.scratch, 'root.tar');
     await download.saveAs(tarFile);
     const listing = execFileSync('tar', ['-tvf', tarFile], { encoding: 'utf8' });
     for (const name of ['app.py', 'dot.png', '.bashrc']) assert.match(listing, new RegExp(`\\s${name.replace('.', '\\.')}\n`), listing);
@@ -298,10 +223,10 @@ describe('console: a browser session', () => {
     await page.getByRole('button', { name: 'Create' }).click();
     const link = page.locator('a.service-url');
     await link.waitFor();
-    const [tab] = await Promise.all([browser.waitForEvent('page'), link.click()]);
+    const [tab] = await Promise.all([page.context().waitForEvent('page'), link.click()]);
     await tab.waitForLoadState();
     await tab.getByText('app.py').waitFor({ timeout: 60_000 });
-    await tab.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, '0')}-service-page.png`) });
+    await tab.screenshot({ path: c.shotPath('service-page') });
     await tab.close();
     await page.getByRole('button', { name: 'Logs' }).click();
     await page.locator('pre.logs', { hasText: 'GET / ' }).waitFor({ timeout: 15_000 });
@@ -320,6 +245,8 @@ describe('console: a browser session', () => {
     const total = (await api('GET', '/v1/usage?groupBy=day')).json.total.queries;
     assert.ok(total >= 3);
     assert.match(await page.locator('.totals').innerText(), new RegExp(`Queries\\s+${total}\\b`));
+    assert.match(await page.locator('.totals').innerText(), /Egress\s+\d[\d.]* \w*B out · \d[\d.]* \w*B in/);
+    await page.getByRole('img', { name: /Egress bytes \(sent and received\) per day/ }).waitFor();
     await page.getByRole('heading', { name: /Server metrics/ }).waitFor();
     await page.getByRole('link', { name: 'demo' }).first().waitFor();
     await step('usage');
@@ -351,24 +278,49 @@ describe('console: a browser session', () => {
   });
 
   // The suite's one machine (the first of a version boots a template: tens of seconds without KVM).
-  test('a machine: line-mode terminal, commit into its context, delete', async () => {
+  test('a machine: an interactive terminal, hibernate, its console log, commit into its context, delete', async () => {
     await open('#/contexts/demo/machines');
     await page.getByRole('button', { name: 'New machine' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Start' }).click();
     await page.getByRole('heading', { name: /^Machine m_/ }).waitFor({ timeout: 300_000 });
-    await page.getByText(/no hibernate action/).waitFor();
-    const term = page.locator('.term-box');
-    await term.locator('.xterm-rows').waitFor();
-    await term.click();
-    const shows = (text: string) => page.waitForFunction((s) => document.querySelector('.term-box .xterm-rows')?.textContent?.includes(s), text, { timeout: 120_000 });
-    await page.keyboard.type('cd /tmp');
+    const id = (await api('GET', '/v1/machines')).json.machines[0].id as string;
+    const state = (s: string) => page.locator(`.bar .state-${s}`).first().waitFor({ timeout: 120_000 });
+    // The terminal is a PTY over the API's WebSocket: keys typed go to bash, full-screen programs work.
+    await page.getByRole('button', { name: 'Open terminal' }).click();
+    await page.locator('[data-terminal-status="open"]').waitFor({ timeout: 120_000 });
+    const rows = page.locator('.term-box .xterm-rows');
+    const shows = (text: string) => page.waitForFunction((x) => document.querySelector('.term-box .xterm-rows')?.textContent?.includes(x), text, { timeout: 120_000 });
+    await page.locator('.term-box').click();
+    await page.keyboard.type('cd /tmp && pwd && tty && echo $((6*7)) > /root/vm.txt && echo vm-$((40+2))');
     await page.keyboard.press('Enter');
-    await shows(':/tmp#');
-    await page.keyboard.type('pwd; head -1 /root/app.py; echo $((6*7)) > /root/vm.txt');
+    await shows('vm-42');
+    assert.match(await rows.innerText(), /\/dev\/pts\/\d+/, 'a real terminal');
+    await page.keyboard.type('cat /root/app.py | head -1; stty size; echo size-$((1+2))');
     await page.keyboard.press('Enter');
-    await shows('def f():');
-    assert.match(await term.locator('.xterm-rows').innerText(), /^\/tmp$/m, 'the console kept the cd');
-    await step('machine');
+    await shows('size-3');
+    assert.match(await rows.innerText(), /^def f\(\):/m);
+    assert.match(await rows.innerText(), /^\d+ \d+\s*$/m, 'the terminal has the size the page drew');
+    await page.keyboard.type('echo console-tail-$((1+1)) > /dev/console');
+    await page.keyboard.press('Enter');
+    await step('machine-terminal');
+    // The console log shows what reached the serial console.
+    await page.locator('pre.console-log', { hasText: 'console-tail-2' }).waitFor({ timeout: 30_000 });
+    // Hibernate ends the terminal's session; the state says hibernated; the log stays readable.
+    await page.getByRole('button', { name: 'Hibernate' }).click();
+    await state('hibernated');
+    assert.equal((await api('GET', `/v1/machines/${id}`)).json.state, 'hibernated');
+    await page.locator('[data-terminal-status="closed"]').waitFor();
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.locator('pre.console-log', { hasText: 'console-tail-2' }).waitFor();
+    await step('machine-hibernated');
+    // Reconnecting wakes it, with its files.
+    await page.getByRole('button', { name: 'Reconnect' }).click();
+    await page.locator('[data-terminal-status="open"]').waitFor({ timeout: 120_000 });
+    await state('running');
+    await page.locator('.term-box').click();
+    await page.keyboard.type('cat /root/vm.txt; exit');
+    await page.keyboard.press('Enter');
+    await shows('[the shell ended: exit 0]');
     await page.getByRole('button', { name: 'Commit…' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Commit' }).click();
     await page.getByText('Committed to demo').waitFor({ timeout: 120_000 });
@@ -379,6 +331,50 @@ describe('console: a browser session', () => {
     await page.getByRole('heading', { name: 'Snapshots' }).waitFor();
     assert.deepEqual((await api('GET', '/v1/machines')).json.machines, []);
     await step('machine-deleted');
+  });
+
+  test('keyboard only: the skip link, a dialog closed by Escape, a context made and a version picked', async () => {
+    /** The focused element's accessible name (its label or its text). */
+    const focused = () => page.evaluate(() => {
+      const el = document.activeElement as HTMLElement | null;
+      return (el?.getAttribute('aria-label') ?? el?.innerText ?? '').trim();
+    });
+    /** Presses Tab until the focused element's name matches (a keyboard user's way there). */
+    async function tabTo(name: RegExp) {
+      for (let i = 0; i < 60; i++) {
+        if (name.test(await focused())) return;
+        await page.keyboard.press('Tab');
+      }
+      assert.fail(`Tab never reached ${name}; focus is on "${await focused()}"`);
+    }
+    await open('#/contexts');
+    await page.reload();
+    await page.getByRole('heading', { name: 'Contexts' }).waitFor();
+    await page.keyboard.press('Tab');
+    assert.equal(await focused(), 'Skip to content', 'the first stop is the skip link');
+    await page.keyboard.press('Enter');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'main');
+    await tabTo(/^New context$/);
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'ctx-name', 'the dialog takes the focus');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await tabTo(/^New context$/);
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    await page.keyboard.type('by-keys');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'by-keys', exact: true }).waitFor();
+    assert.equal((await api('GET', '/v1/contexts/by-keys')).status, 200);
+    const [only] = (await api('GET', '/v1/contexts/by-keys/versions')).json.versions;
+    const box = page.getByRole('checkbox', { name: `Select ${only.id} for a diff` });
+    await box.waitFor();
+    await tabTo(new RegExp(`^Select ${only.id} for a diff$`));
+    await page.keyboard.press('Space');
+    assert.equal(await box.isChecked(), true);
+    await step('keyboard');
+    assert.equal((await api('DELETE', '/v1/contexts/by-keys')).status, 204);
   });
 
   test('a narrow window', async () => {

@@ -52,6 +52,10 @@ describe('queries: sandbox, output, commit, history', () => {
     assert.equal((await ctx.exec('echo c > /c; exit 1', { commit: 'always' })).committed, true);
     assert.equal((await ctx.exec('echo d > /d', { commit: 'on-success' })).committed, true);
     assert.equal((await ctx.exec('ls /a /b /c /d 2>/dev/null | tr "\\n" " "')).stdout, '/c /d ');
+    // A version keeps the exit code of the query that made it.
+    const [d, c] = await ctx.versions({ limit: 2 });
+    assert.deepEqual([d!.cause.command, d!.cause.exitCode], ['echo d > /d', 0]);
+    assert.deepEqual([c!.cause.command, c!.cause.exitCode], ['echo c > /c; exit 1', 1]);
   });
 
   test("a query's own syncs stop at its overlay (volatile); its scratch serves the next query", async () => {

@@ -151,7 +151,10 @@ describe('writes, deletes, diff, merge and reset', () => {
     const merged = await t.http('POST', '/v1/contexts/m/merge', { body: { from: 'm-fork' } });
     assert.equal(merged.status, 200, merged.text);
     assert.equal(await sh('m', 'cat /app/feature /app/keep /app/main-only /app/conf'), 'feature\nchanged\nmain\nv1\n');
-    assert.equal((await main.versions())[0].cause.kind, 'merge');
+    const [mergeVersion, ...older] = await main.versions();
+    assert.equal(mergeVersion.cause.kind, 'merge');
+    assert.equal(mergeVersion.merged, (await fork.versions())[0].id, 'a merge names the source\'s version it merged');
+    assert.ok(older.every((v) => v.merged === undefined), 'other versions have no merged');
     const again = await t.http('POST', '/v1/contexts/m/merge', { body: { from: 'm-fork' } });
     assert.equal(again.json.version, merged.json.version, 'nothing new to merge');
 

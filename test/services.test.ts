@@ -130,6 +130,7 @@ describe('services: woken by requests, asleep when idle', () => {
     assert.equal(await state('db'), 'sleeping');
     const versions = await ctx.versions();
     assert.equal(versions[0].cause.kind, 'service', 'its writes are a version of the context');
+    assert.equal(typeof versions[0].cause.exitCode, 'number', 'with the exit code of the run');
     const q = await ctx.exec(`python3 -c "import sqlite3; print(sqlite3.connect('/root/rows.db').execute('select count(*) from rows').fetchone()[0])"`, { commit: 'never' });
     assert.equal(q.stdout, '2\n', 'a query sees the rows');
     assert.equal((await get(svc, '/db')).text, '2', 'and so does the service, woken again');

@@ -52,8 +52,9 @@ describe('security: the API never trusts its input', () => {
     ['GET', '/v1/contexts/{n}/stat/{p}'], ['POST', '/v1/tenants'], ['GET', '/v1/tenants'], ['POST', '/v1/tenants/{n}/keys'],
     ['DELETE', '/v1/tenants/{n}'], ['GET', '/v1/usage'], ['POST', '/v1/gc'], ['GET', '/v1/openapi.json'], ['GET', '/healthz'],
     ['PATCH', '/v1/contexts/{n}'], ['GET', '/v1/images'], ['POST', '/v1/images/import'], ['DELETE', '/v1/images/{p}'], ['POST', '/v1/builds'],
+    ['POST', '/v1/machines/{n}/hibernate'], ['GET', '/v1/machines/{n}/console'], ['GET', '/v1/machines/{n}/pty'],
   ];
-  const queryKeys = ['version', 'from', 'to', 'path', 'limit', 'mode', 'format', 'recursive', 'groupBy', 'tenant', 'tag', 'dockerfile', 'ref', 'x'];
+  const queryKeys = ['version', 'from', 'to', 'path', 'limit', 'mode', 'format', 'recursive', 'groupBy', 'tenant', 'tag', 'dockerfile', 'ref', 'tail', 'cols', 'x'];
   const query = fc.array(fc.tuple(fc.constantFrom(...queryKeys), fc.oneof(segment, fc.constant('__ALICE_VERSION__'))), { maxLength: 3 })
     .map((kv) => (kv.length ? `?${kv.map(([k, v]) => `${k}=${v}`).join('&')}` : ''));
   const json = fc.oneof(

@@ -94,6 +94,8 @@ export type VersionCauseKind = (typeof VERSION_CAUSE_KINDS)[number];
 export interface VersionCause {
   kind: VersionCauseKind;
   command?: string;
+  /** The exit code of the query (`exec`) or service run (`service`) whose writes this version holds. */
+  exitCode?: number;
 }
 
 export interface Version {
@@ -103,6 +105,8 @@ export interface Version {
   cause: VersionCause;
   /** Bytes this version added over its parent. */
   bytes: number;
+  /** A merge's second parent: the source context's version that was merged (absent for other versions). */
+  merged?: string;
 }
 
 export interface ExecLimits {
@@ -384,6 +388,34 @@ export type MachineExecEvent =
   | { type: 'stderr'; data: string }
   | ({ type: 'exit' } & Omit<MachineExecResult, 'stdout' | 'stderr'>)
   | { type: 'error'; error: import('./errors.js').ErrorBody };
+
+/** The end of a machine's serial console log (`GET /v1/machines/{id}/console?tail=N`). */
+export interface MachineConsole {
+  /** Its last lines, oldest first, without line ends (at most the `tail` asked for, from at most its last 1 MiB). */
+  lines: string[];
+  /** Earlier lines were left out. */
+  truncated: boolean;
+  /** Bytes the log holds in all (it grows across the machine's restores and wakes on this worker). */
+  size: number;
+}
+
+/** The largest `tail` of `GET /v1/machines/{id}/console`, and how far back it reads. */
+export const MACHINE_CONSOLE_MAX_LINES = 10_000;
+export const MACHINE_CONSOLE_MAX_BYTES = 1 << 20;
+
+/**
+ * The WebSocket subprotocols of `GET /v1/machines/{id}/pty`: the client offers `PTY_PROTOCOL`,
+ * and (browsers cannot set `Authorization` on a WebSocket) its API key as
+ * `PTY_KEY_PREFIX + base64url(key)`; the server answers with `PTY_PROTOCOL` only.
+ */
+export const PTY_PROTOCOL = 'shellbase-pty';
+export const PTY_KEY_PREFIX = 'shellbase-key.';
+
+/**
+ * A PTY's control messages (WebSocket text frames, JSON); its bytes both ways are binary frames.
+ * Client to server: `resize`. Server to client: `exit` when the shell ended (then the socket closes).
+ */
+export type PtyMessage = { type: 'resize'; cols: number; rows: number } | { type: 'exit'; exitCode: number | null; signal?: string };
 
 /** RAM, device state and disk of a machine frozen at one instant. */
 export interface MachineSnapshot {

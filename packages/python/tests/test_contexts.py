@@ -62,6 +62,7 @@ class ExecTest(unittest.TestCase):
         self.assertEqual(versions[0].parent, first.version)
         self.assertEqual(versions[0].cause.kind, "exec")
         self.assertEqual(versions[0].cause.command, "echo two > /root/n")
+        self.assertEqual(versions[0].cause.exit_code, 0)
         self.assertEqual(versions[-1].cause.kind, "image")
         self.assertEqual(len(self.ctx.versions(limit=1)), 1)
 

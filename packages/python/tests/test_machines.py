@@ -15,7 +15,7 @@ import urllib.request
 
 from _support import KEY, URL, client, drop, unique, wait_for
 
-from shellbase import AsyncShellbase, FailedPreconditionError, Machine, MachineExitEvent, MachineHandle, NotFoundError, OutputEvent
+from shellbase import AsyncShellbase, FailedPreconditionError, Machine, MachineExitEvent, MachineHandle, NotFoundError, OutputEvent, PtyExit
 
 
 def http_get(url: str) -> bytes | None:
@@ -71,6 +71,22 @@ class MachineRoundTripTest(unittest.TestCase):
             with self.assertRaises(FailedPreconditionError):
                 m.exec("true")
             self.assertEqual(m.resume().state, "running")
+
+            # Hibernated on request, its console log read without waking it; the next exec wakes it.
+            m.exec("echo console-marker-py > /dev/console")
+            self.assertEqual(m.hibernate().state, "hibernated")
+            tail = m.console(tail=50)
+            self.assertIn("console-marker-py", tail.lines)
+            self.assertEqual(m.info().state, "hibernated")
+            self.assertEqual(m.exec("echo awake").stdout, "awake\n")
+
+            # An interactive shell on a terminal: its size, its output, its exit code.
+            with m.pty(cols=70, rows=20) as pty:
+                pty.write("stty size; echo py-$((1+2)); exit 5\n")
+                shown = b"".join(pty)
+            self.assertIn(b"20 70", shown)
+            self.assertIn(b"py-3", shown)
+            self.assertEqual(pty.exit, PtyExit(5))
 
             snapshot = m.snapshot()
             self.assertIn(snapshot, [s.id for s in sb.machines.snapshots()])

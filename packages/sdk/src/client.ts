@@ -27,6 +27,10 @@ export interface RequestOptions {
   query?: Record<string, string | number | string[] | undefined>;
 }
 
+/** Each client's key, for the SDK's own modules that open connections themselves (pty.ts); not part of the class's surface. */
+const KEYS = new WeakMap<Shellbase, string | undefined>();
+export const apiKeyOf = (sb: Shellbase): string | undefined => KEYS.get(sb);
+
 function defaultKey(): string | undefined {
   if (process.env.SHELLBASE_API_KEY) return process.env.SHELLBASE_API_KEY;
   const file = `${process.env.SHELLBASE_HOME || '/var/lib/shellbase'}/admin.key`;
@@ -46,6 +50,7 @@ export class Shellbase {
     this.urlSource = options.url !== undefined ? 'the url option' : fromEnv !== undefined ? 'SHELLBASE_URL' : 'the default';
     this.url = (options.url ?? fromEnv ?? DEFAULT_URL).replace(/\/+$/, '');
     this.apiKey = options.apiKey ?? defaultKey();
+    KEYS.set(this, this.apiKey);
   }
 
   /** A handle on a context; nothing is sent until it is used (exec creates it if missing). */

@@ -5,6 +5,7 @@ export { contextOf, type BuildOptions, type ImageProgress, type TarBody } from '
 export { tar, tarDirectory, type TarInput } from './tar.js';
 export * from './errors.js';
 export type { LocalTunnel } from './tunnel.js';
+export type { MachinePty, PtyExit } from './pty.js';
 export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
-  Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, CreateMachineRequest,
+  Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
   BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent } from '@shellbase/protocol';

@@ -1,5 +1,6 @@
-import type { CreateMachineRequest, Machine, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
-import type { Shellbase } from './client.js';
+import type { CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
+import { apiKeyOf, type Shellbase } from './client.js';
+import { openPty, type MachinePty } from './pty.js';
 import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 
 export type MachineExecOptions = Omit<MachineExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
@@ -44,9 +45,25 @@ export class MachineHandle {
   /** Stops its CPUs (its memory stays); `resume` goes on. */
   pause(): Promise<Machine> { return this.sb.json('POST', this.path('/pause')); }
   resume(): Promise<Machine> { return this.sb.json('POST', this.path('/resume')); }
+  /** Its memory and device state to disk and its QEMU ended now (as after its idle time); any use wakes it. */
+  hibernate(): Promise<Machine> { return this.sb.json('POST', this.path('/hibernate')); }
   /** Powers it off; its disk stays (commit it into a context). */
   stop(): Promise<Machine> { return this.sb.json('POST', this.path('/stop')); }
   async remove(): Promise<void> { await this.sb.request('DELETE', this.path()); }
+
+  /** The last `tail` lines (default 100, at most 10,000) of its serial console log; the machine is not woken. */
+  console(options: { tail?: number } = {}): Promise<MachineConsole> { return this.sb.json('GET', this.path('/console'), { query: { tail: options.tail } }); }
+
+  /**
+   * An interactive terminal: root's login shell on a PTY of `cols` × `rows` (default 80 × 24), over a
+   * WebSocket. Wakes a hibernated machine, and keeps it from hibernating while open.
+   */
+  pty(options: { cols?: number; rows?: number } = {}): Promise<MachinePty> {
+    const q = new URLSearchParams();
+    if (options.cols !== undefined) q.set('cols', String(options.cols));
+    if (options.rows !== undefined) q.set('rows', String(options.rows));
+    return openPty(this.sb.url, `${this.path('/pty')}${q.size ? `?${q}` : ''}`, apiKeyOf(this.sb));
+  }
 
   /** Grows its disk to `diskGb` GiB and its root file system with it, online (wakes it if it hibernated). Disks never shrink. */
   resizeDisk(diskGb: number): Promise<Machine> { return this.sb.json('POST', this.path('/disk'), { body: { diskGb } }); }

@@ -21,6 +21,28 @@ async function printExec(args: ParsedArgs, usage: string): Promise<number> {
   return 1;
 }
 
+/** Root's shell in the machine on this terminal (raw mode while it runs); its exit code is the command's. */
+async function shell(id: string): Promise<number> {
+  const out = process.stdout;
+  const pty = await sb().machines.get(id).pty(out.isTTY ? { cols: out.columns, rows: out.rows } : {});
+  pty.onData((d) => out.write(d));
+  const raw = process.stdin.isTTY;
+  if (raw) process.stdin.setRawMode(true);
+  const typed = (d: Buffer) => pty.write(d);
+  const resized = () => pty.resize(out.columns, out.rows);
+  process.stdin.on('data', typed);
+  out.on('resize', resized);
+  try {
+    const exit = await pty.exited;
+    return exit.exitCode ?? 128;
+  } finally {
+    process.stdin.off('data', typed);
+    out.off('resize', resized);
+    if (raw) process.stdin.setRawMode(false);
+    process.stdin.pause();
+  }
+}
+
 /** `shellbase machine …`: microVMs (ids are printed one per line, for scripts). */
 export const machineCommands: Command[] = [
   {
@@ -84,11 +106,24 @@ export const machineCommands: Command[] = [
       return 0;
     },
   },
-  ...(['pause', 'resume', 'stop'] as const).map((verb): Command => ({
+  ...(['pause', 'resume', 'hibernate', 'stop'] as const).map((verb): Command => ({
     name: `machine ${verb}`,
     spec: { usage: `shellbase machine ${verb} ID`, ...ID },
     async run(args) { console.log((await sb().machines.get(args.positionals[0])[verb]()).state); return 0; },
   })),
+  {
+    name: 'machine console',
+    spec: { usage: 'shellbase machine console ID [--tail N]      (the end of its serial console log; default 100 lines)', flags: { tail: 'string' }, ...ID },
+    async run(args) {
+      for (const line of (await sb().machines.get(args.positionals[0]).console({ tail: numberFlag(args, 'tail', this.spec.usage) })).lines) console.log(line);
+      return 0;
+    },
+  },
+  {
+    name: 'machine shell',
+    spec: { usage: 'shellbase machine shell ID      (an interactive root shell on a terminal; exit or Ctrl+D leaves)', ...ID },
+    run(args) { return shell(args.positionals[0]); },
+  },
   {
     name: 'machine rm',
     spec: { usage: 'shellbase machine rm ID', ...ID },

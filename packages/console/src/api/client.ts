@@ -107,3 +107,24 @@ export async function* ndjson<T>(res: Response): AsyncGenerator<T> {
   }
   if (buf.trim()) yield JSON.parse(buf) as T;
 }
+
+/** base64url of a string's UTF-8 bytes (a key as a WebSocket subprotocol token). */
+function base64url(s: string): string {
+  let bin = '';
+  for (const b of new TextEncoder().encode(s)) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+/**
+ * A WebSocket to a PTY route of the API. A browser cannot set `Authorization` on a WebSocket, so
+ * the tab's key is offered as the subprotocol `shellbase-key.BASE64URL(KEY)` beside
+ * `shellbase-pty` (the server answers with `shellbase-pty` only); never in the URL.
+ */
+export function ptySocket(path: string, query: RequestOptions['query']): WebSocket {
+  const u = new URL(url(path, query), location.href);
+  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+  const protocols = ['shellbase-pty', ...(session.key ? [`shellbase-key.${base64url(session.key)}`] : [])];
+  const ws = new WebSocket(u.href, protocols);
+  ws.binaryType = 'arraybuffer';
+  return ws;
+}

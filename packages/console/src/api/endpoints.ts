@@ -1,10 +1,10 @@
 import type {
   ApiKey, Context, CreateMachineRequest, CreateServiceRequest, DiffResult, DirEntry, ExecRequest, FileStat,
-  Machine, MachineSnapshot, Service, Tenant, UsageItem, Version,
+  Machine, MachineConsole, MachineSnapshot, Service, Tenant, UsageItem, Version,
 } from '@shellbase/protocol';
-import { api, filePath, request, seg, type RequestOptions } from './client.js';
+import { api, filePath, ptySocket, request, seg, type RequestOptions } from './client.js';
 
-/** Every call the console makes: public /v1 routes (docs/api.md) and /metrics, nothing else. */
+/** Every call the console makes: public /v1 routes (docs/api.md, the PTY's WebSocket included) and /metrics, nothing else. */
 const ctx = (name: string) => `/v1/contexts/${seg(name)}`;
 const mach = (id: string) => `/v1/machines/${seg(id)}`;
 
@@ -55,7 +55,10 @@ export const Api = {
   machines: () => api<{ machines: Machine[] }>('/v1/machines').then((r) => r.machines),
   machine: (id: string) => api<Machine>(mach(id)),
   createMachine: (body: CreateMachineRequest) => api<Machine>('/v1/machines', { method: 'POST', json: body }),
-  machineStep: (id: string, step: 'pause' | 'resume' | 'stop') => api<Machine>(`${mach(id)}/${step}`, { method: 'POST' }),
+  machineStep: (id: string, step: 'pause' | 'resume' | 'hibernate' | 'stop') => api<Machine>(`${mach(id)}/${step}`, { method: 'POST' }),
+  machineConsole: (id: string, tail: number) => api<MachineConsole>(`${mach(id)}/console`, { query: { tail } }),
+  /** The machine's PTY (a WebSocket: browsers cannot set its headers, so the key rides in a subprotocol; docs/security.md). */
+  machinePty: (id: string, cols: number, rows: number) => ptySocket(`${mach(id)}/pty`, { cols, rows }),
   deleteMachine: (id: string) => api<void>(mach(id), { method: 'DELETE' }),
   snapshot: (id: string) => api<{ snapshot: string }>(`${mach(id)}/snapshot`, { method: 'POST', json: {} }),
   forkMachine: (id: string, count = 1) => api<{ machines: Machine[] }>(`${mach(id)}/fork`, { method: 'POST', json: { count } }),

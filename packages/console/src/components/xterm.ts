@@ -2,11 +2,14 @@ import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 
-/** xterm.js and its fit add-on, in their own chunk: loaded when a terminal is first shown. */
-export function createTerminal(el: HTMLElement, input: boolean): { term: Terminal; fit: () => void } {
+/**
+ * xterm.js and its fit add-on, in their own chunk: loaded when a terminal is first shown. `raw`:
+ * the output is a PTY's (it ends lines with CR LF itself); else a bare LF also returns the carriage.
+ */
+export function createTerminal(el: HTMLElement, input: boolean, raw = false): { term: Terminal; fit: () => void } {
   const dark = matchMedia('(prefers-color-scheme: dark)').matches;
   const term = new Terminal({
-    convertEol: true,
+    convertEol: !raw,
     cursorBlink: input,
     disableStdin: !input,
     fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',

@@ -16,7 +16,7 @@ export interface GraphEdge {
   to: number;
   fromLane: number;
   toLane: number;
-  /** `merge`: from a merge version to the source's head at that time (cause.command names the source). */
+  /** `merge`: from a merge version to the source's version it merged (the version's `merged`). */
   kind: 'parent' | 'merge';
 }
 
@@ -32,7 +32,7 @@ export interface Graph {
 /**
  * Lays out the context's history (chains[0]) with related contexts' (forks, the context it was
  * forked from, merge sources) as lanes: each version sits in the lane of the first chain that
- * holds it, parents are edges, merges are edges to the source's version current at merge time.
+ * holds it, parents are edges, merges are edges to the version they merged (`merged`, when loaded).
  * `complete`: chains[0] reaches where its history starts (no older page to load).
  */
 export function layout(chains: Chain[], complete: boolean): Graph {
@@ -66,19 +66,14 @@ export function layout(chains: Chain[], complete: boolean): Graph {
   rows.forEach((r, i) => {
     const p = r.v.parent === null ? undefined : index.get(r.v.parent);
     if (p !== undefined) edges.push({ from: i, to: p, fromLane: r.lane, toLane: rows[p]!.lane, kind: 'parent' });
-    const source = mergeSource(r.v);
-    const chain = source === undefined ? undefined : chains.find((c) => c.name === source);
-    if (chain) {
-      const s = chain.versions.find((v) => v.createdAt <= r.v.createdAt && v.id !== r.v.id && v.id !== r.v.parent);
-      const si = s && index.get(s.id);
-      if (si !== undefined) edges.push({ from: i, to: si, fromLane: r.lane, toLane: rows[si]!.lane, kind: 'merge' });
-    }
+    const si = r.v.merged === undefined ? undefined : index.get(r.v.merged);
+    if (si !== undefined) edges.push({ from: i, to: si, fromLane: r.lane, toLane: rows[si]!.lane, kind: 'merge' });
   });
   const last = own.versions.at(-1);
   return { rows, edges, lanes, more: !complete && last !== undefined && last.parent !== null };
 }
 
-/** The context a merge version came from (its cause reads `merge NAME`). */
+/** The context a merge version came from (its cause reads `merge NAME`): which context to load as a lane. */
 export function mergeSource(v: Version): string | undefined {
   if (v.cause.kind !== 'merge' || !v.cause.command) return undefined;
   const m = /^merge (\S+)$/.exec(v.cause.command);

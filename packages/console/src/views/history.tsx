@@ -4,7 +4,6 @@ import { Api } from '../api/endpoints.js';
 import { Confirm } from '../components/dialog.js';
 import { act, ErrorBox } from '../components/errors.js';
 import { VirtualList } from '../components/virtual-list.js';
-import { exitOf } from '../lib/exit-codes.js';
 import { ago, bytes, exact, shortId } from '../lib/format.js';
 import { layout, mergeSource, type Chain, type Graph } from '../lib/graph.js';
 import { href } from '../lib/router.js';
@@ -102,7 +101,7 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
           const r = graph.rows[i]!;
           const v = r.v;
           const mine = r.lane === 0;
-          const code = exitOf(v.id);
+          const code = v.cause.exitCode;
           return (
             <div class={`version${picked.includes(v.id) ? ' picked' : ''}`} style={{ paddingLeft: `${gw}px` }} data-version={v.id}>
               <input type="checkbox" aria-label={`Select ${v.id} for a diff`} checked={picked.includes(v.id)} onChange={() => toggle(v.id)} />
@@ -112,7 +111,7 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
                 <code class="command" title={v.cause.command}>{v.cause.command ?? ''}</code>
               </span>
               <span class="num">{bytes(v.bytes)}</span>
-              <span class={code === undefined ? 'muted' : code === 0 ? 'ok' : 'bad'} title={code === undefined ? 'exit codes are known for runs made in this tab' : 'exit code'}>{code ?? '–'}</span>
+              <span class={code === undefined ? 'muted' : code === 0 ? 'ok' : 'bad'} title={code === undefined ? 'no exit code: only queries and service runs have one' : 'exit code'}>{code ?? '–'}</span>
               <span title={exact(v.createdAt)}>{ago(v.createdAt)}</span>
               <code class="vid" title={v.id}>{shortId(v.id)}</code>
               <span class="row-actions">

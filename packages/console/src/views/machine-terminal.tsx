@@ -1,85 +1,78 @@
-import type { MachineExecEvent } from '@shellbase/protocol';
-import { useRef } from 'preact/hooks';
-import { ApiError, ndjson } from '../api/client.js';
+import type { ErrorBody, MachineState, PtyMessage } from '@shellbase/protocol';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api } from '../api/endpoints.js';
 import { Terminal, type TermHandle } from '../components/terminal.js';
 
-const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+type Status = 'idle' | 'connecting' | 'open' | 'closed';
+const encoder = new TextEncoder();
 
 /**
- * A line-mode terminal on a machine: each line typed is one exec (the API has no PTY yet), its
- * output streamed back; `cd` is remembered here and sent as the next exec's cwd.
+ * An interactive terminal on a machine: root's login shell on a PTY, over the API's WebSocket
+ * (`GET /v1/machines/{id}/pty`): keys go as binary frames, the terminal's size as resize messages,
+ * and the shell's output comes back as it is (colours, full-screen programs). Opened on request:
+ * an open terminal wakes a hibernated machine and keeps it from hibernating.
  */
-export function MachineTerminal({ id }: { id: string }) {
-  const st = useRef({ line: '', cwd: '/root', history: [] as string[], at: 0, running: null as AbortController | null });
-  const prompt = (t: TermHandle) => t.write(`\x1b[32mroot@${id.slice(0, 10)}\x1b[0m:\x1b[34m${st.current.cwd}\x1b[0m# `);
+export function MachineTerminal({ id, state }: { id: string; state: MachineState }) {
+  const [status, setStatus] = useState<Status>('idle');
+  const [shown, setShown] = useState(false);
+  const ws = useRef<WebSocket | null>(null);
+  const term = useRef<TermHandle | null>(null);
+  const size = useRef({ cols: 80, rows: 24 });
+  const usable = state === 'running' || state === 'hibernated';
 
-  async function exec(t: TermHandle, line: string) {
-    const s = st.current;
-    const cd = /^\s*cd(?:\s+(.*))?$/.exec(line);
-    const command = cd ? `cd ${quote(s.cwd)} && cd ${cd[1]?.trim() ? cd[1].trim() : '~'} && pwd` : line;
-    const abort = new AbortController();
-    s.running = abort;
-    let out = '';
-    try {
-      const res = await Api.machineExecStream(id, { command, cwd: cd ? undefined : s.cwd, timeoutMs: 120_000 }, abort.signal);
-      for await (const ev of ndjson<MachineExecEvent>(res)) {
-        if (ev.type === 'stdout') { if (cd) out += ev.data; else t.write(ev.data); }
-        else if (ev.type === 'stderr') t.write(ev.data.includes('\x1b[') ? ev.data : `\x1b[31m${ev.data}\x1b[0m`);
-        else if (ev.type === 'exit') {
-          if (cd && ev.exitCode === 0 && out.trim()) s.cwd = out.trim();
-          if (ev.exitCode !== 0) t.write(`\x1b[2m[exit ${ev.exitCode}${ev.timedOut ? ', timed out' : ''}]\x1b[0m\n`);
-        } else if (ev.type === 'error') t.write(`\x1b[31m${ev.error.message}\x1b[0m\n`);
+  useEffect(() => () => ws.current?.close(), []);
+
+  function connect(t: TermHandle) {
+    ws.current?.close();
+    setStatus('connecting');
+    t.write('\x1b[2mconnecting…\x1b[0m\r\n');
+    const s = Api.machinePty(id, size.current.cols, size.current.rows);
+    ws.current = s;
+    let opened = false;
+    s.onopen = () => { opened = true; setStatus('open'); t.focus(); };
+    s.onmessage = (e: MessageEvent<ArrayBuffer | string>) => {
+      if (typeof e.data !== 'string') { t.write(new Uint8Array(e.data)); return; }
+      const msg = JSON.parse(e.data) as PtyMessage | { type: 'error'; error: ErrorBody };
+      if (msg.type === 'exit') t.write(`\r\n\x1b[2m[the shell ended${msg.exitCode !== null ? `: exit ${msg.exitCode}` : msg.signal ? `: ${msg.signal}` : ''}]\x1b[0m\r\n`);
+      else if (msg.type === 'error') t.write(`\r\n\x1b[31m${msg.error.message}${msg.error.hint ? ` (hint: ${msg.error.hint})` : ''}\x1b[0m\r\n`);
+    };
+    s.onclose = () => {
+      if (ws.current !== s) return;
+      ws.current = null;
+      setStatus('closed');
+      // A refused handshake shows the page nothing of the API's answer: the machine's state says why.
+      if (!opened) {
+        void Api.machine(id).then(
+          (m) => t.write(`\x1b[31mthe terminal could not be opened: the machine is ${m.state}${m.state === 'paused' ? ' (resume it first)' : ''}\x1b[0m\r\n`),
+          (err: Error) => t.write(`\x1b[31mthe terminal could not be opened: ${err.message}\x1b[0m\r\n`),
+        );
+      } else {
+        t.write('\x1b[2m[disconnected]\x1b[0m\r\n');
       }
-    } catch (err) {
-      if (abort.signal.aborted) t.write('^C\n');
-      else if (err instanceof ApiError) t.write(`\x1b[31m${err.message}${err.hint ? ` (hint: ${err.hint})` : ''}\x1b[0m\n`);
-      else t.write(`\x1b[31m${String(err)}\x1b[0m\n`);
-    } finally {
-      s.running = null;
-      prompt(t);
-    }
+    };
   }
 
-  function onData(data: string, t: TermHandle) {
-    const s = st.current;
-    if (data === '\x03') { if (s.running) s.running.abort(); else { s.line = ''; t.write('^C\n'); prompt(t); } return; }
-    if (s.running) return;
-    if (data === '\x1b[A' || data === '\x1b[B') {
-      if (s.history.length === 0) return;
-      s.at = Math.max(0, Math.min(s.history.length, s.at + (data === '\x1b[A' ? -1 : 1)));
-      t.write('\b \b'.repeat(s.line.length));
-      s.line = s.history[s.at] ?? '';
-      t.write(s.line);
-      return;
-    }
-    if (data.startsWith('\x1b')) return; // other keys' escape sequences: no line editing beyond backspace
-    for (const ch of data) {
-      if (ch === '\r' || ch === '\n') {
-        t.write('\n');
-        const line = s.line;
-        s.line = '';
-        if (line.trim()) {
-          s.history.push(line);
-          s.at = s.history.length;
-          void exec(t, line);
-          return;
-        }
-        prompt(t);
-      } else if (ch === '\x7f' || ch === '\b') {
-        if (s.line.length) { s.line = s.line.slice(0, -1); t.write('\b \b'); }
-      } else if (ch >= ' ' && ch !== '\x7f') {
-        s.line += ch;
-        t.write(ch);
-      }
-    }
-  }
+  const onData = (d: string) => { if (ws.current?.readyState === WebSocket.OPEN) ws.current.send(encoder.encode(d)); };
+  const onResize = (cols: number, rows: number) => {
+    size.current = { cols, rows };
+    if (ws.current?.readyState === WebSocket.OPEN) ws.current.send(JSON.stringify({ type: 'resize', cols, rows } satisfies PtyMessage));
+  };
 
   return (
-    <div class="machine-terminal">
-      <p class="muted">Line mode: each line runs as its own exec on the machine (no PTY in the API yet, so no interactive programs); the console remembers <code>cd</code>. Ctrl+C stops a running line.</p>
-      <Terminal label={`Terminal of machine ${id}`} rows={16} onData={onData}
-        onReady={(t) => { t.write('\x1b[2mshellbase machine terminal (line mode)\x1b[0m\n'); prompt(t); t.focus(); }} />
-    </div>
+    <section class="machine-terminal" aria-labelledby="term-title">
+      <div class="bar">
+        <h2 id="term-title">Terminal</h2>
+        <span class="muted" data-terminal-status={status}>{status === 'open' ? 'connected' : status === 'connecting' ? 'connecting…' : status === 'closed' ? 'disconnected' : ''}</span>
+        <span class="spacer" />
+        {status === 'open' || status === 'connecting'
+          ? <button type="button" onClick={() => ws.current?.close()}>Close terminal</button>
+          : <button type="button" disabled={!usable} onClick={() => { if (!shown) setShown(true); else if (term.current) connect(term.current); }}>{shown ? 'Reconnect' : 'Open terminal'}</button>}
+      </div>
+      <p class="muted">Root's login shell on a terminal in the machine (a PTY): interactive programs work. While it is open the machine does not hibernate; opening it wakes a hibernated one.</p>
+      {shown && (
+        <Terminal label={`Terminal of machine ${id}`} rows={20} raw onData={onData} onResize={onResize}
+          onReady={(t, s) => { term.current = t; size.current = s; connect(t); }} />
+      )}
+    </section>
   );
 }

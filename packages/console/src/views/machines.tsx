@@ -6,9 +6,10 @@ import { act, ErrorBox, notify } from '../components/errors.js';
 import { ago, exact, seconds, shortId } from '../lib/format.js';
 import { go, href } from '../lib/router.js';
 import { useAsync, useInterval } from '../lib/use-async.js';
+import { MachineConsoleTail } from './machine-console.js';
 import { MachineTerminal } from './machine-terminal.js';
 
-const HIBERNATION = 'A machine hibernates by itself after its idle time without exec, file calls or requests; the API has no hibernate action, and any use restores it.';
+const HIBERNATION = 'A machine hibernates by itself after its idle time without exec, file calls, requests or an open terminal, or when asked (Hibernate); any use restores it.';
 
 /** Machines (all, or one context's), their snapshots, and one machine in detail. */
 export function MachinesView({ id, context, embedded }: { id?: string; context?: string; embedded?: boolean }) {
@@ -126,7 +127,7 @@ function NewMachine({ context, onClose, onDone }: { context?: string; onClose: (
   );
 }
 
-/** One machine: state, size, ports, lifecycle actions, and a line-mode terminal while it can run commands. */
+/** One machine: state, size, ports, lifecycle actions, its console log, and an interactive terminal. */
 function MachineDetail({ id }: { id: string }) {
   const m = useAsync(() => Api.machine(id), [id]);
   useInterval(m.reload, 4000);
@@ -134,7 +135,7 @@ function MachineDetail({ id }: { id: string }) {
   const [deleting, setDeleting] = useState(false);
   const [port, setPort] = useState('');
   const x = m.data;
-  const step = (s: 'pause' | 'resume' | 'stop') => act(() => Api.machineStep(id, s), (r) => `Machine ${r.state}`).then(m.reload);
+  const step = (s: 'pause' | 'resume' | 'hibernate' | 'stop') => act(() => Api.machineStep(id, s), (r) => `Machine ${r.state}`).then(m.reload);
   return (
     <section aria-labelledby="machine-title">
       <nav class="crumbs" aria-label="Breadcrumb"><a href={href('machines')}>Machines</a> / <code>{id}</code></nav>
@@ -155,6 +156,7 @@ function MachineDetail({ id }: { id: string }) {
         <div class="bar wrap">
           <button type="button" onClick={() => step('pause')} disabled={x.state !== 'running'}>Pause</button>
           <button type="button" onClick={() => step('resume')} disabled={x.state !== 'paused'}>Resume</button>
+          <button type="button" onClick={() => step('hibernate')} disabled={x.state !== 'running' && x.state !== 'paused'}>Hibernate</button>
           <button type="button" onClick={() => step('stop')} disabled={x.state === 'stopped'}>Stop</button>
           <button type="button" onClick={() => act(() => Api.snapshot(id), (r) => `Snapshot ${r.snapshot}`)} disabled={x.state === 'stopped'}>Snapshot</button>
           <button type="button" onClick={async () => { const r = await act(() => Api.forkMachine(id), (f) => `Forked: ${f.machines.map((k) => k.id).join(', ')}`); if (r?.machines[0]) go(href('machines', r.machines[0].id)); }} disabled={x.state === 'stopped'}>Fork</button>
@@ -165,10 +167,12 @@ function MachineDetail({ id }: { id: string }) {
             <button type="submit">Expose</button>
           </form>
         </div>
-        <p class="muted">{HIBERNATION} There is no console (serial) log in the API yet.</p>
+        <p class="muted">{HIBERNATION}</p>
         {x.state === 'stopped' && <p class="tag warn">Stopped: only its disk is left, and it runs no commands.</p>}
         {x.state === 'paused' && <p class="tag warn">Paused: resume it to run commands.</p>}
-        <MachineTerminal id={id} />
+        {x.state === 'hibernated' && <p class="tag">Hibernated: its memory is on disk; a command, a file call or the terminal wakes it.</p>}
+        <MachineTerminal id={id} state={x.state} />
+        <MachineConsoleTail id={id} />
       </>)}
       {committing && <CommitDialog id={id} context={x?.context} onClose={() => setCommitting(false)} />}
       {deleting && <Confirm title="Delete this machine?" danger="Delete machine" body={<p>Its disk, memory and run files go. Commit first to keep what it changed.</p>}

@@ -4,7 +4,6 @@ import { ApiError, ndjson } from '../api/client.js';
 import { Api } from '../api/endpoints.js';
 import { ErrorBox } from '../components/errors.js';
 import { TermBuffer, Terminal } from '../components/terminal.js';
-import { rememberExit } from '../lib/exit-codes.js';
 import { bytes, shortId } from '../lib/format.js';
 import { href } from '../lib/router.js';
 
@@ -39,7 +38,6 @@ export function RunView({ ctx, onChanged }: { ctx: Context; onChanged: () => voi
         else if (ev.type === 'exit') {
           const { type: _t, ...x } = ev;
           setExit(x);
-          if (x.committed) rememberExit(x.version, x.exitCode);
           term.write(`\x1b[2m[exit ${x.exitCode}${x.signal ? ` ${x.signal}` : ''}${x.timedOut ? ', timed out' : ''} · ${x.committed ? `committed ${shortId(x.version)}` : 'not committed'}]\x1b[0m\n`);
         } else if (ev.type === 'error') setError(new ApiError(500, ev.error.code, ev.error.message, ev.error.hint, ev.error.details));
       }

@@ -17,10 +17,11 @@ function daysSince(from: Date): string[] {
   return out;
 }
 
-type Measure = 'queries' | 'wallMs' | 'cpuMs' | 'serviceSeconds' | 'machineSeconds' | 'bytesStored';
+type Measure = 'queries' | 'wallMs' | 'cpuMs' | 'serviceSeconds' | 'machineSeconds' | 'egressBytes' | 'ingressBytes' | 'bytesStored';
 const MEASURES: [Measure, string, (n: number) => string][] = [
   ['queries', 'Queries', compact], ['wallMs', 'Wall time', (n) => seconds(n / 1000)], ['cpuMs', 'CPU time', (n) => seconds(n / 1000)],
-  ['serviceSeconds', 'Service time', seconds], ['machineSeconds', 'Machine time', seconds], ['bytesStored', 'Stored', bytes],
+  ['serviceSeconds', 'Service time', seconds], ['machineSeconds', 'Machine time', seconds],
+  ['egressBytes', 'Egress (sent)', bytes], ['ingressBytes', 'Egress (received)', bytes], ['bytesStored', 'Stored', bytes],
 ];
 
 /** Usage per day and per kind, a per-context top list, and (admin) the server's /metrics figures. */
@@ -43,7 +44,7 @@ export function UsageView({ admin }: { admin: boolean }) {
     const pick = (f: (i: UsageItem) => number) => data.data!.days.map((d) => { const i = by.get(d); return i ? f(i) : 0; });
     return {
       queries: pick((i) => i.queries), cpu: pick((i) => i.cpuMs / 1000), wall: pick((i) => i.wallMs / 1000),
-      service: pick((i) => i.serviceSeconds), machine: pick((i) => i.machineSeconds),
+      service: pick((i) => i.serviceSeconds), machine: pick((i) => i.machineSeconds), egress: pick((i) => i.egressBytes + i.ingressBytes),
     };
   }, [data.data]);
   const measure = MEASURES.find((m) => m[0] === top)!;
@@ -69,6 +70,7 @@ export function UsageView({ admin }: { admin: boolean }) {
           <div><dt>CPU</dt><dd>{seconds(d.day.total.cpuMs / 1000)}</dd></div>
           <div><dt>Services</dt><dd>{seconds(d.day.total.serviceSeconds)}</dd></div>
           <div><dt>Machines</dt><dd>{seconds(d.day.total.machineSeconds)}</dd></div>
+          <div><dt>Egress</dt><dd title="bytes sent and received through the egress proxy by queries, services and machines">{bytes(d.day.total.egressBytes)} out · {bytes(d.day.total.ingressBytes)} in</dd></div>
           <div><dt>Stored now</dt><dd title="layers of all versions (shared ones once) and machines' disks, snapshots, hibernated memory">{bytes(d.day.total.bytesStored)}</dd></div>
         </dl>
         <div class="charts">
@@ -76,20 +78,22 @@ export function UsageView({ admin }: { admin: boolean }) {
           <DayBars title="Wall time (queries, services)" days={d.days} values={series.wall} format={seconds} />
           <DayBars title="Service seconds" days={d.days} values={series.service} format={seconds} />
           <DayBars title="Machine seconds" days={d.days} values={series.machine} format={seconds} />
+          <DayBars title="Egress bytes (sent and received)" days={d.days} values={series.egress} format={bytes} />
         </div>
-        <p class="muted">Stored bytes are a figure of now (per context: its head's layers); the ledger keeps no daily history of storage, and there is no egress metering.</p>
+        <p class="muted">Stored bytes are a figure of now (per context: its head's layers); the ledger keeps no daily history of storage. Egress counts what went through the egress proxy.</p>
         <div class="charts">
           <TopBars title="Time by kind" format={seconds}
             rows={d.kind.items.map((i) => [i.key, i.wallMs / 1000] as [string, number]).sort((a, b) => b[1] - a[1])} />
           <figure class="chart">
             <figcaption>By kind</figcaption>
-            <table class="list compact">
-              <thead><tr><th>Kind</th><th class="num">Runs</th><th class="num">Wall</th><th class="num">CPU</th><th class="num">Service</th><th class="num">Machine</th></tr></thead>
+            <div class="scroll-x"><table class="list compact">
+              <thead><tr><th>Kind</th><th class="num">Runs</th><th class="num">Wall</th><th class="num">CPU</th><th class="num">Service</th><th class="num">Machine</th><th class="num">Egress</th></tr></thead>
               <tbody>{d.kind.items.map((i) => (
                 <tr key={i.key}><td>{i.key}</td><td class="num">{compact(i.queries)}</td><td class="num">{seconds(i.wallMs / 1000)}</td>
-                  <td class="num">{seconds(i.cpuMs / 1000)}</td><td class="num">{seconds(i.serviceSeconds)}</td><td class="num">{seconds(i.machineSeconds)}</td></tr>
+                  <td class="num">{seconds(i.cpuMs / 1000)}</td><td class="num">{seconds(i.serviceSeconds)}</td><td class="num">{seconds(i.machineSeconds)}</td>
+                  <td class="num">{bytes(i.egressBytes + i.ingressBytes)}</td></tr>
               ))}</tbody>
-            </table>
+            </table></div>
             {d.kind.items.length === 0 && <p class="muted">Nothing in this period.</p>}
           </figure>
           <div>

@@ -31,6 +31,7 @@ from .errors import (
 )
 from .images import BuildStream, Dockerignore, Images, tar_context
 from .machines import MachineFiles, MachineHandle, Machines
+from .pty import MachinePty, PtyExit
 from .streams import EventStream, ExecStream, MachineExecStream
 from .tunnel import LocalTunnel
 from .types import (
@@ -69,6 +70,7 @@ from .types import (
     MachineExitEvent,
     MachineLimits,
     MachinePort,
+    MachineConsole,
     MachineSnapshot,
     NetworkConnection,
     NetworkPolicy,
@@ -98,7 +100,7 @@ __all__ = [
     "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort", "FailedPreconditionError",
     "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError", "LimitExceededError", "Limits",
     "LocalTunnel", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
-    "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachineSnapshot", "Machines", "NetworkConnection",
+    "MachineConsole", "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachinePty", "MachineSnapshot", "Machines", "NetworkConnection", "PtyExit",
     "NetworkPolicy", "NoEgress", "NotFoundError", "OnConflict", "OutputEvent", "PayloadTooLargeError", "PublicEgress",
     "QuotaError", "Response", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare", "Shellbase",
     "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "TenantChange", "Tenants",

@@ -7,8 +7,9 @@ from typing import Mapping
 from ._http import Transport
 from ._wire import JsonObject, from_wire, to_wire
 from .context import Command, Data, command_body, exec_timeout, quote
+from .pty import MachinePty, open_pty
 from .streams import EventStream, MachineExecStream, parse_machine_event
-from .types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, ServiceAccess
+from .types import ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, ServiceAccess
 
 
 def _absolute(path: str) -> str:
@@ -107,6 +108,20 @@ class MachineHandle:
 
     def resume(self) -> Machine:
         return from_wire(Machine, self._t.json("POST", self._path("/resume")))
+
+    def hibernate(self) -> Machine:
+        """Its memory and device state to disk and its QEMU ended now (as after its idle time); any use wakes it."""
+        return from_wire(Machine, self._t.json("POST", self._path("/hibernate")))
+
+    def console(self, *, tail: int | None = None) -> MachineConsole:
+        """The last `tail` lines (default 100, at most 10,000) of its serial console log; the machine is not woken."""
+        return from_wire(MachineConsole, self._t.json("GET", self._path("/console"), query={"tail": tail}))
+
+    def pty(self, *, cols: int | None = None, rows: int | None = None) -> MachinePty:
+        """An interactive terminal: root's login shell on a PTY of `cols` x `rows` (default 80 x 24), over a
+        WebSocket. Wakes a hibernated machine, and keeps it from hibernating while open."""
+        query = "&".join(f"{k}={v}" for k, v in (("cols", cols), ("rows", rows)) if v is not None)
+        return open_pty(self._t, self._path("/pty") + (f"?{query}" if query else ""))
 
     def stop(self) -> Machine:
         """Powers it off; its disk stays (commit before stopping)."""

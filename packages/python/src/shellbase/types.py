@@ -120,6 +120,8 @@ class NetworkConnection:
 class VersionCause:
     kind: str
     command: str | None = None
+    #: The exit code of the query (``exec``) or service run (``service``) whose writes the version holds.
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ class Version:
     cause: VersionCause
     #: Bytes this version added over its parent.
     bytes: int = 0
+    #: A merge's second parent: the source context's version that was merged (None for other versions).
+    merged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -414,6 +418,18 @@ class MachineSnapshot:
     cpus: int
     disk_gb: int
     created_at: str
+
+
+@dataclass(frozen=True)
+class MachineConsole:
+    """The end of a machine's serial console log."""
+
+    #: Its last lines, oldest first, without line ends.
+    lines: list[str]
+    #: Earlier lines were left out.
+    truncated: bool
+    #: Bytes the log holds in all.
+    size: int
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,9 @@ export const Version = Type.Object({
   id: Type.String(),
   parent: Type.Union([Type.String(), Type.Null()]),
   createdAt: Type.String(),
-  cause: Type.Object({ kind: oneOf(VERSION_CAUSE_KINDS), command: Type.Optional(Type.String()) }),
+  cause: Type.Object({ kind: oneOf(VERSION_CAUSE_KINDS), command: Type.Optional(Type.String()), exitCode: Type.Optional(Type.Integer()) }),
   bytes: Type.Integer(),
+  merged: Type.Optional(Type.String()),
 }, { $id: 'Version' });
 
 export const CreateContextBody = Type.Object({

@@ -26,6 +26,7 @@ import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
 import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
+import { ptyUpgrades } from './pty.js';
 import { forwardMachineCalls } from './machine-forward.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
@@ -135,9 +136,10 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
   imageRoutes(app, engine);
   machineRoutes(app, machines);
   consoleRoutes(app);
-  // Upgrades: the E2B API's guest ports claim theirs; the rest are TCP tunnels to services (or refused there).
+  // Upgrades: the E2B API's guest ports claim theirs, machines' PTYs theirs; the rest are TCP tunnels to services (or refused there).
   const tunnel = tunnelUpgrades((authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log, peers);
   const internal = internalTunnels(peers, (token) => engine.services.byToken(token), log);
-  app.server.on('upgrade', (req, socket, head) => { if (!internal(req, socket, head) && !e2b?.upgrade(req, socket, head)) tunnel(req, socket, head); });
+  const pty = ptyUpgrades((authorization) => engine.begin(authorization), machines, log, peers);
+  app.server.on('upgrade', (req, socket, head) => { if (!internal(req, socket, head) && !e2b?.upgrade(req, socket, head) && !pty(req, socket, head)) tunnel(req, socket, head); });
   return app;
 }

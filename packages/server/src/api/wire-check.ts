@@ -8,7 +8,7 @@ import type * as P from '@shellbase/protocol';
 import type { Static, TSchema } from 'typebox';
 import type { GcResult } from './routes/gc.js';
 import type { DiffResult } from './routes/history.js';
-import type { CreateBody as CreateMachineBody, DiskBody, ExecResult as MachineExecResult, Machine, Snapshot } from './routes/machines.js';
+import type { ConsoleTail, CreateBody as CreateMachineBody, DiskBody, ExecResult as MachineExecResult, Machine, Snapshot } from './routes/machines.js';
 import type { Stat } from './routes/files.js';
 import type { ApiKeySchema, TenantSchema } from './routes/tenants.js';
 import type { CreateServiceBody, Service } from './routes/services.js';
@@ -39,6 +39,7 @@ export const checks = [
   same<Wire<typeof CreateServiceBody>, Flat<P.CreateServiceRequest>>(true),
   same<Wire<typeof Machine>, Flat<P.Machine>>(true),
   same<Wire<typeof Snapshot>, Flat<P.MachineSnapshot>>(true),
+  same<Wire<typeof ConsoleTail>, Flat<P.MachineConsole>>(true),
   same<Wire<typeof MachineExecResult>, Flat<P.MachineExecResult>>(true),
   same<Wire<typeof ContextNetwork>, Flat<P.ContextNetwork>>(true),
   same<Wire<typeof Connection>, Flat<P.NetworkConnection>>(true),

@@ -52,7 +52,7 @@ function checkDefaults(d: ContextDefaults): ContextDefaults {
 }
 
 const toVersion = (v: VersionRow): Version => ({
-  id: v.id, parent: v.parent, createdAt: v.createdAt, cause: v.cause, bytes: v.bytes,
+  id: v.id, parent: v.parent, createdAt: v.createdAt, cause: v.cause, bytes: v.bytes, ...(v.merged ? { merged: v.merged } : {}),
 });
 
 /**

@@ -139,7 +139,7 @@ export class ExecRunner {
         this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
         return result;
       }
-      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req) });
+      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req), exitCode: run.exitCode });
       applyOutcome(result, outcome);
       this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
       if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);

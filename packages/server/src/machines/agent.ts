@@ -6,7 +6,7 @@ import type { MachineExecResult } from '@shellbase/protocol';
 import { DEFAULT_PATH } from '../runtime/index.js';
 import { proxyEnv } from '../net/proxy-env.js';
 import { GUEST_PROXY } from './qemu.js';
-import { Spawner, type OpenChannel } from '../util/spawner.js';
+import { Spawner, type Attached, type OpenChannel } from '../util/spawner.js';
 
 /** Where the agent and its helpers live in the guest (machines/disk.ts installs them). */
 export const GUEST_AGENT = '/usr/lib/shellbase/sbx-spawner';
@@ -94,6 +94,17 @@ export class Agent {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * Root's login shell on a terminal of `size`, with the egress proxy in its environment (as an
+   * exec has): what the terminal shows arrives as stdout.
+   */
+  terminal(size: { cols: number; rows: number }, onOutput: (chunk: Buffer) => void): Attached {
+    return this.spawner.startWith({
+      argv: ['/bin/sh', '-c', 'exec "${SHELL:-/bin/sh}" -l'], user: 'root',
+      env: { TERM: 'xterm-256color', LANG: 'C.UTF-8', ...GUEST_PROXY_ENV }, pty: size,
+    }, { onStdout: onOutput, onStderr: onOutput });
   }
 
   async exec(req: AgentExec): Promise<MachineExecResult> {

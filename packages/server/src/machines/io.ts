@@ -6,10 +6,24 @@ import { quotasOf } from '../core/quotas.js';
 import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../core/validate.js';
 import { pipeThrough, type PortTarget } from '../util/pipe.js';
 import type { Agent } from './agent.js';
-import { ChannelClosedError } from '../util/spawner.js';
+import { ChannelClosedError, type Exit } from '../util/spawner.js';
 import type { MachineRun } from './run.js';
 
 type Running = (caller: Caller, id: string) => Promise<{ run: MachineRun; release: () => void }>;
+
+/** An interactive shell on a terminal in a machine (`MachineIo.pty`). */
+export interface PtySession {
+  /** Bytes typed into the terminal. */
+  input(data: Buffer): Promise<void>;
+  resize(cols: number, rows: number): Promise<void>;
+  /** The shell ended; rejects when the machine went away under it (stopped, hibernated, deleted). */
+  exited: Promise<Exit>;
+  /** Hangs up: the shell gets SIGHUP (and SIGKILL two seconds later if it is still there). */
+  close(): void;
+}
+
+/** A terminal's largest size (columns and rows). */
+const MAX_TERMINAL = 1000;
 
 /** Reads larger than this go through a query of the machine's disk instead (commit, or a context read). */
 const MAX_FILE_BYTES = 64 << 20;
@@ -93,6 +107,42 @@ export class MachineIo {
     } finally {
       release();
     }
+  }
+
+  /**
+   * Root's login shell on a terminal of `size` in a machine that runs (woken from hibernation if
+   * need be). The session counts as a use until the shell ends: an open terminal keeps the
+   * machine from hibernating, as an open connection to one of its ports does.
+   */
+  async pty(caller: Caller, id: string, size: { cols: number; rows: number }, onOutput: (chunk: Buffer) => void): Promise<PtySession> {
+    checkRange('cols', size.cols, 1, MAX_TERMINAL);
+    checkRange('rows', size.rows, 1, MAX_TERMINAL);
+    const { run, release } = await this.running(caller, id);
+    const agent = run.agent!;
+    const p = agent.terminal(size, onOutput);
+    let pid: number;
+    try {
+      pid = await p.pid;
+    } catch (e) {
+      release();
+      throw this.lost(run, e);
+    }
+    const exited = p.exited.finally(release);
+    exited.catch(() => undefined);
+    let hungUp = false;
+    return {
+      input: (data) => agent.spawner.input(pid, data),
+      resize: (cols, rows) => agent.spawner.resize(pid, checkRange('cols', cols, 1, MAX_TERMINAL), checkRange('rows', rows, 1, MAX_TERMINAL)),
+      exited,
+      close: () => {
+        if (hungUp) return;
+        hungUp = true;
+        void agent.spawner.signal(pid, 1).catch(() => undefined);
+        const kill = setTimeout(() => p.kill(), 2000);
+        kill.unref();
+        void exited.then(() => clearTimeout(kill), () => clearTimeout(kill));
+      },
+    };
   }
 
   /** `elsewhere`: in a cluster, the worker that runs the machine when that is another one. */

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
+import type { CreateMachineRequest, Machine, MachineConsole, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
 import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
@@ -14,7 +14,8 @@ import type { AccelChoice } from './accel.js';
 import { findAssets } from './assets.js';
 import { DISK_GB, overlay } from './disk.js';
 import { MachineHost } from './host.js';
-import { MachineLayout } from './layout.js';
+import { MachineLayout, runFiles } from './layout.js';
+import { readConsoleTail } from './console-log.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineIo } from './io.js';
 import { MachineDisks } from './storage.js';
@@ -280,6 +281,15 @@ export class Machines {
   async hibernate(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.hibernate()); }
   async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
   async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
+
+  /**
+   * The last `lines` lines of its serial console as this worker has it (the machine is not woken).
+   * In a cluster a call reaches the worker that runs the machine (api/machine-forward.ts).
+   */
+  async consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> {
+    await this.row(caller, id);
+    return readConsoleTail(runFiles(this.layout.runDir(id)).console, lines);
+  }
 
   private step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
     return durably(this.deps.durability, async () => {

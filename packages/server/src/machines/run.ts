@@ -234,7 +234,8 @@ export class MachineRun {
 
   /** RAM and device state to the machine's directory, QEMU ended, memory freed. */
   async hibernate(): Promise<void> {
-    if (this.row.state === 'hibernated' || this.row.state === 'stopped') return;
+    if (this.row.state === 'hibernated') return;
+    MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'hibernate');
     const vm = this.vm!;
     const t0 = performance.now();
     this.agent?.close();

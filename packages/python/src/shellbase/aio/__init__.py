@@ -3,7 +3,7 @@
 from ._run import AsyncEventStream, AsyncResponse
 from .client import AsyncContexts, AsyncShellbase, AsyncTenants
 from .context import AsyncContextFiles, AsyncContextHandle, AsyncContextNetworking, AsyncContextServices, AsyncExecStream
-from .machines import AsyncMachineExecStream, AsyncMachineFiles, AsyncMachineHandle, AsyncMachines
+from .machines import AsyncMachineExecStream, AsyncMachineFiles, AsyncMachineHandle, AsyncMachinePty, AsyncMachines
 from .tunnel import AsyncLocalTunnel
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "AsyncMachineExecStream",
     "AsyncMachineFiles",
     "AsyncMachineHandle",
+    "AsyncMachinePty",
     "AsyncMachines",
     "AsyncResponse",
     "AsyncShellbase",

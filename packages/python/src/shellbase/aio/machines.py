@@ -6,8 +6,9 @@ from typing import Mapping
 
 from ..context import Command, Data
 from ..machines import MachineFiles, MachineHandle, Machines
+from ..pty import MachinePty, PtyExit
 from ..streams import MachineExecStream
-from ..types import ExposedPort, Machine, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
+from ..types import ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
 from ._run import AsyncEventStream, run_sync
 
 AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
@@ -30,6 +31,44 @@ class AsyncMachineFiles:
 
     async def write(self, path: str, data: Data, *, mode: int | None = None) -> None:
         await run_sync(self._s.write, path, data, mode=mode)
+
+
+class AsyncMachinePty:
+    """The async form of `shellbase.MachinePty`: `await pty.read()`, `async for chunk in pty`."""
+
+    def __init__(self, pty: MachinePty) -> None:
+        self._s = pty
+
+    @property
+    def exit(self) -> PtyExit | None:
+        return self._s.exit
+
+    async def read(self) -> bytes:
+        return await run_sync(self._s.read)
+
+    async def write(self, data: bytes | str) -> None:
+        await run_sync(self._s.write, data)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await run_sync(self._s.resize, cols, rows)
+
+    async def close(self) -> None:
+        await run_sync(self._s.close)
+
+    def __aiter__(self) -> AsyncMachinePty:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self.read()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+    async def __aenter__(self) -> AsyncMachinePty:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class AsyncMachineHandle:
@@ -83,6 +122,15 @@ class AsyncMachineHandle:
 
     async def resume(self) -> Machine:
         return await run_sync(self._s.resume)
+
+    async def hibernate(self) -> Machine:
+        return await run_sync(self._s.hibernate)
+
+    async def console(self, *, tail: int | None = None) -> MachineConsole:
+        return await run_sync(self._s.console, tail=tail)
+
+    async def pty(self, *, cols: int | None = None, rows: int | None = None) -> AsyncMachinePty:
+        return AsyncMachinePty(await run_sync(self._s.pty, cols=cols, rows=rows))
 
     async def stop(self) -> Machine:
         return await run_sync(self._s.stop)

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Machines as MachineOps } from '../../machines/machines.js';
-import { MACHINE_STATES, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
+import { MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_PROTOCOL, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
+import { ShellbaseError } from '../../errors.js';
 import { ExecLimits, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
 import { respondExec } from './exec.js';
 
@@ -37,15 +38,19 @@ export const ExecResult = Type.Object({
   exitCode: Type.Integer(), signal: Type.Optional(Type.String()), timedOut: Type.Boolean(),
   stdout: Type.String(), stderr: Type.String(), truncated: Type.Boolean(), usage: Type.Object({ wallMs: Type.Number() }),
 });
+export const ConsoleTail = Type.Object({ lines: Type.Array(Type.String()), truncated: Type.Boolean(), size: Type.Integer() }, { $id: 'MachineConsole' });
+const ConsoleQuery = Type.Object({ tail: Type.Optional(Type.Integer({ minimum: 1, maximum: MACHINE_CONSOLE_MAX_LINES })) }, strict);
+export const PtyQuery = Type.Object({ cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })) }, strict);
 const Id = Type.Object({ id: Type.String({ maxLength: 128 }) });
 const FileParams = Type.Object({ id: Type.String({ maxLength: 128 }), '*': Type.String() });
 const CountBody = Type.Object({ count: Type.Optional(Type.Integer()) }, strict);
 const Machines = Type.Object({ machines: Type.Array(Machine) });
 
-/** Machines: create, list, get, exec, files, pause/resume/stop/delete, disk, snapshot, restore, fork, ports. */
+/** Machines: create, list, get, exec, files, pause/resume/hibernate/stop/delete, console, pty, disk, snapshot, restore, fork, ports. */
 export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
   app.addSchema(Machine);
   app.addSchema(Snapshot);
+  app.addSchema(ConsoleTail);
   const tags = ['machines'];
   app.post<{ Body: Static<typeof CreateBody> }>('/v1/machines', {
     schema: { tags, body: CreateBody, response: { 201: Machine, ...errorResponses } },
@@ -57,11 +62,28 @@ export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
     schema: { tags, params: Id, response: { 200: Machine, ...errorResponses } },
   }, async (req) => m.get(req.caller, req.params.id));
 
-  for (const step of ['pause', 'resume', 'stop'] as const) {
+  // Each refused by the lifecycle table (machines/lifecycle.ts) where it does not apply: 409 failed_precondition.
+  for (const step of ['pause', 'resume', 'hibernate', 'stop'] as const) {
     app.post<{ Params: Static<typeof Id> }>(`/v1/machines/:id/${step}`, {
       schema: { tags, params: Id, response: { 200: Machine, ...errorResponses } },
     }, async (req) => m[step](req.caller, req.params.id));
   }
+
+  app.get<{ Params: Static<typeof Id>; Querystring: Static<typeof ConsoleQuery> }>('/v1/machines/:id/console', {
+    schema: { tags, params: Id, querystring: ConsoleQuery, response: { 200: ConsoleTail, ...errorResponses } },
+  }, async (req) => m.consoleTail(req.caller, req.params.id, req.query.tail ?? 100));
+
+  // The PTY is a WebSocket (api/pty.ts serves the upgrade); this documents it and answers a plain GET.
+  app.get<{ Params: Static<typeof Id>; Querystring: Static<typeof PtyQuery> }>('/v1/machines/:id/pty', {
+    schema: {
+      tags, params: Id, querystring: PtyQuery, response: { ...errorResponses },
+      description: `A WebSocket (subprotocol ${PTY_PROTOCOL}) to root's login shell on a terminal of cols × rows (default 80 × 24): `
+        + 'binary frames carry its bytes both ways, text frames JSON control messages ({"type":"resize","cols":N,"rows":N} in, {"type":"exit",...} or {"type":"error",...} out). '
+        + 'Authenticate with Authorization, or offer the subprotocol shellbase-key.BASE64URL(KEY) (browsers cannot set headers on a WebSocket). docs/api.md has the details.',
+    },
+  }, async () => {
+    throw new ShellbaseError('invalid_argument', 'this route is a WebSocket', { hint: `open it with Upgrade: websocket and the subprotocol ${PTY_PROTOCOL}` });
+  });
 
   app.delete<{ Params: Static<typeof Id> }>('/v1/machines/:id', {
     schema: { tags, params: Id, response: { 204: Type.Null(), ...errorResponses } },

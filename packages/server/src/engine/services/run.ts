@@ -225,7 +225,7 @@ export class ServiceRun implements PortTarget {
       try {
         const layer = await deps.snapshotter.commit(scratch);
         if (layer) {
-          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}` }, this.fence)
+          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}`, exitCode: result.exitCode }, this.fence)
             .catch(async (e: unknown) => {
               // Fenced: another worker took the lease over (this one was taken for gone); its run's
               // writes count, not these. No version names the layer: it goes (and its blob, after the grace period).

@@ -1,0 +1,136 @@
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { Duplex } from 'node:stream';
+import { PTY_PROTOCOL, isErrorCode, type ErrorBody, type PtyMessage } from '@shellbase/protocol';
+import { ConnectionError, errorFromBody, type ShellbaseError } from './errors.js';
+
+/** How a PTY's shell ended. */
+export interface PtyExit { exitCode: number | null; signal?: string }
+
+/**
+ * An interactive terminal in a machine (`GET /v1/machines/{id}/pty`, a WebSocket): root's login
+ * shell. `write` types into it, `onData` sees what it shows, `resize` changes its size, `close`
+ * hangs up. `exited` resolves when the shell ends, and rejects with the server's typed error when
+ * the machine went away under it (or with a ConnectionError when the connection broke).
+ */
+export class MachinePty {
+  readonly exited: Promise<PtyExit>;
+  private readonly listeners = new Set<(data: Buffer) => void>();
+  private buffered: Buffer = Buffer.alloc(0);
+  private parts: Buffer[] = [];
+  private settle!: { resolve(e: PtyExit): void; reject(e: Error): void };
+  private ended = false;
+
+  constructor(private readonly socket: Duplex, head: Buffer) {
+    this.exited = new Promise((resolve, reject) => { this.settle = { resolve, reject }; });
+    this.exited.catch(() => undefined);
+    socket.on('data', (c: Buffer) => this.onBytes(c));
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => this.finish(new ConnectionError({ code: 'unavailable', message: 'the PTY\'s connection closed before its shell ended' }, 0)));
+    if (head.length) this.onBytes(head);
+  }
+
+  /** Calls `f` with each piece of output; returns how to stop. */
+  onData(f: (data: Buffer) => void): () => void {
+    this.listeners.add(f);
+    return () => this.listeners.delete(f);
+  }
+
+  write(data: string | Uint8Array): void { this.frame(2, Buffer.from(data)); }
+
+  resize(cols: number, rows: number): void { this.frame(1, Buffer.from(JSON.stringify({ type: 'resize', cols, rows } satisfies PtyMessage))); }
+
+  /** Hangs up (the shell gets SIGHUP); `exited` settles when the server has closed. */
+  close(): void {
+    const code = Buffer.alloc(2);
+    code.writeUInt16BE(1000);
+    this.frame(8, code);
+    setTimeout(() => this.socket.destroy(), 1000).unref();
+  }
+
+  /** A masked frame, as a client must send (RFC 6455 §5.3). */
+  private frame(op: number, payload: Buffer): void {
+    if (this.socket.destroyed || this.ended) return;
+    const n = payload.length;
+    const head = Buffer.alloc(n < 126 ? 2 : n < 65536 ? 4 : 10);
+    head[0] = 0x80 | op;
+    if (n < 126) head[1] = 0x80 | n;
+    else if (n < 65536) { head[1] = 0x80 | 126; head.writeUInt16BE(n, 2); } else { head[1] = 0x80 | 127; head.writeBigUInt64BE(BigInt(n), 2); }
+    const mask = randomBytes(4);
+    const body = Buffer.from(payload);
+    for (let i = 0; i < body.length; i++) body[i] ^= mask[i & 3];
+    this.socket.write(Buffer.concat([head, mask, body]));
+  }
+
+  private onBytes(chunk: Buffer): void {
+    this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
+    for (;;) {
+      const b = this.buffered;
+      if (b.length < 2) return;
+      let len = b[1] & 0x7f;
+      let at = 2;
+      if (len === 126) { if (b.length < 4) return; len = b.readUInt16BE(2); at = 4; } else if (len === 127) { if (b.length < 10) return; len = Number(b.readBigUInt64BE(2)); at = 10; }
+      if (b.length < at + len) return;
+      const fin = (b[0] & 0x80) !== 0;
+      const op = b[0] & 0x0f;
+      const payload = b.subarray(at, at + len);
+      this.buffered = b.subarray(at + len);
+      if (op === 9) this.frame(10, Buffer.from(payload));
+      else if (op === 8) { this.frame(8, Buffer.from(payload.subarray(0, 2))); this.ended = true; this.socket.end(); }
+      else if (op <= 2) {
+        this.parts.push(Buffer.from(payload));
+        if (op !== 0) this.parts.unshift(Buffer.from([op]));
+        if (fin) this.onMessage();
+      }
+    }
+  }
+
+  private onMessage(): void {
+    const [kind, ...rest] = this.parts;
+    this.parts = [];
+    const data = Buffer.concat(rest);
+    if (kind[0] === 2) { for (const f of this.listeners) f(data); return; }
+    const msg = JSON.parse(data.toString()) as PtyMessage | { type: 'error'; error: ErrorBody };
+    if (msg.type === 'exit') this.finish({ exitCode: msg.exitCode, ...(msg.signal ? { signal: msg.signal } : {}) });
+    else if (msg.type === 'error') this.finish(errorFromBody(isErrorCode(msg.error.code) ? msg.error : { code: 'internal', message: msg.error.message }, 0));
+  }
+
+  private finish(result: PtyExit | ShellbaseError): void {
+    if (result instanceof Error) this.settle.reject(result); else this.settle.resolve(result);
+  }
+}
+
+/** Opens the PTY at `path` with the API key in `Authorization`; the API's typed error when it refuses. */
+export function openPty(baseUrl: string, path: string, apiKey: string | undefined): Promise<MachinePty> {
+  const url = new URL(path, `${baseUrl}/`);
+  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method: 'GET',
+      headers: {
+        connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': randomBytes(16).toString('base64'),
+        'sec-websocket-protocol': PTY_PROTOCOL, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+      },
+    });
+    req.once('upgrade', (_res, socket: Duplex, head: Buffer) => resolve(new MachinePty(socket, head)));
+    req.once('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.once('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        let body: ErrorBody = { code: 'internal', message: `HTTP ${res.statusCode}: ${text.slice(0, 500)}` };
+        try {
+          const parsed = JSON.parse(text) as { error?: ErrorBody };
+          if (parsed.error && isErrorCode(parsed.error.code)) body = parsed.error;
+        } catch { /* not JSON */ }
+        reject(errorFromBody(body, res.statusCode ?? 500));
+      });
+    });
+    req.once('error', (e) => reject(new ConnectionError({
+      code: 'unavailable', message: `cannot reach the shellbase server at ${baseUrl}: ${(e as NodeJS.ErrnoException).code ?? e.message}`,
+      hint: 'check SHELLBASE_URL', details: { url: baseUrl },
+    }, 0, { cause: e })));
+    req.end();
+  });
+}
