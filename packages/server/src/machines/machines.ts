@@ -67,6 +67,13 @@ export class Machines {
 
   get clustered(): boolean { return this.place !== null; }
 
+  /**
+   * Cluster mode: tells `listener` of each machine that starts running on this worker (its lease
+   * taken here: made, restored, or woken after it hibernated elsewhere). Never told in the
+   * embedded default, where every machine runs here.
+   */
+  onTaken(listener: (id: string) => void): void { this.place?.onTaken(listener); }
+
   /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
   async open(): Promise<void> {
     if (findAssets(this.deps.config.cache)) await this.host();

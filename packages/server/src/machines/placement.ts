@@ -39,9 +39,13 @@ export class MachinePlacement {
   private readonly held = new Set<string>();
   /** Machines this worker holds a `runningMachines` slot for, and their tenants. */
   private readonly slots = new Map<string, string>();
+  private readonly takenListeners: ((id: string) => void)[] = [];
 
   constructor(private readonly cluster: Cluster, readonly stowage: MachineStowage, private readonly metadata: MetadataStore,
     private readonly layout: MachineLayout, private readonly config: ServerConfig) {}
+
+  /** Tells `listener` of each machine whose lease this worker takes (made, restored or woken here). */
+  onTaken(listener: (id: string) => void): void { this.takenListeners.push(listener); }
 
   /** Whether this worker runs the machine now (holds its lease). */
   holds(id: string): boolean { return this.held.has(id); }
@@ -60,6 +64,7 @@ export class MachinePlacement {
       throw new ShellbaseError('unavailable', `machine ${id} runs on another worker`, { details: { machine: id }, hint: 'retry: calls through the API are passed to the worker that runs it' });
     }
     this.held.add(id);
+    for (const l of this.takenListeners) l(id);
   }
 
   /** Gives the machine's lease and slot back (it holds no memory here any more, or is deleted). */
