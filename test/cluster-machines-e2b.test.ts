@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type pg from 'pg';
 import { Sandbox, SandboxNotFoundError, type SandboxOpts } from 'e2b';
-import { startCluster, type ClusterWorkerProcess as Worker, type TestCluster } from './cluster-harness.ts';
+import { PREFIX, startCluster, type ClusterWorkerProcess as Worker, type TestCluster } from './cluster-harness.ts';
 import { sleep } from './harness.ts';
 
 // The unmodified `e2b` SDK against a cluster of two workers over one Postgres and one S3 API
@@ -31,6 +31,14 @@ const on = (w: Worker, extra: SandboxOpts = {}): SandboxOpts => ({ apiUrl: w.url
 const leaseOf = async (m: string) => (await sql<{ address: string }>(`SELECT w.address FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
   WHERE l.kind = 'machine' AND l.key = '${m}'`))[0]?.address ?? null;
 const stateOf = async (m: string) => (await sql<{ state: string }>(`SELECT state FROM machines WHERE id = '${m}'`))[0]?.state ?? null;
+/** The digests of the stored files a machine's or snapshot's row names (sorted). */
+const storedOf = async (table: 'machines' | 'machine_snapshots', rowId: string) => {
+  const [row] = await sql<{ spec: string }>(`SELECT spec FROM ${table} WHERE id = '${rowId}'`);
+  const st = (JSON.parse(row.spec) as { stored?: { ram: { digest: string }; state: { digest: string }; disk: { digest: string }[] } }).stored;
+  return st ? [...new Set([st.ram.digest, st.state.digest, ...st.disk.map((f) => f.digest)])].sort() : [];
+};
+/** The blobs a machine or snapshot holds in the cluster's reference table (sorted). */
+const heldBy = async (owner: string) => (await sql<{ digest: string }>(`SELECT digest FROM cluster_machine_blobs WHERE owner = '${owner}' ORDER BY digest`)).map((r) => r.digest);
 const TIMER_FAILED = /ending an E2B sandbox at its timeout failed|arming the timeout/;
 
 async function until(what: string, check: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
@@ -77,8 +85,10 @@ async function proof(method: string, host: string, p: string): Promise<string> {
 
 before(async () => {
   cluster = await startCluster();
-  a = await cluster.start('a', { SHELLBASE_MACHINES_IDLE_MS: String(IDLE_MS) });
-  b = await cluster.start('b');
+  // A grace period of 1 ms: the blobs of machines and snapshots that went are deleted by the next collection.
+  const env = { SHELLBASE_BLOB_GRACE_MS: '1' };
+  a = await cluster.start('a', { ...env, SHELLBASE_MACHINES_IDLE_MS: String(IDLE_MS) });
+  b = await cluster.start('b', env);
   key = readFileSync(path.join(a.home, 'admin.key'), 'utf8').trim();
   // Nothing of the SDK's own defaults: every call names its worker.
   for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY', 'E2B_DOMAIN', 'E2B_DEBUG']) delete process.env[v];
@@ -166,7 +176,7 @@ test('cluster E2B: a sandbox made through A is used through B (commands, files, 
   assert.equal(await leaseOf(id), a.url);
 });
 
-test('cluster E2B: the timeout is acted on by the worker running the sandbox, which takes the deadline over when the machine moves', { timeout: 600_000 }, async () => {
+test('cluster E2B: the timeout is acted on by the worker running the sandbox, which takes the deadline over when the machine moves; collection deletes the blobs of its hibernations and snapshot', { timeout: 600_000 }, async () => {
   assert.ok(id, 'the first test made the sandbox');
   // The end of life is set through A (which runs it); then nothing uses it and it hibernates into
   // the object store, giving its lease up.
@@ -192,17 +202,39 @@ test('cluster E2B: the timeout is acted on by the worker running the sandbox, wh
   }, endAt - Date.now() + 60_000);
   assert.ok(Date.now() >= endAt - 1000, 'not before its end of life');
   await until('the paused machine to hibernate', async () => (await stateOf(id)) === 'hibernated' && (await leaseOf(id)) === null);
+  const stored = await storedOf('machines', id);
+  assert.ok(stored.length >= 3, 'its memory and disk are in the object store');
+  assert.deepEqual(await heldBy(id), stored, 'held by the machine');
   for (const w of [a, b]) assert.doesNotMatch(w.log(), TIMER_FAILED, `${w.name}'s log`);
 
   // Connect through A resumes it there; kill through B is passed to A.
   const back = await Sandbox.connect(id, on(a));
   assert.equal(await leaseOf(id), a.url);
   assert.equal((await Sandbox.getInfo(id, on(b))).state, 'running');
-  assert.equal((await Sandbox.connect(id, on(b)).then((s) => s.commands.run('cat from-b.txt'))).stdout, 'written through B');
+  assert.deepEqual(await heldBy(id), [], 'running again, it holds no stored files');
+  const viaB2 = await Sandbox.connect(id, on(b));
+  assert.equal((await viaB2.commands.run('cat from-b.txt')).stdout, 'written through B');
+  // A snapshot taken through B (by A), stored in the object store, then deleted.
+  const snap = await viaB2.createSnapshot();
+  const snapStored = await storedOf('machine_snapshots', snap.snapshotId);
+  assert.deepEqual(await heldBy(snap.snapshotId), snapStored);
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, on(b)), true);
+  assert.deepEqual(await heldBy(snap.snapshotId), []);
   assert.equal(await Sandbox.kill(id, on(b)), true);
   assert.equal(await leaseOf(id), null);
   assert.equal(await stateOf(id), null, 'its row is gone');
   await assert.rejects(back.getInfo(), SandboxNotFoundError);
   assert.equal((await Sandbox.list(on(b)).nextItems()).some((s) => s.sandboxId === id), false);
   id = '';
+
+  // Collection deletes the blobs of the machine's hibernations and of the snapshot: nothing names them.
+  const keys = async () => new Set((await cluster.s3.keys(`${PREFIX}/sha256/`)).map((k) => `sha256:${k.slice(k.lastIndexOf('/') + 1)}`));
+  const before = await keys();
+  for (const d of [...stored, ...snapStored]) assert.ok(before.has(d), `${d} is there before collection`);
+  await a.sb.gc();
+  const left = await keys();
+  for (const d of [...stored, ...snapStored]) assert.equal(left.has(d), false, `${d} was deleted`);
+  assert.deepEqual([...left], [], 'no blob is left: this cluster has no layers');
+  assert.deepEqual(await sql('SELECT owner, digest FROM cluster_machine_blobs'), []);
+  assert.deepEqual(await sql('SELECT digest FROM cluster_blob_deletions'), []);
 });
