@@ -73,15 +73,15 @@ export class Envd {
       if (!signed && !sameToken(req.headers['x-access-token'], sandbox.e2b.accessToken)) throw new ConnectError('unauthenticated', 'missing or wrong X-Access-Token');
       // A signed URL's signature is checked by its route, on the worker that serves it: here, it named this sandbox.
       if (passOn && (await passOn(sandboxId, req, res))) return;
-      if (url.pathname === '/health') { await this.health(sandbox, res); return; }
-      if (sandbox.e2b.paused && !sandbox.e2b.autoResume) throw new NoSandbox(`sandbox ${sandboxId} is paused: connect to it to resume it`);
+      if (url.pathname === '/health') { this.health(sandbox, res); return; }
+      if (this.sandboxes.isPaused(sandbox) && !sandbox.e2b.autoResume) throw new NoSandbox(`sandbox ${sandboxId} is paused: connect to it to resume it`);
       if (sandbox.row.state === 'stopped') throw new NoSandbox(`sandbox ${sandboxId} was stopped`);
       const c = caller;
       const call: EnvdCall = {
         caller: c, sandbox, user: userOf(req, url),
         withAgent: async (fn) => {
           // Traffic resumes a sandbox paused with autoResume: it runs (and times out) again.
-          if (sandbox.e2b.paused) await this.sandboxes.connect(c, sandboxId, 300);
+          if (this.sandboxes.isPaused(sandbox)) await this.sandboxes.connect(c, sandboxId, 300);
           return this.machines.io.withAgent(c, sandboxId, fn);
         },
       };
@@ -123,8 +123,8 @@ export class Envd {
     }
   }
 
-  private async health(sandbox: Sandbox, res: ServerResponse): Promise<void> {
-    const running = !sandbox.e2b.paused && sandbox.row.state !== 'stopped' && sandbox.row.state !== 'paused';
+  private health(sandbox: Sandbox, res: ServerResponse): void {
+    const running = !this.sandboxes.isPaused(sandbox) && sandbox.row.state !== 'stopped' && sandbox.row.state !== 'paused';
     res.writeHead(running ? 204 : 502).end();
   }
 }

@@ -163,7 +163,7 @@ export class E2bCompat {
         caller.hold.release();
         return;
       }
-      if (s.e2b.paused) {
+      if (this.sandboxes.isPaused(s)) {
         if (!s.e2b.autoResume) throw gone();
         await this.sandboxes.connect(caller, id, 300);
       }

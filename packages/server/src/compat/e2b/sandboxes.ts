@@ -56,6 +56,8 @@ export class Sandboxes {
   private readonly tokens = new Map<string, string>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly lock = new KeyedLock();
+  /** Sandboxes being paused on this worker (`pause`, until their record says so). */
+  private readonly pausing = new Set<string>();
   private sweeper: NodeJS.Timeout | null = null;
   private reloading: Promise<void> | null = null;
   private reloadedAt = 0;
@@ -225,24 +227,27 @@ export class Sandboxes {
   /** Hibernates it (memory to disk); false if it was paused already. */
   async pause(caller: Caller, id: string): Promise<boolean> {
     let paused = false;
-    await this.update(caller, id, async (s) => {
-      if (s.e2b.paused) return s.e2b;
-      // Marked paused first: traffic from now on finds it paused instead of waking it again as it hibernates.
-      const e2b = { ...s.e2b, paused: true };
-      await this.machines.setE2b(caller, id, e2b);
-      try {
+    try {
+      await this.update(caller, id, async (s) => {
+        if (s.e2b.paused) return s.e2b;
+        this.pausing.add(id);
         // A machine that lost its memory (a stopped one, or in a cluster a lost one) has none to keep.
         const { state } = await this.machines.get(caller, id);
         if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id);
-      } catch (e) {
-        await this.machines.setE2b(caller, id, s.e2b);
-        throw e;
-      }
-      paused = true;
-      return e2b;
-    });
+        paused = true;
+        return { ...s.e2b, paused: true };
+      });
+    } finally {
+      this.pausing.delete(id);
+    }
     return paused;
   }
+
+  /**
+   * Whether traffic should find the sandbox paused: it is, or it is being paused here (its
+   * machine hibernating, its record not written yet), so that no call wakes it again meanwhile.
+   */
+  isPaused(s: Sandbox): boolean { return s.e2b.paused || this.pausing.has(s.row.id); }
 
   async kill(caller: Caller, id: string): Promise<void> {
     await this.lock.run(id, async () => {
