@@ -10,7 +10,11 @@ import { startS3, type TestS3 } from './s3.ts';
 const CLI = path.resolve('packages/cli/dist/main.js');
 export const PREFIX = 'cluster';
 
-export interface ClusterWorkerProcess { name: string; home: string; child: ChildProcess; url: string; gatewayUrl: string; sb: Shellbase; log: () => string }
+export interface ClusterWorkerProcess {
+  name: string; home: string; child: ChildProcess; url: string; gatewayUrl: string; sb: Shellbase;
+  /** What it wrote: stderr (what it says to a person), then stdout (its log lines, pino's JSON). */
+  log: () => string;
+}
 
 /**
  * A cluster on this host for tests and the bench: one throw-away Postgres (test/pg.ts), one S3 API
@@ -44,10 +48,13 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
           ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', SHELLBASE_HEARTBEAT_MS: '300',
           AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1', ...env,
         },
-        stdio: ['ignore', 'ignore', 'pipe'],
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
       let err = '';
-      const w: ClusterWorkerProcess = { name, home, child, url: '', gatewayUrl: '', sb: null as unknown as Shellbase, log: () => err };
+      // The server's log (pino, on stdout), kept for tests that read it.
+      let out = '';
+      child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+      const w: ClusterWorkerProcess = { name, home, child, url: '', gatewayUrl: '', sb: null as unknown as Shellbase, log: () => `${err}${out}` };
       workers.push(w);
       w.url = await new Promise<string>((resolve, reject) => {
         child.stderr!.on('data', (chunk: Buffer) => {

@@ -286,6 +286,8 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     await md.machines.create(row);
     assert.deepEqual(await md.machines.get('t1', 'm_1'), row);
     assert.equal(await md.machines.get('t2', 'm_1'), null, 'another tenant sees nothing');
+    assert.deepEqual(await md.machines.find('m_1'), row, 'found by id alone');
+    assert.equal(await md.machines.find('m_none'), null);
     assert.deepEqual((await md.machines.byPortToken('p1'))?.port, 80);
     const moved = { ...row, state: 'running' as const, spec: { ...row.spec, ports: [{ port: 8080, token: 'p2' }] } };
     await md.machines.update(moved);

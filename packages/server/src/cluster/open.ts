@@ -56,7 +56,7 @@ export async function openCluster(config: ClusterConfig, local: Snapshotter & La
     local, blobs, index, maxBytes: config.cacheMaxBytes, inUse: (id) => pins.layerPinned(id), log,
   });
   const worker = new ClusterWorker({
-    shared: metadata.cluster, blobs, pins, heartbeatMs: config.heartbeatMs, load, log,
+    shared: metadata.cluster, blobs, pins, heartbeatMs: config.heartbeatMs, blobGraceMs: config.blobGraceMs, load, log,
     get address() { return address().api; },
     get gateway() { return address().gateway; },
   });

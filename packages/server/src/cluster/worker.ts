@@ -17,6 +17,8 @@ export interface ClusterWorkerOptions {
   address: string;
   gateway: string;
   heartbeatMs: number;
+  /** How long a blob nothing names any more stays in the object store before it is deleted. */
+  blobGraceMs: number;
   /** Work running here now (queries, services, machines): published with each heartbeat. */
   load: () => number;
   log: Logger;
@@ -155,6 +157,14 @@ export class ClusterWorker implements Cluster {
   unclaim(kind: LeaseKind, key: string): Promise<void> {
     this.held.delete(`${kind}/${key}`);
     return this.opts.shared.unclaim(kind, key, this.workerId);
+  }
+
+  holdBlobs(owner: string, digests: readonly string[]): Promise<void> {
+    return this.opts.shared.holdMachineBlobs(owner, digests);
+  }
+
+  async releaseBlobs(owner: string, keep: readonly string[]): Promise<void> {
+    await this.opts.shared.releaseMachineBlobs(owner, keep, this.opts.blobGraceMs);
   }
 
   async deleteDueBlobs(): Promise<number> {

@@ -42,6 +42,17 @@ export interface Cluster {
    * was committed under it since is refused by its epoch (LeaseFence); the listener stops the work.
    */
   leaseLost(listener: (kind: LeaseKind, key: string) => void): void;
+  /**
+   * Machines' files in the object store: `owner` (a machine's or snapshot's id) names these blobs
+   * from now on, as well as those it named. Called before its row names them, so that no
+   * collection deletes a blob a row names.
+   */
+  holdBlobs(owner: string, digests: readonly string[]): Promise<void>;
+  /**
+   * `owner` names only `keep` from now on (none: it is gone). Blobs that nothing names any more
+   * (no other machine or snapshot, no layer) are deleted after the grace period.
+   */
+  releaseBlobs(owner: string, keep: readonly string[]): Promise<void>;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
 }

@@ -68,6 +68,13 @@ export class Machines {
 
   get clustered(): boolean { return this.place !== null; }
 
+  /**
+   * Cluster mode: tells `listener` of each machine that starts running on this worker (its lease
+   * taken here: made, restored, or woken after it hibernated elsewhere). Never told in the
+   * embedded default, where every machine runs here.
+   */
+  onTaken(listener: (id: string) => void): void { this.place?.onTaken(listener); }
+
   /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
   async open(): Promise<void> {
     if (findAssets(this.deps.config.cache)) await this.host();
@@ -196,6 +203,7 @@ export class Machines {
     this.runs.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
     await this.place?.forget(run.row.id);
+    await this.place?.dropped(run.row.id);
     await this.disks.collect(run.row.tenantId, run.row.spec.disk);
   }
 
@@ -324,7 +332,7 @@ export class Machines {
     const row = await freezeMachine(await this.host(), caller.tenantId, run, temporary);
     if (temporary) return row;
     await this.place?.storeSnapshot(row);
-    await this.deps.metadata.machines.createSnapshot(row);
+    await this.deps.metadata.machines.createSnapshot(row).catch(async (e: unknown) => { await this.place?.dropped(row.id); throw e; });
     return row;
   }
 
@@ -402,6 +410,7 @@ export class Machines {
     const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.machines.getSnapshot(caller.tenantId, id) : null;
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.machines.deleteSnapshot(caller.tenantId, id);
+    await this.place?.dropped(id);
     // In a cluster, only this worker's copy of its files (the taker's stay with the taker).
     rmSync(this.place ? this.layout.snapshotDir(caller.tenantId, id) : path.dirname(snap.spec.state), { recursive: true, force: true });
     await this.disks.collect(caller.tenantId, snap.spec.disk);

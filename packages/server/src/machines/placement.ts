@@ -31,6 +31,12 @@ export interface Reservation {
  * (machines/stowage.ts) and gives the lease up, so the next call on any worker restores it there.
  * A machine whose lease-holder died while it held memory is `lost`. `runningMachines` is counted
  * over every live worker (a slot per machine holding memory, given back when it stops holding it).
+ * The blobs of stored files are held by their machine or snapshot (`Cluster.holdBlobs`) from
+ * before its row names them until it stops naming them or goes; then, unless something else
+ * names them, collection deletes them after the grace period. (A frozen file stored before is
+ * named again without packing when the store still has its blob: were that blob, named by nothing
+ * for a whole grace period, deleted between the check and the hold, the row would name a missing
+ * blob, as a layer packed again to the same bytes at that instant would.)
  *
  * Absent in the embedded default, where none of this happens.
  */
@@ -39,9 +45,13 @@ export class MachinePlacement {
   private readonly held = new Set<string>();
   /** Machines this worker holds a `runningMachines` slot for, and their tenants. */
   private readonly slots = new Map<string, string>();
+  private readonly takenListeners: ((id: string) => void)[] = [];
 
   constructor(private readonly cluster: Cluster, readonly stowage: MachineStowage, private readonly metadata: MetadataStore,
     private readonly layout: MachineLayout, private readonly config: ServerConfig) {}
+
+  /** Tells `listener` of each machine whose lease this worker takes (made, restored or woken here). */
+  onTaken(listener: (id: string) => void): void { this.takenListeners.push(listener); }
 
   /** Whether this worker runs the machine now (holds its lease). */
   holds(id: string): boolean { return this.held.has(id); }
@@ -60,6 +70,7 @@ export class MachinePlacement {
       throw new ShellbaseError('unavailable', `machine ${id} runs on another worker`, { details: { machine: id }, hint: 'retry: calls through the API are passed to the worker that runs it' });
     }
     this.held.add(id);
+    for (const l of this.takenListeners) l(id);
   }
 
   /** Gives the machine's lease and slot back (it holds no memory here any more, or is deleted). */
@@ -112,8 +123,13 @@ export class MachinePlacement {
     }
   }
 
-  /** A machine's row was saved: one that holds no memory gives its slot back, and its lease once nothing here is needed to wake it. */
+  /**
+   * A machine's row was saved: the blobs of files it no longer names (a wake drops its stored
+   * files, a hibernation replaces them) are let go; one that holds no memory gives its slot back,
+   * and its lease once nothing here is needed to wake it.
+   */
   async saved(row: MachineRow): Promise<void> {
+    await this.cluster.releaseBlobs(row.id, digestsOf(row.spec.stored));
     if (LIVE.has(row.state)) return;
     await this.free(row.id);
     if (row.state !== 'hibernated' || row.spec.stored) await this.forget(row.id);
@@ -128,11 +144,17 @@ export class MachinePlacement {
     };
   }
 
+  /** A machine's or snapshot's row was deleted: the blobs of its files go unless something else names them. */
+  dropped(id: string): Promise<void> {
+    return this.cluster.releaseBlobs(id, []);
+  }
+
   /** A snapshot just taken here, stored in the object store too (before it is acknowledged): any worker restores it. */
   async storeSnapshot(snap: SnapshotRow): Promise<void> {
     const s = snap.spec;
     try {
       s.stored = await this.stowage.store({ ram: s.ram, state: s.state, disk: s.disk }, { frozenTop: true });
+      await this.cluster.holdBlobs(snap.id, digestsOf(s.stored));
     } catch (e) {
       rmSync(path.dirname(s.state), { recursive: true, force: true });
       throw e;
@@ -149,6 +171,7 @@ export class MachinePlacement {
   /** Hibernation: its memory and disk to the object store (this worker remembers which storing its own files are). */
   async stow(row: MachineRow, saved: { ram: string; state: string }): Promise<StoredMachineFiles> {
     const stored = await this.stowage.store({ ...saved, disk: row.spec.disk });
+    await this.cluster.holdBlobs(row.id, digestsOf(stored));
     writeFileSync(this.marker(row.id), stored.id);
     return stored;
   }
@@ -184,6 +207,11 @@ export class MachinePlacement {
   }
 
   private marker(id: string): string { return path.join(this.layout.runDir(id), 'stored-id'); }
+}
+
+/** The blobs a machine's or snapshot's stored files are (none when it has none). */
+function digestsOf(stored: StoredMachineFiles | undefined): string[] {
+  return stored ? [...new Set([stored.ram.digest, stored.state.digest, ...stored.disk.map((f) => f.digest)])] : [];
 }
 
 function readMarker(file: string): string | null {

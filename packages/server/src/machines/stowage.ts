@@ -34,9 +34,9 @@ export interface FetchTargets {
  * store before it is trusted); a worker that fetches one keeps it under `blobs/DIGEST/`, its
  * backing rebased onto its own copy of the next, and uses it again.
  *
- * The blobs are as sensitive as the machine's memory (docs/security.md). Nothing deletes them from
- * the object store yet (a deleted machine's or snapshot's stay); `collect` deletes this worker's
- * fetched copies that no disk chain names.
+ * The blobs are as sensitive as the machine's memory (docs/security.md). Collection deletes them
+ * from the object store once no machine or snapshot names them (machines/placement.ts, after the
+ * grace period); `collect` deletes this worker's fetched copies that no disk chain names.
  */
 export class MachineStowage {
   /** Fetches in flight, by digest: concurrent restores of one chain fetch each file once. */

@@ -6,6 +6,7 @@ import type { Machines } from '../../machines/machines.js';
 import { BASE_TEMPLATE, timeoutSeconds, type Sandbox, type Sandboxes } from './sandboxes.js';
 import { sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
 import { e2bNetworkView, e2bPolicy } from './network.js';
+import type { PassOn } from './envd.js';
 
 /** The envd version the SDK is told: what it may use (0.5.7: default user, stdin close, octet-stream uploads). */
 export const ENVD_VERSION = '0.5.7';
@@ -34,6 +35,9 @@ const ROUTES: [string, RegExp, RouteName][] = [
   ['GET', /^\/sandboxes\/([^/]+)\/metrics$/, 'metrics'],
   ['PUT', /^\/sandboxes\/([^/]+)\/network$/, 'network'],
 ];
+
+/** The control plane's calls about one sandbox (`/sandboxes/{id}…`, `/v2/sandboxes/{id}…`): its id is the route's parameter. */
+const ABOUT_SANDBOX = /^\/(?:v2\/)?sandboxes\/[^/]+/;
 
 export function isControlPath(path: string): boolean {
   return /^\/(v2\/)?(sandboxes|snapshots|templates)(\/|$)/.test(path);
@@ -64,7 +68,8 @@ export class ControlPlane {
 
   constructor(private readonly engine: Engine, private readonly sandboxes: Sandboxes, private readonly machines: Machines) {}
 
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** `passOn`: in a cluster, a call about a sandbox another worker runs goes there, once the caller's key was checked here. */
+  async handle(req: IncomingMessage, res: ServerResponse, passOn?: PassOn): Promise<void> {
     let caller: Caller | null = null;
     try {
       const url = new URL(req.url ?? '/', 'http://e2b');
@@ -74,6 +79,7 @@ export class ControlPlane {
       const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
       caller = await this.engine.begin(typeof key === 'string' && key ? `Bearer ${key}` : bearer ? `Bearer ${bearer}` : undefined);
       const params = (route[1].exec(url.pathname) ?? []).slice(1).filter((p): p is string => p !== undefined).map(decodeURIComponent);
+      if (passOn && ABOUT_SANDBOX.test(url.pathname) && (await passOn(params[0], req, res))) return;
       await this.routes[route[2]](caller, req, res, params, url);
     } catch (e) {
       sendError(res, e);

@@ -33,6 +33,13 @@ export interface Service {
 /** Raw HTTP routes of envd (`/files`, `/health`). */
 export type HttpRoute = (call: EnvdCall, req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void>;
 
+/**
+ * Cluster mode: passes a request about sandbox `id` as it came to the worker that runs its machine,
+ * when that is another live worker (compat/e2b/index.ts); whether it did. Absent when the request
+ * was passed here already, or outside a cluster.
+ */
+export type PassOn = (id: string, req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
+
 /** Why envd traffic finds no sandbox: E2B's proxy answers 502, which the SDK reads as "not running". */
 export class NoSandbox extends Error {}
 
@@ -51,27 +58,30 @@ export class Envd {
     private readonly http: Record<string, HttpRoute>,
   ) {}
 
-  async handle(req: IncomingMessage, res: ServerResponse, sandboxId: string): Promise<void> {
+  /** `passOn`: in a cluster, the request goes to the worker running the sandbox, once its token (or signature) was found to be the sandbox's here. */
+  async handle(req: IncomingMessage, res: ServerResponse, sandboxId: string, passOn?: PassOn): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://envd');
     const rpc = /^\/([a-z]+\.[A-Za-z]+)\/([A-Za-z]+)$/.exec(url.pathname);
     const streaming = rpc !== null && /^application\/connect\+json/.test(req.headers['content-type'] ?? '');
     let caller: Caller | null = null;
     try {
-      const tenant = this.sandboxes.ownerOf(sandboxId);
+      const tenant = await this.sandboxes.tenantOf(sandboxId);
       if (!tenant) throw new NoSandbox(`sandbox ${sandboxId} not found`);
       caller = await this.sandboxes.callerFor(tenant);
       const sandbox = await this.sandboxes.get(caller, sandboxId).catch(() => { throw new NoSandbox(`sandbox ${sandboxId} not found`); });
       const signed = url.pathname === '/files' && url.searchParams.has('signature');
       if (!signed && !sameToken(req.headers['x-access-token'], sandbox.e2b.accessToken)) throw new ConnectError('unauthenticated', 'missing or wrong X-Access-Token');
-      if (url.pathname === '/health') { await this.health(sandbox, res); return; }
-      if (sandbox.e2b.paused && !sandbox.e2b.autoResume) throw new NoSandbox(`sandbox ${sandboxId} is paused: connect to it to resume it`);
+      // A signed URL's signature is checked by its route, on the worker that serves it: here, it named this sandbox.
+      if (passOn && (await passOn(sandboxId, req, res))) return;
+      if (url.pathname === '/health') { this.health(sandbox, res); return; }
+      if (this.sandboxes.isPaused(sandbox) && !sandbox.e2b.autoResume) throw new NoSandbox(`sandbox ${sandboxId} is paused: connect to it to resume it`);
       if (sandbox.row.state === 'stopped') throw new NoSandbox(`sandbox ${sandboxId} was stopped`);
       const c = caller;
       const call: EnvdCall = {
         caller: c, sandbox, user: userOf(req, url),
         withAgent: async (fn) => {
           // Traffic resumes a sandbox paused with autoResume: it runs (and times out) again.
-          if (sandbox.e2b.paused) await this.sandboxes.connect(c, sandboxId, 300);
+          if (this.sandboxes.isPaused(sandbox)) await this.sandboxes.connect(c, sandboxId, 300);
           return this.machines.io.withAgent(c, sandboxId, fn);
         },
       };
@@ -113,8 +123,8 @@ export class Envd {
     }
   }
 
-  private async health(sandbox: Sandbox, res: ServerResponse): Promise<void> {
-    const running = !sandbox.e2b.paused && sandbox.row.state !== 'stopped' && sandbox.row.state !== 'paused';
+  private health(sandbox: Sandbox, res: ServerResponse): void {
+    const running = !this.sandboxes.isPaused(sandbox) && sandbox.row.state !== 'stopped' && sandbox.row.state !== 'paused';
     res.writeHead(running ? 204 : 502).end();
   }
 }

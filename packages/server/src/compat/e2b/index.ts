@@ -1,15 +1,18 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { forwardedHere, forwardRequest, forwardUpgrade } from '../../api/forward.js';
 import { PortProxy, checkKey, failUpgrade } from '../../api/gateway.js';
 import type { Caller, Deps } from '../../core/deps.js';
+import type { Peers } from '../../core/peers.js';
 import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError } from '../../errors.js';
 import type { Machines } from '../../machines/machines.js';
 import { ControlPlane, isControlPath } from './control.js';
-import { Envd } from './envd.js';
+import { Envd, type PassOn } from './envd.js';
 import { fileRoutes, signedBy } from './files.js';
 import { filesystemService } from './filesystem.js';
+import { sendError } from './http.js';
 import { processService } from './process.js';
 import { Sandboxes } from './sandboxes.js';
 
@@ -30,15 +33,23 @@ export function portHost(host: string | undefined): { port: number; id: string }
  * `E2b-Sandbox-Id` header is envd traffic, a Host of `<port>-<id>.<domain>` is traffic to a guest
  * port, and the control plane's paths (`/sandboxes`, `/v2/sandboxes`, `/snapshots`, `/templates`)
  * are the control plane; everything else is shellbase's own API.
+ *
+ * In a cluster, a request about a sandbox whose machine another live worker runs is passed to
+ * that worker's API as it came (as api/machine-forward.ts does for shellbase's own machine calls),
+ * with a proof under the cluster secret, after the credentials it carries (an API key, the
+ * sandbox's access token, a signature or a traffic token) were found good here; the worker that
+ * serves it checks them again. A request passed here is served here, never passed on again.
  */
 export class E2bCompat {
   readonly sandboxes: Sandboxes;
   private readonly control: ControlPlane;
   private readonly envd: Envd;
   private readonly proxy: PortProxy;
+  private readonly peers: Peers | undefined;
 
-  constructor(private readonly engine: Engine, private readonly machines: Machines, deps: Pick<Deps, 'metadata' | 'pins'>, private readonly log: Logger) {
+  constructor(private readonly engine: Engine, private readonly machines: Machines, deps: Pick<Deps, 'metadata' | 'pins' | 'cluster' | 'peers'>, private readonly log: Logger) {
     this.sandboxes = new Sandboxes(machines, { ...deps, log });
+    this.peers = deps.peers;
     this.control = new ControlPlane(engine, this.sandboxes, machines);
     this.envd = new Envd(this.sandboxes, machines, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
     this.proxy = new PortProxy(log);
@@ -59,33 +70,56 @@ export class E2bCompat {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     const work = async () => {
+      const passOn = this.passOn(forwardedHere(req, this.peers));
       const id = req.headers['e2b-sandbox-id'];
       const port = portHost(req.headers.host);
-      if (typeof id === 'string') await this.envd.handle(req, res, id);
-      else if (port?.port === ENVD_PORT) await this.envd.handle(req, res, port.id);
-      else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res);
+      if (typeof id === 'string') await this.envd.handle(req, res, id, passOn);
+      else if (port?.port === ENVD_PORT) await this.envd.handle(req, res, port.id, passOn);
+      else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res, passOn);
       else if (port) {
-        await this.toPort(port.id, port.port, req, async (caller, target) => {
+        await this.toPort(port.id, port.port, req, async (to) => { this.forward(to, req, res); }, async (caller, target) => {
           res.once('close', () => caller.hold.release());
           await this.proxy.request(target, req, res, req.url ?? '/');
-        }).catch((err: unknown) => this.proxy.fail(res, err));
-      } else await this.control.handle(req, res);
+        }, passOn !== undefined).catch((err: unknown) => this.proxy.fail(res, err));
+      } else await this.control.handle(req, res, passOn);
     };
     work().catch((err: unknown) => {
+      // A proof that does not hold (unauthorized) is the caller's error; anything else is ours.
+      if (err instanceof ShellbaseError) { sendError(res, err); return; }
       this.log.error({ err }, 'E2B-compatible API error');
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 500, message: 'internal error' }));
       else res.destroy();
     });
   }
 
+  /** In a cluster, unless the request was passed here: what passes a request about a sandbox to the worker running it. */
+  private passOn(passed: boolean): PassOn | undefined {
+    if (passed || !this.peers) return undefined;
+    return async (id, req, res) => {
+      const to = /^m_[a-z0-9]{1,64}$/.test(id) ? await this.machines.ownerApi(id) : null;
+      if (!to) return false;
+      this.forward(to, req, res);
+      return true;
+    };
+  }
+
+  private forward(to: string, req: IncomingMessage, res: ServerResponse): void {
+    forwardRequest(to, req, res, (err) => sendError(res, err), this.peers!);
+  }
+
   /**
    * `/files` with no sandbox named: a signed URL (`uploadUrl`, `downloadUrl`) made with
    * E2B_SANDBOX_URL, which carries no sandbox id; the sandbox whose token made the signature.
    */
-  private async signed(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async signed(req: IncomingMessage, res: ServerResponse, passOn: PassOn | undefined): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://envd');
-    const id = url.searchParams.has('signature') ? this.sandboxes.bySignature((token) => signedBy(url, req.method, token)) : undefined;
-    if (id) { await this.envd.handle(req, res, id); return; }
+    const id = url.searchParams.has('signature') ? await this.sandboxes.bySignature((token) => signedBy(url, req.method, token)) : undefined;
+    if (id) {
+      // Passed on (in a cluster), it names its sandbox: the worker serving it need not look for the signature's token.
+      if (passOn) req.headers['e2b-sandbox-id'] = id;
+      await this.envd.handle(req, res, id, passOn);
+      return;
+    }
     const body = JSON.stringify({ code: 401, message: 'no sandbox made this signature (or none was sent): use a signed URL, or send E2b-Sandbox-Id and X-Access-Token' });
     res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
   }
@@ -94,21 +128,28 @@ export class E2bCompat {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const port = portHost(req.headers.host);
     if (!port) return false;
-    this.toPort(port.id, port.port, req, async (caller, target) => {
-      socket.once('close', () => caller.hold.release());
-      await this.proxy.upgrade(target, req, socket, head, req.url ?? '/');
-    }).catch((err: unknown) => failUpgrade(socket, err));
+    const work = async () => {
+      const passed = forwardedHere(req, this.peers);
+      await this.toPort(port.id, port.port, req, async (to) => { forwardUpgrade(to, req, socket, head, this.peers!); }, async (caller, target) => {
+        socket.once('close', () => caller.hold.release());
+        await this.proxy.upgrade(target, req, socket, head, req.url ?? '/');
+      }, !passed && this.peers !== undefined);
+    };
+    work().catch((err: unknown) => failUpgrade(socket, err));
     return true;
   }
 
   /**
    * Finds the guest port a Host names, exposing it on first use. Public unless the sandbox was
    * made with allowPublicTraffic false (then `e2b-traffic-access-token` must carry its token);
-   * a paused sandbox answers 502 unless traffic resumes it.
+   * a paused sandbox answers 502 unless traffic resumes it. `mayPass`: in a cluster (and not
+   * passed here already), a sandbox another live worker runs is reached there (`pass`, with that
+   * worker's API), once its traffic token was checked here.
    */
-  private async toPort(id: string, port: number, req: IncomingMessage, use: (caller: Caller, target: Awaited<ReturnType<Machines['portTarget']>>) => Promise<void>): Promise<void> {
+  private async toPort(id: string, port: number, req: IncomingMessage, pass: (to: string) => Promise<void>,
+    use: (caller: Caller, target: Awaited<ReturnType<Machines['portTarget']>>) => Promise<void>, mayPass: boolean): Promise<void> {
     const gone = () => new ShellbaseError('unavailable', `sandbox ${id} has no such port open, or is not running`);
-    const tenant = this.sandboxes.ownerOf(id);
+    const tenant = await this.sandboxes.tenantOf(id);
     if (!tenant) throw gone();
     const caller = await this.sandboxes.callerFor(tenant);
     try {
@@ -116,7 +157,13 @@ export class E2bCompat {
       if (s.e2b.trafficToken && req.headers['e2b-traffic-access-token'] !== s.e2b.trafficToken) {
         throw new ShellbaseError('forbidden', 'this sandbox\'s ports need its traffic access token', { hint: 'send e2b-traffic-access-token: sandbox.trafficAccessToken' });
       }
-      if (s.e2b.paused) {
+      const to = mayPass ? await this.machines.ownerApi(id) : null;
+      if (to) {
+        await pass(to);
+        caller.hold.release();
+        return;
+      }
+      if (this.sandboxes.isPaused(s)) {
         if (!s.e2b.autoResume) throw gone();
         await this.sandboxes.connect(caller, id, 300);
       }

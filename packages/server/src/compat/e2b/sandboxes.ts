@@ -30,46 +30,118 @@ export const BASE_TEMPLATE = 'base';
 const token = () => randomBytes(24).toString('hex');
 const isSnapshot = (t: string) => /^s_[a-z0-9]{1,64}$/.test(t);
 
+/** How often, in a cluster, one worker ends the sandboxes past their timeout that no live worker runs. */
+const SWEEP_MS = 15_000;
+/** At most one reload of every sandbox's token per this long (a signature no known token made). */
+const RELOAD_MS = 1_000;
+
 /**
  * E2B sandboxes over machines. The sandbox id is the machine id, so the shellbase API and CLI
  * (fork, commit, exec) work on it; the sandbox's own fields live in the machine's spec (`e2b`).
  * Its timeout is its lifetime: when it runs out the machine is deleted, or hibernated when the
- * sandbox asked to pause on timeout. Timers are in memory, set again for every sandbox at start.
+ * sandbox asked to pause on timeout. The end of life is the spec's `endAt`, so it survives the
+ * server; timers are in memory, armed from it.
+ *
+ * Embedded, one process runs every machine: a timer per sandbox, armed again for all at start.
+ * In a cluster only the worker running a machine acts on it: a worker arms a sandbox's timer when
+ * it makes it, changes it, or takes its machine's lease (a wake or restore here:
+ * `Machines.onTaken`), and when the timer fires acts only if no other live worker runs the
+ * machine then (that one armed its own). A sandbox past its end that no live worker runs (its
+ * worker died, or restarted) is ended by a sweep every SWEEP_MS, on one worker at a time.
  */
 export class Sandboxes {
-  /** Sandbox id → tenant: envd and port traffic carry no API key, only the sandbox id. */
+  /** Sandbox id → tenant: envd and port traffic carry no API key, only the sandbox id. In a cluster, a cache of the store's rows. */
   private readonly owners = new Map<string, string>();
   /** Sandbox id → its envd token: a signed URL names no sandbox, only a signature one of them made. */
   private readonly tokens = new Map<string, string>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly lock = new KeyedLock();
+  /** Sandboxes being paused on this worker (`pause`, until their record says so). */
+  private readonly pausing = new Set<string>();
+  private sweeper: NodeJS.Timeout | null = null;
+  private reloading: Promise<void> | null = null;
+  private reloadedAt = 0;
 
-  constructor(private readonly machines: Machines, private readonly deps: Pick<Deps, 'metadata' | 'pins' | 'log'>) {}
+  constructor(private readonly machines: Machines, private readonly deps: Pick<Deps, 'metadata' | 'pins' | 'log' | 'cluster'>) {}
 
   async open(): Promise<void> {
+    const clustered = this.deps.cluster !== undefined;
     for (const row of await this.machines.rows()) {
-      if (!row.spec.e2b) continue;
-      this.know(row.id, row.tenantId, row.spec.e2b);
+      if (row.spec.e2b) this.know(row.id, row.tenantId, row.spec.e2b, !clustered);
     }
+    if (!clustered) return;
+    this.machines.onTaken((id) => { void this.adopt(id); });
+    this.sweeper = setInterval(() => { void this.sweep(); }, SWEEP_MS);
+    this.sweeper.unref();
   }
 
   close(): void {
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
   }
 
-  ownerOf(id: string): string | undefined { return this.owners.get(id); }
-
-  /** The sandbox whose token signed a URL (`signed` checks one token). */
-  bySignature(signed: (token: string) => boolean): string | undefined {
-    for (const [id, token] of this.tokens) if (signed(token)) return id;
-    return undefined;
+  /** The tenant a sandbox belongs to (in a cluster, one another worker made is looked up in the store). */
+  async tenantOf(id: string): Promise<string | undefined> {
+    const known = this.owners.get(id);
+    if (known !== undefined || !this.deps.cluster || !/^m_[a-z0-9]{1,64}$/.test(id)) return known;
+    const row = await this.deps.metadata.machines.find(id);
+    if (!row?.spec.e2b) return undefined;
+    this.know(row.id, row.tenantId, row.spec.e2b, false);
+    return row.tenantId;
   }
 
-  private know(id: string, tenantId: string, e2b: E2bSandboxSpec): void {
+  /**
+   * The sandbox whose token signed a URL (`signed` checks one token). In a cluster, a signature
+   * no known token made reloads every sandbox's token from the store (at most once per RELOAD_MS).
+   */
+  async bySignature(signed: (token: string) => boolean): Promise<string | undefined> {
+    const find = () => { for (const [id, token] of this.tokens) if (signed(token)) return id; return undefined; };
+    const found = find();
+    if (found !== undefined || !this.deps.cluster) return found;
+    await this.reload();
+    return find();
+  }
+
+  private reload(): Promise<void> {
+    if (!this.reloading && Date.now() - this.reloadedAt >= RELOAD_MS) {
+      this.reloading = this.machines.rows().then((rows) => this.learn(rows)).finally(() => { this.reloadedAt = Date.now(); this.reloading = null; });
+    }
+    return this.reloading ?? Promise.resolve();
+  }
+
+  /** The store's sandboxes (every tenant's): known from now, and those it no longer has forgotten (their timers left to fire). */
+  private learn(rows: MachineRow[]): void {
+    const ids = new Set<string>();
+    for (const row of rows) {
+      if (!row.spec.e2b) continue;
+      ids.add(row.id);
+      this.know(row.id, row.tenantId, row.spec.e2b, false);
+    }
+    for (const id of this.owners.keys()) {
+      if (!ids.has(id)) { this.owners.delete(id); this.tokens.delete(id); }
+    }
+  }
+
+  /** `arm`: its timer too (this worker runs it, or answers for it). */
+  private know(id: string, tenantId: string, e2b: E2bSandboxSpec, arm: boolean): void {
     this.owners.set(id, tenantId);
     this.tokens.set(id, e2b.accessToken);
-    this.schedule(id, tenantId, e2b);
+    if (arm) this.schedule(id, tenantId, e2b);
+  }
+
+  /** Cluster mode: a machine's lease was taken here; if it is a sandbox that runs, its timer is this worker's now. */
+  private async adopt(id: string): Promise<void> {
+    try {
+      const row = await this.deps.metadata.machines.find(id);
+      // Not yet in the store: a sandbox being made here, whose maker arms its timer.
+      if (!row?.spec.e2b) return;
+      this.know(row.id, row.tenantId, row.spec.e2b, false);
+      if (!row.spec.e2b.paused && !this.timers.has(id)) this.schedule(id, row.tenantId, row.spec.e2b);
+    } catch (err) {
+      this.deps.log.error({ err, sandbox: id }, 'arming the timeout of an E2B sandbox woken here failed');
+    }
   }
 
   /** A caller acting for the tenant that owns a sandbox (envd traffic, timers). Release its hold when done. */
@@ -108,7 +180,7 @@ export class Sandboxes {
       const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
       ({ id } = await this.machines.create(caller, source, { e2b }));
     }
-    this.know(id, caller.tenantId, e2b);
+    this.know(id, caller.tenantId, e2b, true);
     return this.get(caller, id);
   }
 
@@ -155,14 +227,27 @@ export class Sandboxes {
   /** Hibernates it (memory to disk); false if it was paused already. */
   async pause(caller: Caller, id: string): Promise<boolean> {
     let paused = false;
-    await this.update(caller, id, async (s) => {
-      if (s.e2b.paused) return s.e2b;
-      await this.machines.hibernate(caller, id);
-      paused = true;
-      return { ...s.e2b, paused: true };
-    });
+    try {
+      await this.update(caller, id, async (s) => {
+        if (s.e2b.paused) return s.e2b;
+        this.pausing.add(id);
+        // A machine that lost its memory (a stopped one, or in a cluster a lost one) has none to keep.
+        const { state } = await this.machines.get(caller, id);
+        if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id);
+        paused = true;
+        return { ...s.e2b, paused: true };
+      });
+    } finally {
+      this.pausing.delete(id);
+    }
     return paused;
   }
+
+  /**
+   * Whether traffic should find the sandbox paused: it is, or it is being paused here (its
+   * machine hibernating, its record not written yet), so that no call wakes it again meanwhile.
+   */
+  isPaused(s: Sandbox): boolean { return s.e2b.paused || this.pausing.has(s.row.id); }
 
   async kill(caller: Caller, id: string): Promise<void> {
     await this.lock.run(id, async () => {
@@ -180,7 +265,7 @@ export class Sandboxes {
     for (const m of copies) {
       const e2b = this.record({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
       await this.machines.setE2b(caller, m.id, e2b);
-      this.know(m.id, caller.tenantId, e2b);
+      this.know(m.id, caller.tenantId, e2b, true);
       out.push(await this.get(caller, m.id));
     }
     return out;
@@ -204,19 +289,58 @@ export class Sandboxes {
     this.timers.set(id, t);
   }
 
+  /**
+   * A sandbox's timer fired. In a cluster, a worker other than the one running its machine lets
+   * it go (that worker has its own); an end of life moved meanwhile (by this worker or the one
+   * that ran it) arms it again; one due is ended here, by one worker at a time when none runs it.
+   */
   private async expire(id: string, tenantId: string): Promise<void> {
+    this.timers.delete(id);
     let caller: Caller | null = null;
     try {
+      const cluster = this.deps.cluster;
+      if (cluster && (await this.machines.ownerApi(id))) return;
       caller = await this.callerFor(tenantId);
       const s = await this.get(caller, id);
-      if (s.e2b.paused || Date.parse(s.e2b.endAt) > Date.now() + 1000) return;
-      if (s.e2b.onTimeout === 'pause') await this.pause(caller, id);
-      else await this.kill(caller, id);
+      if (s.e2b.paused) return;
+      if (Date.parse(s.e2b.endAt) > Date.now() + 1000) { this.schedule(id, tenantId, s.e2b); return; }
+      const c = caller;
+      if (cluster) await cluster.exclusive(`e2b-timeout:${id}`, () => this.end(c, id), { wait: false });
+      else await this.end(c, id);
     } catch (err) {
       if (err instanceof ShellbaseError && err.code === 'not_found') { this.forget(id); return; }
       this.deps.log.error({ err, sandbox: id }, 'ending an E2B sandbox at its timeout failed');
     } finally {
       caller?.hold.release();
+    }
+  }
+
+  /** Ends a sandbox whose time is up: deleted, or paused when it asked to be. */
+  private async end(caller: Caller, id: string): Promise<void> {
+    const s = await this.get(caller, id);
+    if (s.e2b.paused || Date.parse(s.e2b.endAt) > Date.now() + 1000) return;
+    if (s.e2b.onTimeout === 'pause') await this.pause(caller, id);
+    else await this.kill(caller, id);
+  }
+
+  /**
+   * Cluster mode: ends the sandboxes past their end of life that no timer here waits for (their
+   * worker died or left, or they hibernated on one that restarted), one worker at a time; and
+   * refreshes what this worker knows of every sandbox while it reads them.
+   */
+  private async sweep(): Promise<void> {
+    try {
+      await this.deps.cluster!.exclusive('e2b-timeouts', async () => {
+        const rows = await this.machines.rows();
+        this.learn(rows);
+        for (const row of rows) {
+          const e2b = row.spec.e2b;
+          if (!e2b || e2b.paused || this.timers.has(row.id) || Date.parse(e2b.endAt) > Date.now()) continue;
+          await this.expire(row.id, row.tenantId);
+        }
+      }, { wait: false });
+    } catch (err) {
+      this.deps.log.error({ err }, 'ending E2B sandboxes past their timeout failed');
     }
   }
 }

@@ -219,6 +219,11 @@ export interface ServiceRepository {
 export interface MachineRepository {
   create(row: MachineRow): Promise<void>;
   get(tenantId: string, id: string): Promise<MachineRow | null>;
+  /**
+   * A machine of any tenant, by id alone: for traffic that names a machine but carries no API key
+   * (the E2B-compatible API's envd and port traffic, checked then against the sandbox's own tokens).
+   */
+  find(id: string): Promise<MachineRow | null>;
   /** A tenant's machines, or every machine (crash recovery). */
   list(tenantId?: string): Promise<MachineRow[]>;
   /** Writes state and spec (and the port tokens the spec names). */

@@ -24,6 +24,10 @@ import type { PostgresMigration } from './migrations.js';
  * - `cluster_secrets` (4): the cluster secret (`name` 'forward'), 32 random bytes as hex that the
  *   first worker to start makes; workers sign what they pass to each other with it
  *   (cluster/peers.ts). Unused when workers read the secret from a file instead.
+ * - `cluster_machine_blobs` (5): which blobs of machines' files (a hibernated machine's memory and
+ *   disk, a snapshot's) each machine or snapshot (`owner`, its id) names; written before its row
+ *   names them, dropped when the row stops naming them or goes. A blob no owner and no layer names
+ *   goes to `cluster_blob_deletions`. Filled at migration from the rows' `stored` files.
  */
 export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
   {
@@ -101,5 +105,21 @@ export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
         value TEXT NOT NULL,
         created_at TIMESTAMPTZ NOT NULL DEFAULT now()
       );`,
+  },
+  {
+    version: 5,
+    sql: `
+      CREATE TABLE cluster_machine_blobs (
+        owner TEXT COLLATE "C" NOT NULL,
+        digest TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (owner, digest)
+      );
+      CREATE INDEX cluster_machine_blobs_digest ON cluster_machine_blobs(digest);
+      INSERT INTO cluster_machine_blobs (owner, digest)
+        SELECT r.id, f.value->>'digest'
+        FROM (SELECT id, spec::jsonb->'stored' AS stored FROM machines UNION ALL SELECT id, spec::jsonb->'stored' FROM machine_snapshots) r,
+          LATERAL jsonb_array_elements(jsonb_build_array(r.stored->'ram', r.stored->'state') || (r.stored->'disk')) f
+        WHERE jsonb_typeof(r.stored) = 'object' AND f.value->>'digest' IS NOT NULL
+        ON CONFLICT DO NOTHING;`,
   },
 ];

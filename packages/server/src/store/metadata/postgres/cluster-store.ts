@@ -195,11 +195,13 @@ export class PostgresCluster {
   }
 
   /**
-   * Digests whose deletion is due and that no layer names (a layer packed to the same bytes
-   * since keeps its blob: that row is cancelled), at most `limit`.
+   * Digests whose deletion is due and that no layer and no machine or snapshot names (a layer
+   * packed to the same bytes since, or a machine file stored again, keeps its blob: that row is
+   * cancelled), at most `limit`.
    */
   async dueBlobDeletions(limit: number): Promise<string[]> {
-    await this.db.run(`DELETE FROM cluster_blob_deletions d WHERE EXISTS (SELECT 1 FROM cluster_layer_blobs b WHERE b.digest = d.digest)`);
+    await this.db.run(`DELETE FROM cluster_blob_deletions d WHERE EXISTS (SELECT 1 FROM cluster_layer_blobs b WHERE b.digest = d.digest)
+      OR EXISTS (SELECT 1 FROM cluster_machine_blobs m WHERE m.digest = d.digest)`);
     const rows = await this.db.all<{ digest: string }>(
       'SELECT digest FROM cluster_blob_deletions WHERE due_at <= now() ORDER BY due_at LIMIT ?', [limit]);
     return rows.map((r) => r.digest);
@@ -207,7 +209,32 @@ export class PostgresCluster {
 
   /** Done with a scheduled deletion (the blob is gone). */
   async deletionDone(digest: string): Promise<void> {
-    await this.db.run('DELETE FROM cluster_blob_deletions WHERE digest = ? AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs WHERE digest = ?)', [digest, digest]);
+    await this.db.run(`DELETE FROM cluster_blob_deletions WHERE digest = ? AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs WHERE digest = ?)
+      AND NOT EXISTS (SELECT 1 FROM cluster_machine_blobs WHERE digest = ?)`, [digest, digest, digest]);
+  }
+
+  /** `owner` (a machine's or snapshot's id) names these blobs of machine files too, from now on (before its row does). */
+  async holdMachineBlobs(owner: string, digests: readonly string[]): Promise<void> {
+    if (digests.length === 0) return;
+    await this.db.run(`INSERT INTO cluster_machine_blobs (owner, digest) SELECT ?, unnest(?::text[]) ON CONFLICT DO NOTHING`, [owner, texts(digests)]);
+  }
+
+  /**
+   * `owner` names only `keep` from now on (none: it is gone). The blobs it named that no other
+   * owner and no layer names are scheduled for deletion from the object store after `graceMs`
+   * (one statement); returns how many.
+   */
+  async releaseMachineBlobs(owner: string, keep: readonly string[], graceMs: number): Promise<number> {
+    const rows = await this.db.all<{ digest: string }>(`WITH gone AS (
+        DELETE FROM cluster_machine_blobs WHERE owner = ? AND NOT (digest = ANY(?::text[])) RETURNING digest
+      )
+      INSERT INTO cluster_blob_deletions (digest, due_at)
+        SELECT DISTINCT g.digest, now() + make_interval(secs => ? / 1000.0) FROM gone g
+        WHERE NOT EXISTS (SELECT 1 FROM cluster_machine_blobs m WHERE m.digest = g.digest AND m.owner != ?)
+          AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs l WHERE l.digest = g.digest)
+      ON CONFLICT (digest) DO UPDATE SET due_at = excluded.due_at
+      RETURNING digest`, [owner, texts(keep), graceMs, owner]);
+    return rows.length;
   }
 
   /**

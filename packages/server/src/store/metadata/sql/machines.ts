@@ -38,6 +38,11 @@ export class SqlMachines implements MachineRepository {
     return r ? toMachine(r) : null;
   }
 
+  async find(id: string): Promise<MachineRow | null> {
+    const r = await this.db.get<MachineRecord>(`SELECT ${MACHINE} FROM machines WHERE id = ?`, [id]);
+    return r ? toMachine(r) : null;
+  }
+
   async list(tenantId?: string): Promise<MachineRow[]> {
     const rows = tenantId === undefined
       ? await this.db.all<MachineRecord>(`SELECT ${MACHINE} FROM machines ORDER BY created_at, id`)

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { CLUSTER_MIGRATIONS } from '../packages/server/src/store/metadata/postgres/cluster-migrations.ts';
+import { migrate } from '../packages/server/src/store/metadata/postgres/migrate.ts';
+import { PostgresMetadataStore } from '../packages/server/src/store/metadata/postgres/postgres-store.ts';
+import type { MachineRow, StoredMachineFiles } from '../packages/server/src/store/metadata/types.ts';
+import { startPostgres, type TestPostgres } from './pg.ts';
+
+// Which blobs of machines' files the object store may lose: `cluster_machine_blobs` against a real
+// Postgres (test/pg.ts), a database per case. The machines that write it run in
+// test/cluster-machines-e2b.test.ts, which checks the blobs are deleted from the object store.
+let postgres: TestPostgres;
+before(async () => { postgres = await startPostgres(); });
+after(async () => { await postgres?.stop(); });
+
+async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try { return (await c.query<T>(sql)).rows; } finally { await c.end(); }
+}
+
+const stored = (ram: string, state: string, disk: string[]): StoredMachineFiles => ({
+  format: 1, id: `st_${ram}`, ram: { digest: ram, name: 'ram' }, state: { digest: state, name: 'state.bin' }, disk: disk.map((digest) => ({ digest, name: 'disk.qcow2' })),
+});
+
+test('machine blobs: a blob goes to the deletion queue when nothing names it any more (no machine, snapshot or layer), and comes off it when named again', async () => {
+  const url = await postgres.createDatabase();
+  const md = await PostgresMetadataStore.open(url);
+  try {
+    const c = md.cluster;
+    await c.ready;
+    await c.holdMachineBlobs('m_1', ['sha256:ram1', 'sha256:state1', 'sha256:top1', 'sha256:base']);
+    await c.holdMachineBlobs('s_1', ['sha256:ram2', 'sha256:state2', 'sha256:base']);
+    await c.holdMachineBlobs('m_1', ['sha256:base']);
+    // A hibernation replaced m_1's files: its old memory goes, the base it still names stays.
+    await c.holdMachineBlobs('m_1', ['sha256:ram3']);
+    assert.equal(await c.releaseMachineBlobs('m_1', ['sha256:ram3', 'sha256:base'], 0), 3);
+    // m_1 deleted: the base is still the snapshot's.
+    assert.equal(await c.releaseMachineBlobs('m_1', [], 0), 1);
+    assert.deepEqual((await c.dueBlobDeletions(100)).sort(), ['sha256:ram1', 'sha256:ram3', 'sha256:state1', 'sha256:top1']);
+    // The snapshot deleted: its files and the base go too; but a machine stores the base again first.
+    assert.equal(await c.releaseMachineBlobs('s_1', [], 0), 3);
+    await c.holdMachineBlobs('m_2', ['sha256:base']);
+    assert.deepEqual((await c.dueBlobDeletions(100)).sort(), ['sha256:ram1', 'sha256:ram2', 'sha256:ram3', 'sha256:state1', 'sha256:state2', 'sha256:top1']);
+    // A blob a layer names (the same bytes) is never queued, nor deleted when queued before.
+    await c.recordBlob({ layerId: 'l_1', digest: 'sha256:same', size: 1, format: 1 });
+    await c.holdMachineBlobs('m_3', ['sha256:same']);
+    assert.equal(await c.releaseMachineBlobs('m_3', [], 0), 0);
+    for (const d of await c.dueBlobDeletions(100)) await c.deletionDone(d);
+    assert.deepEqual(await c.dueBlobDeletions(100), []);
+    // Within the grace period a queued blob is not due.
+    assert.equal(await c.releaseMachineBlobs('m_2', [], 60_000), 1);
+    assert.deepEqual(await c.dueBlobDeletions(100), []);
+    assert.deepEqual(await query(url, 'SELECT digest FROM cluster_blob_deletions'), [{ digest: 'sha256:base' }]);
+    assert.deepEqual(await query(url, 'SELECT owner FROM cluster_machine_blobs'), []);
+  } finally {
+    await md.close();
+  }
+});
+
+test('machine blobs: the migration that adds the table fills it from the stored files machines and snapshots name', async () => {
+  const url = await postgres.createDatabase();
+  const md = await PostgresMetadataStore.open(url);
+  try {
+    await md.cluster.ready;
+    const shape = { format: 2 as const, image: 'debian', memoryMb: 512, cpus: 1, diskGb: 8, idleTimeoutMs: 1000, ports: [] };
+    const machine = (id: string, extra: Partial<MachineRow['spec']>): MachineRow => ({ id, tenantId: 't1', state: 'hibernated', createdAt: new Date().toISOString(), spec: { ...shape, disk: ['/d'], ...extra } });
+    await md.machines.create(machine('m_1', { stored: stored('sha256:r1', 'sha256:s1', ['sha256:t1', 'sha256:base']) }));
+    await md.machines.create(machine('m_2', {}));
+    await md.machines.createSnapshot({
+      id: 's_1', tenantId: 't1', machineId: 'm_1', createdAt: new Date().toISOString(),
+      spec: { ...shape, disk: ['/d'], ram: '/r', state: '/s', qemu: 'QEMU', machineType: 'microvm', accel: 'tcg', ports: [], stored: stored('sha256:r2', 'sha256:s2', ['sha256:base']) },
+    });
+    // As before version 5.
+    await query(url, 'DROP TABLE cluster_machine_blobs; UPDATE cluster_schema_version SET version = 4');
+    const pool = new pg.Pool({ connectionString: url });
+    try { await migrate(pool, CLUSTER_MIGRATIONS, 'cluster_schema_version'); } finally { await pool.end(); }
+    assert.deepEqual(await query(url, 'SELECT owner, digest FROM cluster_machine_blobs ORDER BY owner, digest'), [
+      { owner: 'm_1', digest: 'sha256:base' }, { owner: 'm_1', digest: 'sha256:r1' }, { owner: 'm_1', digest: 'sha256:s1' }, { owner: 'm_1', digest: 'sha256:t1' },
+      { owner: 's_1', digest: 'sha256:base' }, { owner: 's_1', digest: 'sha256:r2' }, { owner: 's_1', digest: 'sha256:s2' },
+    ]);
+  } finally {
+    await md.close();
+  }
+});
