@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { PTY_PROTOCOL, isErrorCode, type ErrorBody, type PtyMessage } from '@shellbase/protocol';
 import { ConnectionError, errorFromBody, type ShellbaseError } from './errors.js';
+import { upgradeRequest } from './upgrade.js';
 
 /** How a PTY's shell ended. */
 export interface PtyExit { exitCode: number | null; signal?: string }
@@ -102,35 +101,9 @@ export class MachinePty {
 }
 
 /** Opens the PTY at `path` with the API key in `Authorization`; the API's typed error when it refuses. */
-export function openPty(baseUrl: string, path: string, apiKey: string | undefined): Promise<MachinePty> {
-  const url = new URL(path, `${baseUrl}/`);
-  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      method: 'GET',
-      headers: {
-        connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': randomBytes(16).toString('base64'),
-        'sec-websocket-protocol': PTY_PROTOCOL, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
-      },
-    });
-    req.once('upgrade', (_res, socket: Duplex, head: Buffer) => resolve(new MachinePty(socket, head)));
-    req.once('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.once('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        let body: ErrorBody = { code: 'internal', message: `HTTP ${res.statusCode}: ${text.slice(0, 500)}` };
-        try {
-          const parsed = JSON.parse(text) as { error?: ErrorBody };
-          if (parsed.error && isErrorCode(parsed.error.code)) body = parsed.error;
-        } catch { /* not JSON */ }
-        reject(errorFromBody(body, res.statusCode ?? 500));
-      });
-    });
-    req.once('error', (e) => reject(new ConnectionError({
-      code: 'unavailable', message: `cannot reach the shellbase server at ${baseUrl}: ${(e as NodeJS.ErrnoException).code ?? e.message}`,
-      hint: 'check SHELLBASE_URL', details: { url: baseUrl },
-    }, 0, { cause: e })));
-    req.end();
+export async function openPty(baseUrl: string, path: string, apiKey: string | undefined): Promise<MachinePty> {
+  const { socket, head } = await upgradeRequest(baseUrl, path, apiKey, {
+    upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': randomBytes(16).toString('base64'), 'sec-websocket-protocol': PTY_PROTOCOL,
   });
+  return new MachinePty(socket, head);
 }

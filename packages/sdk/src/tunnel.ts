@@ -1,8 +1,5 @@
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { isErrorCode, type ErrorBody } from '@shellbase/protocol';
-import { ConnectionError, errorFromBody } from './errors.js';
+import { upgradeRequest } from './upgrade.js';
 
 /** The Upgrade protocol of the API's TCP tunnels. */
 const PROTOCOL = 'shellbase-tcp';
@@ -12,37 +9,10 @@ const PROTOCOL = 'shellbase-tcp';
  * `shellbase-tcp`, with the API key): resolves to the socket once the service
  * is awake and its port accepted, or rejects with the API's typed error.
  */
-export function openTunnel(baseUrl: string, path: string, apiKey: string | undefined): Promise<Socket> {
-  const url = new URL(path, `${baseUrl}/`);
-  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      method: 'GET',
-      headers: { connection: 'Upgrade', upgrade: PROTOCOL, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-    });
-    req.once('upgrade', (_res, socket: Socket, head: Buffer) => {
-      if (head.length) socket.unshift(head);
-      resolve(socket);
-    });
-    req.once('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.once('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        let body: ErrorBody = { code: 'internal', message: `HTTP ${res.statusCode}: ${text.slice(0, 500)}` };
-        try {
-          const parsed = JSON.parse(text) as { error?: ErrorBody };
-          if (parsed.error && isErrorCode(parsed.error.code)) body = parsed.error;
-        } catch { /* not JSON */ }
-        reject(errorFromBody(body, res.statusCode ?? 500));
-      });
-    });
-    req.once('error', (e) => reject(new ConnectionError({
-      code: 'unavailable', message: `cannot reach the shellbase server at ${baseUrl}: ${(e as NodeJS.ErrnoException).code ?? e.message}`,
-      hint: 'check SHELLBASE_URL', details: { url: baseUrl },
-    }, 0, { cause: e })));
-    req.end();
-  });
+export async function openTunnel(baseUrl: string, path: string, apiKey: string | undefined): Promise<Socket> {
+  const { socket, head } = await upgradeRequest(baseUrl, path, apiKey, { upgrade: PROTOCOL });
+  if (head.length) socket.unshift(head);
+  return socket;
 }
 
 /** A local port whose every connection is tunnelled to a service. */
