@@ -34,6 +34,13 @@ test('each() covers every item once, in order, in paced slices, and stops when t
   assert.equal(seen[0].length, 10);
   assert.ok(seen.slice(1).every((s, i) => s.length <= 10 || i === seen.length - 2), `slices: ${seen.map((s) => s.length)}`);
   assert.ok(seen.length > 10, `the pages shrank toward ~8 items: ${seen.map((s) => s.length)}`);
+  // A page that skipped its items (answering 0 worked on) teaches nothing: the next page keeps its size.
+  const q = new Pacer({ targetMs: 4, min: 1, max: 100, initial: 10 });
+  await q.each(items.slice(0, 30), async (s) => {
+    if (s[0] === 0) { const until = performance.now() + 8; while (performance.now() < until) { /* 0.8 ms an item */ } return s.length; }
+    return 0;
+  }, () => true);
+  assert.ok(q.size <= 6, `a skipped page left the size at ${q.size}`);
   let calls = 0;
   const stopped = await new Pacer({ targetMs: 4, min: 1, max: 10, initial: 10 }).each(items, async () => {}, () => ++calls < 3);
   assert.equal(stopped, false);

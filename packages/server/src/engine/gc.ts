@@ -194,10 +194,12 @@ export class GarbageCollector {
       // No await between this snapshot and the drop's transaction: work that pinned a version
       // meanwhile keeps it (its row read waits for the transaction, then finds it or not).
       const pinned = pins.snapshot();
-      const r = await metadata.versions.drop(ids.filter((id) => !pinned.versions.has(id)), pinned.layers);
+      const free = ids.filter((id) => !pinned.versions.has(id));
+      const r = await metadata.versions.drop(free, pinned.layers);
       versionsDropped += r.versions;
       removed.push(...r.layers);
       deferred += r.deferred;
+      return free.length; // pinned ones were skipped: they teach the pacer nothing
     };
     tenants: for (let after: string | null = null; ;) {
       const ids = await metadata.tenants.ids(after, 100);

@@ -29,13 +29,17 @@ export class Pacer {
     this.perItemMs = this.perItemMs === null ? per : (this.perItemMs + per) / 2;
   }
 
-  /** Runs `page` on successive slices of `items`, each sized by the pacer, calling `between` after each one. */
-  async each<T>(items: readonly T[], page: (slice: readonly T[]) => Promise<unknown>, between: () => Promise<unknown> | boolean): Promise<boolean> {
+  /**
+   * Runs `page` on successive slices of `items`, each sized by the pacer, calling `between` after
+   * each one but the last (false from it stops: `each` then answers false). A page may answer how
+   * many of its items it worked on (the rest skipped: they cost nothing and teach nothing).
+   */
+  async each<T>(items: readonly T[], page: (slice: readonly T[]) => Promise<number | void>, between: () => Promise<unknown> | boolean): Promise<boolean> {
     for (let i = 0; i < items.length;) {
       const slice = items.slice(i, i + this.size);
       const t0 = performance.now();
-      await page(slice);
-      this.record(slice.length, performance.now() - t0);
+      const worked = await page(slice);
+      this.record(typeof worked === 'number' ? worked : slice.length, performance.now() - t0);
       i += slice.length;
       if (i < items.length && (await between()) === false) return false;
     }
