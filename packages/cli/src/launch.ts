@@ -25,7 +25,7 @@ if (Number(process.versions.node.split('.')[0]) >= NEEDS) {
   const child = spawn(node, [fileURLToPath(new URL('./main.js', import.meta.url)), ...process.argv.slice(2)], { stdio: 'inherit' });
   for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, () => child.kill(s));
   child.on('exit', (code, signal) => {
-    if (signal) process.kill(process.pid, signal);
+    if (signal) { process.removeAllListeners(signal); process.kill(process.pid, signal); } // dies as the command did
     process.exit(code ?? 1);
   });
 }
