@@ -82,6 +82,15 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     ws.send(new TextEncoder().encode('echo =$((6*7))\r'));
     await seen;
     ws.close();
+
+    // A size out of range, sent once the terminal is open, is this terminal's error, not the server's end.
+    for (const [cols, rows] of [[0, 24], [1.5, 24], [80, 5000]]) {
+      const bad = await m.pty();
+      bad.resize(cols, rows);
+      await assert.rejects(bad.exited, (e: Error & { code?: string }) => e.code === 'invalid_argument', `resize ${cols}x${rows}`);
+      bad.close();
+    }
+    assert.equal((await m.exec('echo alive')).stdout, 'alive\n', 'the server lived through them');
   });
 
   test('the PTY refuses bad requests with typed errors, and another tenant\'s key finds nothing', async () => {

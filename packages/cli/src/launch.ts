@@ -23,7 +23,12 @@ if (Number(process.versions.node.split('.')[0]) >= NEEDS) {
     process.exit(1);
   }
   const child = spawn(node, [fileURLToPath(new URL('./main.js', import.meta.url)), ...process.argv.slice(2)], { stdio: 'inherit' });
-  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, () => child.kill(s));
+  // Ctrl-C and a hang-up reach the whole process group, the command included: the launcher only
+  // outlives them; a SIGTERM sent to the launcher alone is passed on.
+  process.on('SIGINT', () => undefined);
+  process.on('SIGHUP', () => undefined);
+  process.on('SIGTERM', () => child.kill('SIGTERM'));
+  child.on('error', (e) => { console.error(`error: cannot run ${node}: ${e.message}`); process.exit(1); });
   child.on('exit', (code, signal) => {
     if (signal) { process.removeAllListeners(signal); process.kill(process.pid, signal); } // dies as the command did
     process.exit(code ?? 1);

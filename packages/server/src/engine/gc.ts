@@ -247,12 +247,15 @@ export class GarbageCollector {
   /** Returns the database's free pages to the file system, a paced step at a time, at least one step and then within the budget. */
   private async reclaim(deadline: number): Promise<void> {
     const pacer = new Pacer({ targetMs: PAGE_MS, min: 16, max: 8_192, initial: 128 });
+    let before = Infinity;
     for (;;) {
       const pages = pacer.size;
       const t0 = performance.now();
       const left = await this.deps.metadata.reclaim(pages);
       pacer.record(pages, performance.now() - t0);
-      if (left === 0 || performance.now() > deadline) return;
+      // Done, out of budget, or no headway (writers freeing pages as fast): the next run goes on.
+      if (left === 0 || performance.now() > deadline || left >= before) return;
+      before = left;
       await breath();
     }
   }

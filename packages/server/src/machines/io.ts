@@ -132,7 +132,8 @@ export class MachineIo {
     let hungUp = false;
     return {
       input: (data) => agent.spawner.input(pid, data),
-      resize: (cols, rows) => agent.spawner.resize(pid, checkRange('cols', cols, 1, MAX_TERMINAL), checkRange('rows', rows, 1, MAX_TERMINAL)),
+      // async: a size out of range is a rejected promise (the caller's error), never a throw out of a socket's event.
+      resize: async (cols, rows) => agent.spawner.resize(pid, checkRange('cols', cols, 1, MAX_TERMINAL), checkRange('rows', rows, 1, MAX_TERMINAL)),
       exited,
       close: () => {
         if (hungUp) return;

@@ -59,7 +59,9 @@ export class WebSocketConnection {
       else this.frame(OP.ping, Buffer.alloc(0));
     }, every);
     this.pinger.unref();
-    if (head.length) this.onData(head);
+    // After the caller has set onMessage and onClose (it does so before it awaits anything): bytes that
+    // came with the handshake are frames like any others, and no later 'data' event can overtake them.
+    if (head.length) queueMicrotask(() => this.onData(head));
   }
 
   get open(): boolean { return !this.closing && !this.closed; }
@@ -157,7 +159,10 @@ export class WebSocketConnection {
     if (!binary) {
       try { WebSocketConnection.utf8.decode(data); } catch { this.fail(CLOSE.badData, 'text frames must be UTF-8'); return false; }
     }
-    if (this.open) this.onMessage(data, binary);
+    if (this.open) {
+      // A handler's bug ends this connection, not the process.
+      try { this.onMessage(data, binary); } catch { this.fail(CLOSE.error, 'internal error'); return false; }
+    }
     return true;
   }
 

@@ -62,7 +62,7 @@ export function machineRoutes(app: FastifyInstance, m: MachineOps): void {
     schema: { tags, params: Id, response: { 200: Machine, ...errorResponses } },
   }, async (req) => m.get(req.caller, req.params.id));
 
-  // Each refused by the lifecycle table (machines/lifecycle.ts) where it does not apply: 409 failed_precondition.
+  // Each refused by the lifecycle table (machines/lifecycle.ts) where it does not apply: 412 failed_precondition.
   for (const step of ['pause', 'resume', 'hibernate', 'stop'] as const) {
     app.post<{ Params: Static<typeof Id> }>(`/v1/machines/:id/${step}`, {
       schema: { tags, params: Id, response: { 200: Machine, ...errorResponses } },

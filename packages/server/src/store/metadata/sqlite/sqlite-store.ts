@@ -61,7 +61,7 @@ export class SqliteMetadataStore extends SqlMetadataStore {
     await this.wal.datasync();
   }
 
-  /** Returns up to 16 MiB of free pages to the file system (a bounded step, so it never stalls). */
+  /** Returns up to `maxPages` free pages to the file system (a bounded step: the collector paces them) and answers the free pages left. */
   async reclaim(maxPages: number): Promise<number> {
     if (this.raw.pragma('auto_vacuum', { simple: true }) !== 2) return 0;
     const pages = Math.max(1, Math.floor(maxPages));
