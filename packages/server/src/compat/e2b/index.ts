@@ -37,8 +37,9 @@ export function portHost(host: string | undefined): { port: number; id: string }
  * In a cluster, a request about a sandbox whose machine another live worker runs is passed to
  * that worker's API as it came (as api/machine-forward.ts does for shellbase's own machine calls),
  * with a proof under the cluster secret, after the credentials it carries (an API key, the
- * sandbox's access token, a signature or a traffic token) were found good here; the worker that
- * serves it checks them again. A request passed here is served here, never passed on again.
+ * sandbox's access token or a traffic token) were found good here; the worker that serves it
+ * checks them again. A signed `/files` URL that names its sandbox (a header or an envd Host) is
+ * passed on unchecked: only the worker that serves it checks its signature. A request passed here is served here, never passed on again.
  */
 export class E2bCompat {
   readonly sandboxes: Sandboxes;
