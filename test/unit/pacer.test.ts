@@ -41,6 +41,24 @@ test('each() covers every item once, in order, in paced slices, and stops when t
     return 0;
   }, () => true);
   assert.ok(q.size <= 6, `a skipped page left the size at ${q.size}`);
+  // drain: paced steps until one does less than its limit, or until told to stop.
+  let rows = 95;
+  const limits: number[] = [];
+  const drained = await new Pacer({ targetMs: 4, min: 10, max: 40, initial: 20 }).drain(async (limit) => {
+    limits.push(limit);
+    const n = Math.min(limit, rows);
+    rows -= n;
+    return n;
+  }, () => true);
+  assert.equal(drained, 95);
+  assert.equal(rows, 0);
+  assert.equal(limits[0], 20);
+  assert.ok(limits.every((l) => l >= 10 && l <= 40), `limits ${limits}`);
+  let steps = 0;
+  const asked: number[] = [];
+  const done = await new Pacer({ targetMs: 4, min: 10, max: 40, initial: 20 }).drain(async (limit) => { steps++; asked.push(limit); return limit; }, () => steps < 3);
+  assert.equal(steps, 3, 'it stops when go() says so, though there is more');
+  assert.equal(done, asked.reduce((a, b) => a + b, 0));
   let calls = 0;
   const stopped = await new Pacer({ targetMs: 4, min: 1, max: 10, initial: 10 }).each(items, async () => {}, () => ++calls < 3);
   assert.equal(stopped, false);

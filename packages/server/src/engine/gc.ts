@@ -263,32 +263,13 @@ export class GarbageCollector {
   /** Folds usage rows older than a day into hourly rows, a page at a time, within the budget. */
   private async rollUp(deadline: number): Promise<number> {
     const before = new Date(Date.now() - DAY_MS).toISOString();
-    const pacer = foldPacer();
-    let total = 0;
-    while (performance.now() < deadline) {
-      const limit = pacer.size;
-      const t0 = performance.now();
-      const n = await this.deps.metadata.usage.rollUp(before, limit);
-      pacer.record(limit, performance.now() - t0);
-      total += n;
-      await breath();
-      if (n < limit) break;
-    }
-    return total;
+    return foldPacer().drain((limit) => this.deps.metadata.usage.rollUp(before, limit), () => performance.now() < deadline);
   }
 
   /** Drops egress audit entries older than SHELLBASE_EGRESS_LOG_DAYS, a page at a time, within the budget. */
   private async trimEgressLog(deadline: number): Promise<void> {
     const before = new Date(Date.now() - this.deps.config.egress.logDays * DAY_MS).toISOString();
-    const pacer = foldPacer();
-    while (performance.now() < deadline) {
-      const limit = pacer.size;
-      const t0 = performance.now();
-      const n = await this.deps.metadata.egressLog.trim(before, limit);
-      pacer.record(limit, performance.now() - t0);
-      await breath();
-      if (n < limit) break;
-    }
+    await foldPacer().drain((limit) => this.deps.metadata.egressLog.trim(before, limit), () => performance.now() < deadline);
   }
 
   /** Each tenant's retention: its own settings, else the server's. */

@@ -45,4 +45,22 @@ export class Pacer {
     }
     return true;
   }
+
+  /**
+   * Runs `step(limit)` with paced limits while `go()` holds, yielding to the event loop after each
+   * one, until a step does less than its limit (nothing is left); answers the items done.
+   */
+  async drain(step: (limit: number) => Promise<number>, go: () => boolean): Promise<number> {
+    let total = 0;
+    while (go()) {
+      const limit = this.size;
+      const t0 = performance.now();
+      const n = await step(limit);
+      this.record(limit, performance.now() - t0);
+      total += n;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (n < limit) break;
+    }
+    return total;
+  }
 }
