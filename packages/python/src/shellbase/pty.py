@@ -8,6 +8,7 @@ frames carry the terminal's bytes both ways, text frames JSON control messages (
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import socket
@@ -15,9 +16,9 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from ._http import Transport, answer_error
-from .errors import InternalError, ShellbaseError, UnavailableError, error_from_body
-from .tunnel import _read_body, _read_head, body_length, parse_head
+from ._http import Transport
+from .errors import InternalError, UnavailableError, error_from_body
+from .tunnel import open_upgraded
 
 PROTOCOL = "shellbase-pty"
 
@@ -155,26 +156,13 @@ class MachinePty:
 
 def open_pty(transport: Transport, path: str) -> MachinePty:
     """Opens the PTY at `path` (blocking); the API's typed error when it refuses."""
-    sock = transport.open_socket(transport.timeout)
-    try:
-        headers = {
-            "Host": transport.host_header(), "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-            "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(), "Sec-WebSocket-Protocol": PROTOCOL, **transport.identity(),
-        }
-        request = "\r\n".join([f"GET {transport.target(path)} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items()), "", ""])
-        try:
-            sock.sendall(request.encode("latin-1"))
-            status, answer = parse_head(_read_head(sock))
-            if status != 101:
-                raise answer_error(status, _read_body(sock, body_length(answer)).decode("utf-8", errors="replace"))
-        except ShellbaseError:
-            raise
-        except OSError as e:
-            raise transport.broken(e, transport.timeout) from e
+    upgrade = {
+        "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(), "Sec-WebSocket-Protocol": PROTOCOL,
+    }
+
+    def check(answer: http.client.HTTPMessage) -> None:
         if answer.get("Sec-WebSocket-Protocol", "") != PROTOCOL:
             raise InternalError(f"the server answered the PTY with {answer.get('Sec-WebSocket-Protocol')!r}, not {PROTOCOL}", code="internal")
-    except BaseException:
-        sock.close()
-        raise
-    sock.settimeout(None)
-    return MachinePty(sock)
+
+    return MachinePty(open_upgraded(transport, path, upgrade, check))

@@ -29,9 +29,9 @@ CHUNK = 64 * 1024
 log = logging.getLogger("shellbase")
 
 
-def upgrade_request(transport: Transport, path: str) -> bytes:
-    """The request that asks the API to turn this connection into a tunnel at `path`."""
-    headers = {"Host": transport.host_header(), "Connection": "Upgrade", "Upgrade": PROTOCOL, **transport.identity()}
+def upgrade_request(transport: Transport, path: str, upgrade: dict[str, str] | None = None) -> bytes:
+    """The request that asks the API to turn this connection into what `upgrade` names (default: a tunnel) at `path`."""
+    headers = {"Host": transport.host_header(), "Connection": "Upgrade", **(upgrade or {"Upgrade": PROTOCOL}), **transport.identity()}
     lines = [f"GET {transport.target(path)} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
@@ -87,10 +87,19 @@ def open_tunnel(transport: Transport, path: str) -> socket.socket:
 
     Waits for the service to wake up to the client's `timeout`; raises the API's typed error otherwise.
     """
+    return open_upgraded(transport, path, None, check_switch)
+
+
+def open_upgraded(transport: Transport, path: str, upgrade: dict[str, str] | None,
+                  check: Callable[[http.client.HTTPMessage], None]) -> socket.socket:
+    """The connection once the API switched it as `upgrade` asks (checked by `check`); blocking, no timeout.
+
+    Raises the API's typed error when it answered instead, and closes the socket on any failure.
+    """
     sock = transport.open_socket(transport.timeout)
     try:
         try:
-            sock.sendall(upgrade_request(transport, path))
+            sock.sendall(upgrade_request(transport, path, upgrade))
             status, headers = parse_head(_read_head(sock))
             if status != 101:
                 raise answer_error(status, _read_body(sock, body_length(headers)).decode("utf-8", errors="replace"))
@@ -98,7 +107,7 @@ def open_tunnel(transport: Transport, path: str) -> socket.socket:
             raise
         except OSError as e:
             raise transport.broken(e, transport.timeout) from e
-        check_switch(headers)
+        check(headers)
     except BaseException:
         sock.close()
         raise
