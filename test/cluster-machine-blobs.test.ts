@@ -36,17 +36,17 @@ test('machine blobs: a blob goes to the deletion queue when nothing names it any
     // A hibernation replaced m_1's files: its old memory goes, the base it still names stays.
     await c.holdMachineBlobs('m_1', ['sha256:ram3']);
     assert.equal(await c.releaseMachineBlobs('m_1', ['sha256:ram3', 'sha256:base'], 0), 3);
-    // m_1 deleted: the base is still the snapshot's.
-    assert.equal(await c.releaseMachineBlobs('m_1', [], 0), 1);
+    // m_1 deleted: the base is still the snapshot's (queued too, and taken off the queue when due, as named).
+    assert.equal(await c.releaseMachineBlobs('m_1', [], 0), 2);
     assert.deepEqual((await c.dueBlobDeletions(100)).sort(), ['sha256:ram1', 'sha256:ram3', 'sha256:state1', 'sha256:top1']);
     // The snapshot deleted: its files and the base go too; but a machine stores the base again first.
     assert.equal(await c.releaseMachineBlobs('s_1', [], 0), 3);
     await c.holdMachineBlobs('m_2', ['sha256:base']);
     assert.deepEqual((await c.dueBlobDeletions(100)).sort(), ['sha256:ram1', 'sha256:ram2', 'sha256:ram3', 'sha256:state1', 'sha256:state2', 'sha256:top1']);
-    // A blob a layer names (the same bytes) is never queued, nor deleted when queued before.
+    // A blob a layer names (the same bytes) is never deleted, whenever it was queued.
     await c.recordBlob({ layerId: 'l_1', digest: 'sha256:same', size: 1, format: 1 });
     await c.holdMachineBlobs('m_3', ['sha256:same']);
-    assert.equal(await c.releaseMachineBlobs('m_3', [], 0), 0);
+    assert.equal(await c.releaseMachineBlobs('m_3', [], 0), 1);
     for (const d of await c.dueBlobDeletions(100)) await c.deletionDone(d);
     assert.deepEqual(await c.dueBlobDeletions(100), []);
     // Within the grace period a queued blob is not due.
@@ -55,6 +55,28 @@ test('machine blobs: a blob goes to the deletion queue when nothing names it any
     assert.deepEqual(await query(url, 'SELECT digest FROM cluster_blob_deletions'), [{ digest: 'sha256:base' }]);
     assert.deepEqual(await query(url, 'SELECT owner FROM cluster_machine_blobs'), []);
   } finally {
+    await md.close();
+  }
+});
+
+test('machine blobs: two owners letting one blob go at once still queue it (neither sees the other\'s release before it commits)', async () => {
+  const url = await postgres.createDatabase();
+  const md = await PostgresMetadataStore.open(url);
+  const other = new pg.Client({ connectionString: url });
+  try {
+    const c = md.cluster;
+    await c.ready;
+    await c.holdMachineBlobs('m_1', ['sha256:shared']);
+    await c.holdMachineBlobs('s_1', ['sha256:shared']);
+    // The snapshot's release, in flight: its row gone in a transaction not yet committed.
+    await other.connect();
+    await other.query('BEGIN');
+    await other.query("DELETE FROM cluster_machine_blobs WHERE owner = 's_1'");
+    assert.equal(await c.releaseMachineBlobs('m_1', [], 0), 1);
+    await other.query('COMMIT');
+    assert.deepEqual(await c.dueBlobDeletions(100), ['sha256:shared'], 'queued by the release that saw the other owner still holding it');
+  } finally {
+    await other.end().catch(() => undefined);
     await md.close();
   }
 });
@@ -80,6 +102,30 @@ test('machine blobs: the migration that adds the table fills it from the stored 
       { owner: 'm_1', digest: 'sha256:base' }, { owner: 'm_1', digest: 'sha256:r1' }, { owner: 'm_1', digest: 'sha256:s1' }, { owner: 'm_1', digest: 'sha256:t1' },
       { owner: 's_1', digest: 'sha256:base' }, { owner: 's_1', digest: 'sha256:r2' }, { owner: 's_1', digest: 'sha256:s2' },
     ]);
+  } finally {
+    await md.close();
+  }
+});
+
+test('machine blobs: a blob of the object store that nothing names (an upload whose worker died before recording it) is queued; named or queued ones are left alone', async () => {
+  const url = await postgres.createDatabase();
+  const md = await PostgresMetadataStore.open(url);
+  try {
+    const c = md.cluster;
+    await c.ready;
+    const [layer, machine, orphan, queued] = ['layer', 'machine', 'orphan', 'queued'].map((s) => `sha256:${s.padEnd(64, '0')}`);
+    await c.recordBlob({ layerId: 'l_1', digest: layer, size: 5, format: 1 });
+    await c.holdMachineBlobs('m_1', [machine]);
+    await c.holdMachineBlobs('m_2', [queued]);
+    assert.equal(await c.releaseMachineBlobs('m_2', [], 60_000), 1);
+    assert.equal(await c.queueOrphanBlobs([layer, machine, orphan, queued], 0), 1, 'only the orphan');
+    assert.deepEqual(await c.dueBlobDeletions(100), [orphan], 'the queued one keeps its own due time');
+    assert.equal(await c.queueOrphanBlobs([orphan], 60_000), 0, 'queued once');
+    // Named before it falls due (its upload was recorded after all): it stays.
+    await c.deletionDone(orphan);
+    assert.equal(await c.queueOrphanBlobs([orphan], 0), 1);
+    await c.holdMachineBlobs('m_3', [orphan]);
+    assert.deepEqual(await c.dueBlobDeletions(100), []);
   } finally {
     await md.close();
   }

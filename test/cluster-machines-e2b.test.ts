@@ -37,6 +37,12 @@ const storedOf = async (table: 'machines' | 'machine_snapshots', rowId: string) 
   const st = (JSON.parse(row.spec) as { stored?: { ram: { digest: string }; state: { digest: string }; disk: { digest: string }[] } }).stored;
   return st ? [...new Set([st.ram.digest, st.state.digest, ...st.disk.map((f) => f.digest)])].sort() : [];
 };
+/** The frozen files of a row's stored disk chain (every file below the writable top), sorted. */
+const frozenOf = async (table: 'machines' | 'machine_snapshots', rowId: string) => {
+  const [row] = await sql<{ spec: string }>(`SELECT spec FROM ${table} WHERE id = '${rowId}'`);
+  const st = (JSON.parse(row.spec) as { stored?: { disk: { digest: string }[] } }).stored;
+  return st ? [...new Set(st.disk.slice(1).map((f) => f.digest))].sort() : [];
+};
 /** The blobs a machine or snapshot holds in the cluster's reference table (sorted). */
 const heldBy = async (owner: string) => (await sql<{ digest: string }>(`SELECT digest FROM cluster_machine_blobs WHERE owner = '${owner}' ORDER BY digest`)).map((r) => r.digest);
 const TIMER_FAILED = /ending an E2B sandbox at its timeout failed|arming the timeout/;
@@ -205,13 +211,15 @@ test('cluster E2B: the timeout is acted on by the worker running the sandbox, wh
   const stored = await storedOf('machines', id);
   assert.ok(stored.length >= 3, 'its memory and disk are in the object store');
   assert.deepEqual(await heldBy(id), stored, 'held by the machine');
+  const frozen = await frozenOf('machines', id);
+  assert.ok(frozen.length >= 1, 'its disk chain has frozen files below its top (the template\'s)');
   for (const w of [a, b]) assert.doesNotMatch(w.log(), TIMER_FAILED, `${w.name}'s log`);
 
   // Connect through A resumes it there; kill through B is passed to A.
   const back = await Sandbox.connect(id, on(a));
   assert.equal(await leaseOf(id), a.url);
   assert.equal((await Sandbox.getInfo(id, on(b))).state, 'running');
-  assert.deepEqual(await heldBy(id), [], 'running again, it holds no stored files');
+  assert.deepEqual(await heldBy(id), frozen, 'running again, it still holds the frozen files of its disk (its next hibernation names them again), and nothing else');
   const viaB2 = await Sandbox.connect(id, on(b));
   assert.equal((await viaB2.commands.run('cat from-b.txt')).stdout, 'written through B');
   // A snapshot taken through B (by A), stored in the object store, then deleted.

@@ -15,9 +15,9 @@ const sql = <T extends pg.QueryResultRow>(text: string) => cluster.sql<T>(text);
 
 const COUNTER = "setsid -f sh -c 'i=0; while true; do i=$((i+1)); echo $i > /run/counter; sleep 0.1; done' >/dev/null 2>&1";
 const counter = async (m: MachineHandle) => Number((await m.exec('cat /run/counter')).stdout.trim());
-/** QEMU processes serving a worker's data directory. */
-const qemus = (w: Worker) => readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-  try { const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8'); return cmd.startsWith('qemu-system') && cmd.includes(w.home); } catch { return false; }
+/** QEMU processes serving a worker's data directory (of one machine, with `id`). */
+const qemus = (w: Worker, id = '') => readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+  try { const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8'); return cmd.startsWith('qemu-system') && cmd.includes(w.home) && cmd.includes(id); } catch { return false; }
 });
 /** The API address of the worker holding a machine's lease, or null. */
 const leaseOf = async (id: string) => (await sql<{ address: string }>(`SELECT w.address FROM cluster_leases l JOIN cluster_workers w ON w.id = l.worker_id
@@ -161,4 +161,32 @@ test('cluster machines: runningMachines counts machines on every worker', { time
   await onB.machines.get(second.id).remove();
   const [tenant] = await sql<{ id: string }>(`SELECT id FROM tenants WHERE name = 'cm-quota'`);
   assert.deepEqual(await sql(`SELECT worker_id FROM cluster_slots WHERE tenant_id = '${tenant.id}' AND kind = 'machine' AND used > 0`), [], 'every slot given back');
+});
+
+test('cluster machines: a worker paused past its heartbeat loses its running machine to the worker that finds it lost; resumed, it ends its QEMU and writes nothing of it', { timeout: 600_000 }, async () => {
+  const [, b, c] = workers;
+  const m = await c.sb.machines.create({ memoryMb: 512 });
+  const mine = () => qemus(c, m.id);
+  assert.equal(mine().length, 1);
+  c.child.kill('SIGSTOP');
+  let stale: Promise<unknown> = Promise.resolve();
+  try {
+    await lapsed(c);
+    assert.equal((await b.sb.machines.get(m.id).info()).state, 'lost', 'found lost through B while C is taken for gone');
+    // Asked of C as it wakes, before (or as) its heartbeat finds the lease gone: C hibernates the
+    // machine it still runs, and the write of its row is refused by the lease's epoch.
+    stale = c.sb.machines.get(m.id).hibernate();
+    stale.catch(() => undefined);
+    await sleep(100);
+  } finally {
+    c.child.kill('SIGCONT');
+  }
+  await assert.rejects(stale, (e: Error & { code?: string }) => e.code === 'failed_precondition', 'the stale hibernation is refused');
+  // C's next heartbeat finds that the lease is not its own any more: its QEMU ends.
+  for (let i = 0; mine().length > 0; i++) { assert.ok(i < 150, 'C ends the QEMU of the machine it lost'); await sleep(100); }
+  await sleep(1000);
+  assert.equal((await rowOf(m.id)).state, 'lost', 'C wrote nothing of it');
+  assert.equal((await c.sb.machines.get(m.id).info()).state, 'lost', 'C says so too');
+  await c.sb.machines.get(m.id).remove();
+  assert.deepEqual(await sql(`SELECT id FROM machines WHERE id = '${m.id}'`), []);
 });

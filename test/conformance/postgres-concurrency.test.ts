@@ -94,3 +94,30 @@ test('postgres: a commit fenced by a lease lands while the lease is its worker\'
     await close();
   }
 });
+
+test('postgres: a machine row written under its lease lands while the lease is the worker\'s at its epoch, and is refused once another worker took it over', async () => {
+  const { stores, close } = await threeWorkers();
+  try {
+    const [one, two] = stores;
+    await one.cluster.ready;
+    await one.cluster.register('w1', 'http://w1');
+    await two.cluster.register('w2', 'http://w2');
+    const shape = { format: 2 as const, image: 'debian', memoryMb: 512, cpus: 1, diskGb: 8, idleTimeoutMs: 1000, ports: [] };
+    const row = { id: 'm_1', tenantId: 't1', state: 'running' as const, createdAt: new Date().toISOString(), spec: { ...shape, disk: ['/d'] } };
+    await one.machines.create(row);
+    assert.deepEqual(await one.cluster.claim('machine', 'm_1', 'w1', 60_000), { mine: true, epoch: 1 });
+    const fence = { kind: 'machine', key: 'm_1', worker: 'w1', epoch: 1 };
+    await one.machines.update({ ...row, state: 'paused' }, fence);
+    assert.equal((await two.machines.find('m_1'))?.state, 'paused');
+    // w1 taken for gone: w2 takes the machine over and finds it lost.
+    assert.deepEqual(await two.cluster.claim('machine', 'm_1', 'w2', 0), { mine: true, epoch: 2 });
+    await two.machines.update({ ...row, state: 'lost' }, { ...fence, worker: 'w2', epoch: 2 });
+    await assert.rejects(one.machines.update({ ...row, state: 'hibernated' }, fence),
+      (e: Error & { code?: string }) => e.code === 'failed_precondition' && /taken over/.test(e.message));
+    assert.equal((await one.machines.find('m_1'))?.state, 'lost', 'the stale worker wrote nothing');
+    await one.machines.update({ ...row, state: 'lost', spec: { ...row.spec, memoryMb: 1024 } });
+    assert.equal((await one.machines.find('m_1'))?.spec.memoryMb, 1024, 'a write without a fence is not checked');
+  } finally {
+    await close();
+  }
+});

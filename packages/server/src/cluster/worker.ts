@@ -28,6 +28,14 @@ export interface ClusterWorkerOptions {
 const LAPSE_BEATS = 3;
 /** Blobs deleted per collection run. */
 const DELETE_PAGE = 500;
+/** Blobs of the object store looked at per collection run for ones nothing names. */
+const ORPHAN_PAGE = 1000;
+/**
+ * How long a blob that nothing names stays before it is deleted, at least: an upload is recorded
+ * only once it is whole (a hibernation's memory waits for its disk's upload), so this is far
+ * longer than any upload takes.
+ */
+const ORPHAN_GRACE_MS = 24 * 3600_000;
 
 /**
  * This process as one worker of a cluster: a row in `cluster_workers` under a fresh id, a
@@ -47,6 +55,8 @@ export class ClusterWorker implements Cluster {
   /** The leases this worker claimed and has not given up, by `kind/key` (one object per claim). */
   private readonly held = new Map<string, { kind: LeaseKind; key: string; epoch: number }>();
   private readonly lostListeners: ((kind: LeaseKind, key: string) => void)[] = [];
+  /** Where `sweepOrphanBlobs` goes on (null: from the first blob). */
+  private orphansAfter: string | null = null;
 
   constructor(private readonly opts: ClusterWorkerOptions) {}
 
@@ -165,6 +175,18 @@ export class ClusterWorker implements Cluster {
 
   async releaseBlobs(owner: string, keep: readonly string[]): Promise<void> {
     await this.opts.shared.releaseMachineBlobs(owner, keep, this.opts.blobGraceMs);
+  }
+
+  /**
+   * Looks at the next page of the object store's blobs (a cursor that goes round, one page per
+   * call) and queues those nothing names for deletion after a day (or the grace period, if
+   * longer): what a worker that died between an upload and its record left. One named by then
+   * stays (the queue cancels it).
+   */
+  async sweepOrphanBlobs(): Promise<number> {
+    const page = await this.opts.blobs.list({ ...(this.orphansAfter ? { after: this.orphansAfter } : {}), limit: ORPHAN_PAGE });
+    this.orphansAfter = page.length === ORPHAN_PAGE ? page[page.length - 1].digest : null;
+    return this.opts.shared.queueOrphanBlobs(page.map((b) => b.digest), Math.max(this.opts.blobGraceMs, ORPHAN_GRACE_MS));
   }
 
   async deleteDueBlobs(): Promise<number> {

@@ -55,4 +55,9 @@ export interface Cluster {
   releaseBlobs(owner: string, keep: readonly string[]): Promise<void>;
   /** Deletes the blobs whose grace period is over; returns how many went. */
   deleteDueBlobs(): Promise<number>;
+  /**
+   * Queues the object store's blobs that nothing names (an upload whose worker died before its
+   * record) for deletion after a day, a page per call; returns how many it queued.
+   */
+  sweepOrphanBlobs(): Promise<number>;
 }

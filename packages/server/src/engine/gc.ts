@@ -224,7 +224,10 @@ export class GarbageCollector {
       await snapshotter.remove(removed.slice(i, i + LAYER_PAGE).map((l) => l.id));
       await breath();
     }
-    if (cluster) await cluster.deleteDueBlobs().catch((err) => { log.error({ err }, 'deleting blobs from the object store failed'); });
+    if (cluster) {
+      await cluster.sweepOrphanBlobs().catch((err) => { log.error({ err }, 'looking for blobs nothing names in the object store failed'); });
+      await cluster.deleteDueBlobs().catch((err) => { log.error({ err }, 'deleting blobs from the object store failed'); });
+    }
     const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;
     if (complete) await this.trimEgressLog(deadline);
     await this.reclaim(deadline);

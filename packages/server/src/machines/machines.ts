@@ -1,114 +1,27 @@
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
-import type { CreateMachineRequest, Machine, MachineConsole, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
-import type { ContextAccess } from '../core/contexts.js';
+import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import { commitMachine } from './commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
-import { durably, type Caller, type Deps } from '../core/deps.js';
+import { durably, type Caller } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
 import type { E2bSandboxSpec, MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../images/ids.js';
-import type { AccelChoice } from './accel.js';
-import { findAssets } from './assets.js';
 import { DISK_GB, overlay } from './disk.js';
-import { MachineHost } from './host.js';
-import { MachineLayout, runFiles } from './layout.js';
-import { readConsoleTail } from './console-log.js';
 import type { PortTarget } from '../util/pipe.js';
-import { MachineIo } from './io.js';
-import { MachineDisks } from './storage.js';
-import { admit, hostRoom } from './admission.js';
-import { MachineRun, type RestoreSource } from './run.js';
-import { Templates } from './templates.js';
+import { MachineRun } from './run.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
-import { machineView } from './views.js';
-import { Network } from '../core/network.js';
 import { checkPolicy } from '../net/policy.js';
-import type { BlobStore } from '../store/blobs/types.js';
-import { MachinePlacement, type Reservation } from './placement.js';
-import { MachineStowage } from './stowage.js';
+import { MachineRuns } from './runs.js';
 
 /**
- * Machines: rows in the metadata store, one MachineRun per machine while the
- * server lives. Every machine is restored from a template or a snapshot, so
- * none boots in a caller's path; `io` runs commands and file calls in them.
+ * Machines: made from a template or a snapshot (none boots in a caller's path), forked, snapshotted
+ * and restored, their ports, network, disk and records changed, their disks committed as versions;
+ * `io` runs commands and file calls in them. Their runs and lifecycle are MachineRuns' (runs.ts).
  */
-export class Machines {
-  private host_: MachineHost | null = null;
-  private opening: Promise<MachineHost> | null = null;
-  private templates: Templates | null = null;
-  private readonly runs = new Map<string, MachineRun>();
-  readonly io: MachineIo;
-  /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
-  readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
-
-  private readonly layout: MachineLayout;
-  private readonly disks: MachineDisks;
-  private readonly network: Network;
-  /** Cluster mode: where machines run and how they move (machines/placement.ts); null in the embedded default. */
-  private readonly place: MachinePlacement | null;
-
-  /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
-  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore) {
-    this.network = new Network(deps);
-    this.layout = new MachineLayout(deps.config.home, deps.config.cache);
-    this.disks = new MachineDisks(deps, this.layout);
-    this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
-    this.place = deps.cluster && blobs
-      ? new MachinePlacement(deps.cluster, new MachineStowage(blobs, this.layout, deps.log), deps.metadata, this.layout, deps.config)
-      : null;
-  }
-
-  /** Cluster mode: the API of the live worker that runs machine `id`, when that is another worker (api/machine-forward.ts). */
-  async ownerApi(id: string): Promise<string | null> {
-    return this.place ? ((await this.place.elsewhere(id))?.api ?? null) : null;
-  }
-
-  get clustered(): boolean { return this.place !== null; }
-
-  /**
-   * Cluster mode: tells `listener` of each machine that starts running on this worker (its lease
-   * taken here: made, restored, or woken after it hibernated elsewhere). Never told in the
-   * embedded default, where every machine runs here.
-   */
-  onTaken(listener: (id: string) => void): void { this.place?.onTaken(listener); }
-
-  /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
-  async open(): Promise<void> {
-    if (findAssets(this.deps.config.cache)) await this.host();
-    // In a cluster the rows are every worker's, and nothing yet says which worker runs which
-    // machine: a worker's start leaves them as they are (docs/deploy.md, what is not shared yet).
-    if (this.deps.cluster) return;
-    for (const row of await this.deps.metadata.machines.list()) {
-      if (row.state === 'hibernated' && existsSync(this.layout.hibernation(row.id).state)) continue;
-      if (row.state !== 'stopped') {
-        await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
-        this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
-      }
-    }
-  }
-
-  /** The accelerator machines use (healthz), null while the machine assets are not built. */
-  accel(): AccelChoice | null { return this.host_?.accel ?? null; }
-
-  private host(): Promise<MachineHost> {
-    if (this.host_) return Promise.resolve(this.host_);
-    const { config, runtime, log, snapshotter: layers } = this.deps;
-    const assets = findAssets(config.cache);
-    if (!assets) {
-      return Promise.reject(new ShellbaseError('failed_precondition', 'machine assets (kernel, initramfs) are not built on this host', {
-        hint: 'run `npm run setup` (or `shellbase machine assets`) first',
-      }));
-    }
-    this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime,
-      forward: this.deps.forwarder.installed() })
-      .then((h) => { this.host_ = h; this.templates = new Templates(h, layers, log); return h; })
-      .finally(() => { this.opening = null; });
-    return this.opening;
-  }
-
+export class Machines extends MachineRuns {
   /** `extra`: fields kept in its spec for another API (compat/e2b). */
   create(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'> = {}): Promise<Machine> {
     return durably(this.deps.durability, () => this.createNow(caller, req, extra));
@@ -163,157 +76,6 @@ export class Machines {
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
     if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
     return this.toMachine(run);
-  }
-
-  /**
-   * Garbage collection of templates of tenants' versions (machines/templates.ts, `collect`): those
-   * no machine or snapshot stands on, unused for `templateIdleMs`. Images' templates live in the
-   * cache, which other servers on the host may share: they stay.
-   */
-  async collectTemplates(): Promise<number> {
-    if (!this.templates) return 0;
-    const files = await this.disks.chainFiles();
-    const inUse = new Set([...files].map((f) => path.dirname(f)));
-    // In a cluster, also the frozen disk files this worker fetched that no chain names any more, and
-    // what it kept of machines and snapshots that moved on or went.
-    const fetched = this.place ? this.place.stowage.collect(files, this.deps.config.machines.templateIdleMs) + await this.disks.collectStray(this.deps.config.machines.templateIdleMs) : 0;
-    let names: string[] = [];
-    try { names = readdirSync(this.layout.tenantsDir); } catch { return fetched; }
-    return fetched + await this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
-  }
-
-  /** Inserts the row and restores the machine (on this worker, with one of `slots`); on failure nothing of it is left. */
-  private async start(row: MachineRow, src: RestoreSource, slots: Reservation | null): Promise<MachineRun> {
-    await this.place?.take(row.id);
-    slots?.bind(row.id);
-    await this.deps.metadata.machines.create(row);
-    const run = this.runOf(row);
-    try {
-      await run.serial(() => run.restore(src));
-    } catch (e) {
-      await this.discard(run);
-      if (e instanceof ShellbaseError) throw e;
-      throw new ShellbaseError('unavailable', `machine ${row.id} did not start: ${(e as Error).message}`, { hint: 'try again; if it persists, the server log has the reason' });
-    }
-    return run;
-  }
-
-  private async discard(run: MachineRun): Promise<void> {
-    await run.destroy();
-    this.runs.delete(run.row.id);
-    await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
-    await this.place?.forget(run.row.id);
-    await this.place?.dropped(run.row.id);
-    await this.disks.collect(run.row.tenantId, run.row.spec.disk);
-  }
-
-  /**
-   * Refuses a start that would pass the tenant's quota, the host's cap or its memory budget; in a
-   * cluster, also takes the slots of the quota counted over every worker (given back by `done`
-   * unless a machine took them).
-   */
-  private async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<Reservation | null> {
-    admit(this.deps.config, this.localRuns(), caller, memoryMb, count);
-    return this.place ? this.place.reserve(caller, count) : null;
-  }
-
-  private runOf(row: MachineRow): MachineRun {
-    let run = this.runs.get(row.id);
-    if (!run) {
-      run = new MachineRun(row, {
-        host: this.host_!,
-        save: async (r) => { await this.deps.metadata.machines.update(r); await this.place?.saved(r); },
-        ...this.place?.runHooks(this.deps.log),
-        meter: async (r, wallMs, cpuMs, { activeMs, bytesOut, bytesIn }) => {
-          this.deps.meter.runEnded('machine', wallMs, activeMs);
-          await this.deps.metadata.usage.record({
-            tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
-            cpuMs, wallMs, activeMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null, egressBytes: bytesOut, ingressBytes: bytesIn,
-          });
-        },
-        // A session even for "none" (it refuses every connection): a running machine's policy may widen (setNetwork).
-        egress: async (r) => this.deps.egress.open({
-          tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network),
-        }, this.host_!.uid),
-        admit: (r) => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1),
-        step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
-      });
-      this.runs.set(row.id, run);
-    }
-    return run;
-  }
-
-  /** The machines this server runs (in a cluster, not those it only looked at for another worker). */
-  private localRuns(): MachineRun[] {
-    return [...this.runs.values()].filter((r) => !this.place || this.place.holds(r.row.id));
-  }
-
-  /** Its row as this server knows it: the running process's, or (in a cluster, of a machine another worker may have moved) the store's. */
-  private current(row: MachineRow): MachineRow {
-    const run = this.runs.get(row.id);
-    return run && (!this.place || this.place.holds(row.id)) ? run.row : row;
-  }
-
-  private async row(caller: Caller, id: string): Promise<MachineRow> {
-    if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound('machine', String(id));
-    const local = this.runs.get(id);
-    const row = local && (!this.place || this.place.holds(id)) ? local.row : await this.deps.metadata.machines.get(caller.tenantId, id);
-    if (!row || row.tenantId !== caller.tenantId) throw notFound('machine', id);
-    return row;
-  }
-
-  /** `readOnly`: in a cluster, a machine another worker runs is shown as its row says (else `unavailable` here). */
-  private async runFor(caller: Caller, id: string, readOnly = false): Promise<MachineRun> {
-    const row = await this.row(caller, id);
-    await this.host();
-    const run = this.runOf(row);
-    await this.place?.settle(run, { readOnly });
-    return run;
-  }
-
-  /** A machine that runs (woken from hibernation if need be), counted as used until `release`. */
-  private async running(caller: Caller, id: string): Promise<{ run: MachineRun; release: () => void }> {
-    const run = await this.runFor(caller, id);
-    const release = await run.acquire();
-    return { run, release };
-  }
-
-  async get(caller: Caller, id: string): Promise<Machine> { return this.toMachine(await this.runFor(caller, id, true)); }
-
-  async list(caller: Caller): Promise<Machine[]> {
-    return (await this.deps.metadata.machines.list(caller.tenantId)).map((r) => this.toMachine(this.current(r)));
-  }
-
-  async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
-  /** Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it. */
-  async hibernate(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.hibernate()); }
-  async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
-  async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
-
-  /**
-   * The last `lines` lines of its serial console as this worker has it (the machine is not woken).
-   * In a cluster a call reaches the worker that runs the machine (api/machine-forward.ts).
-   */
-  async consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> {
-    await this.row(caller, id);
-    return readConsoleTail(runFiles(this.layout.runDir(id)).console, lines);
-  }
-
-  private step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
-    return durably(this.deps.durability, async () => {
-      const run = await this.runFor(caller, id);
-      await run.serial(() => f(run));
-      return this.toMachine(run);
-    });
-  }
-
-  remove(caller: Caller, id: string): Promise<void> {
-    return durably(this.deps.durability, () => this.removeNow(caller, id));
-  }
-
-  private async removeNow(caller: Caller, id: string): Promise<void> {
-    const run = await this.runFor(caller, id);
-    await run.serial(() => this.discard(run));
   }
 
   /** RAM, devices and disk of a running machine at one instant, kept until deleted. */
@@ -441,13 +203,13 @@ export class Machines {
         entry = { port, token: newToken(), ...(keyed ? { access: 'key' as const } : {}) };
         if (run.vm) { await run.vm.forward(port); await run.vm.bridge(run.portSocket(port), port); }
         run.row = { ...run.row, spec: { ...spec, ports: [...spec.ports, entry] } };
-        await this.deps.metadata.machines.update(run.row);
+        await this.write(run.row);
       } else if ((entry.access === 'key') !== keyed) {
         const { access: _old, ...bare } = entry;
         entry = keyed ? { ...bare, access: 'key' } : bare;
         const changed = entry;
         run.row = { ...run.row, spec: { ...spec, ports: spec.ports.map((p) => (p.port === port ? changed : p)) } };
-        await this.deps.metadata.machines.update(run.row);
+        await this.write(run.row);
       }
       return { ...this.urls(entry.token), access: keyed ? 'key' : 'url' };
     });
@@ -459,13 +221,6 @@ export class Machines {
     return this.io.portTarget(await this.runFor(caller, id), port);
   }
 
-  /** Machines' rows as they are now (of one tenant, or all), for APIs that keep fields in them (compat/e2b). */
-  async rows(tenantId?: string): Promise<MachineRow[]> {
-    return (await this.deps.metadata.machines.list(tenantId)).map((r) => this.current(r));
-  }
-
-  async rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.row(caller, id); }
-
   /** Sets (or, undefined, drops) the E2B-compatible API's record of a machine. */
   setE2b(caller: Caller, id: string, e2b: E2bSandboxSpec | undefined): Promise<void> {
     return durably(this.deps.durability, async () => {
@@ -473,7 +228,7 @@ export class Machines {
       await run.serial(async () => {
         const { e2b: _old, ...spec } = run.row.spec;
         run.row = { ...run.row, spec: e2b ? { ...spec, e2b } : spec };
-        await this.deps.metadata.machines.update(run.row);
+        await this.write(run.row);
       });
     });
   }
@@ -495,20 +250,6 @@ export class Machines {
     return gatewayUrls(this.deps.config.gatewayPort, token);
   }
 
-  /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
-  async close(): Promise<void> {
-    await Promise.all(this.localRuns().map((r) => r.serial(async () => {
-      if (r.state === 'paused') await r.resume();
-      if (r.state === 'running') await r.hibernate();
-    }).catch(async (err) => { this.deps.log.error({ err, machine: r.row.id }, 'hibernating at shutdown failed'); await r.destroy(); })));
-    await this.host_?.close();
-  }
-
-  private toMachine(r: MachineRun | MachineRow): Machine {
-    return machineView(r instanceof MachineRun ? r.row : r, this.deps.config.gatewayPort);
-  }
-
-
   /** The machine's disk (its changes since its template) as a new version of `context`. */
   async commit(caller: Caller, id: string, context: string): Promise<{ version: string }> {
     checkName(context);
@@ -520,9 +261,6 @@ export class Machines {
       release();
     }
   }
-
-  /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
-  storedBytes(tenantId: string): Promise<number> { return this.disks.storedBytes(tenantId); }
 
   /**
    * Grows a machine's disk to `diskGb` and its root file system with it, online (a hibernated
@@ -563,7 +301,7 @@ export class Machines {
       const apply = async (current: MachineRow): Promise<MachineRow> => {
         const { network: _old, ...rest } = current.spec;
         const next = { ...current, spec: { ...rest, ...(network ? { network } : {}) } };
-        await this.deps.metadata.machines.update(next);
+        await this.write(next);
         return next;
       };
       const run = this.runs.get(id);

@@ -6,7 +6,7 @@ import type { Cluster } from '../core/cluster.js';
 import type { Caller } from '../core/deps.js';
 import { overQuota, quotasOf } from '../core/quotas.js';
 import { ShellbaseError, notFound } from '../errors.js';
-import type { MachineRow, MetadataStore, SnapshotRow, StoredMachineFiles } from '../store/metadata/types.js';
+import type { LeaseFence, MachineRow, MetadataStore, SnapshotRow, StoredMachineFiles } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import type { MachineLayout } from './layout.js';
 import type { MachineRun, RunHooks } from './run.js';
@@ -29,11 +29,14 @@ export interface Reservation {
  * holds its lease (kind `machine`, key its id); calls that land elsewhere are passed there
  * (api/machine-forward.ts). Hibernating stores its memory and disk in the object store
  * (machines/stowage.ts) and gives the lease up, so the next call on any worker restores it there.
- * A machine whose lease-holder died while it held memory is `lost`. `runningMachines` is counted
+ * A machine whose lease-holder died while it held memory is `lost`; the lease's epoch fences its
+ * row: a worker whose lease was taken over (taken for gone after a pause or a partition) writes
+ * nothing more of it, and ends its QEMU when its heartbeat finds out. `runningMachines` is counted
  * over every live worker (a slot per machine holding memory, given back when it stops holding it).
  * The blobs of stored files are held by their machine or snapshot (`Cluster.holdBlobs`) from
  * before its row names them until it stops naming them or goes; then, unless something else
- * names them, collection deletes them after the grace period. (A frozen file stored before is
+ * names them, collection deletes them after the grace period; a machine woken here keeps holding
+ * the frozen files below its disk's top, which its next hibernation names again. (A frozen file stored before is
  * named again without packing when the store still has its blob: were that blob, named by nothing
  * for a whole grace period, deleted between the check and the hold, the row would name a missing
  * blob, as a layer packed again to the same bytes at that instant would.)
@@ -41,20 +44,54 @@ export interface Reservation {
  * Absent in the embedded default, where none of this happens.
  */
 export class MachinePlacement {
-  /** Machines whose lease this worker holds. */
-  private readonly held = new Set<string>();
+  /** Machines whose lease this worker holds, and its epoch. */
+  private readonly held = new Map<string, number>();
+  /**
+   * Machines whose lease another worker took over while this one held it, and the epoch it held:
+   * until this worker has caught up with the store (`settle`), its writes of their rows are still
+   * fenced by that epoch, so the database refuses them.
+   */
+  private readonly revoked = new Map<string, number>();
+  /** Machines woken here: the digests of the frozen files below their disk's top, still held while they run. */
+  private readonly frozen = new Map<string, string[]>();
   /** Machines this worker holds a `runningMachines` slot for, and their tenants. */
   private readonly slots = new Map<string, string>();
   private readonly takenListeners: ((id: string) => void)[] = [];
+  private readonly lostListeners: ((id: string) => void)[] = [];
 
   constructor(private readonly cluster: Cluster, readonly stowage: MachineStowage, private readonly metadata: MetadataStore,
-    private readonly layout: MachineLayout, private readonly config: ServerConfig) {}
+    private readonly layout: MachineLayout, private readonly config: ServerConfig) {
+    cluster.leaseLost((kind, key) => {
+      const epoch = kind === 'machine' ? this.held.get(key) : undefined;
+      if (epoch === undefined) return;
+      this.held.delete(key);
+      this.revoked.set(key, epoch);
+      this.frozen.delete(key);
+      void this.free(key).catch(() => undefined);
+      for (const l of this.lostListeners) l(key);
+    });
+  }
 
   /** Tells `listener` of each machine whose lease this worker takes (made, restored or woken here). */
   onTaken(listener: (id: string) => void): void { this.takenListeners.push(listener); }
 
+  /**
+   * Tells `listener` of each machine whose lease another worker took over while this one held it
+   * (this worker was taken for gone): its row is that worker's now, and its process here must end.
+   */
+  onLost(listener: (id: string) => void): void { this.lostListeners.push(listener); }
+
   /** Whether this worker runs the machine now (holds its lease). */
   holds(id: string): boolean { return this.held.has(id); }
+
+  /**
+   * The lease as this worker holds it (or held it, until it caught up after losing it), to fence a
+   * write of the machine's row; none when it holds none.
+   */
+  fence(id: string): LeaseFence | undefined {
+    const epoch = this.held.get(id) ?? this.revoked.get(id);
+    return epoch === undefined ? undefined : { kind: 'machine', key: id, worker: this.cluster.workerId, epoch };
+  }
 
   /** The API and gateway of the live worker that runs the machine, when that is another one. */
   async elsewhere(id: string): Promise<{ api: string; gateway: string } | null> {
@@ -69,7 +106,8 @@ export class MachinePlacement {
     if (!won.mine) {
       throw new ShellbaseError('unavailable', `machine ${id} runs on another worker`, { details: { machine: id }, hint: 'retry: calls through the API are passed to the worker that runs it' });
     }
-    this.held.add(id);
+    this.held.set(id, won.epoch);
+    this.revoked.delete(id);
     for (const l of this.takenListeners) l(id);
   }
 
@@ -108,6 +146,7 @@ export class MachinePlacement {
     if (!fresh) throw notFound('machine', run.row.id);
     if (run.vm) return; // a process of this worker's own is still ending: its steps decide
     run.row = fresh;
+    this.revoked.delete(fresh.id);
     if (!LIVE.has(fresh.state)) return;
     const there = await this.cluster.elsewhere('machine', fresh.id);
     if (there) {
@@ -129,7 +168,8 @@ export class MachinePlacement {
    * and its lease once nothing here is needed to wake it.
    */
   async saved(row: MachineRow): Promise<void> {
-    await this.cluster.releaseBlobs(row.id, digestsOf(row.spec.stored));
+    if (row.spec.stored || !(LIVE.has(row.state) || row.state === 'hibernated')) this.frozen.delete(row.id);
+    await this.cluster.releaseBlobs(row.id, [...digestsOf(row.spec.stored), ...(this.frozen.get(row.id) ?? [])]);
     if (LIVE.has(row.state)) return;
     await this.free(row.id);
     if (row.state !== 'hibernated' || row.spec.stored) await this.forget(row.id);
@@ -146,6 +186,8 @@ export class MachinePlacement {
 
   /** A machine's or snapshot's row was deleted: the blobs of its files go unless something else names them. */
   dropped(id: string): Promise<void> {
+    this.frozen.delete(id);
+    this.revoked.delete(id);
     return this.cluster.releaseBlobs(id, []);
   }
 
@@ -187,6 +229,7 @@ export class MachinePlacement {
       if (!this.slots.has(row.id) && (await this.cluster.admit(row.tenantId, 'machine', UNBOUNDED))) this.slots.set(row.id, row.tenantId);
       const { stored, ...spec } = row.spec;
       if (!stored) return row;
+      this.frozen.set(row.id, stored.disk.slice(1).map((f) => f.digest));
       const mine = existsSync(saved.ram) && existsSync(spec.disk[0]) && readMarker(this.marker(row.id)) === stored.id;
       if (mine) return { ...row, spec };
       rmSync(saved.ram, { force: true });

@@ -2,7 +2,7 @@ import { existsSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
-import type { MachineRow, StoredMachineFiles } from '../store/metadata/types.js';
+import type { MachineRow, MachineSpec, StoredMachineFiles } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
@@ -232,8 +232,8 @@ export class MachineRun {
     }
   }
 
-  /** RAM and device state to the machine's directory, QEMU ended, memory freed. */
-  async hibernate(): Promise<void> {
+  /** RAM and device state to the machine's directory, QEMU ended, memory freed; `record` is written with the hibernated state. */
+  async hibernate(record: Pick<MachineSpec, 'e2b'> = {}): Promise<void> {
     if (this.row.state === 'hibernated') return;
     MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'hibernate');
     const vm = this.vm!;
@@ -254,6 +254,7 @@ export class MachineRun {
         this.hooks.stowFailed?.(this.row, err);
       }
     }
+    this.row = { ...this.row, spec: { ...this.row.spec, ...record } };
     await this.go('hibernate');
     this.hooks.step('hibernate', performance.now() - t0);
   }
@@ -306,6 +307,18 @@ export class MachineRun {
     await this.vm?.kill();
     this.dropProcess();
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /**
+   * Cluster mode: another worker took the machine over. Its QEMU here ends and nothing of it is
+   * written (its row is the other worker's); its files here stay (a hibernation's memory may be
+   * the only copy).
+   */
+  async abandon(): Promise<void> {
+    if (!this.vm) return;
+    if (this.row.state === 'running') await this.endSegment(true);
+    await this.vm.kill();
+    this.dropProcess();
   }
 
   /** QEMU ended without being asked (the guest powered off, or it crashed). */

@@ -224,23 +224,28 @@ export class Sandboxes {
     return { sandbox, resumed };
   }
 
-  /** Hibernates it (memory to disk); false if it was paused already. */
+  /**
+   * Hibernates it (memory to disk); false if it was paused already. Its record says `paused` in
+   * the same write as its hibernated state, before its lease is given up: in a cluster no worker
+   * finds it hibernated and not paused (and wakes it).
+   */
   async pause(caller: Caller, id: string): Promise<boolean> {
-    let paused = false;
     try {
-      await this.update(caller, id, async (s) => {
-        if (s.e2b.paused) return s.e2b;
+      return await this.lock.run(id, async () => {
+        const s = await this.get(caller, id);
+        if (s.e2b.paused) return false;
         this.pausing.add(id);
+        const e2b = { ...s.e2b, paused: true };
         // A machine that lost its memory (a stopped one, or in a cluster a lost one) has none to keep.
         const { state } = await this.machines.get(caller, id);
-        if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id);
-        paused = true;
-        return { ...s.e2b, paused: true };
+        if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id, e2b);
+        else await this.machines.setE2b(caller, id, e2b);
+        this.schedule(id, caller.tenantId, e2b);
+        return true;
       });
     } finally {
       this.pausing.delete(id);
     }
-    return paused;
   }
 
   /**

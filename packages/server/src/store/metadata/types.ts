@@ -1,7 +1,7 @@
 import type { NetworkConnection, NetworkPolicy } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 import type {
-  ApiKeyRow, CommitVersionOptions, ContextChanges, ContextRow, EgressLogRow, ImageRow, LayerRow, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
+  ApiKeyRow, CommitVersionOptions, ContextChanges, ContextRow, EgressLogRow, ImageRow, LayerRow, LeaseFence, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
   UsageTotals, VersionRow,
 } from './rows.js';
 
@@ -226,8 +226,12 @@ export interface MachineRepository {
   find(id: string): Promise<MachineRow | null>;
   /** A tenant's machines, or every machine (crash recovery). */
   list(tenantId?: string): Promise<MachineRow[]>;
-  /** Writes state and spec (and the port tokens the spec names). */
-  update(row: MachineRow): Promise<void>;
+  /**
+   * Writes state and spec (and the port tokens the spec names). With `fence` (cluster mode: the
+   * machine's lease as this worker holds it), only while that lease is still this worker's at its
+   * epoch; else `failed_precondition` and nothing is written.
+   */
+  update(row: MachineRow, fence?: LeaseFence): Promise<void>;
   delete(tenantId: string, id: string): Promise<boolean>;
   byPortToken(token: string): Promise<{ machine: MachineRow; port: number } | null>;
   createSnapshot(row: SnapshotRow): Promise<void>;

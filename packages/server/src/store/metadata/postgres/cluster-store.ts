@@ -207,6 +207,22 @@ export class PostgresCluster {
     return rows.map((r) => r.digest);
   }
 
+  /**
+   * Of `digests` (blobs found in the object store), queues for deletion after `graceMs` those that
+   * no layer and no machine or snapshot names and that are not queued already: uploads whose
+   * worker died before recording them. Returns how many it queued.
+   */
+  async queueOrphanBlobs(digests: readonly string[], graceMs: number): Promise<number> {
+    if (digests.length === 0) return 0;
+    const rows = await this.db.all<{ digest: string }>(`INSERT INTO cluster_blob_deletions (digest, due_at)
+        SELECT d.digest, now() + make_interval(secs => ? / 1000.0) FROM unnest(?::text[]) AS d(digest)
+        WHERE NOT EXISTS (SELECT 1 FROM cluster_layer_blobs b WHERE b.digest = d.digest)
+          AND NOT EXISTS (SELECT 1 FROM cluster_machine_blobs m WHERE m.digest = d.digest)
+      ON CONFLICT (digest) DO NOTHING
+      RETURNING digest`, [graceMs, texts(digests)]);
+    return rows.length;
+  }
+
   /** Done with a scheduled deletion (the blob is gone). */
   async deletionDone(digest: string): Promise<void> {
     await this.db.run(`DELETE FROM cluster_blob_deletions WHERE digest = ? AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs WHERE digest = ?)
@@ -220,9 +236,11 @@ export class PostgresCluster {
   }
 
   /**
-   * `owner` names only `keep` from now on (none: it is gone). The blobs it named that no other
-   * owner and no layer names are scheduled for deletion from the object store after `graceMs`
-   * (one statement); returns how many.
+   * `owner` names only `keep` from now on (none: it is gone). Every blob it let go is scheduled for
+   * deletion from the object store after `graceMs` (one statement), whether or not something else
+   * still names it: `dueBlobDeletions` cancels those that are named when they fall due. (Checking
+   * here would miss a blob that two owners let go at once, each seeing the other still holding it.)
+   * Returns how many it let go.
    */
   async releaseMachineBlobs(owner: string, keep: readonly string[], graceMs: number): Promise<number> {
     const rows = await this.db.all<{ digest: string }>(`WITH gone AS (
@@ -230,10 +248,8 @@ export class PostgresCluster {
       )
       INSERT INTO cluster_blob_deletions (digest, due_at)
         SELECT DISTINCT g.digest, now() + make_interval(secs => ? / 1000.0) FROM gone g
-        WHERE NOT EXISTS (SELECT 1 FROM cluster_machine_blobs m WHERE m.digest = g.digest AND m.owner != ?)
-          AND NOT EXISTS (SELECT 1 FROM cluster_layer_blobs l WHERE l.digest = g.digest)
       ON CONFLICT (digest) DO UPDATE SET due_at = excluded.due_at
-      RETURNING digest`, [owner, texts(keep), graceMs, owner]);
+      RETURNING digest`, [owner, texts(keep), graceMs]);
     return rows.length;
   }
 

@@ -1,6 +1,7 @@
-import type { MachineRow, MachineRowState, MachineShape, MachineSpec, SnapshotRow, SnapshotSpec } from '../rows.js';
+import type { LeaseFence, MachineRow, MachineRowState, MachineShape, MachineSpec, SnapshotRow, SnapshotSpec } from '../rows.js';
 import type { MachineRepository } from '../types.js';
 import type { SqlDb } from './db.js';
+import { checkFence } from './fence.js';
 
 interface MachineRecord { id: string; tenant_id: string; state: string; spec: string; created_at: string }
 interface SnapshotRecord { id: string; tenant_id: string; machine_id: string; spec: string; created_at: string }
@@ -50,8 +51,9 @@ export class SqlMachines implements MachineRepository {
     return rows.map(toMachine);
   }
 
-  async update(row: MachineRow): Promise<void> {
+  async update(row: MachineRow, fence?: LeaseFence): Promise<void> {
     await this.db.tx(async (db) => {
+      if (fence) await checkFence(db, fence);
       await db.run('UPDATE machines SET state = ?, spec = ? WHERE id = ?', [row.state, JSON.stringify(row.spec), row.id]);
       await writePorts(db, row);
     });

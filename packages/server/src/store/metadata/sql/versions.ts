@@ -1,8 +1,8 @@
 import type { Change } from '../../snapshotter/types.js';
-import { ShellbaseError } from '../../../errors.js';
-import type { CommitVersionOptions, LayerRow, LeaseFence, NewVersion, VersionRow } from '../rows.js';
+import type { CommitVersionOptions, LayerRow, NewVersion, VersionRow } from '../rows.js';
 import type { DropResult, Retention, VersionRepository } from '../types.js';
 import { chunked, marks, type SqlDb } from './db.js';
+import { checkFence } from './fence.js';
 import { addRefs } from './refs.js';
 
 export interface VersionRecord {
@@ -261,16 +261,5 @@ export class SqlVersions implements VersionRepository {
   async dropUnreferencedLayers(keep: ReadonlySet<string>, limit: number): Promise<DropResult> {
     const ids = (await this.db.all<{ id: string }>("SELECT id FROM layers WHERE refs <= 0 AND kind != 'image' LIMIT ?", [limit])).map((r) => r.id);
     return this.db.tx((db) => this.deleteUnreferenced(db, ids, keep));
-  }
-}
-
-/** Throws `failed_precondition` unless the lease is still the fence's worker's at its epoch (cluster mode: Postgres only has `cluster_leases`). */
-async function checkFence(db: SqlDb, f: LeaseFence): Promise<void> {
-  const held = await db.get(`SELECT 1 AS x FROM cluster_leases WHERE kind = ? AND key = ? AND worker_id = ? AND epoch = ?${db.dialect === 'postgres' ? ' FOR SHARE' : ''}`,
-    [f.kind, f.key, f.worker, f.epoch]);
-  if (!held) {
-    throw new ShellbaseError('failed_precondition', `this worker's lease of ${f.kind} ${f.key} (epoch ${f.epoch}) was taken over: its work is not committed`, {
-      details: { kind: f.kind, epoch: f.epoch }, hint: 'another worker runs it now; its writes are the ones that count',
-    });
   }
 }

@@ -1,0 +1,303 @@
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import type { Machine, MachineConsole } from '@shellbase/protocol';
+import type { ContextAccess } from '../core/contexts.js';
+import { ShellbaseError, notFound } from '../errors.js';
+import { durably, type Caller, type Deps } from '../core/deps.js';
+import type { E2bSandboxSpec, MachineRow } from '../store/metadata/types.js';
+import type { AccelChoice } from './accel.js';
+import { findAssets } from './assets.js';
+import { MachineHost } from './host.js';
+import { MachineLayout, runFiles } from './layout.js';
+import { readConsoleTail } from './console-log.js';
+import { MachineIo } from './io.js';
+import { MachineDisks } from './storage.js';
+import { admit, hostRoom } from './admission.js';
+import { MachineRun, type RestoreSource } from './run.js';
+import { Templates } from './templates.js';
+import { machineView } from './views.js';
+import { Network } from '../core/network.js';
+import type { BlobStore } from '../store/blobs/types.js';
+import { MachinePlacement, type Reservation } from './placement.js';
+import { MachineStowage } from './stowage.js';
+
+/**
+ * Machines' runs: rows in the metadata store, one MachineRun per machine while the server lives,
+ * their lifecycle steps (pause, hibernate, resume, stop, remove), and in a cluster where each runs
+ * (machines/placement.ts). `Machines` (machines.ts) adds what makes and changes them.
+ */
+export class MachineRuns {
+  protected host_: MachineHost | null = null;
+  protected opening: Promise<MachineHost> | null = null;
+  protected templates: Templates | null = null;
+  protected readonly runs = new Map<string, MachineRun>();
+  readonly io: MachineIo;
+  /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
+  readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
+
+  protected readonly layout: MachineLayout;
+  protected readonly disks: MachineDisks;
+  protected readonly network: Network;
+  /** Cluster mode: where machines run and how they move (machines/placement.ts); null in the embedded default. */
+  protected readonly place: MachinePlacement | null;
+
+  /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
+  constructor(protected readonly deps: Deps, protected readonly contexts: ContextAccess, blobs?: BlobStore) {
+    this.network = new Network(deps);
+    this.layout = new MachineLayout(deps.config.home, deps.config.cache);
+    this.disks = new MachineDisks(deps, this.layout);
+    this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
+    this.place = deps.cluster && blobs
+      ? new MachinePlacement(deps.cluster, new MachineStowage(blobs, this.layout, deps.log), deps.metadata, this.layout, deps.config)
+      : null;
+    this.place?.onLost((id) => { void this.lost(id); });
+  }
+
+  /** Writes a machine's row; in a cluster, fenced by its lease when this worker holds it, or held it and lost it (machines/placement.ts). */
+  protected write(row: MachineRow): Promise<void> {
+    return this.deps.metadata.machines.update(row, this.place?.fence(row.id));
+  }
+
+  /**
+   * Cluster mode: another worker took this machine over (this one was taken for gone, say after a
+   * pause longer than its heartbeat): its QEMU here ends, and nothing more of it is written here.
+   */
+  protected async lost(id: string): Promise<void> {
+    const run = this.runs.get(id);
+    if (!run) return;
+    this.deps.log.warn({ machine: id }, 'machine taken over by another worker: its process here ends');
+    await run.serial(() => run.abandon()).catch((err: unknown) => this.deps.log.error({ err, machine: id }, 'ending a machine taken over by another worker failed'));
+  }
+
+  /** Cluster mode: the API of the live worker that runs machine `id`, when that is another worker (api/machine-forward.ts). */
+  async ownerApi(id: string): Promise<string | null> {
+    return this.place ? ((await this.place.elsewhere(id))?.api ?? null) : null;
+  }
+
+  get clustered(): boolean { return this.place !== null; }
+
+  /**
+   * Cluster mode: tells `listener` of each machine that starts running on this worker (its lease
+   * taken here: made, restored, or woken after it hibernated elsewhere). Never told in the
+   * embedded default, where every machine runs here.
+   */
+  onTaken(listener: (id: string) => void): void { this.place?.onTaken(listener); }
+
+  /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
+  async open(): Promise<void> {
+    if (findAssets(this.deps.config.cache)) await this.host();
+    // In a cluster the rows are every worker's, and nothing yet says which worker runs which
+    // machine: a worker's start leaves them as they are (docs/deploy.md, what is not shared yet).
+    if (this.deps.cluster) return;
+    for (const row of await this.deps.metadata.machines.list()) {
+      if (row.state === 'hibernated' && existsSync(this.layout.hibernation(row.id).state)) continue;
+      if (row.state !== 'stopped') {
+        await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
+        this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
+      }
+    }
+  }
+
+  /** The accelerator machines use (healthz), null while the machine assets are not built. */
+  accel(): AccelChoice | null { return this.host_?.accel ?? null; }
+
+  protected host(): Promise<MachineHost> {
+    if (this.host_) return Promise.resolve(this.host_);
+    const { config, runtime, log, snapshotter: layers } = this.deps;
+    const assets = findAssets(config.cache);
+    if (!assets) {
+      return Promise.reject(new ShellbaseError('failed_precondition', 'machine assets (kernel, initramfs) are not built on this host', {
+        hint: 'run `npm run setup` (or `shellbase machine assets`) first',
+      }));
+    }
+    this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime,
+      forward: this.deps.forwarder.installed() })
+      .then((h) => { this.host_ = h; this.templates = new Templates(h, layers, log); return h; })
+      .finally(() => { this.opening = null; });
+    return this.opening;
+  }
+
+  /**
+   * Garbage collection of templates of tenants' versions (machines/templates.ts, `collect`): those
+   * no machine or snapshot stands on, unused for `templateIdleMs`. Images' templates live in the
+   * cache, which other servers on the host may share: they stay.
+   */
+  async collectTemplates(): Promise<number> {
+    if (!this.templates) return 0;
+    const files = await this.disks.chainFiles();
+    const inUse = new Set([...files].map((f) => path.dirname(f)));
+    // In a cluster, also the frozen disk files this worker fetched that no chain names any more, and
+    // what it kept of machines and snapshots that moved on or went.
+    const fetched = this.place ? this.place.stowage.collect(files, this.deps.config.machines.templateIdleMs) + await this.disks.collectStray(this.deps.config.machines.templateIdleMs) : 0;
+    let names: string[] = [];
+    try { names = readdirSync(this.layout.tenantsDir); } catch { return fetched; }
+    return fetched + await this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
+  }
+
+  /** Inserts the row and restores the machine (on this worker, with one of `slots`); on failure nothing of it is left. */
+  protected async start(row: MachineRow, src: RestoreSource, slots: Reservation | null): Promise<MachineRun> {
+    await this.place?.take(row.id);
+    slots?.bind(row.id);
+    await this.deps.metadata.machines.create(row);
+    const run = this.runOf(row);
+    try {
+      await run.serial(() => run.restore(src));
+    } catch (e) {
+      await this.discard(run);
+      if (e instanceof ShellbaseError) throw e;
+      throw new ShellbaseError('unavailable', `machine ${row.id} did not start: ${(e as Error).message}`, { hint: 'try again; if it persists, the server log has the reason' });
+    }
+    return run;
+  }
+
+  protected async discard(run: MachineRun): Promise<void> {
+    await run.destroy();
+    this.runs.delete(run.row.id);
+    await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
+    await this.place?.forget(run.row.id);
+    await this.place?.dropped(run.row.id);
+    await this.disks.collect(run.row.tenantId, run.row.spec.disk);
+  }
+
+  /**
+   * Refuses a start that would pass the tenant's quota, the host's cap or its memory budget; in a
+   * cluster, also takes the slots of the quota counted over every worker (given back by `done`
+   * unless a machine took them).
+   */
+  protected async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<Reservation | null> {
+    admit(this.deps.config, this.localRuns(), caller, memoryMb, count);
+    return this.place ? this.place.reserve(caller, count) : null;
+  }
+
+  protected runOf(row: MachineRow): MachineRun {
+    let run = this.runs.get(row.id);
+    if (!run) {
+      run = new MachineRun(row, {
+        host: this.host_!,
+        save: async (r) => { await this.write(r); await this.place?.saved(r); },
+        ...this.place?.runHooks(this.deps.log),
+        meter: async (r, wallMs, cpuMs, { activeMs, bytesOut, bytesIn }) => {
+          this.deps.meter.runEnded('machine', wallMs, activeMs);
+          await this.deps.metadata.usage.record({
+            tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', createdAt: new Date().toISOString(),
+            cpuMs, wallMs, activeMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null, egressBytes: bytesOut, ingressBytes: bytesIn,
+          });
+        },
+        // A session even for "none" (it refuses every connection): a running machine's policy may widen (setNetwork).
+        egress: async (r) => this.deps.egress.open({
+          tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network),
+        }, this.host_!.uid),
+        admit: (r) => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1),
+        step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
+      });
+      this.runs.set(row.id, run);
+    }
+    return run;
+  }
+
+  /** The machines this server runs (in a cluster, not those it only looked at for another worker). */
+  protected localRuns(): MachineRun[] {
+    return [...this.runs.values()].filter((r) => !this.place || this.place.holds(r.row.id));
+  }
+
+  /** Its row as this server knows it: the running process's, or (in a cluster, of a machine another worker may have moved) the store's. */
+  protected current(row: MachineRow): MachineRow {
+    const run = this.runs.get(row.id);
+    return run && (!this.place || this.place.holds(row.id)) ? run.row : row;
+  }
+
+  protected async row(caller: Caller, id: string): Promise<MachineRow> {
+    if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound('machine', String(id));
+    const local = this.runs.get(id);
+    const row = local && (!this.place || this.place.holds(id)) ? local.row : await this.deps.metadata.machines.get(caller.tenantId, id);
+    if (!row || row.tenantId !== caller.tenantId) throw notFound('machine', id);
+    return row;
+  }
+
+  /** `readOnly`: in a cluster, a machine another worker runs is shown as its row says (else `unavailable` here). */
+  protected async runFor(caller: Caller, id: string, readOnly = false): Promise<MachineRun> {
+    const row = await this.row(caller, id);
+    await this.host();
+    const run = this.runOf(row);
+    await this.place?.settle(run, { readOnly });
+    return run;
+  }
+
+  /** A machine that runs (woken from hibernation if need be), counted as used until `release`. */
+  protected async running(caller: Caller, id: string): Promise<{ run: MachineRun; release: () => void }> {
+    const run = await this.runFor(caller, id);
+    const release = await run.acquire();
+    return { run, release };
+  }
+
+  async get(caller: Caller, id: string): Promise<Machine> { return this.toMachine(await this.runFor(caller, id, true)); }
+
+  async list(caller: Caller): Promise<Machine[]> {
+    return (await this.deps.metadata.machines.list(caller.tenantId)).map((r) => this.toMachine(this.current(r)));
+  }
+
+  async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
+  /**
+   * Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it. `e2b`: the
+   * E2B API's record, written with the hibernated state (in a cluster, before the lease is given
+   * up, so no worker finds the sandbox hibernated and not yet paused).
+   */
+  async hibernate(caller: Caller, id: string, e2b?: E2bSandboxSpec): Promise<Machine> {
+    return this.step(caller, id, async (r) => {
+      if (r.state !== 'hibernated') return r.hibernate(e2b && { e2b });
+      if (e2b) { r.row = { ...r.row, spec: { ...r.row.spec, e2b } }; await this.write(r.row); }
+    });
+  }
+  async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }
+  async stop(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.stop()); }
+
+  /**
+   * The last `lines` lines of its serial console as this worker has it (the machine is not woken).
+   * In a cluster a call reaches the worker that runs the machine (api/machine-forward.ts).
+   */
+  async consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> {
+    await this.row(caller, id);
+    return readConsoleTail(runFiles(this.layout.runDir(id)).console, lines);
+  }
+
+  protected step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
+    return durably(this.deps.durability, async () => {
+      const run = await this.runFor(caller, id);
+      await run.serial(() => f(run));
+      return this.toMachine(run);
+    });
+  }
+
+  remove(caller: Caller, id: string): Promise<void> {
+    return durably(this.deps.durability, () => this.removeNow(caller, id));
+  }
+
+  protected async removeNow(caller: Caller, id: string): Promise<void> {
+    const run = await this.runFor(caller, id);
+    await run.serial(() => this.discard(run));
+  }
+
+  /** Machines' rows as they are now (of one tenant, or all), for APIs that keep fields in them (compat/e2b). */
+  async rows(tenantId?: string): Promise<MachineRow[]> {
+    return (await this.deps.metadata.machines.list(tenantId)).map((r) => this.current(r));
+  }
+
+  async rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.row(caller, id); }
+
+  /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
+  async close(): Promise<void> {
+    await Promise.all(this.localRuns().map((r) => r.serial(async () => {
+      if (r.state === 'paused') await r.resume();
+      if (r.state === 'running') await r.hibernate();
+    }).catch(async (err) => { this.deps.log.error({ err, machine: r.row.id }, 'hibernating at shutdown failed'); await r.destroy(); })));
+    await this.host_?.close();
+  }
+
+  protected toMachine(r: MachineRun | MachineRow): Machine {
+    return machineView(r instanceof MachineRun ? r.row : r, this.deps.config.gatewayPort);
+  }
+
+
+  /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
+  storedBytes(tenantId: string): Promise<number> { return this.disks.storedBytes(tenantId); }
+}
