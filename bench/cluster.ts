@@ -94,10 +94,13 @@ try {
   const packed = blobs.reduce((n, b) => n + Number(b.size), 0);
   // Each fresh worker runs one query of its own first (on a small context): what follows is the
   // big context's cost, not the worker's first query ever.
-  const b = await cluster.start('b', { SHELLBASE_HEARTBEAT_MS: '60000' });
+  // SHELLBASE_BENCH_TRACE=1: worker B logs at debug level, and its lines about the fetch are printed.
+  const trace = process.env.SHELLBASE_BENCH_TRACE === '1';
+  const b = await cluster.start('b', { SHELLBASE_HEARTBEAT_MS: '60000', ...(trace ? { SHELLBASE_LOG_LEVEL: 'debug' } : {}) });
   await b.sb.context('own-b').exec('true', { commit: 'never' });
   const first = await timeIt(() => b.sb.context('big').exec('true', { commit: 'never' }));
   const second = await timeIt(() => b.sb.context('big').exec('true', { commit: 'never' }));
+  if (trace) for (const line of b.log().split('\n').filter((l) => /layer fetched|request completed|incoming request/.test(l)).slice(-16)) console.log(line.slice(0, 300));
   await a.sb.context('big').fork('big-fork');
   const c = await cluster.start('c', { SHELLBASE_HEARTBEAT_MS: '60000' });
   await c.sb.context('own-c').exec('true', { commit: 'never' });

@@ -192,6 +192,8 @@ export class ExecRunner {
   ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown }> {
     const { snapshotter: layers, runtime } = this.deps;
     base = await this.squasher.mountable(base);
+    // A worker that lacks the layers fetches them while the scratch is made (`mounts` waits for them).
+    layers.ensure?.(base.layers).catch(() => undefined);
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
     let run: SandboxResult;
     try {

@@ -55,7 +55,8 @@ export class ImportedLayers {
         return existing;
       }
       progress({ message: `${short(layer)}: downloading`, layer, ...(expect.size ? { total: expect.size } : {}) });
-      const { layer: made, dropped } = await unpackLayer(snapshotter, runtime, await open(), expect, { diskMb: config.maximums.diskMb, onBytes });
+      // The request goes out while the layer's scratch space is made.
+      const { layer: made, dropped } = await unpackLayer(snapshotter, runtime, open(), expect, { diskMb: config.maximums.diskMb, onBytes });
       // Pinned before its row exists: collection takes unreferenced rows that nothing pins.
       caller.hold.layerIds([made.layerId]);
       await durability.layers();

@@ -122,6 +122,7 @@ export class ServiceRun implements PortTarget {
     try {
       const base = await this.ctx.head(hold);
       const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, deps.config.maximums);
+      deps.snapshotter.ensure?.(base.layers).catch(() => undefined);
       scratch = await deps.snapshotter.prepare({ diskMb: limits.diskMb });
       this.session = await this.ctx.egress();
       const fwd = mergeForwarding(await this.ctx.forwarding(), this.session?.forwarding());

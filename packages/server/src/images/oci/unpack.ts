@@ -29,10 +29,13 @@ async function* hashed(source: AsyncIterable<Buffer | Uint8Array>, hash: Hash, c
   }
 }
 
+const DECOMPRESSED_CHUNK = 256 << 10;
+
 /** The layer's tar stream, decompressed; a corrupt stream is the layer's fault (400), not the server's. */
 async function* decompressed(source: AsyncIterable<Buffer>, compression: LayerExpectation['compression']): AsyncGenerator<Buffer> {
   if (compression === 'none') { yield* source; return; }
-  const z = compression === 'gzip' ? createGunzip() : createZstdDecompress();
+  // Large output chunks (zlib's default is 16 KiB): each chunk costs a turn through every stage below.
+  const z = compression === 'gzip' ? createGunzip({ chunkSize: DECOMPRESSED_CHUNK }) : createZstdDecompress({ chunkSize: DECOMPRESSED_CHUNK });
   const feeding = pipeline(Readable.from(source), z).catch((e: unknown) => { z.destroy(asBadLayer(e)); });
   try {
     for await (const c of z) yield c as Buffer;
@@ -87,15 +90,21 @@ function check(what: string, expected: string, actual: string): void {
  * as it streams (gzip, zstd or none), unpacked by the runtime's confined tar,
  * OCI whiteouts translated (Snapshotter.commitImport). Both the blob's digest
  * and the diff_id are checked once the last byte is in; a mismatch, like any
- * failure, discards the scratch, so nothing of the layer is kept.
+ * failure, discards the scratch, so nothing of the layer is kept. `opened`: the
+ * body on its way (a request whose answer comes while the scratch is made).
  */
-export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, body: AsyncIterable<Buffer>, expect: LayerExpectation,
+export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, opened: Promise<AsyncIterable<Buffer>>, expect: LayerExpectation,
   opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: string[] }> {
   const blob = createHash('sha256');
   const plain = createHash('sha256');
   const dropped: string[] = [];
-  const scratch = await snapshotter.prepare({ diskMb: opts.diskMb });
+  opened.catch(() => undefined); // awaited below, once the scratch is there
+  const scratch = await snapshotter.prepare({ diskMb: opts.diskMb }).catch(async (e: unknown) => {
+    await opened.then(discardBody, () => undefined);
+    throw e;
+  });
   try {
+    const body = await opened;
     const sent = hashed(body, blob, (n) => opts.onBytes?.(n), expect.size);
     const tar = hashed(decompressed(sent, expect.compression), plain, () => undefined);
     await runtime.unpackTar(Readable.from(filtered(tar, (p) => dropped.push(p))), snapshotter.writer(scratch).tree());
@@ -106,6 +115,14 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, bo
     throw e;
   }
   return { layer: await snapshotter.commitImport(scratch), dropped };
+}
+
+/** Lets go of a body that will not be read. */
+async function discardBody(body: AsyncIterable<Buffer>): Promise<void> {
+  const it = body[Symbol.asyncIterator]();
+  await it.return?.().catch(() => undefined);
+  const destroyable = body as unknown as { destroy?: () => void };
+  if (typeof destroyable.destroy === 'function') destroyable.destroy();
 }
 
 /** Reads a layer through and checks both digests, keeping nothing (proof of its content before a stored copy is shared). */

@@ -142,6 +142,11 @@ export interface Snapshotter {
    * a snapshotter that caches layers (cluster mode) first fetches those this host lacks.
    */
   mounts(layers: readonly string[], scratch: Scratch): Promise<MountSpec>;
+  /**
+   * Makes `layers` present on this host ahead of `mounts`, which then only waits for them: a
+   * snapshotter that caches layers starts fetching those it lacks. Absent where all are here.
+   */
+  ensure?(layers: readonly string[]): Promise<void>;
   /** Turns the scratch into a layer; null (and the scratch dropped) when nothing was written. */
   commit(scratch: Scratch): Promise<CommittedLayer | null>;
   discard(scratch: Scratch): Promise<void>;
