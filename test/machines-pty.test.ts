@@ -67,7 +67,15 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     const sized = until(pty, /33 120/);
     pty.write('stty size\r');
     await sized;
-    pty.write('exit 3\r');
+    // A write larger than one message may be (1 MiB) goes in pieces: 1.5 MiB of lines, counted by cat.
+    const reading = until(pty, /paste-ready-2/);
+    pty.write("stty -echo; echo paste-ready-$((1+1)); cat > /root/paste; echo bytes=$(wc -c < /root/paste)\r");
+    await reading;
+    const counted = until(pty, /bytes=1572864/, 300_000);
+    pty.write(`${'x'.repeat(1023)}\n`.repeat(1536));
+    pty.write('\x04');
+    await counted;
+    pty.write('stty echo; exit 3\r');
     assert.deepEqual(await pty.exited, { exitCode: 3 });
 
     const key = Buffer.from(t.key).toString('base64url');
@@ -102,10 +110,11 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     await assert.rejects(other.machines.get(m.id).pty(), (e: Error & { code?: string; status?: number }) => e.code === 'not_found' && e.status === 404);
     await assert.rejects(t.sb.machines.get('m_nope').pty(), (e: Error & { code?: string }) => e.code === 'not_found');
     await assert.rejects(new Shellbase({ url: t.server.url, apiKey: 'sb_wrong' }).machines.get(m.id).pty(), (e: Error & { code?: string; status?: number }) => e.code === 'unauthorized' && e.status === 401);
-    // Without the subprotocol, or with another parameter: refused before anything starts.
-    for (const [query, protocol] of [['', 'other'], ['?x=1', 'shellbase-pty']]) {
+    // Without the subprotocol, or with another parameter: refused before anything starts; an id
+    // that is not even URL-encoded right is no machine's.
+    for (const [where, protocol, expected] of [[`${url}`, 'other', 400], [`${url}?x=1`, 'shellbase-pty', 400], ['/v1/machines/m_%zz/pty', 'shellbase-pty', 404]] as const) {
       const status = await new Promise<number | undefined>((resolve, reject) => {
-        const req = request(`${t.server.url}${url}${query}`, { headers: {
+        const req = request(`${t.server.url}${where}`, { headers: {
           authorization: `Bearer ${t.key}`, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-protocol': protocol,
         } });
         req.once('response', (res) => { res.resume(); resolve(res.statusCode); });
@@ -113,7 +122,21 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
         req.once('error', reject);
         req.end();
       });
-      assert.equal(status, 400, `${query} ${protocol}`);
+      assert.equal(status, expected, `${where} ${protocol}`);
+    }
+    // A tenant's terminals open at once are bounded (each may hold 16 MiB for a slow reader).
+    // (The terminals of the tests before may still be counted until their sockets close.)
+    const many: MachinePty[] = [];
+    for (let i = 0; many.length < 16; i++) {
+      try { many.push(await m.pty()); } catch (e) { if ((e as { code?: string }).code !== 'limit_exceeded' || i > 100) throw e; await sleep(100); }
+    }
+    await assert.rejects(m.pty(), (e: Error & { code?: string; status?: number }) => e.code === 'limit_exceeded' && e.status === 429);
+    for (const p of many) p.close();
+    await Promise.all(many.map((p) => p.exited.catch(() => undefined)));
+    for (let i = 0; ; i++) {
+      const again = await m.pty().catch((e: Error & { code?: string }) => { if (e.code !== 'limit_exceeded' || i >= 50) throw e; return null; });
+      if (again) { again.close(); break; }
+      await sleep(100);
     }
   });
 
@@ -136,6 +159,10 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     const shell = await cli(['machine', 'shell', m.id], env, 'echo cli-$((2+3)); exit 4\n');
     assert.match(shell.stdout, /cli-5/);
     assert.equal(shell.code, 4);
+    // Without an `exit`, the end of the piped input ends the shell (as Ctrl-D typed at a prompt).
+    const eof = await cli(['machine', 'shell', m.id], env, 'echo eof-$((1+1))\n');
+    assert.match(eof.stdout, /eof-2/);
+    assert.equal(eof.code, 0);
   });
 
   test('hibernate: on request, from running or paused; idempotent; an open PTY ends with a typed error; the console reads without waking it; stopped is refused', async () => {

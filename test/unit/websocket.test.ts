@@ -101,6 +101,20 @@ describe('websocket', () => {
     const closed = await bad.read();
     assert.deepEqual([closed[0], closed.readUInt16BE(2)], [0x88, 1007]);
   });
+
+  test('a close frame is answered with its code; one with a code no endpoint may send, a one-byte code or a reason not in UTF-8 fails with 1002 or 1007', async () => {
+    const code = (n: number, reason: Buffer = Buffer.alloc(0)) => { const b = Buffer.alloc(2); b.writeUInt16BE(n); return Buffer.concat([b, reason]); };
+    for (const [payload, answer] of [[code(1000), 1000], [code(4001, Buffer.from('done')), 4001], [code(1005), 1002], [code(1006), 1002], [code(999), 1002],
+      [code(2000), 1002], [code(5000), 1002], [Buffer.from([3]), 1002], [code(1000, Buffer.from([0xc3, 0x28])), 1007]] as const) {
+      const c = await raw();
+      c.send(masked(0x88, payload));
+      const got = await c.read();
+      assert.deepEqual([got[0], got.readUInt16BE(2)], [0x88, answer], `close ${payload.toString('hex')}`);
+    }
+    const empty = await raw();
+    empty.send(masked(0x88, Buffer.alloc(0)));
+    assert.deepEqual([...(await empty.read()).subarray(0, 2)], [0x88, 0], 'a close without a code is answered without one');
+  });
 });
 
 test('console tail: the last lines, a bounded read of a large log, none for a missing one, typed errors for bad counts', () => {

@@ -82,10 +82,19 @@ class MachineRoundTripTest(unittest.TestCase):
 
             # An interactive shell on a terminal: its size, its output, its exit code.
             with m.pty(cols=70, rows=20) as pty:
-                pty.write("stty size; echo py-$((1+2)); exit 5\n")
-                shown = b"".join(pty)
+                pty.write("stty size; echo py-$((1+2)); stty -echo; echo paste-$((2+2)); cat > /root/paste; echo bytes=$(wc -c < /root/paste); exit 5\n")
+                shown = b""
+                while b"paste-4" not in shown:
+                    chunk = pty.read()
+                    self.assertTrue(chunk, shown)
+                    shown += chunk
+                # More than one message may hold (1 MiB): written in pieces, counted by cat.
+                pty.write(("y" * 1023 + "\n") * 1536)
+                pty.write("\x04")
+                shown += b"".join(pty)
             self.assertIn(b"20 70", shown)
             self.assertIn(b"py-3", shown)
+            self.assertIn(b"bytes=1572864", shown)
             self.assertEqual(pty.exit, PtyExit(5))
 
             snapshot = m.snapshot()

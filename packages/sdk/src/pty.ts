@@ -4,6 +4,9 @@ import { PTY_PROTOCOL, isErrorCode, type ErrorBody, type PtyMessage } from '@she
 import { ConnectionError, errorFromBody, type ShellbaseError } from './errors.js';
 import { upgradeRequest } from './upgrade.js';
 
+/** The largest message `write` sends. */
+const WRITE_CHUNK = 64 << 10;
+
 /** How a PTY's shell ended. */
 export interface PtyExit { exitCode: number | null; signal?: string }
 
@@ -36,7 +39,11 @@ export class MachinePty {
     return () => this.listeners.delete(f);
   }
 
-  write(data: string | Uint8Array): void { this.frame(2, Buffer.from(data)); }
+  /** Types `data` (sent in messages of at most 64 KiB: the server takes up to 1 MiB in one). */
+  write(data: string | Uint8Array): void {
+    const bytes = Buffer.from(data);
+    for (let at = 0; at < bytes.length; at += WRITE_CHUNK) this.frame(2, bytes.subarray(at, at + WRITE_CHUNK));
+  }
 
   resize(cols: number, rows: number): void { this.frame(1, Buffer.from(JSON.stringify({ type: 'resize', cols, rows } satisfies PtyMessage))); }
 
@@ -90,9 +97,11 @@ export class MachinePty {
     this.parts = [];
     const data = Buffer.concat(rest);
     if (kind[0] === 2) { for (const f of this.listeners) f(data); return; }
-    const msg = JSON.parse(data.toString()) as PtyMessage | { type: 'error'; error: ErrorBody };
-    if (msg.type === 'exit') this.finish({ exitCode: msg.exitCode, ...(msg.signal ? { signal: msg.signal } : {}) });
-    else if (msg.type === 'error') this.finish(errorFromBody(isErrorCode(msg.error.code) ? msg.error : { code: 'internal', message: msg.error.message }, 0));
+    let msg: Partial<PtyMessage | { type: 'error'; error: ErrorBody }>;
+    try { msg = JSON.parse(data.toString()) as typeof msg; } catch { msg = {}; }
+    if (msg.type === 'exit') this.finish({ exitCode: msg.exitCode ?? null, ...(msg.signal ? { signal: msg.signal } : {}) });
+    else if (msg.type === 'error' && msg.error) this.finish(errorFromBody(isErrorCode(msg.error.code) ? msg.error : { code: 'internal', message: String(msg.error.message) }, 0));
+    // Anything else (a message type this client does not know) is left alone.
   }
 
   private finish(result: PtyExit | ShellbaseError): void {

@@ -21,6 +21,9 @@ async function printExec(args: ParsedArgs, usage: string): Promise<number> {
   return 1;
 }
 
+/** How often `machine shell` types Ctrl-D again once its piped input has ended. */
+const EOF_EVERY_MS = 500;
+
 /** Root's shell in the machine on this terminal (raw mode while it runs); its exit code is the command's. */
 async function shell(id: string): Promise<number> {
   const out = process.stdout;
@@ -28,15 +31,29 @@ async function shell(id: string): Promise<number> {
   pty.onData((d) => out.write(d));
   const raw = process.stdin.isTTY;
   if (raw) process.stdin.setRawMode(true);
-  const typed = (d: Buffer) => pty.write(d);
+  let lineOpen = false;
+  const typed = (d: Buffer) => { if (d.length) lineOpen = d[d.length - 1] !== 0x0a; pty.write(d); };
   const resized = () => pty.resize(out.columns, out.rows);
+  // The end of piped input is the terminal's end-of-file character (Ctrl-D), as if typed at the
+  // start of a line (a last line without its newline gets one first): it ends what reads the
+  // terminal (the shell, and with it the session). Typed ahead of the shell's prompt, the terminal
+  // may take it before the shell reads (and lose it), so it is typed again every half second
+  // until the session ends.
+  let eof: NodeJS.Timeout | null = null;
+  const ended = () => {
+    pty.write(lineOpen ? '\n\x04' : '\x04');
+    eof = setInterval(() => pty.write('\x04'), EOF_EVERY_MS);
+  };
   process.stdin.on('data', typed);
+  if (!raw) process.stdin.once('end', ended);
   out.on('resize', resized);
   try {
     const exit = await pty.exited;
     return exit.exitCode ?? 128;
   } finally {
     process.stdin.off('data', typed);
+    process.stdin.off('end', ended);
+    if (eof) clearInterval(eof);
     out.off('resize', resized);
     if (raw) process.stdin.setRawMode(false);
     process.stdin.pause();

@@ -21,6 +21,8 @@ from .errors import InternalError, UnavailableError, error_from_body
 from .tunnel import open_upgraded
 
 PROTOCOL = "shellbase-pty"
+# The largest message ``write`` sends.
+_WRITE_CHUNK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,10 @@ class MachinePty:
             yield chunk
 
     def write(self, data: bytes | str) -> None:
-        self._frame(2, data.encode() if isinstance(data, str) else data)
+        """Types ``data`` (sent in messages of at most 64 KiB: the server takes up to 1 MiB in one)."""
+        raw = data.encode() if isinstance(data, str) else data
+        for at in range(0, len(raw), _WRITE_CHUNK):
+            self._frame(2, raw[at : at + _WRITE_CHUNK])
 
     def resize(self, cols: int, rows: int) -> None:
         self._frame(1, json.dumps({"type": "resize", "cols": cols, "rows": rows}).encode())
@@ -75,7 +80,12 @@ class MachinePty:
             if op == 2:
                 return payload
             if op == 1:
-                msg = json.loads(payload)
+                try:
+                    msg = json.loads(payload)
+                except ValueError:
+                    msg = None
+                if not isinstance(msg, dict):
+                    continue  # not a control message this client knows
                 if msg.get("type") == "exit":
                     self.exit = PtyExit(msg.get("exitCode"), msg.get("signal"))
                 elif msg.get("type") == "error":

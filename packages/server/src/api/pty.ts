@@ -5,7 +5,7 @@ import { PTY_KEY_PREFIX, PTY_PROTOCOL, type ErrorBody, type PtyMessage } from '@
 import type { Caller } from '../core/deps.js';
 import type { Peers } from '../core/peers.js';
 import type { Machines } from '../machines/machines.js';
-import { ShellbaseError, invalid } from '../errors.js';
+import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { acceptWebSocket, CLOSE, isWebSocketRequest, offeredProtocols, type WebSocketConnection } from '../util/websocket.js';
 import { forwardedHere, forwardUpgrade } from './forward.js';
 import { reject } from './tunnel.js';
@@ -14,6 +14,8 @@ const PTY_PATH = /^\/v1\/machines\/([^/?#]+)\/pty(?:\?(.*))?$/;
 /** Input (keys, a paste) in one message, and output queued for a slow reader, at most. */
 const MAX_MESSAGE_BYTES = 1 << 20;
 const MAX_BUFFERED_BYTES = 16 << 20;
+/** Terminals open at once per tenant on one server (each may hold MAX_BUFFERED_BYTES for a slow reader). */
+export const MAX_PTYS_PER_TENANT = 16;
 
 /**
  * The API key of a PTY request: its `Authorization` header, else the subprotocol
@@ -23,6 +25,11 @@ export function ptyAuthorization(req: IncomingMessage, offered: string[]): strin
   if (req.headers.authorization) return req.headers.authorization;
   const carried = offered.find((p) => p.startsWith(PTY_KEY_PREFIX));
   return carried ? `Bearer ${Buffer.from(carried.slice(PTY_KEY_PREFIX.length), 'base64url').toString()}` : undefined;
+}
+
+/** The machine id in the path, decoded (one that does not decode is no machine's: 404). */
+function machineId(raw: string): string {
+  try { return decodeURIComponent(raw); } catch { throw notFound('machine', raw); }
 }
 
 /** `cols` and `rows` of the query (1 to 1000 each; default 80 × 24); any other parameter is refused. */
@@ -44,6 +51,7 @@ function sizeOf(query: string | undefined): { cols: number; rows: number } {
  * other calls about machines are (api/machine-forward.ts). Returns false for other paths.
  */
 export function ptyUpgrades(begin: (authorization: string | undefined) => Promise<Caller>, machines: Machines, log: Logger, peers?: Peers): (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean {
+  const open = new Map<string, number>();
   return (req, socket, head) => {
     const m = PTY_PATH.exec(req.url ?? '');
     if (!m) return false;
@@ -56,12 +64,25 @@ export function ptyUpgrades(begin: (authorization: string | undefined) => Promis
       const caller = await begin(ptyAuthorization(req, offered));
       let handedOver = false;
       try {
-        const id = decodeURIComponent(m[1]);
+        const id = machineId(m[1]);
         const size = sizeOf(m[2]);
         const there = passed || !peers || !machines.clustered ? null : await machines.ownerApi(id);
         if (there) { forwardUpgrade(there, req, socket, head, peers!); return; }
-        await serve(machines, caller, id, size, req, socket, head);
-        handedOver = true;
+        // Counted where the terminal is served (in a cluster, on the worker that runs the machine).
+        const count = open.get(caller.tenantId) ?? 0;
+        if (count >= MAX_PTYS_PER_TENANT) {
+          throw new ShellbaseError('limit_exceeded', `${MAX_PTYS_PER_TENANT} terminals are open for this tenant already`, {
+            details: { limit: MAX_PTYS_PER_TENANT }, hint: 'close a terminal you do not use',
+          });
+        }
+        open.set(caller.tenantId, count + 1);
+        try {
+          await serve(machines, caller, id, size, req, socket, head);
+          handedOver = true;
+        } finally {
+          const done = () => { const n = (open.get(caller.tenantId) ?? 1) - 1; if (n > 0) open.set(caller.tenantId, n); else open.delete(caller.tenantId); };
+          if (!handedOver || socket.destroyed) done(); else socket.once('close', done);
+        }
       } finally {
         if (!handedOver || socket.destroyed) caller.hold.release();
         else socket.once('close', () => caller.hold.release());

@@ -17,6 +17,14 @@ export interface WebSocketOptions {
   pingMs?: number;
 }
 
+/**
+ * Whether an endpoint may send `code` in a close frame (RFC 6455 §7.4: the codes it defines but
+ * 1004-1006 and 1015, IANA's 1012-1014, and 3000-4999 for libraries and applications).
+ */
+function sendable(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}
+
 /** Whether a request asks for a WebSocket (RFC 6455 §4.2.1: GET, Upgrade: websocket, version 13, a key). */
 export function isWebSocketRequest(req: IncomingMessage): boolean {
   return req.method === 'GET' && (req.headers.upgrade ?? '').toLowerCase() === 'websocket'
@@ -140,6 +148,8 @@ export class WebSocketConnection {
     if (op === OP.pong) return true;
     if (op === OP.close) {
       const code = payload.length >= 2 ? payload.readUInt16BE(0) : CLOSE.normal;
+      if (payload.length === 1 || (payload.length >= 2 && !sendable(code))) { this.fail(CLOSE.protocol, 'a close frame with a code no endpoint may send'); return false; }
+      try { WebSocketConnection.utf8.decode(payload.subarray(2)); } catch { this.fail(CLOSE.badData, 'a close reason must be UTF-8'); return false; }
       if (this.open) { this.closing = true; this.frame(OP.close, payload.subarray(0, 2)); }
       this.gone(code, payload.subarray(2).toString());
       this.socket.end();
