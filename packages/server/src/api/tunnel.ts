@@ -1,12 +1,12 @@
 import type { IncomingMessage } from 'node:http';
-import { connect } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Caller } from '../core/deps.js';
 import type { Peers } from '../core/peers.js';
 import { forwardedHere, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
-import type { PortTarget } from '../util/pipe.js';
+import { connectUnix, type PortTarget } from '../util/pipe.js';
 
 /** The protocol name a client asks for in `Upgrade:` (anything else is not a tunnel). */
 export const TUNNEL_PROTOCOL = 'shellbase-tcp';
@@ -65,9 +65,9 @@ export function tunnelUpgrades(begin: (authorization: string | undefined) => Pro
  */
 export async function joinTunnel(target: PortTarget, socket: Duplex, head: Buffer): Promise<void> {
   const { socketPath, release } = await target.acquire();
-  const up = connect(socketPath);
+  let up: Socket;
   try {
-    await new Promise<void>((resolve, fail) => { up.once('connect', resolve); up.once('error', fail); });
+    up = await connectUnix(socketPath);
   } catch (e) {
     release();
     throw new ShellbaseError('unavailable', `${target.name} did not accept the connection: ${(e as Error).message}`, { hint: 'see its logs' });

@@ -306,6 +306,9 @@ export class Machines extends MachineRuns {
       };
       const run = this.runs.get(id);
       if (!run) return this.toMachine(await apply(row));
+      // In a cluster, from the store's row, not this worker's copy (another worker may have moved
+      // it on since); `unavailable` while another worker runs it (the API passes calls there).
+      await this.place?.settle(run);
       // After any lifecycle step in progress (a wake opens its session from the row it then has).
       return run.serial(async () => {
         run.row = await apply(run.row);

@@ -315,10 +315,15 @@ export class MachineRun {
    * the only copy).
    */
   async abandon(): Promise<void> {
-    if (!this.vm) return;
-    if (this.row.state === 'running') await this.endSegment(true);
-    await this.vm.kill();
-    this.dropProcess();
+    const vm = this.vm;
+    if (!vm) return;
+    try {
+      // Metering may fail as the lease did (the database out of reach): QEMU ends all the same.
+      if (this.row.state === 'running') await this.endSegment(true).catch(() => undefined);
+    } finally {
+      await vm.kill();
+      this.dropProcess();
+    }
   }
 
   /** QEMU ended without being asked (the guest powered off, or it crashed). */

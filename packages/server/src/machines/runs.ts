@@ -245,7 +245,10 @@ export class MachineRuns {
   async hibernate(caller: Caller, id: string, e2b?: E2bSandboxSpec): Promise<Machine> {
     return this.step(caller, id, async (r) => {
       if (r.state !== 'hibernated') return r.hibernate(e2b && { e2b });
-      if (e2b) { r.row = { ...r.row, spec: { ...r.row.spec, e2b } }; await this.write(r.row); }
+      if (!e2b) return;
+      const next = { ...r.row, spec: { ...r.row.spec, e2b } };
+      await this.write(next);
+      r.row = next;
     });
   }
   async resume(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.resume()); }

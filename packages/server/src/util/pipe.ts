@@ -1,4 +1,4 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 /** What the gateway reaches by token: a service, or a machine's exposed port. */
@@ -7,7 +7,7 @@ export interface PortTarget {
   readonly name: string;
   /** Whose it is, and whether the gateway wants that tenant's API key as well as the URL's token. */
   readonly owner: { tenantId: string; requireKey: boolean };
-  /** Wakes the target if needed; resolves once its Unix socket accepts. Call `release` when done. */
+  /** Wakes the target if needed; resolves once its Unix socket is there (connect with connectUnix). Call `release` when done. */
   acquire(): Promise<{ socketPath: string; release: () => void }>;
   /** Joins `client` to the target as a byte pipe (after `preface`), holding it awake until either side closes. */
   pipe(client: Duplex, preface?: (string | Buffer)[]): Promise<void>;
@@ -15,10 +15,41 @@ export interface PortTarget {
   elsewhere?(): Promise<{ api: string; gateway: string } | null>;
 }
 
+/** How long a refused connection to a target's Unix socket is tried again (connectUnix). */
+const REFUSED_RETRY_MS = 2000;
+
+/**
+ * A connection to a Unix socket. A bridge that is starting (socat: bind, chmod, then listen) has
+ * its socket file before it listens: a refused (or not yet there) connect is tried again, every
+ * 10 ms, for up to `retryMs`.
+ */
+export async function connectUnix(socketPath: string, retryMs = REFUSED_RETRY_MS): Promise<Socket> {
+  const deadline = Date.now() + retryMs;
+  for (;;) {
+    const s = connect(socketPath);
+    try {
+      await new Promise<void>((resolve, fail) => { s.once('connect', resolve); s.once('error', fail); });
+      return s;
+    } catch (e) {
+      s.destroy();
+      const code = (e as NodeJS.ErrnoException).code;
+      if ((code !== 'ECONNREFUSED' && code !== 'ENOENT') || Date.now() >= deadline) throw e;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
+
 /** PortTarget.pipe in terms of its acquire. */
 export async function pipeThrough(acquire: PortTarget['acquire'], client: Duplex, preface: (string | Buffer)[] = []): Promise<void> {
   const { socketPath, release } = await acquire();
-  const up = connect(socketPath);
+  let up: Socket;
+  try {
+    up = await connectUnix(socketPath);
+  } catch {
+    release();
+    client.destroy();
+    return;
+  }
   const done = () => { release(); client.destroy(); up.destroy(); };
   up.once('close', done);
   client.once('close', done);

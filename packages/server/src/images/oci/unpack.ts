@@ -99,30 +99,34 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, op
   const plain = createHash('sha256');
   const dropped: string[] = [];
   opened.catch(() => undefined); // awaited below, once the scratch is there
-  const scratch = await snapshotter.prepare({ diskMb: opts.diskMb }).catch(async (e: unknown) => {
-    await opened.then(discardBody, () => undefined);
+  const scratch = await snapshotter.prepare({ diskMb: opts.diskMb }).catch((e: unknown) => {
+    void opened.then(discardBody, () => undefined);
     throw e;
   });
+  let body: AsyncIterable<Buffer> | null = null;
   try {
-    const body = await opened;
+    body = await opened;
     const sent = hashed(body, blob, (n) => opts.onBytes?.(n), expect.size);
     const tar = hashed(decompressed(sent, expect.compression), plain, () => undefined);
     await runtime.unpackTar(Readable.from(filtered(tar, (p) => dropped.push(p))), snapshotter.writer(scratch).tree());
     check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
     check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
   } catch (e) {
+    // A body never read lets its connection go (one read in part was closed by the stages above).
+    if (body) await discardBody(body);
     await snapshotter.discard(scratch);
     throw e;
   }
   return { layer: await snapshotter.commitImport(scratch), dropped };
 }
 
-/** Lets go of a body that will not be read. */
+/** Lets go of a body that will not be read (one being read already is left to its reader). */
 async function discardBody(body: AsyncIterable<Buffer>): Promise<void> {
-  const it = body[Symbol.asyncIterator]();
-  await it.return?.().catch(() => undefined);
-  const destroyable = body as unknown as { destroy?: () => void };
-  if (typeof destroyable.destroy === 'function') destroyable.destroy();
+  try {
+    const destroyable = body as unknown as { destroy?: () => void };
+    if (typeof destroyable.destroy === 'function') { destroyable.destroy(); return; }
+    await body[Symbol.asyncIterator]().return?.();
+  } catch { /* locked by a reader, or already gone */ }
 }
 
 /** Reads a layer through and checks both digests, keeping nothing (proof of its content before a stored copy is shared). */

@@ -161,11 +161,11 @@ export class ClusterSnapshotter implements Snapshotter {
       });
     }
     const started = performance.now();
+    const body = new PassThrough();
     try {
       // The GET goes out while the snapshotter makes the layer's scratch space (a subvolume: a
       // process or two), not after: its body waits in the pipe, and the unpacking starts on it
       // as soon as the space is there.
-      const body = new PassThrough();
       // A failed GET errors the body, which unpacking (once it reads) reports; until then the
       // error waits on the stream, not as an unhandled event.
       body.on('error', () => undefined);
@@ -175,6 +175,7 @@ export class ClusterSnapshotter implements Snapshotter {
       this.fetched++;
       this.opts.log.debug({ layer: layerId, packed: blob.size, bytes, ms: Math.round(performance.now() - started) }, 'layer fetched');
     } catch (e) {
+      body.destroy(); // a GET nothing reads any more lets its connection go
       throw unavailable(`fetching layer ${layerId} from the object store failed`, e);
     }
   }
