@@ -72,9 +72,11 @@ export async function joinTunnel(target: PortTarget, socket: Duplex, head: Buffe
     release();
     throw new ShellbaseError('unavailable', `${target.name} did not accept the connection: ${(e as Error).message}`, { hint: 'see its logs' });
   }
+  const done = () => { release(); socket.destroy(); up.destroy(); };
+  // A client gone while the connect was tried again has already closed: nothing would end this.
+  if (socket.destroyed) { done(); return; }
   socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${TUNNEL_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
   if (head.length) up.write(head);
-  const done = () => { release(); socket.destroy(); up.destroy(); };
   up.once('close', done);
   socket.once('close', done);
   up.on('error', done);

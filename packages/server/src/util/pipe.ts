@@ -51,6 +51,8 @@ export async function pipeThrough(acquire: PortTarget['acquire'], client: Duplex
     return;
   }
   const done = () => { release(); client.destroy(); up.destroy(); };
+  // A client gone while the connect was tried again has already closed: nothing would end this.
+  if (client.destroyed) { done(); return; }
   up.once('close', done);
   client.once('close', done);
   up.on('error', done);
