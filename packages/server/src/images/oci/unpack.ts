@@ -103,17 +103,14 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, op
     void opened.then(discardBody, () => undefined);
     throw e;
   });
-  let body: AsyncIterable<Buffer> | null = null;
   try {
-    body = await opened;
+    const body = await opened;
     const sent = hashed(body, blob, (n) => opts.onBytes?.(n), expect.size);
     const tar = hashed(decompressed(sent, expect.compression), plain, () => undefined);
     await runtime.unpackTar(Readable.from(filtered(tar, (p) => dropped.push(p))), snapshotter.writer(scratch).tree());
     check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
     check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
   } catch (e) {
-    // A body never read lets its connection go (one read in part was closed by the stages above).
-    if (body) await discardBody(body);
     await snapshotter.discard(scratch);
     throw e;
   }
