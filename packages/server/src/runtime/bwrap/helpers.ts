@@ -28,7 +28,10 @@ export async function unpackTar(body: Readable, into: { source: string }): Promi
     '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
   ];
   // A child of the server itself, not of the spawner: the spawner takes stdin whole, and a body streams.
-  const child = spawn(SBX, ['userns', USERNS_SPEC, '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'] });
+  // In a process group of its own, so that stopping it reaches bwrap too: killed an instant after
+  // sbx forked it (a layer refused at its first entry), bwrap can miss its parent's death, live on
+  // and hold the pipes open, and 'close' would never come.
+  const child = spawn(SBX, ['userns', USERNS_SPEC, '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'], detached: true });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => { if (stderr.length < 4096) stderr += c.toString(); });
   const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
@@ -37,7 +40,7 @@ export async function unpackTar(body: Readable, into: { source: string }): Promi
   await pipeline(body, child.stdin).catch((e: unknown) => {
     if ((e as NodeJS.ErrnoException).code === 'EPIPE') return; // tar stopped reading: its exit code says why
     failed = e;
-    child.kill('SIGKILL');
+    try { process.kill(-child.pid!, 'SIGKILL'); } catch { child.kill('SIGKILL'); }
   });
   const code = await closed;
   if (failed) throw failed;
