@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, rmSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -139,8 +140,20 @@ describe('images: OCI pulls and imports become contexts', () => {
     const lie = await t.http('POST', '/v1/images/pull', { body: { ref: `${reg.host}/test/lie:1` } });
     assert.equal(lie.status, 400, lie.text);
     assert.match(lie.json.error.message, /diff_id mismatch/);
+    // A gzip stream cut short and one with its deflate data spoiled, each under its own (matching) digest.
+    const big = tar([{ path: 'big', data: randomBytes(1 << 20) }]);
+    const spoiled: [string, (b: Buffer) => Buffer][] = [
+      ['cut', (b) => b.subarray(0, b.length >> 1)],
+      ['spoiled', (b) => { const c = Buffer.from(b); c.fill(0xff, 20, 4096); return c; }],
+    ];
+    for (const [name, mangle] of spoiled) {
+      await reg.push(`test/${name}`, '1', { layers: [big], mangle });
+      const bad = await t.http('POST', '/v1/images/pull', { body: { ref: `${reg.host}/test/${name}:1` } });
+      assert.equal(bad.status, 400, bad.text);
+      assert.match(bad.json.error.message, /cannot be decompressed/, name);
+    }
     assert.deepEqual(importedLayers(t.home), layers, 'no layer tree was kept');
-    assert.equal((await t.sb.images.list()).some((i) => /tamper|lie/.test(i.ref)), false);
+    assert.equal((await t.sb.images.list()).some((i) => /tamper|lie|cut|spoiled/.test(i.ref)), false);
     assert.deepEqual(readdirSync(path.join(t.home, 'store', 'scratch')).filter((n) => !n.startsWith('s_')), [], 'no scratch left but the pool');
   });
 

@@ -12,6 +12,7 @@ import { ShellbaseError } from '../packages/server/src/errors.ts';
 import { MachineLayout } from '../packages/server/src/machines/layout.ts';
 import { MachineStowage } from '../packages/server/src/machines/stowage.ts';
 import { MachineDisks } from '../packages/server/src/machines/storage.ts';
+import { Dialer } from '../packages/server/src/util/dialer.ts';
 
 // Machines' files in a cluster: in the object store (machines/stowage.ts), with real qcow2 chains
 // (qemu-img, qemu-io) and GNU tar over a local blob store (what one worker stores, another
@@ -20,7 +21,7 @@ let root: string;
 let blobs: BlobStore;
 let puts = 0;
 const log = pino({ level: 'silent' });
-const worker = (name: string) => new MachineStowage(blobs, new MachineLayout(path.join(root, name), path.join(root, 'cache')), log);
+const worker = (name: string) => new MachineStowage(blobs, new MachineLayout(path.join(root, name), path.join(root, 'cache')), log, new Dialer(path.join(root, name, 'streams')));
 const qemuIo = (file: string, cmd: string) => execFileSync('qemu-io', ['-f', file.endsWith('.raw') ? 'raw' : 'qcow2', '-c', cmd, file]).toString();
 const backing = (file: string) => (JSON.parse(execFileSync('qemu-img', ['info', '--backing-chain', '--output=json', file]).toString()) as { filename: string }[]).map((i) => i.filename);
 

@@ -16,6 +16,8 @@ export interface ImageSpec {
   architecture?: string;
   /** Diff ids as the config states them (default: the layers' own). */
   diffIds?: string[];
+  /** Changes each compressed blob before it is pushed (a corrupt stream whose digest still matches). */
+  mangle?: (blob: Buffer) => Buffer;
 }
 
 export interface Pushed { digest: string; size: number; layers: { digest: string; diffId: string }[] }
@@ -79,7 +81,8 @@ export class TestRegistry {
     const c = spec.compression ?? 'gzip';
     const layers = [];
     for (const tarBytes of spec.layers) {
-      const blob = c === 'gzip' ? gzipSync(tarBytes) : c === 'zstd' ? zstdCompressSync(tarBytes) : tarBytes;
+      const packed = c === 'gzip' ? gzipSync(tarBytes) : c === 'zstd' ? zstdCompressSync(tarBytes) : tarBytes;
+      const blob = spec.mangle ? spec.mangle(packed) : packed;
       layers.push({ ...(await this.blob(repo, blob)), diffId: sha(tarBytes) });
     }
     const config = Buffer.from(JSON.stringify({

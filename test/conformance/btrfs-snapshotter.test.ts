@@ -6,9 +6,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
 import { snapshotterConformance } from './snapshotter.ts';
+import { Dialer } from '../../packages/server/src/util/dialer.ts';
 
 const make = (dir: string, poolSize = 1) => new BtrfsSnapshotter({
   root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize, rootId: 100_000,
+  dialer: new Dialer(path.join(dir, 'streams')),
 });
 
 snapshotterConformance('btrfs snapshotter', async () => {

@@ -8,18 +8,20 @@ import { imageInfo, imageRootfs, loadConfig } from '../../packages/server/src/in
 import { BwrapRuntime, cgroupDriver } from '../../packages/server/src/runtime/index.ts';
 import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
 import { runtimeConformance, type RuntimeFixture } from './runtime.ts';
+import { Dialer } from '../../packages/server/src/util/dialer.ts';
 
 /** The bwrap runtime with its warm pool: every case of the suite, on sandboxes made ahead where one is ready. */
 async function fixture(): Promise<RuntimeFixture & { runtime: BwrapRuntime; dir: string }> {
   const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-warm-runtime-'));
   chmodSync(dir, 0o711); // passable by the sandboxes' root, as a server's home is
   const cache = loadConfig().cache;
+  const dialer = new Dialer(path.join(dir, 'streams'));
   const snapshotter = new BtrfsSnapshotter({
     root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: (id) => imageRootfs(cache, id),
-    defaultDiskMb: 64, poolSize: 0, rootId: 100_000,
+    defaultDiskMb: 64, poolSize: 0, rootId: 100_000, dialer,
   });
   await snapshotter.open();
-  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { warm: { dir: path.join(dir, 'warm') } });
+  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { dialer, warm: { dir: path.join(dir, 'warm') } });
   await runtime.start();
   return {
     runtime, snapshotter, dir, image: imageInfo(cache, 'debian').layerId, imageFile: '/etc/debian_version',

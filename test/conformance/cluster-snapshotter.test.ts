@@ -11,6 +11,7 @@ import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/bt
 import { ClusterSnapshotter, type LayerIndex } from '../../packages/server/src/store/snapshotter/cluster/cluster-snapshotter.ts';
 import type { LayerReader } from '../../packages/server/src/store/snapshotter/types.ts';
 import { snapshotterConformance } from './snapshotter.ts';
+import { Dialer } from '../../packages/server/src/util/dialer.ts';
 
 // The cluster snapshotter over real btrfs stores (one per "worker") and one blob store; the
 // index of layers' blobs is a Map here (Postgres's table is exercised by test/cluster.test.ts).
@@ -45,6 +46,7 @@ async function world(blobs: BlobStore = new MemoryBlobStore()): Promise<World> {
       dirs.push(dir);
       const local = new BtrfsSnapshotter({
         root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 1, rootId: 100_000,
+        dialer: new Dialer(path.join(dir, 'streams')),
       });
       const s = new ClusterSnapshotter({ local, blobs, index, maxBytes, inUse: (id) => pinned.has(id), log });
       await s.open();
@@ -166,6 +168,7 @@ test('layer packs: the same tree packs to the same bytes on another host (a fetc
   const dirs = [1, 2].map(() => mkdtempSync(path.join(tmpdir(), 'shellbase-pack-')));
   const stores = dirs.map((dir) => new BtrfsSnapshotter({
     root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 0, rootId: 100_000,
+    dialer: new Dialer(path.join(dir, 'streams')),
   }));
   const blobs = new MemoryBlobStore();
   try {

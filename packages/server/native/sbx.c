@@ -23,6 +23,10 @@
  *
  *   sbx warm --connect SOCKET --id ID --userns BASE:COUNT --nofile N --base DIR
  *       A sandbox made ahead of its query, waiting for its job (warm.c).
+ *
+ *   sbx dial SOCKET in|out|both -- PROGRAM ARGS...
+ *       Connects to the Unix socket SOCKET, makes the connection PROGRAM's stdin,
+ *       stdout or both, and execs PROGRAM in a session of its own (util/dialer.ts).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,6 +40,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <grp.h>
 #include <sys/time.h>
@@ -197,10 +203,37 @@ static int cmd_run(int argc, char **argv) {
   return 125;
 }
 
+/*
+ * sbx dial SOCKET in|out|both -- PROGRAM...: a program whose stdin, stdout or both are a
+ * connection to the Unix socket SOCKET (the server listens there for this one program), in a
+ * session and process group of its own (the server stops it as a group). Started by the
+ * spawner, it lets the server stream to and from a program without forking itself.
+ */
+static int cmd_dial(int argc, char **argv) {
+  if (argc < 4 || strcmp(argv[2], "--") != 0) { fprintf(stderr, "sbx dial SOCKET in|out|both -- PROGRAM...\n"); return 125; }
+  int in = strcmp(argv[1], "in") == 0 || strcmp(argv[1], "both") == 0;
+  int out = strcmp(argv[1], "out") == 0 || strcmp(argv[1], "both") == 0;
+  if (!in && !out) { fprintf(stderr, "sbx dial: bad direction %s\n", argv[1]); return 125; }
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(argv[0]) >= sizeof addr.sun_path) { fprintf(stderr, "sbx dial: socket path too long\n"); return 125; }
+  strcpy(addr.sun_path, argv[0]);
+  if (setsid() < 0) die("setsid");
+  keep_parent();
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket");
+  if (connect(s, (struct sockaddr *)&addr, sizeof addr) != 0) die(argv[0]);
+  if ((in && dup2(s, 0) != 0) || (out && dup2(s, 1) != 1)) die("dup2");
+  close(s);
+  execvp(argv[3], &argv[3]);
+  die(argv[3]);
+  return 125;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "userns") == 0) return cmd_userns(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "warm") == 0) return cmd_warm(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx run|userns|warm ...\n");
+  if (argc >= 2 && strcmp(argv[1], "dial") == 0) return cmd_dial(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx run|userns|warm|dial ...\n");
   return 2;
 }

@@ -11,6 +11,7 @@ import { E2bCompat } from './compat/e2b/index.js';
 import { Pins } from './core/pins.js';
 import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
+import { Dialer } from './util/dialer.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
 import { openMetadataStore } from './store/metadata/index.js';
@@ -44,6 +45,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   chmodSync(config.home, 0o711);
   const pidFile = path.join(config.home, 'server.pid');
   claimHome(pidFile);
+  const dialer = new Dialer(path.join(config.home, 'streams'));
   const local = new BtrfsSnapshotter({
     root: path.join(config.home, 'store'),
     imageFile: path.join(config.home, 'store.btrfs'),
@@ -51,6 +53,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     imagePath: (id) => imageRootfs(config.cache, id),
     defaultDiskMb: config.defaults.diskMb,
     rootId: SANDBOX_ROOT,
+    dialer,
   });
   // Cluster mode: Postgres and the object store, this host's snapshotter as their cache.
   const pins = new Pins();
@@ -72,6 +75,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   // Cgroups are named per data directory, so servers over different homes never touch each other's.
   const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
   const runtime = new BwrapRuntime(cgroupDriver(instance), {
+    dialer,
     helpers: path.join(config.home, 'bin'),
     warm: config.warm ? { dir: path.join(config.home, 'warm'), onError: (message) => log.warn(message) } : undefined,
   });
@@ -85,7 +89,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
   const deps = {
-    config, metadata, snapshotter: layers, runtime, log, meter, pins, durability, ...startNetwork(config, metadata.egressLog, meter, log),
+    config, metadata, snapshotter: layers, runtime, dialer, log, meter, pins, durability, ...startNetwork(config, metadata.egressLog, meter, log),
     ...(cluster ? { cluster: cluster.worker, peers: cluster.peers } : {}),
   };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.

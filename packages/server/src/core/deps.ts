@@ -1,3 +1,4 @@
+import type { Dialer } from '../util/dialer.js';
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
 import type { Snapshotter } from '../store/snapshotter/types.js';
@@ -45,6 +46,8 @@ export interface Deps {
   metadata: MetadataStore;
   snapshotter: Snapshotter;
   runtime: Runtime;
+  /** Streams to and from programs the spawner starts, so the server never forks (util/dialer.ts). */
+  dialer: Dialer;
   log: Logger;
   meter: Meter;
   pins: Pins;

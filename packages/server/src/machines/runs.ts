@@ -48,7 +48,7 @@ export class MachineRuns {
     this.disks = new MachineDisks(deps, this.layout);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
     this.place = deps.cluster && blobs
-      ? new MachinePlacement(deps.cluster, new MachineStowage(blobs, this.layout, deps.log), deps.metadata, this.layout, deps.config)
+      ? new MachinePlacement(deps.cluster, new MachineStowage(blobs, this.layout, deps.log, deps.dialer), deps.metadata, this.layout, deps.config)
       : null;
     this.place?.onLost((id) => { void this.lost(id); });
   }

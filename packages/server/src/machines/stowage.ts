@@ -1,3 +1,4 @@
+import type { Dialer } from '../util/dialer.js';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -42,7 +43,7 @@ export class MachineStowage {
   /** Fetches in flight, by digest: concurrent restores of one chain fetch each file once. */
   private readonly fetching = new Map<string, Promise<string>>();
 
-  constructor(private readonly blobs: BlobStore, private readonly layout: MachineLayout, private readonly log: Logger) {}
+  constructor(private readonly blobs: BlobStore, private readonly layout: MachineLayout, private readonly log: Logger, private readonly dialer: Dialer) {}
 
   /**
    * Stores `files` (RAM, state and the writable top of the disk always; the frozen files below it,
@@ -135,7 +136,7 @@ export class MachineStowage {
   private async unpack(f: StoredFile, dir: string): Promise<string> {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     try {
-      await unpackLayer(await this.blobs.get(f.digest), dir);
+      await unpackLayer(this.dialer, await this.blobs.get(f.digest), dir);
     } catch (e) {
       rmSync(dir, { recursive: true, force: true });
       if ((e as { code?: string }).code === 'not_found') {
@@ -159,7 +160,7 @@ export class MachineStowage {
     mkdirSync(dir, { mode: 0o755 });
     try {
       try { linkSync(file, path.join(dir, name)); } catch { await copySparse(file, path.join(dir, name)); }
-      const { digest } = await this.blobs.put(packLayer(dir, { level: 1 }));
+      const { digest } = await this.blobs.put(packLayer(this.dialer, dir, { level: 1 }));
       const stored = { digest, name };
       if (frozen) this.remember(file, stored);
       return stored;

@@ -132,6 +132,11 @@ export interface Runtime {
   cgroup(limits: CgroupLimits): Cgroup;
   /** Unpacks a tar stream into a directory the snapshotter described (`into.source`), confined. */
   unpackTar(body: Readable, into: { source: string }): Promise<void>;
+  /**
+   * A gzip stream decompressed by a confined program, or null where the runtime has none
+   * (the caller decompresses in its own process then). A stream the program refuses throws.
+   */
+  gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null;
   /** Runs a helper tool over a layer stack, as the sandboxes' root; throws if it fails. */
   runHelper(spec: HelperSpec): Promise<void>;
   /** Bridges a host Unix socket into a network namespace. */

@@ -14,8 +14,11 @@ import { fetchRemote } from './pull.js';
 
 /** The most layers an image may have: its contexts' chains must stay mountable (engine/squash.ts). */
 export const MAX_IMAGE_LAYERS = 64;
-/** Layers fetched and unpacked at once in one pull. */
-const PARALLEL_LAYERS = 3;
+/**
+ * Layers fetched and unpacked at once in one pull (each is a GET, a decompressor and a tar, each
+ * mostly waiting on the others; four measured faster than three on two vCPUs: docs/performance.md).
+ */
+const PARALLEL_LAYERS = 4;
 
 /** What an image is made of, wherever it came from (a registry, an archive). */
 export interface ImageSource {

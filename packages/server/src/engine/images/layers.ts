@@ -49,7 +49,7 @@ export class ImportedLayers {
       if (existing) {
         if (!(await md.versions.tenantRefersTo(caller.tenantId, existing.id))) {
           progress({ message: `${short(layer)}: stored already; checking its content`, layer });
-          await verifyLayer(await open(), expect, onBytes);
+          await verifyLayer(runtime, await open(), expect, onBytes);
         }
         progress({ message: `${short(layer)}: stored already`, layer });
         return existing;

@@ -7,7 +7,8 @@ import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
 import type { Readable } from 'node:stream';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec, SandboxUser } from '../types.js';
-import { bridge, jail, runHelper, unpackTar } from './helpers.js';
+import type { Dialer } from '../../util/dialer.js';
+import { bridge, gunzipConfined, hasIgzip, jail, runHelper, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
 import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js';
@@ -34,11 +35,14 @@ export class BwrapRuntime implements Runtime {
   private readonly warm: WarmPool | null;
 
   /**
-   * `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside
+   * `dialer`: starts the programs a stream goes through (a layer's tar and decompressor). `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside
    * sandboxes. With `warm`, queries start in sandboxes made ahead (warm-pool.ts) whenever one is ready.
    */
-  constructor(private readonly cgroups: CgroupDriver, options: { helpers?: string; warm?: Omit<WarmPoolOptions, 'nofile'> } = {}) {
+  private readonly dialer: Dialer;
+
+  constructor(private readonly cgroups: CgroupDriver, options: { dialer: Dialer; helpers?: string; warm?: Omit<WarmPoolOptions, 'nofile'> }) {
     this.userShim = SBX_USER;
+    this.dialer = options.dialer;
     if (options.helpers) {
       mkdirSync(options.helpers, { recursive: true, mode: 0o711 });
       this.userShim = path.join(options.helpers, 'sbx-user');
@@ -78,7 +82,8 @@ export class BwrapRuntime implements Runtime {
     return this.cgroups.acquire(limits);
   }
 
-  unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(body, into); }
+  unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(this.dialer, body, into); }
+  gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null { return hasIgzip ? gunzipConfined(this.dialer, body) : null; }
   runHelper(spec: HelperSpec): Promise<void> { return runHelper(spec); }
   bridge(spec: BridgeSpec): Bridge { return bridge(spec); }
   jail(spec: JailSpec, handlers: { onStderr(chunk: Buffer): void }): Spawned { return jail(spec, handlers); }

@@ -1,8 +1,9 @@
-import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ShellbaseError } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
+import { holdErrors, type Dialer } from '../../util/dialer.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
@@ -19,7 +20,7 @@ const USR_ONLY = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '
  * by members below them, device nodes), nothing outside it is reached, no device node is made,
  * and owners are stored as a sandbox maps them (ids past 65535 fail).
  */
-export async function unpackTar(body: Readable, into: { source: string }): Promise<void> {
+export async function unpackTar(dialer: Dialer, body: Readable, into: { source: string }): Promise<void> {
   const args = [
     '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--unshare-cgroup', '--die-with-parent', '--new-session',
     ...USR_ONLY, '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out', '--clearenv',
@@ -27,28 +28,67 @@ export async function unpackTar(body: Readable, into: { source: string }): Promi
     '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
     '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
   ];
-  // A child of the server itself, not of the spawner: the spawner takes stdin whole, and a body streams.
-  // In a process group of its own, so that stopping it reaches bwrap too: killed an instant after
-  // sbx forked it (a layer refused at its first entry), bwrap can miss its parent's death, live on
-  // and hold the pipes open, and 'close' would never come.
-  const child = spawn(SBX, ['userns', USERNS_SPEC, '--', 'bwrap', ...args], { stdio: ['pipe', 'ignore', 'pipe'], detached: true });
-  let stderr = '';
-  child.stderr.on('data', (c: Buffer) => { if (stderr.length < 4096) stderr += c.toString(); });
-  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const held = holdErrors(body); // while tar starts
+  let early: unknown = null;
+  const tar = await dialer.start([SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], 'in').finally(() => { early = held(); });
   // A body that fails (a client gone, a layer that does not check out) stops tar: nothing half-read is taken for an archive.
   let failed: unknown = null;
-  await pipeline(body, child.stdin).catch((e: unknown) => {
-    if ((e as NodeJS.ErrnoException).code === 'EPIPE') return; // tar stopped reading: its exit code says why
+  await (early ? Promise.reject(early) : pipeline(body, tar.socket)).catch((e: unknown) => {
+    if (stoppedReading(e)) return; // its exit code says why
     failed = e;
-    try { process.kill(-child.pid!, 'SIGKILL'); } catch { child.kill('SIGKILL'); }
+    tar.kill();
   });
-  const code = await closed;
+  const code = await tar.exited;
+  tar.socket.destroy();
   if (failed) throw failed;
   if (code !== 0) {
+    const stderr = tar.stderr();
     const full = /Disk quota exceeded|No space left/.test(stderr);
     throw new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr.trim().slice(0, 500)}`, {
       hint: full ? 'upload less than limits.diskMb at once' : 'send a tar archive of regular files, directories and symlinks',
     });
+  }
+}
+
+/** A write that failed because the program at the other end stopped reading (ended, or closed its stdin). */
+const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
+
+/** Debian's `isal` package: an inflate several times faster than zlib's (docs/performance.md, images). */
+const IGZIP = '/usr/bin/igzip';
+export const hasIgzip = existsSync(IGZIP);
+
+/**
+ * A gzip stream decompressed by `igzip` in a throw-away bubblewrap sandbox that sees only /usr,
+ * has no capabilities and writes nowhere: the stream is whatever a registry sent. Chunks come
+ * as the program writes them; a stream it refuses throws with its message. Stopping early (the
+ * consumer returns, or `body` fails) kills the sandbox's process group.
+ */
+export async function* gunzipConfined(dialer: Dialer, body: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const args = ['--unshare-all', '--die-with-parent', '--new-session', ...USR_ONLY, '--proc', '/proc', '--dev', '/dev', '--clearenv',
+    '--cap-drop', 'ALL', '--', 'igzip', '-d', '-c', '-q'];
+  const igzip = await dialer.start([SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], 'both');
+  let failed: unknown = null;
+  const feeding = pipeline(body, igzip.socket).catch((e: unknown) => {
+    if (stoppedReading(e)) return; // its exit code says why
+    failed ??= e;
+    igzip.kill();
+  });
+  let done = false;
+  try {
+    for await (const c of igzip.socket) yield c as Buffer;
+    done = true;
+  } finally {
+    if (!done) igzip.kill();
+    const code = await igzip.exited;
+    await feeding;
+    igzip.socket.destroy();
+    if (done) {
+      if (failed) throw failed;
+      if (code !== 0) {
+        const said = igzip.stderr().replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '').trim().slice(0, 300);
+        throw new Error(`the gzip stream is damaged or cut short (igzip: ${said || `exit ${code}`})`);
+      }
+    }
   }
 }
 

@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress } from 'node:zlib';
+import { holdErrors, type Dialer, type DialedProcess } from '../../util/dialer.js';
 import { blobError } from './types.js';
 
 /**
@@ -42,36 +42,44 @@ export interface PackOptions {
   level?: number;
 }
 
+/** tar's environment: nothing of the server's but a search path; the C locale (names sort bytewise). */
+const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
+
 /**
  * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
  * as this process's user (root: trusted.* attributes need it). The stream fails,
  * and never ends cleanly, when tar does; destroying it stops tar.
  */
-export function packLayer(tree: string, options: PackOptions = {}): Readable {
+export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {}): Readable {
   const frame = Buffer.alloc(8);
   frame.writeUInt32LE(SKIPPABLE, 0);
   frame.writeUInt32LE(HEADER.length, 4);
   const out = new PassThrough();
   out.write(Buffer.concat([frame, HEADER]));
-  // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a
-  // pid namespace of its own, tar is pid 1. A child of the server itself, not of the spawner
-  // (util/spawner.ts takes no streaming output back-pressure): like runtime/bwrap's unpackTar.
-  const child = spawn('unshare', ['--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX,
-    '--sort=name', '--sparse', '--directory', tree, '.'], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' } });
-  const stderr = collect(child.stderr);
   const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: options.level ?? 3, [z.ZSTD_c_checksumFlag]: 1 } });
-  const exit = new Promise<number | null>((resolve, reject) => { child.on('error', reject); child.on('close', resolve); });
-  // zstd's output depends on how its input is cut into writes, and a pipe cuts tar's output as
-  // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
-  child.stdout.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
-  Promise.all([finished(zstd), exit]).then(([, code]) => {
-    if (code === 0) out.end();
-    else out.destroy(new Error(`tar could not pack ${tree} (exit ${code}): ${stderr().trim().slice(0, 500)}`));
-  }, (e: unknown) => out.destroy(e as Error));
+  let tar: DialedProcess | null = null;
+  let closed = false;
   out.on('close', () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    closed = true;
+    tar?.kill();
     zstd.destroy();
   });
+  void (async () => {
+    // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a
+    // pid namespace of its own, tar is pid 1. Started by the spawner (util/dialer.ts): the
+    // server does not fork, and tar's output comes with back-pressure.
+    const t = await dialer.start([...TAR_ENV, 'unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX,
+      '--sort=name', '--sparse', '--directory', tree, '.'], 'out');
+    tar = t;
+    if (closed) { t.kill(); t.socket.destroy(); return; }
+    // zstd's output depends on how its input is cut into writes, and a socket cuts tar's output as
+    // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
+    t.socket.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
+    const [, code] = await Promise.all([finished(zstd), t.exited]);
+    t.socket.destroy();
+    if (code === 0) out.end();
+    else out.destroy(new Error(`tar could not pack ${tree} (exit ${code}): ${t.stderr().trim().slice(0, 500)}`));
+  })().catch((e: unknown) => out.destroy(e as Error));
   return out;
 }
 
@@ -83,35 +91,40 @@ export function packLayer(tree: string, options: PackOptions = {}): Readable {
  * `..`, symlinks made last). A header that is not a layer's fails with code
  * `invalid_pack`, another format with `unknown_pack_format`.
  */
-export async function unpackLayer(body: Readable, into: string): Promise<void> {
+export async function unpackLayer(dialer: Dialer, body: Readable, into: string): Promise<void> {
   // tar decompresses through the zstd program (`--zstd`; it passes over the skippable header
   // frame and checks the frames' checksums): the bytes go from the object store's response to
   // tar's stdin untouched, and decompression runs in a process of its own, beside tar, not in
   // this one's thread pool with every stream's chunks crossing into JavaScript.
-  const child = spawn('tar', ['--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into],
-    { stdio: ['pipe', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' } });
-  const stderr = collect(child.stderr);
-  const exit = new Promise<number | null>((resolve, reject) => { child.on('error', reject); child.on('close', resolve); });
+  // The body's errors are held while tar starts, then thrown as the pipeline would.
+  const held = holdErrors(body);
+  let early: unknown = null;
+  const tar = await dialer.start([...TAR_ENV, 'tar', '--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into], 'in')
+    .finally(() => { early = held(); });
   try {
-    await pipeline(body, checkHeader(), child.stdin);
+    if (early) throw early;
+    await pipeline(body, checkHeader(), tar.socket);
   } catch (e) {
     // tar stops reading at the archive's end marker, so the zero padding of the last record may
     // find its stdin closed: that is success when tar says so (a damaged archive makes it fail).
     const code = (e as { code?: unknown }).code;
-    if ((code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE') && (await exit) === 0) {
+    const stopped = code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE' || code === 'ECONNRESET';
+    if (stopped && (await tar.exited) === 0) {
       body.destroy();
       return;
     }
-    child.kill('SIGKILL');
-    await exit.catch(() => undefined);
+    tar.kill();
+    await tar.exited;
     // tar stopped reading: it (or its zstd) found the archive bad.
-    if (code === 'EPIPE' || code === 'Z_BUF_ERROR' || (typeof code === 'string' && code.startsWith('ZSTD_'))) {
-      throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${stderr().trim().slice(0, 500) || (e as Error).message}`), { cause: e });
+    if (stopped || code === 'Z_BUF_ERROR' || (typeof code === 'string' && code.startsWith('ZSTD_'))) {
+      throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${tar.stderr().trim().slice(0, 500) || (e as Error).message}`), { cause: e });
     }
     throw e;
+  } finally {
+    tar.socket.destroy();
   }
-  const code = await exit;
-  if (code !== 0) throw blobError('invalid_pack', `tar could not unpack the layer into ${into} (exit ${code}): ${stderr().trim().slice(0, 500)}`);
+  const code = await tar.exited;
+  if (code !== 0) throw blobError('invalid_pack', `tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
 }
 
 /** Passes the stream through once its first frame is a layer header of a known format. */
@@ -163,11 +176,4 @@ function fixedChunks(size: number): Transform {
     },
     flush(done) { done(null, bytes ? Buffer.concat(held, bytes) : null); },
   });
-}
-
-/** The first 64 KiB a stream says (tar's complaints), read as it comes. */
-function collect(stream: Readable): () => string {
-  let text = '';
-  stream.on('data', (c: Buffer) => { if (text.length < 65536) text += c.toString(); });
-  return () => text;
 }

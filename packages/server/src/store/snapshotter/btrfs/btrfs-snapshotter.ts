@@ -1,3 +1,4 @@
+import type { Dialer } from '../../../util/dialer.js';
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { chown, mkdir, opendir, rename, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -35,6 +36,8 @@ export interface BtrfsSnapshotterOptions {
   defaultDiskMb: number;
   /** Host uid and gid of the sandboxes' root: it owns every new tree. */
   rootId: number;
+  /** Starts the tar that packs or unpacks a layer for the blob store (util/dialer.ts). */
+  dialer: Dialer;
   poolSize?: number;
 }
 
@@ -250,7 +253,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
 
   exportLayer(layerId: string): Readable {
     if (isImageLayer(layerId)) throw new Error(`export: ${layerId} is an image layer (images are built on every host)`);
-    return packLayer(this.layerPath(layerId));
+    return packLayer(this.opts.dialer, this.layerPath(layerId));
   }
 
   /**
@@ -266,7 +269,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     const s = await this.createScratch(this.opts.defaultDiskMb, false);
     const dir = this.scratchPath(s);
     try {
-      await unpackLayer(packed, path.join(dir, 'tree'));
+      await unpackLayer(this.opts.dialer, packed, path.join(dir, 'tree'));
       const { changes, bytes } = await scanLayer(path.join(dir, 'tree'));
       await this.promote(dir, changes, layerId);
       return { bytes };

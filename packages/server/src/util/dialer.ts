@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { SBX } from './native.js';
+import { spawner as defaultSpawner, type Spawner } from './spawner.js';
+
+/** A program of the dialer, its stdin and/or stdout a connection to this process. */
+export interface DialedProcess {
+  /** The connection: write to it for the program's stdin (end() is its end of file), read it for its stdout. */
+  readonly socket: net.Socket;
+  /** The program's exit code (null when a signal ended it), once it ended and its output closed. */
+  readonly exited: Promise<number | null>;
+  /** What the program wrote on stderr (its first 4 KiB). */
+  stderr(): string;
+  /** Kills the program's whole process group (a sandbox's bwrap and what it started). */
+  kill(): void;
+}
+
+export type Direction = 'in' | 'out' | 'both';
+
+/**
+ * Streams to and from programs without forking the server. A fork of a process of some
+ * hundred MB copies its page tables, and every page it writes afterwards faults once (copy
+ * on write): on this project's VMs that made the next ~25 MB a stream moved through the
+ * server ~120 ms slower (docs/performance.md, images). So the spawner starts the program
+ * (`sbx dial`), and the program connects its stdin and/or stdout to a Unix socket this
+ * process listens on for it alone, in `dir` (mode 0700: nothing else can dial in).
+ * Back-pressure holds both ways, as through a pipe.
+ */
+export class Dialer {
+  constructor(private readonly dir: string, private readonly spawner: Spawner = defaultSpawner) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Sockets a crashed server left (their programs died with it).
+    for (const f of readdirSync(dir)) if (f.endsWith('.sock')) rmSync(path.join(dir, f), { force: true });
+  }
+
+  async start(argv: string[], direction: Direction): Promise<DialedProcess> {
+    const where = path.join(this.dir, `${randomBytes(8).toString('hex')}.sock`);
+    const server = net.createServer({ allowHalfOpen: true });
+    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(where, resolve); });
+    const connected = new Promise<net.Socket>((resolve) => server.once('connection', (s: net.Socket) => {
+      s.on('error', () => undefined); // its reader sees the error; none may reach the process as uncaught
+      resolve(s);
+    }));
+    let stderr = '';
+    const spawned = this.spawner.start([SBX, 'dial', where, direction, '--', ...argv], undefined, {
+      onStdout: () => undefined,
+      onStderr: (c) => { if (stderr.length < 4096) stderr += c.toString(); },
+    });
+    let ended = false;
+    const exited = spawned.exited.then((e) => { ended = true; return e.code; }, () => { ended = true; return null; });
+    const pid = await spawned.pid.catch(() => null);
+    const kill = () => {
+      if (ended || pid === null) { spawned.kill(); return; }
+      try { process.kill(-pid, 'SIGKILL'); } catch { spawned.kill(); }
+    };
+    try {
+      const socket = await Promise.race([
+        connected,
+        exited.then(async (code) => {
+          // A quick program may end before its connection is accepted: it connected before it
+          // ended, so the listening socket was ready when the end was read, and is accepted in
+          // the same turn of the event loop (two are waited for).
+          for (let i = 0; i < 2; i++) await new Promise(setImmediate);
+          throw new Error(`${argv[0]} ended (exit ${code}) before it connected: ${stderr.trim().slice(0, 300)}`);
+        }),
+      ]);
+      return { socket, exited, stderr: () => stderr, kill };
+    } catch (e) {
+      kill();
+      throw e;
+    } finally {
+      server.close();
+      rmSync(where, { force: true });
+    }
+  }
+}
+
+/**
+ * Holds the errors of a stream nothing reads yet (while its program starts): an 'error' no one
+ * listens to would be uncaught. The returned function stops holding and gives the first one.
+ */
+export function holdErrors(stream: Readable): () => unknown {
+  let first: unknown = null;
+  const keep = (e: unknown) => { first ??= e; };
+  stream.on('error', keep);
+  return () => {
+    stream.off('error', keep);
+    return first ?? stream.errored;
+  };
+}
