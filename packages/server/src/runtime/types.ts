@@ -126,6 +126,16 @@ export interface JailSpec {
   userns?: boolean;
 }
 
+export type LayerCompression = 'gzip' | 'zstd' | 'none';
+
+export interface UnpackedLayer {
+  /** sha256:HEX of the tar stream, decompressed, as sent (all of it, past its end marker too). */
+  diffId: string;
+  /** Members left out: device nodes and FIFOs (the first ten names), and how many. */
+  dropped: string[];
+  droppedCount: number;
+}
+
 export interface Runtime {
   run(spec: SandboxSpec): Promise<SandboxResult>;
   /** A cgroup with these limits for a process the runtime does not start itself (a machine's QEMU). */
@@ -137,6 +147,14 @@ export interface Runtime {
    * (the caller decompresses in its own process then). A stream the program refuses throws.
    */
   gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null;
+  /**
+   * Unpacks an image's layer as sent (`body`, compressed as said) into a directory the
+   * snapshotter described, with every step confined beside the tar that unpacks it:
+   * decompression, the tar stream's digest (its diff_id), device nodes and FIFOs dropped, a
+   * member with `..` refusing the layer (a 400). Null where the runtime has no such program:
+   * the caller does the steps itself.
+   */
+  unpackLayer(body: Readable, compression: LayerCompression, into: { source: string }): Promise<UnpackedLayer> | null;
   /** Runs a helper tool over a layer stack, as the sandboxes' root; throws if it fails. */
   runHelper(spec: HelperSpec): Promise<void>;
   /** Bridges a host Unix socket into a network namespace. */

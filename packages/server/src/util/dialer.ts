@@ -14,6 +14,8 @@ export interface DialedProcess {
   readonly exited: Promise<number | null>;
   /** What the program wrote on stderr (its first 4 KiB). */
   stderr(): string;
+  /** What it wrote on stdout when that is not the connection (its first 64 KiB). */
+  stdout(): string;
   /** Kills the program's whole process group (a sandbox's bwrap and what it started). */
   kill(): void;
 }
@@ -45,8 +47,9 @@ export class Dialer {
       resolve(s);
     }));
     let stderr = '';
+    let stdout = '';
     const spawned = this.spawner.start([SBX, 'dial', where, direction, '--', ...argv], undefined, {
-      onStdout: () => undefined,
+      onStdout: (c) => { if (stdout.length < 65536) stdout += c.toString(); },
       onStderr: (c) => { if (stderr.length < 4096) stderr += c.toString(); },
     });
     let ended = false;
@@ -67,7 +70,7 @@ export class Dialer {
           throw new Error(`${argv[0]} ended (exit ${code}) before it connected: ${stderr.trim().slice(0, 300)}`);
         }),
       ]);
-      return { socket, exited, stderr: () => stderr, kill };
+      return { socket, exited, stderr: () => stderr, stdout: () => stdout, kill };
     } catch (e) {
       kill();
       throw e;

@@ -61,7 +61,7 @@ export class ImportedLayers {
       caller.hold.layerIds([made.layerId]);
       await durability.layers();
       await md.versions.addLayer({ id: made.layerId, kind: 'import', bytes: made.bytes, createdAt: new Date().toISOString(), digest: expect.diffId });
-      if (dropped.length) progress({ message: `${short(layer)}: dropped ${dropped.length} device nodes or FIFOs (${dropped.slice(0, 3).join(', ')}${dropped.length > 3 ? ', …' : ''})`, layer });
+      if (dropped.count) progress({ message: `${short(layer)}: dropped ${dropped.count} device nodes or FIFOs (${dropped.names.slice(0, 3).join(', ')}${dropped.count > 3 ? ', …' : ''})`, layer });
       progress({ message: `${short(layer)}: unpacked (${made.changes.length} paths, ${made.bytes} bytes)`, layer });
       return { id: made.layerId, bytes: made.bytes };
     });

@@ -5,7 +5,7 @@ import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { ShellbaseError, invalid } from '../../errors.js';
 import type { Runtime } from '../../runtime/types.js';
 import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
-import { TAR_END, readTar, tarPadding } from './tar.js';
+import { TAR_END, normalizeTarPath, readTar, tarPadding } from './tar.js';
 
 /** What a layer's bytes must be: its blob's digest and size as a manifest lists them, and its diff_id. */
 export interface LayerExpectation {
@@ -83,6 +83,12 @@ async function* filtered(tar: AsyncIterable<Buffer>, onDropped: (name: string) =
   yield TAR_END;
 }
 
+/** Members left out of a layer (device nodes and FIFOs): how many, and some of their names. */
+export interface Dropped {
+  count: number;
+  names: string[];
+}
+
 export interface UnpackOptions {
   /** Bytes of the blob received so far (progress). */
   onBytes?: (n: number) => void;
@@ -101,16 +107,18 @@ function check(what: string, expected: string, actual: string): void {
 /**
  * Unpacks one OCI layer into a new layer of the snapshotter: decompressed
  * as it streams (gzip, zstd or none), unpacked by the runtime's confined tar,
- * OCI whiteouts translated (Snapshotter.commitImport). Both the blob's digest
+ * OCI whiteouts translated (Snapshotter.commitImport). Where the runtime has a
+ * program for the whole of it (Runtime.unpackLayer), only the blob's bytes pass
+ * through this process; else each step runs here. Both the blob's digest
  * and the diff_id are checked once the last byte is in; a mismatch, like any
  * failure, discards the scratch, so nothing of the layer is kept. `opened`: the
  * body on its way (a request whose answer comes while the scratch is made).
  */
 export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, opened: Promise<AsyncIterable<Buffer>>, expect: LayerExpectation,
-  opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: string[] }> {
+  opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
   const blob = createHash('sha256');
   const plain = createHash('sha256');
-  const dropped: string[] = [];
+  const dropped: Dropped = { count: 0, names: [] };
   opened.catch(() => undefined); // awaited below, once the scratch is there
   const scratch = await snapshotter.prepare({ diskMb: opts.diskMb }).catch((e: unknown) => {
     void opened.then(discardBody, () => undefined);
@@ -119,10 +127,19 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, op
   try {
     const body = await opened;
     const sent = hashed(body, blob, (n) => opts.onBytes?.(n), expect.size);
-    const tar = hashed(decompressed(sent, expect.compression, runtime), plain, () => undefined);
-    await runtime.unpackTar(Readable.from(filtered(tar, (p) => dropped.push(p))), snapshotter.writer(scratch).tree());
-    check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
-    check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
+    const into = snapshotter.writer(scratch).tree();
+    const whole = runtime.unpackLayer(Readable.from(sent), expect.compression, into);
+    if (whole) {
+      const r = await whole;
+      check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+      check('diff_id', expect.diffId, r.diffId);
+      Object.assign(dropped, { count: r.droppedCount, names: r.dropped.map(normalizeTarPath) });
+    } else {
+      const tar = hashed(decompressed(sent, expect.compression, runtime), plain, () => undefined);
+      await runtime.unpackTar(Readable.from(filtered(tar, (p) => { dropped.count++; dropped.names.push(p); })), into);
+      check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+      check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
+    }
   } catch (e) {
     await snapshotter.discard(scratch);
     throw e;

@@ -2,13 +2,13 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import path from 'node:path';
 import { USERNS_SPEC } from '../../util/idmap.js';
-import { SBX, SBX_USER } from '../../util/native.js';
+import { SBX, SBX_TARCHECK, SBX_USER } from '../../util/native.js';
 import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
 import type { Readable } from 'node:stream';
-import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec, SandboxUser } from '../types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, Runtime, SandboxResult, SandboxSpec, SandboxUser, UnpackedLayer } from '../types.js';
 import type { Dialer } from '../../util/dialer.js';
-import { bridge, gunzipConfined, hasIgzip, jail, runHelper, unpackTar } from './helpers.js';
+import { bridge, gunzipConfined, hasIgzip, jail, runHelper, unpackLayerConfined, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
 import { CappedOutput } from './output.js';
 import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js';
@@ -32,6 +32,8 @@ const SIGNAL_NAMES = new Map<number, string>(
 export class BwrapRuntime implements Runtime {
   /** The static `sbx-user` a sandbox's root can reach (the checkout may be below a home it cannot pass). */
   private readonly userShim: string;
+  /** sbx-tarcheck where the sandboxes' root can read it. */
+  private readonly tarcheck: string;
   private readonly warm: WarmPool | null;
 
   /**
@@ -42,12 +44,16 @@ export class BwrapRuntime implements Runtime {
 
   constructor(private readonly cgroups: CgroupDriver, options: { dialer: Dialer; helpers?: string; warm?: Omit<WarmPoolOptions, 'nofile'> }) {
     this.userShim = SBX_USER;
+    this.tarcheck = SBX_TARCHECK;
     this.dialer = options.dialer;
     if (options.helpers) {
       mkdirSync(options.helpers, { recursive: true, mode: 0o711 });
       this.userShim = path.join(options.helpers, 'sbx-user');
       copyFileSync(SBX_USER, this.userShim);
       chmodSync(this.userShim, 0o755);
+      this.tarcheck = path.join(options.helpers, 'sbx-tarcheck');
+      copyFileSync(SBX_TARCHECK, this.tarcheck);
+      chmodSync(this.tarcheck, 0o755);
     }
     this.warm = options.warm ? new WarmPool({ ...options.warm, nofile: OPEN_FILES }) : null;
   }
@@ -84,6 +90,9 @@ export class BwrapRuntime implements Runtime {
 
   unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(this.dialer, body, into); }
   gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null { return hasIgzip ? gunzipConfined(this.dialer, body) : null; }
+  unpackLayer(body: Readable, compression: LayerCompression, into: { source: string }): Promise<UnpackedLayer> | null {
+    return compression === 'gzip' && !hasIgzip ? null : unpackLayerConfined(this.dialer, this.tarcheck, body, compression, into);
+  }
   runHelper(spec: HelperSpec): Promise<void> { return runHelper(spec); }
   bridge(spec: BridgeSpec): Bridge { return bridge(spec); }
   jail(spec: JailSpec, handlers: { onStderr(chunk: Buffer): void }): Spawned { return jail(spec, handlers); }

@@ -1,14 +1,14 @@
 import { existsSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { ShellbaseError } from '../../errors.js';
+import { ShellbaseError, invalid } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
 import { holdErrors, type Dialer } from '../../util/dialer.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
 import type { MountSpec } from '../../store/snapshotter/types.js';
-import type { Bridge, BridgeSpec, HelperSpec, JailSpec } from '../types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, UnpackedLayer } from '../types.js';
 
 /** A bwrap that sees only the host's /usr (read-only), for helper tools. */
 const USR_ONLY = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin'];
@@ -48,6 +48,62 @@ export async function unpackTar(dialer: Dialer, body: Readable, into: { source: 
       hint: full ? 'upload less than limits.diskMb at once' : 'send a tar archive of regular files, directories and symlinks',
     });
   }
+}
+
+/**
+ * An image's layer unpacked in one sandbox like unpackTar's (plus sbx-tarcheck, bound read-only):
+ * sbx-tarcheck decompresses, hashes and filters the stream and feeds GNU tar beside it, so the
+ * decompressed bytes never cross the server. Its reports (native/tarcheck.c) become the result
+ * or the layer's error.
+ */
+export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, body: Readable, compression: LayerCompression,
+  into: { source: string }): Promise<UnpackedLayer> {
+  const args = [
+    '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--unshare-cgroup', '--die-with-parent', '--new-session',
+    ...USR_ONLY, '--ro-bind', tarcheck, '/sbx-tarcheck', '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out',
+    '--clearenv', '--setenv', 'PATH', '/usr/bin', '--cap-drop', 'ALL', '--cap-add', 'CAP_CHOWN', '--cap-add', 'CAP_FOWNER',
+    '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
+    '--', '/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []),
+    '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
+  ];
+  const held = holdErrors(body); // while the sandbox starts
+  let early: unknown = null;
+  const p = await dialer.start([SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], 'in').finally(() => { early = held(); });
+  let failed: unknown = null;
+  await (early ? Promise.reject(early) : pipeline(body, p.socket)).catch((e: unknown) => {
+    if (stoppedReading(e)) return; // its exit code says why
+    failed = e;
+    p.kill();
+  });
+  const code = await p.exited;
+  p.socket.destroy();
+  if (failed) throw failed;
+  const lines = p.stdout().split('\n');
+  const said = (what: string) => lines.find((l) => l.startsWith(`${what} `))?.slice(what.length + 1);
+  const stderr = p.stderr().trim().slice(0, 500);
+  if (code === 0) {
+    const diffId = said('diff-id');
+    if (!diffId) throw new Error(`sbx-tarcheck gave no digest: ${p.stdout().slice(0, 300)}`);
+    const dropped = lines.filter((l) => l.startsWith('dropped ')).map((l) => l.slice(8));
+    return { diffId, dropped, droppedCount: Number(said('dropped-count') ?? dropped.length) };
+  }
+  const refused = said('refused');
+  if (refused !== undefined) {
+    throw invalid(`the layer holds a member that leaves its root (${JSON.stringify(refused)})`, 'layers name paths below their root only; nothing was kept');
+  }
+  const bad = said('bad');
+  if (bad !== undefined) throw invalid(bad, 'send a tar archive (gzip or zstd compressed layers are decompressed first)');
+  if (code === 67) {
+    const why = stderr.replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '');
+    throw invalid(`the layer cannot be decompressed: the stream is damaged or cut short (${why || 'no reason given'})`, 'the registry or archive is corrupt; nothing was kept');
+  }
+  if (code === 66) {
+    const full = /Disk quota exceeded|No space left/.test(stderr);
+    throw new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr}`, {
+      hint: full ? 'the image is larger than limits.diskMb allows' : 'send a tar archive of regular files, directories and symlinks',
+    });
+  }
+  throw new Error(`sbx-tarcheck failed (exit ${code}): ${stderr}`);
 }
 
 /** A write that failed because the program at the other end stopped reading (ended, or closed its stdin). */

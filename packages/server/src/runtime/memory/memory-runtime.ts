@@ -67,6 +67,8 @@ export class MemoryRuntime implements Runtime {
   cgroup(_limits: CgroupLimits): Cgroup { throw unsupported('make cgroups'); }
   /** No program: the caller decompresses in process. */
   gunzip(_body: AsyncIterable<Buffer>): null { return null; }
+  /** No program: the caller unpacks step by step. */
+  unpackLayer(): null { return null; }
   /**
    * Unpacks as the bwrap runtime's GNU tar does, into the scratch tree the description names:
    * owners shifted as a sandbox maps them, a leading `/` dropped; members with `..` and device

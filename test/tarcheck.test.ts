@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { gzipSync, zstdCompressSync } from 'node:zlib';
+import { tar } from '../packages/sdk/src/tar.ts';
+import { SBX_TARCHECK } from '../packages/server/src/util/native.ts';
+
+// native/tarcheck.c on its own (the images tests run it in its sandbox): what it passes to tar,
+// drops, refuses and hashes, and how it says so.
+const root = mkdtempSync(path.join(tmpdir(), 'shellbase-tarcheck-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+
+function check(input: Buffer, flags: string[] = []): { code: number | null; out: string; err: string; dir: string } {
+  const dir = path.join(root, String(n++));
+  mkdirSync(dir);
+  const r = spawnSync(SBX_TARCHECK, [...flags, '--', 'tar', '-x', '-f', '-', '-C', dir], { input });
+  return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString(), dir };
+}
+const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+
+test('tarcheck: entries reach tar, devices and FIFOs are dropped and counted, the digest is of the whole stream', () => {
+  const layer = tar([
+    { path: 'a/file', data: 'one' }, { path: 'dev/zero-copy', type: 'char' }, { path: 'fifo', type: 'fifo' },
+    { path: `long/${'n'.repeat(150)}`, data: 'pax' }, { path: 'link', type: 'symlink', linkname: '../../elsewhere' },
+  ]);
+  // What follows the end marker counts for the digest (as the OCI diff_id of the stream as sent).
+  const stream = Buffer.concat([layer, Buffer.alloc(4096)]);
+  for (const [flags, bytes] of [[[], stream], [['--gunzip'], gzipSync(stream)], [['--unzstd'], zstdCompressSync(stream)]] as const) {
+    const r = check(bytes, [...flags]);
+    assert.equal(r.code, 0, r.err + r.out);
+    assert.match(r.out, new RegExp(`^diff-id ${sha(stream)}$`, 'm'));
+    assert.match(r.out, /^dropped-count 2$/m);
+    assert.deepEqual(r.out.split('\n').filter((l) => l.startsWith('dropped ')), ['dropped dev/zero-copy', 'dropped fifo']);
+    assert.equal(readFileSync(path.join(r.dir, 'a/file'), 'utf8'), 'one');
+    assert.equal(readFileSync(path.join(r.dir, 'long', 'n'.repeat(150)), 'utf8'), 'pax');
+    assert.deepEqual(readdirSync(r.dir).sort(), ['a', 'link', 'long'], 'no device node and no FIFO was made');
+  }
+});
+
+test('tarcheck: a member or hard link target with .. refuses the layer, in ustar, pax and GNU long names', () => {
+  const src = path.join(root, 'gnu-src');
+  mkdirSync(path.join(src, 'd'), { recursive: true });
+  writeFileSync(path.join(src, 'd', 'x'), 'x');
+  const gnuLong = `d/${'m'.repeat(120)}/../../../escape`;
+  const gnu = spawnSync('tar', ['--format=gnu', '-c', '-f', '-', '-C', src, '--transform', `s|^d/x$|${gnuLong}|`, 'd/x']).stdout;
+  const cases: [string, Buffer][] = [
+    ['ustar', tar([{ path: 'ok', data: '1' }, { path: 'a/../../escape', data: 'x' }])],
+    ['pax', tar([{ path: `${'p'.repeat(120)}/../../escape`, data: 'x' }])],
+    ['hard link', tar([{ path: 'ok', data: '1' }, { path: 'h', type: 'hardlink', linkname: '../outside' }])],
+    ['GNU long name', gnu],
+  ];
+  for (const [what, bytes] of cases) {
+    const r = check(bytes);
+    assert.equal(r.code, 65, `${what}: ${r.out}${r.err}`);
+    assert.match(r.out, /^refused /m, what);
+    assert.equal(readdirSync(r.dir).includes('escape'), false, what);
+  }
+});
+
+test('tarcheck: not a tar, an empty stream and a damaged or cut compressed stream are told apart', () => {
+  const garbage = check(randomBytes(2048));
+  assert.equal(garbage.code, 65);
+  assert.match(garbage.out, /^bad not a tar archive \(bad header checksum at byte 0\)$/m);
+  const empty = check(Buffer.alloc(0));
+  assert.equal(empty.code, 65);
+  assert.match(empty.out, /^bad the tar archive is empty$/m);
+  const big = gzipSync(tar([{ path: 'big', data: randomBytes(1 << 20) }]));
+  const cut = check(big.subarray(0, big.length >> 1), ['--gunzip']);
+  assert.equal(cut.code, 67, cut.out);
+  assert.match(cut.err, /igzip/);
+  const midEntry = check(tar([{ path: 'big', data: randomBytes(8192) }]).subarray(0, 4096));
+  assert.equal(midEntry.code, 65);
+  assert.match(midEntry.out, /^bad the tar archive ends in the middle of an entry$/m);
+});
