@@ -1,3 +1,5 @@
+import { AjvCompiler } from '@fastify/ajv-compiler';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import swagger from '@fastify/swagger';
 import { createServer } from 'node:http';
 import { createServer as createTlsServer, type ServerOptions as TlsOptions } from 'node:https';
@@ -61,6 +63,38 @@ export interface ApiOptions {
 }
 
 /**
+ * Fastify's response serializers (fast-json-stringify) and request validators (Ajv), each built
+ * at its route's first use instead of all at start: building them held a fresh server's event
+ * loop ~0.9 s and ~0.45 s before it listened (docs/performance.md). What each does is the same;
+ * a validator passes on its `errors` as Ajv's does. One pair per server, as Fastify's own.
+ */
+function lazyCompilers() {
+  const serializers = SerializerSelector();
+  const validators = AjvCompiler();
+  const buildSerializer: typeof serializers = (externalSchemas, options) => {
+    const compile = serializers(externalSchemas, options);
+    return (route) => {
+      let serialize: ((doc: unknown) => string) | null = null;
+      return (doc) => (serialize ??= compile(route))(doc);
+    };
+  };
+  const buildValidator: typeof validators = (externalSchemas, options) => {
+    const compile = validators(externalSchemas, options);
+    return (route) => {
+      let validate: ReturnType<typeof compile> | null = null;
+      const lazy = ((data: unknown) => {
+        validate ??= compile(route);
+        const ok = validate(data);
+        lazy.errors = validate.errors;
+        return ok;
+      }) as ReturnType<typeof compile>;
+      return lazy;
+    };
+  };
+  return { buildSerializer, buildValidator };
+}
+
+/**
  * The HTTP API: parses requests into engine and machine operations; neither
  * sees Fastify. Each operation pins, admits and syncs what it needs itself;
  * the API only ends the caller's hold when the response is done.
@@ -87,6 +121,7 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
       return tls ? createTlsServer({ ...options, ...tls }, serve) : createServer(options, serve);
     },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+    schemaController: { compilersFactory: lazyCompilers() },
   });
   await app.register(swagger, {
     openapi: {
