@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, test } from 'node:test';
-import { Dialer } from '../packages/server/src/util/dialer.ts';
+import { Dialer, feed } from '../packages/server/src/util/dialer.ts';
 import { Spawner } from '../packages/server/src/util/spawner.ts';
 
 // util/dialer.ts: programs started by the spawner whose stdin/stdout is a socket of this process.
@@ -60,4 +60,19 @@ test('dialer: a program that cannot start says why; kill ends its whole process 
   await new Promise((r) => setTimeout(r, 1500));
   assert.equal(existsSync(marker), false, 'the grandchild died with the group');
   p.socket.destroy();
+});
+
+test('feed: a body that fails (even with a code like a reset) kills the program and is thrown; a program that stops reading is its exit code', async () => {
+  const marker = path.join(dir, 'finished');
+  // The body fails after its first chunk, with the error a client's abort gives a request.
+  const failing = new Readable({ read() { /* pushed below */ } });
+  failing.push(Buffer.alloc(65536));
+  setTimeout(() => failing.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' })), 100);
+  await assert.rejects(feed(dialer, ['sh', '-c', `cat >/dev/null; touch ${marker}`], failing), /aborted/);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(existsSync(marker), false, 'the program was killed, not let finish on a cut stream');
+  // A program that reads a little and ends: no error from the body's side, its exit code comes back.
+  const big = Readable.from((function* () { for (let i = 0; i < 256; i++) yield Buffer.alloc(65536); })());
+  const { code } = await feed(dialer, ['sh', '-c', 'head -c 10 >/dev/null; exit 3'], big);
+  assert.equal(code, 3);
 });

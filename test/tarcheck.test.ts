@@ -18,7 +18,7 @@ let n = 0;
 function check(input: Buffer, flags: string[] = []): { code: number | null; out: string; err: string; dir: string } {
   const dir = path.join(root, String(n++));
   mkdirSync(dir);
-  const r = spawnSync(SBX_TARCHECK, [...flags, '--', 'tar', '-x', '-f', '-', '-C', dir], { input });
+  const r = spawnSync(SBX_TARCHECK, [...flags, '--', 'tar', '-x', '-f', '-', '-C', dir], { input, timeout: 20_000 });
   return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString(), dir };
 }
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
@@ -76,4 +76,46 @@ test('tarcheck: not a tar, an empty stream and a damaged or cut compressed strea
   const midEntry = check(tar([{ path: 'big', data: randomBytes(8192) }]).subarray(0, 4096));
   assert.equal(midEntry.code, 65);
   assert.match(midEntry.out, /^bad the tar archive ends in the middle of an entry$/m);
+});
+
+/** One header block as given (the size field's bytes as they are), its checksum made right. */
+function rawHeader(name: string, type: string, size: Buffer | string, data = Buffer.alloc(0)): Buffer {
+  const h = Buffer.alloc(512);
+  h.write(name, 0);
+  h.write('0000644\0', 100);
+  h.write('0000000\0', 108);
+  h.write('0000000\0', 116);
+  (Buffer.isBuffer(size) ? size : Buffer.from(size)).copy(h, 124);
+  h.write('00000000000\0', 136);
+  h.write(type, 156);
+  h.write('ustar\0' + '00', 257);
+  h.fill(' ', 148, 156);
+  let sum = 0;
+  for (const b of h) sum += b;
+  h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+  const pad = Buffer.alloc((512 - (data.length % 512)) % 512);
+  return Buffer.concat([h, data, pad]);
+}
+
+test('tarcheck: headers GNU tar could read another way are refused, not passed on', () => {
+  const end = Buffer.alloc(1024);
+  const pax = (records: string) => rawHeader('PaxHeader', 'x', `${Buffer.byteLength(records).toString(8).padStart(11, '0')}\0`, Buffer.from(records));
+  const cases: [string, Buffer, RegExp][] = [
+    ['a hard link with data', Buffer.concat([rawHeader('h', '1', '00000001000\0', Buffer.alloc(512)), end]), /link, directory or device with data/],
+    ['a sparse file', Buffer.concat([rawHeader('s', 'S', '00000000000\0'), end]), /type layers here may not hold \(S\)/],
+    ['a negative base-256 size', Buffer.concat([rawHeader('f', '0', Buffer.alloc(12, 0xff)), end]), /malformed size|size out of range/],
+    ['a NUL before the digits', Buffer.concat([rawHeader('f', '0', '\x0000000001\0'), end]), /malformed size/],
+    ['a pax record whose length wraps', Buffer.concat([pax('10 a=bcde\n18446744073709551606 path=x\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
+    ['a pax size with a sign', Buffer.concat([pax('12 size=-10\n'), rawHeader('f', '0', '00000000000\0'), end]), /bad pax size/],
+    ['GNU sparse keys', Buffer.concat([pax('27 GNU.sparse.name=../x123\n'), rawHeader('f', '0', '00000000000\0'), end]), /sparse/],
+  ];
+  for (const [what, bytes, message] of cases) {
+    const r = check(bytes);
+    assert.equal(r.code, 65, `${what}: ${r.out}${r.err}`);
+    assert.match(r.out, message, what);
+  }
+  // The same headers, well formed, pass.
+  const ok = check(Buffer.concat([pax('12 size=512\n'), rawHeader('f', '0', '00000000000\0', Buffer.alloc(512, 1)), end]));
+  assert.equal(ok.code, 0, ok.out + ok.err);
+  assert.equal(readFileSync(path.join(ok.dir, 'f')).length, 512);
 });

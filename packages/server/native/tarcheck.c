@@ -49,7 +49,8 @@ static void stop_children(void) {
 
 static void report(const char *what, const char *name) {
   printf("%s ", what);
-  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)name; *p && n++ < 256; p++) {
     if (*p < 0x20 || *p >= 0x7f || *p == '\\') printf("\\x%02x", *p); else putchar(*p);
   }
   putchar('\n');
@@ -125,23 +126,44 @@ static void pass(unsigned long long n, int emit) {
   }
 }
 
-static unsigned long long num(const unsigned char *f, size_t len) {
+/* Numbers no larger than this (a layer has no member of 2^50 bytes): sums with padding never wrap. */
+#define MAX_NUM (1ULL << 50)
+
+/*
+ * A numeric header field, read strictly: octal digits after optional spaces, then only NULs or
+ * spaces; or GNU base-256 with a first byte of exactly 0x80 (positive). Anything else (a tab, a
+ * leading NUL before digits, a negative number, one past MAX_NUM) is refused: GNU tar reads
+ * some of those differently, and both must agree on where each entry ends.
+ */
+static unsigned long long num(const unsigned char *f, size_t len, const char *what) {
   unsigned long long v = 0;
-  if (f[0] & 0x80) { /* GNU base-256 */
-    v = f[0] & 0x7f;
-    for (size_t i = 1; i < len; i++) v = v * 256 + f[i];
-    return v;
-  }
   size_t i = 0;
-  while (i < len && f[i] == ' ') i++;
-  for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) v = v * 8 + (unsigned)(f[i] - '0');
+  if (f[0] == 0x80) {
+    for (i = 1; i < len; i++) {
+      if (v > (MAX_NUM >> 8)) bad("the tar archive has a %s out of range", what);
+      v = v * 256 + f[i];
+    }
+  } else {
+    while (i < len && f[i] == ' ') i++;
+    for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) {
+      if (v > (MAX_NUM >> 3)) bad("the tar archive has a %s out of range", what);
+      v = v * 8 + (unsigned)(f[i] - '0');
+    }
+    for (; i < len; i++) if (f[i] != 0 && f[i] != ' ') bad("the tar archive has a malformed %s", what);
+  }
+  if (v > MAX_NUM) bad("the tar archive has a %s out of range", what);
   return v;
 }
 
 static int checksum_ok(const unsigned char *h) {
   unsigned long sum = 0;
   for (int i = 0; i < BLOCK; i++) sum += (i >= 148 && i < 156) ? 32 : h[i];
-  return num(h + 148, 8) == sum;
+  unsigned long stored = 0;
+  int i = 148, digits = 0;
+  while (i < 156 && h[i] == ' ') i++;
+  for (; i < 156 && h[i] >= '0' && h[i] <= '7'; i++, digits++) stored = stored * 8 + (unsigned)(h[i] - '0');
+  for (; i < 156; i++) if (h[i] != 0 && h[i] != ' ') return 0;
+  return digits > 0 && stored == sum;
 }
 
 static char *field(const unsigned char *f, size_t len) { return strndup((const char *)f, strnlen((const char *)f, len)); }
@@ -153,12 +175,13 @@ static void pax(const unsigned char *d, size_t n, char **path, char **link, char
   size_t i = 0;
   while (i < n) {
     size_t len = 0, j = i;
-    while (j < n && d[j] >= '0' && d[j] <= '9') len = len * 10 + (d[j++] - '0');
-    if (j >= n || d[j] != ' ' || len == 0 || i + len > n || len < (j - i) + 2) bad("the tar archive has a malformed pax header");
+    while (j < n && d[j] >= '0' && d[j] <= '9' && j - i < 12) len = len * 10 + (size_t)(d[j++] - '0');
+    if (j >= n || d[j] != ' ' || len == 0 || len > n - i || len < (j - i) + 2 || d[i + len - 1] != '\n') bad("the tar archive has a malformed pax header");
     const char *rec = (const char *)d + j + 1, *end = (const char *)d + i + len - 1, *eq = memchr(rec, '=', (size_t)(end - rec));
     if (eq) {
       size_t k = (size_t)(eq - rec);
       char *v = strndup(eq + 1, (size_t)(end - eq - 1));
+      if (k >= 11 && !memcmp(rec, "GNU.sparse.", 11)) bad("the tar archive has a sparse file (GNU.sparse), which layers here may not hold");
       if (k == 4 && !memcmp(rec, "path", 4)) set(path, v);
       else if (k == 8 && !memcmp(rec, "linkpath", 8)) set(link, v);
       else if (k == 4 && !memcmp(rec, "size", 4)) set(size, v);
@@ -229,13 +252,17 @@ int main(int argc, char **argv) {
     if (zero) break;
     if (!checksum_ok(h)) bad("not a tar archive (bad header checksum at byte %llu)", offset);
     char flag = (char)h[156];
-    unsigned long long size = num(h + 124, 12);
+    unsigned long long size = num(h + 124, 12, "size");
     if (flag == 'x' || flag == 'g' || flag == 'L' || flag == 'K') {
+      if (size > MAX_EXT - 2 * BLOCK - npending) bad("the tar archive has an extended header too large");
       unsigned long long all = size + (BLOCK - size % BLOCK) % BLOCK;
-      if (all + BLOCK > MAX_EXT - npending) bad("the tar archive has an extended header too large");
       if (!fill(BLOCK + (size_t)all)) bad("the tar archive ends in the middle of an entry");
-      memcpy(pending + npending, buf + pos, BLOCK + (size_t)all);
-      npending += BLOCK + (size_t)all;
+      if (flag == 'g') {
+        put(buf + pos, BLOCK + (size_t)all); /* global: tar takes it now, whatever becomes of the next entry */
+      } else {
+        memcpy(pending + npending, buf + pos, BLOCK + (size_t)all);
+        npending += BLOCK + (size_t)all;
+      }
       const unsigned char *d = buf + pos + BLOCK;
       if (flag == 'x') pax(d, (size_t)size, &path, &link, &size_s);
       else if (flag == 'g') pax(d, (size_t)size, &gpath, &glink, &gsize);
@@ -259,11 +286,20 @@ int main(int argc, char **argv) {
     char *linkname = link ? strdup(link) : glink ? strdup(glink) : llink ? strdup(llink) : field(h + 157, 100);
     const char *sz = size_s ? size_s : gsize;
     if (sz) {
-      char *end;
-      errno = 0;
-      size = strtoull(sz, &end, 10);
-      if (errno || *end || !*sz) bad("tar entry has a bad size");
+      size = 0;
+      if (!*sz || strlen(sz) > 16) bad("the tar archive has a bad pax size");
+      for (const char *c = sz; *c; c++) {
+        if (*c < '0' || *c > '9') bad("the tar archive has a bad pax size");
+        size = size * 10 + (unsigned)(*c - '0');
+      }
+      if (size > MAX_NUM) bad("the tar archive has a size out of range");
     }
+    /* Only these types: GNU tar reads others (sparse files, volume labels, dumpdirs, 'X' headers)
+       in ways a pass-through cannot follow. And only regular files have data: tar skips none
+       after a link, a directory or a device, whatever its header's size says. */
+    int regular = flag == '0' || flag == '\0' || flag == '7';
+    if (!regular && !strchr("123456", flag)) bad("the tar archive has an entry of a type layers here may not hold (%c)", flag > 0x20 && flag < 0x7f ? flag : '?');
+    if (!regular && size != 0) bad("the tar archive has a link, directory or device with data");
     if (leaves_root(name) || (flag == '1' && leaves_root(linkname))) {
       report("refused", name);
       fflush(stdout);

@@ -3,6 +3,7 @@ import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { SBX } from './native.js';
 import { spawner as defaultSpawner, type Spawner } from './spawner.js';
 
@@ -33,6 +34,10 @@ export type Direction = 'in' | 'out' | 'both';
  */
 export class Dialer {
   constructor(private readonly dir: string, private readonly spawner: Spawner = defaultSpawner) {
+    // A socket's path must fit sockaddr_un (108 bytes with its NUL).
+    if (Buffer.byteLength(path.join(dir, `${'0'.repeat(16)}.sock`)) > 107) {
+      throw new Error(`${dir} is too long a path for the server's sockets: give SHELLBASE_HOME a shorter path (at most ~75 bytes)`);
+    }
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // Sockets a crashed server left (their programs died with it).
     for (const f of readdirSync(dir)) if (f.endsWith('.sock')) rmSync(path.join(dir, f), { force: true });
@@ -73,12 +78,54 @@ export class Dialer {
       return { socket, exited, stderr: () => stderr, stdout: () => stdout, kill };
     } catch (e) {
       kill();
+      void connected.then((s) => s.destroy()); // one that comes after all
       throw e;
     } finally {
       server.close();
       rmSync(where, { force: true });
     }
   }
+}
+
+/**
+ * Starts `argv` with `body` as its stdin and waits for its end. A body that fails (a client
+ * gone, a layer that does not check out) kills the program, so nothing half-read is taken for
+ * whole, and its error is thrown. A program that stops reading is not an error here: its exit
+ * code says why. Which of the two came first decides, as a pipeline's failure reaches both.
+ */
+export async function feed(dialer: Dialer, argv: string[], body: Readable): Promise<{ program: DialedProcess; code: number | null }> {
+  const held = holdErrors(body); // while the program starts
+  let program: DialedProcess;
+  try {
+    program = await dialer.start(argv, 'in');
+  } catch (e) {
+    held();
+    body.on('error', () => undefined).destroy();
+    throw e;
+  }
+  let failed: unknown = held();
+  if (!failed) {
+    let origin: 'body' | 'program' | null = null;
+    const fromBody = () => { origin ??= 'body'; };
+    const fromProgram = () => { origin ??= 'program'; };
+    body.on('error', fromBody);
+    program.socket.on('error', fromProgram);
+    await pipeline(body, program.socket).catch((e: unknown) => {
+      const stopped = ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
+      if (origin === 'body' || !stopped) failed = e;
+    });
+    body.off('error', fromBody);
+  }
+  if (failed) {
+    program.kill();
+    program.socket.destroy();
+    body.on('error', () => undefined).destroy();
+    await program.exited;
+    throw failed;
+  }
+  const code = await program.exited;
+  program.socket.destroy();
+  return { program, code };
 }
 
 /**

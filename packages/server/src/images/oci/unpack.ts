@@ -75,9 +75,15 @@ async function* filtered(tar: AsyncIterable<Buffer>, onDropped: (name: string) =
     if (h.name.split('/').includes('..') || (h.type === 'hardlink' && h.linkname.split('/').includes('..'))) {
       throw invalid(`the layer holds a member that leaves its root (${JSON.stringify(h.name)})`, 'layers name paths below their root only; nothing was kept');
     }
+    // As sbx-tarcheck: no types GNU tar reads in ways a pass-through cannot follow (sparse files,
+    // volume labels, …), and data only after a regular file's header (tar skips none after others).
+    if (h.type === 'other') throw invalid(`the layer holds a member of a type layers here may not hold (${JSON.stringify(h.name)})`, 'nothing was kept');
     if (h.type === 'char' || h.type === 'block' || h.type === 'fifo') { onDropped(h.path); continue; }
     yield e.raw;
-    for await (const c of e.body) yield c;
+    for await (const c of e.body) {
+      if (h.type !== 'file') throw invalid(`the layer holds a link, directory or device with data (${JSON.stringify(h.name)})`, 'nothing was kept');
+      yield c;
+    }
     yield tarPadding(h.size);
   }
   yield TAR_END;

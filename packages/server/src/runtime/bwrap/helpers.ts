@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
-import { holdErrors, type Dialer } from '../../util/dialer.js';
+import { feed, type Dialer } from '../../util/dialer.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
@@ -28,19 +28,7 @@ export async function unpackTar(dialer: Dialer, body: Readable, into: { source: 
     '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
     '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
   ];
-  const held = holdErrors(body); // while tar starts
-  let early: unknown = null;
-  const tar = await dialer.start([SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], 'in').finally(() => { early = held(); });
-  // A body that fails (a client gone, a layer that does not check out) stops tar: nothing half-read is taken for an archive.
-  let failed: unknown = null;
-  await (early ? Promise.reject(early) : pipeline(body, tar.socket)).catch((e: unknown) => {
-    if (stoppedReading(e)) return; // its exit code says why
-    failed = e;
-    tar.kill();
-  });
-  const code = await tar.exited;
-  tar.socket.destroy();
-  if (failed) throw failed;
+  const { program: tar, code } = await feed(dialer, [SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], body);
   if (code !== 0) {
     const stderr = tar.stderr();
     const full = /Disk quota exceeded|No space left/.test(stderr);
@@ -66,18 +54,7 @@ export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, body
     '--', '/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []),
     '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
   ];
-  const held = holdErrors(body); // while the sandbox starts
-  let early: unknown = null;
-  const p = await dialer.start([SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], 'in').finally(() => { early = held(); });
-  let failed: unknown = null;
-  await (early ? Promise.reject(early) : pipeline(body, p.socket)).catch((e: unknown) => {
-    if (stoppedReading(e)) return; // its exit code says why
-    failed = e;
-    p.kill();
-  });
-  const code = await p.exited;
-  p.socket.destroy();
-  if (failed) throw failed;
+  const { program: p, code } = await feed(dialer, [SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], body);
   const lines = p.stdout().split('\n');
   const said = (what: string) => lines.find((l) => l.startsWith(`${what} `))?.slice(what.length + 1);
   const stderr = p.stderr().trim().slice(0, 500);
@@ -130,22 +107,26 @@ export async function* gunzipConfined(dialer: Dialer, body: AsyncIterable<Buffer
     igzip.kill();
   });
   let done = false;
+  let threw: unknown = null;
+  let code: number | null = null;
   try {
     for await (const c of igzip.socket) yield c as Buffer;
     done = true;
+  } catch (e) {
+    threw = e; // a read that failed: igzip's own end (with input left unread) or the body's, said below
   } finally {
     if (!done) igzip.kill();
-    const code = await igzip.exited;
+    code = await igzip.exited;
     await feeding;
     igzip.socket.destroy();
-    if (done) {
-      if (failed) throw failed;
-      if (code !== 0) {
-        const said = igzip.stderr().replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '').trim().slice(0, 300);
-        throw new Error(`the gzip stream is damaged or cut short (igzip: ${said || `exit ${code}`})`);
-      }
-    }
   }
+  // Reached when the output ended or its read failed (a consumer that stops early ends in `finally`).
+  if (failed) throw failed;
+  if (code !== 0 && (done || code !== null)) {
+    const said = igzip.stderr().replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '').trim().slice(0, 300);
+    throw new Error(`the gzip stream is damaged or cut short (igzip: ${said || `exit ${code}`})`);
+  }
+  if (threw) throw threw;
 }
 
 /**

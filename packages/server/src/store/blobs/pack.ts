@@ -1,7 +1,7 @@
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress } from 'node:zlib';
-import { holdErrors, type Dialer, type DialedProcess } from '../../util/dialer.js';
+import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
 import { blobError } from './types.js';
 
 /**
@@ -62,6 +62,7 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
   out.on('close', () => {
     closed = true;
     tar?.kill();
+    tar?.socket.destroy();
     zstd.destroy();
   });
   void (async () => {
@@ -96,34 +97,24 @@ export async function unpackLayer(dialer: Dialer, body: Readable, into: string):
   // frame and checks the frames' checksums): the bytes go from the object store's response to
   // tar's stdin untouched, and decompression runs in a process of its own, beside tar, not in
   // this one's thread pool with every stream's chunks crossing into JavaScript.
-  // The body's errors are held while tar starts, then thrown as the pipeline would.
-  const held = holdErrors(body);
-  let early: unknown = null;
-  const tar = await dialer.start([...TAR_ENV, 'tar', '--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into], 'in')
-    .finally(() => { early = held(); });
+  // A body that failed already (a GET refused before this was called) fails `checked` too.
+  const checked = checkHeader();
+  pipeline(body, checked).catch(() => undefined);
+  let tar: DialedProcess;
+  let code: number | null;
   try {
-    if (early) throw early;
-    await pipeline(body, checkHeader(), tar.socket);
+    ({ program: tar, code } = await feed(dialer, [...TAR_ENV, 'tar', '--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into], checked));
   } catch (e) {
-    // tar stops reading at the archive's end marker, so the zero padding of the last record may
-    // find its stdin closed: that is success when tar says so (a damaged archive makes it fail).
-    const code = (e as { code?: unknown }).code;
-    const stopped = code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE' || code === 'ECONNRESET';
-    if (stopped && (await tar.exited) === 0) {
-      body.destroy();
-      return;
-    }
-    tar.kill();
-    await tar.exited;
-    // tar stopped reading: it (or its zstd) found the archive bad.
-    if (stopped || code === 'Z_BUF_ERROR' || (typeof code === 'string' && code.startsWith('ZSTD_'))) {
-      throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${tar.stderr().trim().slice(0, 500) || (e as Error).message}`), { cause: e });
+    body.destroy();
+    const c = (e as { code?: unknown }).code;
+    if (c === 'Z_BUF_ERROR' || (typeof c === 'string' && c.startsWith('ZSTD_'))) {
+      throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${(e as Error).message}`), { cause: e });
     }
     throw e;
-  } finally {
-    tar.socket.destroy();
   }
-  const code = await tar.exited;
+  // tar stops reading at the archive's end marker, so the zero padding of the last record may be
+  // left unread: the body is let go (its exit code says whether the archive was whole).
+  body.destroy();
   if (code !== 0) throw blobError('invalid_pack', `tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
 }
 
