@@ -108,7 +108,18 @@ test('tarcheck: headers GNU tar could read another way are refused, not passed o
     ['a pax record whose length wraps', Buffer.concat([pax('10 a=bcde\n18446744073709551606 path=x\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
     ['a pax size with a sign', Buffer.concat([pax('12 size=-10\n'), rawHeader('f', '0', '00000000000\0'), end]), /bad pax size/],
     ['GNU sparse keys', Buffer.concat([pax('27 GNU.sparse.name=../x123\n'), rawHeader('f', '0', '00000000000\0'), end]), /sparse/],
+    ['a pax record with two blanks', Buffer.concat([pax('13  size=512\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
+    ['a pax record without =', Buffer.concat([pax('9 size12\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
+    ['a regular file named as a directory, with data', Buffer.concat([rawHeader('d/', '0', '00000001000\0', Buffer.alloc(512)), end]), /directory or device with data/],
   ];
+  // A second 'x' replaces the first, a second 'g' every global key (as GNU tar reads them): the
+  // block after the file is a header then, and its `..` is seen, not passed on as data.
+  const smuggled = rawHeader('../evil', '0', '00000000000\0');
+  for (const [what, first, second] of [['x', pax('12 size=512\n'), pax('10 path=a\n')], ['g', rawHeader('G', 'g', '00000000014\0', Buffer.from('12 size=512\n')), rawHeader('G', 'g', '00000000014\0', Buffer.from('12 uid=1000\n'))]] as const) {
+    const r = check(Buffer.concat([first, second, rawHeader('a', '0', '00000000000\0'), smuggled, end]));
+    assert.equal(r.code, 65, `two '${what}' headers: ${r.out}${r.err}`);
+    assert.match(r.out, /^refused \.\.\/evil$/m, what);
+  }
   for (const [what, bytes, message] of cases) {
     const r = check(bytes);
     assert.equal(r.code, 65, `${what}: ${r.out}${r.err}`);

@@ -3,7 +3,7 @@
  *
  * Unpacks one OCI layer inside the sandbox that unpacks it (runtime/bwrap/helpers.ts), so its
  * decompressed bytes never cross the server. Reads the layer as sent on stdin, decompresses it
- * with `igzip -d` or `zstd -d` (children), hashes the tar stream (the layer's diff_id), and
+ * with `igzip -d` (`gzip -d` where Debian's isal is missing) or `zstd -d` (children), hashes the tar stream (the layer's diff_id), and
  * passes its entries to TAR (a child, reading its stdin) with the rules of images/oci/unpack.ts:
  * device nodes and FIFOs are dropped, a member whose name (or hard link target) has a `..`
  * component refuses the layer; the archive's end marker is written after the last entry, and
@@ -176,9 +176,12 @@ static void pax(const unsigned char *d, size_t n, char **path, char **link, char
   while (i < n) {
     size_t len = 0, j = i;
     while (j < n && d[j] >= '0' && d[j] <= '9' && j - i < 12) len = len * 10 + (size_t)(d[j++] - '0');
-    if (j >= n || d[j] != ' ' || len == 0 || len > n - i || len < (j - i) + 2 || d[i + len - 1] != '\n') bad("the tar archive has a malformed pax header");
+    if (j >= n || d[j] != ' ' || len == 0 || len > n - i || len < (j - i) + 3 || d[i + len - 1] != '\n') bad("the tar archive has a malformed pax header");
     const char *rec = (const char *)d + j + 1, *end = (const char *)d + i + len - 1, *eq = memchr(rec, '=', (size_t)(end - rec));
-    if (eq) {
+    /* GNU tar skips more blanks after the length, and stops reading a header at a record with
+       no `=`: refused, so that both read the same keys. */
+    if (*rec == ' ' || *rec == '\t' || !eq) bad("the tar archive has a malformed pax header");
+    {
       size_t k = (size_t)(eq - rec);
       char *v = strndup(eq + 1, (size_t)(end - eq - 1));
       if (k >= 11 && !memcmp(rec, "GNU.sparse.", 11)) bad("the tar archive has a sparse file (GNU.sparse), which layers here may not hold");
@@ -206,6 +209,10 @@ static pid_t child(char **argv, int in, int out) {
   if (p == 0) {
     if ((in != 0 && dup2(in, 0) != 0) || (out != 1 && dup2(out, 1) != 1)) _exit(127);
     execvp(argv[0], argv);
+    if (errno == ENOENT && !strcmp(argv[0], "igzip")) { /* Debian's isal not installed: gzip does it, slower */
+      argv[0] = "gzip";
+      execvp(argv[0], argv);
+    }
     fprintf(stderr, "sbx-tarcheck: %s: %s\n", argv[0], strerror(errno));
     _exit(127);
   }
@@ -254,7 +261,7 @@ int main(int argc, char **argv) {
     char flag = (char)h[156];
     unsigned long long size = num(h + 124, 12, "size");
     if (flag == 'x' || flag == 'g' || flag == 'L' || flag == 'K') {
-      if (size > MAX_EXT - 2 * BLOCK - npending) bad("the tar archive has an extended header too large");
+      if (npending + 2 * BLOCK + size > MAX_EXT) bad("the tar archive has an extended header too large");
       unsigned long long all = size + (BLOCK - size % BLOCK) % BLOCK;
       if (!fill(BLOCK + (size_t)all)) bad("the tar archive ends in the middle of an entry");
       if (flag == 'g') {
@@ -264,8 +271,14 @@ int main(int argc, char **argv) {
         npending += BLOCK + (size_t)all;
       }
       const unsigned char *d = buf + pos + BLOCK;
-      if (flag == 'x') pax(d, (size_t)size, &path, &link, &size_s);
-      else if (flag == 'g') pax(d, (size_t)size, &gpath, &glink, &gsize);
+      /* As GNU tar: an 'x' replaces the one before it, and a 'g' all global keys before it. */
+      if (flag == 'x') {
+        set(&path, NULL), set(&link, NULL), set(&size_s, NULL);
+        pax(d, (size_t)size, &path, &link, &size_s);
+      } else if (flag == 'g') {
+        set(&gpath, NULL), set(&glink, NULL), set(&gsize, NULL);
+        pax(d, (size_t)size, &gpath, &glink, &gsize);
+      }
       else if (flag == 'L') set(&lname, field(d, (size_t)size));
       else set(&llink, field(d, (size_t)size));
       pos += BLOCK + (size_t)all;
@@ -297,8 +310,10 @@ int main(int argc, char **argv) {
     /* Only these types: GNU tar reads others (sparse files, volume labels, dumpdirs, 'X' headers)
        in ways a pass-through cannot follow. And only regular files have data: tar skips none
        after a link, a directory or a device, whatever its header's size says. */
-    int regular = flag == '0' || flag == '\0' || flag == '7';
-    if (!regular && !strchr("123456", flag)) bad("the tar archive has an entry of a type layers here may not hold (%c)", flag > 0x20 && flag < 0x7f ? flag : '?');
+    int file_type = flag == '0' || flag == '\0' || flag == '7';
+    if (!file_type && !strchr("123456", flag)) bad("the tar archive has an entry of a type layers here may not hold (%c)", flag > 0x20 && flag < 0x7f ? flag : '?');
+    /* A regular file's name ending in '/' is a directory to GNU tar (it reads no data after it). */
+    int regular = file_type && !(*name && name[strlen(name) - 1] == '/');
     if (!regular && size != 0) bad("the tar archive has a link, directory or device with data");
     if (leaves_root(name) || (flag == '1' && leaves_root(linkname))) {
       report("refused", name);

@@ -1,4 +1,3 @@
-import { AjvCompiler } from '@fastify/ajv-compiler';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import swagger from '@fastify/swagger';
 import { createServer } from 'node:http';
@@ -63,14 +62,14 @@ export interface ApiOptions {
 }
 
 /**
- * Fastify's response serializers (fast-json-stringify) and request validators (Ajv), each built
- * at its route's first use instead of all at start: building them held a fresh server's event
- * loop ~0.9 s and ~0.45 s before it listened (docs/performance.md). What each does is the same;
- * a validator passes on its `errors` as Ajv's does. One pair per server, as Fastify's own.
+ * Fastify's response serializers (fast-json-stringify), each built at its route's first response
+ * instead of all at start: building them held a fresh server's event loop ~0.9 s before it
+ * listened (docs/performance.md). What each writes is the same; a schema that cannot be built
+ * fails its route's responses (500) instead of the start. Validators stay Fastify's own (built
+ * at start, ~0.45 s): a compiler of ours would turn off some of Fastify's checks of schemas.
  */
-function lazyCompilers() {
+function lazySerializers() {
   const serializers = SerializerSelector();
-  const validators = AjvCompiler();
   const buildSerializer: typeof serializers = (externalSchemas, options) => {
     const compile = serializers(externalSchemas, options);
     return (route) => {
@@ -78,20 +77,7 @@ function lazyCompilers() {
       return (doc) => (serialize ??= compile(route))(doc);
     };
   };
-  const buildValidator: typeof validators = (externalSchemas, options) => {
-    const compile = validators(externalSchemas, options);
-    return (route) => {
-      let validate: ReturnType<typeof compile> | null = null;
-      const lazy = ((data: unknown) => {
-        validate ??= compile(route);
-        const ok = validate(data);
-        lazy.errors = validate.errors;
-        return ok;
-      }) as ReturnType<typeof compile>;
-      return lazy;
-    };
-  };
-  return { buildSerializer, buildValidator };
+  return { buildSerializer };
 }
 
 /**
@@ -121,7 +107,7 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
       return tls ? createTlsServer({ ...options, ...tls }, serve) : createServer(options, serve);
     },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
-    schemaController: { compilersFactory: lazyCompilers() },
+    schemaController: { compilersFactory: lazySerializers() },
   });
   await app.register(swagger, {
     openapi: {

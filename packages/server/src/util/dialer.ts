@@ -106,15 +106,20 @@ export async function feed(dialer: Dialer, argv: string[], body: Readable): Prom
   let failed: unknown = held();
   if (!failed) {
     let origin: 'body' | 'program' | null = null;
+    let ended = false;
     const fromBody = () => { origin ??= 'body'; };
+    const cut = () => { if (!ended) origin ??= 'body'; }; // closed before its end, without an error
+    const atEnd = () => { ended = true; };
     const fromProgram = () => { origin ??= 'program'; };
-    body.on('error', fromBody);
+    body.on('error', fromBody).on('close', cut).on('end', atEnd);
     program.socket.on('error', fromProgram);
+    // A program that ended stops the wait at once (the body may be idle for long, a slow client).
+    void program.exited.then(() => { origin ??= 'program'; program.socket.destroy(); });
     await pipeline(body, program.socket).catch((e: unknown) => {
       const stopped = ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
       if (origin === 'body' || !stopped) failed = e;
     });
-    body.off('error', fromBody);
+    body.off('error', fromBody).off('close', cut).off('end', atEnd);
   }
   if (failed) {
     program.kill();

@@ -114,8 +114,9 @@ function check(what: string, expected: string, actual: string): void {
  * Unpacks one OCI layer into a new layer of the snapshotter: decompressed
  * as it streams (gzip, zstd or none), unpacked by the runtime's confined tar,
  * OCI whiteouts translated (Snapshotter.commitImport). Where the runtime has a
- * program for the whole of it (Runtime.unpackLayer), only the blob's bytes pass
- * through this process; else each step runs here. Both the blob's digest
+ * program for the whole of it (Runtime.unpackLayer: bwrap's sbx-tarcheck), only the
+ * blob's bytes pass through this process; else (the memory runtime, whose tar is in
+ * process too) each step runs here. Both the blob's digest
  * and the diff_id are checked once the last byte is in; a mismatch, like any
  * failure, discards the scratch, so nothing of the layer is kept. `opened`: the
  * body on its way (a request whose answer comes while the scratch is made).

@@ -91,7 +91,7 @@ export class BwrapRuntime implements Runtime {
   unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(this.dialer, body, into); }
   gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null { return hasIgzip ? gunzipConfined(this.dialer, body) : null; }
   unpackLayer(body: Readable, compression: LayerCompression, into: { source: string }): Promise<UnpackedLayer> | null {
-    return compression === 'gzip' && !hasIgzip ? null : unpackLayerConfined(this.dialer, this.tarcheck, body, compression, into);
+    return unpackLayerConfined(this.dialer, this.tarcheck, body, compression, into);
   }
   runHelper(spec: HelperSpec): Promise<void> { return runHelper(spec); }
   bridge(spec: BridgeSpec): Bridge { return bridge(spec); }

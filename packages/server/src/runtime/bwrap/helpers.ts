@@ -115,6 +115,9 @@ export async function* gunzipConfined(dialer: Dialer, body: AsyncIterable<Buffer
   } catch (e) {
     threw = e; // a read that failed: igzip's own end (with input left unread) or the body's, said below
   } finally {
+    // A read that failed as igzip ended (with input left unread) is answered by its exit: given a
+    // moment to come before a kill would hide its code and message.
+    if (threw) await Promise.race([igzip.exited, new Promise((r) => setTimeout(r, 1000))]);
     if (!done) igzip.kill();
     code = await igzip.exited;
     await feeding;
