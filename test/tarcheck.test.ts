@@ -110,8 +110,14 @@ test('tarcheck: headers GNU tar could read another way are refused, not passed o
     ['GNU sparse keys', Buffer.concat([pax('27 GNU.sparse.name=../x123\n'), rawHeader('f', '0', '00000000000\0'), end]), /sparse/],
     ['a pax record with two blanks', Buffer.concat([pax('13  size=512\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
     ['a pax record without =', Buffer.concat([pax('9 size12\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
+    ['a key twice in one header', Buffer.concat([pax('10 size=0\n12 size=512\n'), rawHeader('f', '0', '00000000000\0'), end]), /key twice/],
+    ['a NUL in a pax key', Buffer.concat([pax('13 si\0ze=512\n'), rawHeader('f', '0', '00000000000\0'), end]), /malformed pax header/],
     ['a regular file named as a directory, with data', Buffer.concat([rawHeader('d/', '0', '00000001000\0', Buffer.alloc(512)), end]), /directory or device with data/],
   ];
+  const longName = rawHeader('././@LongLink', 'L', '00000000001\0', Buffer.from('a/'));
+  const hidden = check(Buffer.concat([longName, rawHeader('x', '0', '00000001000\0', Buffer.alloc(512)), end]));
+  assert.equal(hidden.code, 65, `a long name read to its padding: ${hidden.out}`);
+  assert.match(hidden.out, /directory or device with data/);
   // A second 'x' replaces the first, a second 'g' every global key (as GNU tar reads them): the
   // block after the file is a header then, and its `..` is seen, not passed on as data.
   const smuggled = rawHeader('../evil', '0', '00000000000\0');

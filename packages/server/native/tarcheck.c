@@ -180,15 +180,16 @@ static void pax(const unsigned char *d, size_t n, char **path, char **link, char
     const char *rec = (const char *)d + j + 1, *end = (const char *)d + i + len - 1, *eq = memchr(rec, '=', (size_t)(end - rec));
     /* GNU tar skips more blanks after the length, and stops reading a header at a record with
        no `=`: refused, so that both read the same keys. */
-    if (*rec == ' ' || *rec == '\t' || !eq) bad("the tar archive has a malformed pax header");
+    if (*rec == ' ' || *rec == '\t' || !eq || memchr(rec, 0, (size_t)(eq - rec))) bad("the tar archive has a malformed pax header");
     {
       size_t k = (size_t)(eq - rec);
       char *v = strndup(eq + 1, (size_t)(end - eq - 1));
       if (k >= 11 && !memcmp(rec, "GNU.sparse.", 11)) bad("the tar archive has a sparse file (GNU.sparse), which layers here may not hold");
-      if (k == 4 && !memcmp(rec, "path", 4)) set(path, v);
-      else if (k == 8 && !memcmp(rec, "linkpath", 8)) set(link, v);
-      else if (k == 4 && !memcmp(rec, "size", 4)) set(size, v);
-      else free(v);
+      /* A key twice in one header: GNU tar takes the first of a 'g', the last of an 'x'. Refused. */
+      char **slot = k == 4 && !memcmp(rec, "path", 4) ? path : k == 8 && !memcmp(rec, "linkpath", 8) ? link
+                  : k == 4 && !memcmp(rec, "size", 4) ? size : NULL;
+      if (slot && *slot) bad("the tar archive has a pax header naming a key twice");
+      if (slot) *slot = v; else free(v);
     }
     i += len;
   }
@@ -279,8 +280,8 @@ int main(int argc, char **argv) {
         set(&gpath, NULL), set(&glink, NULL), set(&gsize, NULL);
         pax(d, (size_t)size, &gpath, &glink, &gsize);
       }
-      else if (flag == 'L') set(&lname, field(d, (size_t)size));
-      else set(&llink, field(d, (size_t)size));
+      else if (flag == 'L') set(&lname, field(d, (size_t)all)); /* GNU tar reads the padding too, up to a NUL */
+      else set(&llink, field(d, (size_t)all));
       pos += BLOCK + (size_t)all;
       offset += BLOCK + all;
       continue;

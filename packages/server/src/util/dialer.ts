@@ -143,6 +143,7 @@ export function holdErrors(stream: Readable): () => unknown {
   stream.on('error', keep);
   return () => {
     stream.off('error', keep);
-    return first ?? stream.errored;
+    // Destroyed without an error before its end: cut short all the same.
+    return first ?? stream.errored ?? (stream.destroyed && !stream.readableEnded ? new Error('the stream was closed before its end') : null);
   };
 }

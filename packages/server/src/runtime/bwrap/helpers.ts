@@ -117,11 +117,15 @@ export async function* gunzipConfined(dialer: Dialer, body: AsyncIterable<Buffer
   } finally {
     // A read that failed as igzip ended (with input left unread) is answered by its exit: given a
     // moment to come before a kill would hide its code and message.
-    if (threw) await Promise.race([igzip.exited, new Promise((r) => setTimeout(r, 1000))]);
+    if (threw && !failed && ['ECONNRESET', 'EPIPE'].includes((threw as NodeJS.ErrnoException).code ?? '')) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([igzip.exited, new Promise((r) => { timer = setTimeout(r, 1000); })]);
+      clearTimeout(timer);
+    }
     if (!done) igzip.kill();
+    igzip.socket.destroy(); // before waiting for the feed: an idle body must not hold it
     code = await igzip.exited;
     await feeding;
-    igzip.socket.destroy();
   }
   // Reached when the output ended or its read failed (a consumer that stops early ends in `finally`).
   if (failed) throw failed;
