@@ -128,12 +128,17 @@ export interface JailSpec {
 
 export type LayerCompression = 'gzip' | 'zstd' | 'none';
 
+/** Members left out of a layer (device nodes and FIFOs): how many, and some of their names. */
+export interface Dropped {
+  count: number;
+  names: string[];
+}
+
 export interface UnpackedLayer {
   /** sha256:HEX of the tar stream, decompressed, as sent (all of it, past its end marker too). */
   diffId: string;
-  /** Members left out: device nodes and FIFOs (the first ten names), and how many. */
-  dropped: string[];
-  droppedCount: number;
+  /** Device nodes and FIFOs left out (the first ten names as the archive spells them). */
+  dropped: Dropped;
 }
 
 export interface Runtime {

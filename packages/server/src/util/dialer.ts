@@ -87,6 +87,9 @@ export class Dialer {
   }
 }
 
+/** A write that failed because the program at the other end stopped reading (ended, or closed its stdin). */
+export const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
+
 /**
  * Starts `argv` with `body` as its stdin and waits for its end. A body that fails (a client
  * gone, a layer that does not check out) kills the program, so nothing half-read is taken for
@@ -116,8 +119,7 @@ export async function feed(dialer: Dialer, argv: string[], body: Readable): Prom
     // A program that ended stops the wait at once (the body may be idle for long, a slow client).
     void program.exited.then(() => { origin ??= 'program'; program.socket.destroy(); });
     await pipeline(body, program.socket).catch((e: unknown) => {
-      const stopped = ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
-      if (origin === 'body' || !stopped) failed = e;
+      if (origin === 'body' || !stoppedReading(e)) failed = e;
     });
     body.off('error', fromBody).off('close', cut).off('end', atEnd);
   }

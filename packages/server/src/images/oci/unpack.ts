@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { Runtime } from '../../runtime/types.js';
+import type { Dropped, Runtime } from '../../runtime/types.js';
 import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
 import { TAR_END, normalizeTarPath, readTar, tarPadding } from './tar.js';
 
@@ -89,12 +89,6 @@ async function* filtered(tar: AsyncIterable<Buffer>, onDropped: (name: string) =
   yield TAR_END;
 }
 
-/** Members left out of a layer (device nodes and FIFOs): how many, and some of their names. */
-export interface Dropped {
-  count: number;
-  names: string[];
-}
-
 export interface UnpackOptions {
   /** Bytes of the blob received so far (progress). */
   onBytes?: (n: number) => void;
@@ -140,7 +134,7 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, op
       const r = await whole;
       check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
       check('diff_id', expect.diffId, r.diffId);
-      Object.assign(dropped, { count: r.droppedCount, names: r.dropped.map(normalizeTarPath) });
+      Object.assign(dropped, { count: r.dropped.count, names: r.dropped.names.map(normalizeTarPath) });
     } else {
       const tar = hashed(decompressed(sent, expect.compression, runtime), plain, () => undefined);
       await runtime.unpackTar(Readable.from(filtered(tar, (p) => { dropped.count++; dropped.names.push(p); })), into);

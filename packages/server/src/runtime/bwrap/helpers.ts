@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
-import { feed, type Dialer } from '../../util/dialer.js';
+import { feed, stoppedReading, type Dialer } from '../../util/dialer.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
@@ -14,55 +14,59 @@ import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, Unpack
 const USR_ONLY = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin'];
 
 /**
- * Unpacks a tar stream into `into` (a directory the snapshotter described) with GNU tar inside
- * a throw-away bubblewrap sandbox, in the sandboxes' user namespace, that sees only the host's
- * /usr and that directory: whatever the archive holds (absolute names, `..`, symlinks followed
- * by members below them, device nodes), nothing outside it is reached, no device node is made,
- * and owners are stored as a sandbox maps them (ids past 65535 fail).
+ * The sandbox GNU tar unpacks in: a throw-away bubblewrap in the sandboxes' user namespace that
+ * sees only the host's /usr (plus `binds`) and the target directory, mounted at /out. `before`:
+ * what runs tar (its arguments end with `--`), or nothing.
  */
-export async function unpackTar(dialer: Dialer, body: Readable, into: { source: string }): Promise<void> {
-  const args = [
+function untarSandbox(into: { source: string }, binds: string[], before: string[]): string[] {
+  return [SBX, 'userns', USERNS_SPEC, '--', 'bwrap',
     '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--unshare-cgroup', '--die-with-parent', '--new-session',
-    ...USR_ONLY, '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out', '--clearenv',
+    ...USR_ONLY, ...binds, '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out', '--clearenv',
     '--setenv', 'PATH', '/usr/bin', '--cap-drop', 'ALL', '--cap-add', 'CAP_CHOWN', '--cap-add', 'CAP_FOWNER',
     '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
-    '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
-  ];
-  const { program: tar, code } = await feed(dialer, [SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], body);
-  if (code !== 0) {
-    const stderr = tar.stderr();
-    const full = /Disk quota exceeded|No space left/.test(stderr);
-    throw new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr.trim().slice(0, 500)}`, {
-      hint: full ? 'upload less than limits.diskMb at once' : 'send a tar archive of regular files, directories and symlinks',
-    });
-  }
+    '--', ...before, 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-'];
+}
+
+/** GNU tar's failure: the disk limit met (413, with `fullHint`) or a bad archive (400). */
+function untarFailed(stderr: string, fullHint: string): ShellbaseError {
+  const full = /Disk quota exceeded|No space left/.test(stderr);
+  return new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr.trim().slice(0, 500)}`, {
+    hint: full ? fullHint : 'send a tar archive of regular files, directories and symlinks',
+  });
+}
+
+/** igzip's complaint without its name and the "(null)" it says for stdin. */
+const igzipSaid = (stderr: string): string => stderr.replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '').trim().slice(0, 300);
+
+/**
+ * Unpacks a tar stream into `into` (a directory the snapshotter described) with GNU tar in
+ * untarSandbox: whatever the archive holds (absolute names, `..`, symlinks followed by members
+ * below them, device nodes), nothing outside it is reached, no device node is made, and owners
+ * are stored as a sandbox maps them (ids past 65535 fail).
+ */
+export async function unpackTar(dialer: Dialer, body: Readable, into: { source: string }): Promise<void> {
+  const { program: tar, code } = await feed(dialer, untarSandbox(into, [], []), body);
+  if (code !== 0) throw untarFailed(tar.stderr(), 'upload less than limits.diskMb at once');
 }
 
 /**
- * An image's layer unpacked in one sandbox like unpackTar's (plus sbx-tarcheck, bound read-only):
+ * An image's layer unpacked in untarSandbox with sbx-tarcheck bound read-only before tar:
  * sbx-tarcheck decompresses, hashes and filters the stream and feeds GNU tar beside it, so the
  * decompressed bytes never cross the server. Its reports (native/tarcheck.c) become the result
  * or the layer's error.
  */
 export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, body: Readable, compression: LayerCompression,
   into: { source: string }): Promise<UnpackedLayer> {
-  const args = [
-    '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--unshare-cgroup', '--die-with-parent', '--new-session',
-    ...USR_ONLY, '--ro-bind', tarcheck, '/sbx-tarcheck', '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out',
-    '--clearenv', '--setenv', 'PATH', '/usr/bin', '--cap-drop', 'ALL', '--cap-add', 'CAP_CHOWN', '--cap-add', 'CAP_FOWNER',
-    '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
-    '--', '/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []),
-    '--', 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-',
-  ];
-  const { program: p, code } = await feed(dialer, [SBX, 'userns', USERNS_SPEC, '--', 'bwrap', ...args], body);
+  const check = ['/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []), '--'];
+  const { program: p, code } = await feed(dialer, untarSandbox(into, ['--ro-bind', tarcheck, '/sbx-tarcheck'], check), body);
   const lines = p.stdout().split('\n');
   const said = (what: string) => lines.find((l) => l.startsWith(`${what} `))?.slice(what.length + 1);
   const stderr = p.stderr().trim().slice(0, 500);
   if (code === 0) {
     const diffId = said('diff-id');
     if (!diffId) throw new Error(`sbx-tarcheck gave no digest: ${p.stdout().slice(0, 300)}`);
-    const dropped = lines.filter((l) => l.startsWith('dropped ')).map((l) => l.slice(8));
-    return { diffId, dropped, droppedCount: Number(said('dropped-count') ?? dropped.length) };
+    const names = lines.filter((l) => l.startsWith('dropped ')).map((l) => l.slice(8));
+    return { diffId, dropped: { count: Number(said('dropped-count') ?? names.length), names } };
   }
   const refused = said('refused');
   if (refused !== undefined) {
@@ -71,20 +75,12 @@ export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, body
   const bad = said('bad');
   if (bad !== undefined) throw invalid(bad, 'send a tar archive (gzip or zstd compressed layers are decompressed first)');
   if (code === 67) {
-    const why = stderr.replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '');
+    const why = igzipSaid(stderr);
     throw invalid(`the layer cannot be decompressed: the stream is damaged or cut short (${why || 'no reason given'})`, 'the registry or archive is corrupt; nothing was kept');
   }
-  if (code === 66) {
-    const full = /Disk quota exceeded|No space left/.test(stderr);
-    throw new ShellbaseError(full ? 'payload_too_large' : 'invalid_argument', `the tar stream could not be unpacked: ${stderr}`, {
-      hint: full ? 'the image is larger than limits.diskMb allows' : 'send a tar archive of regular files, directories and symlinks',
-    });
-  }
+  if (code === 66) throw untarFailed(stderr, 'the image is larger than limits.diskMb allows');
   throw new Error(`sbx-tarcheck failed (exit ${code}): ${stderr}`);
 }
-
-/** A write that failed because the program at the other end stopped reading (ended, or closed its stdin). */
-const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
 
 /** Debian's `isal` package: an inflate several times faster than zlib's (docs/performance.md, images). */
 const IGZIP = '/usr/bin/igzip';
@@ -130,7 +126,7 @@ export async function* gunzipConfined(dialer: Dialer, body: AsyncIterable<Buffer
   // Reached when the output ended or its read failed (a consumer that stops early ends in `finally`).
   if (failed) throw failed;
   if (code !== 0 && (done || code !== null)) {
-    const said = igzip.stderr().replace(/^igzip: /gm, '').replace(/ (for file )?\(null\)/g, '').trim().slice(0, 300);
+    const said = igzipSaid(igzip.stderr());
     throw new Error(`the gzip stream is damaged or cut short (igzip: ${said || `exit ${code}`})`);
   }
   if (threw) throw threw;

@@ -100,21 +100,10 @@ export async function unpackLayer(dialer: Dialer, body: Readable, into: string):
   // A body that failed already (a GET refused before this was called) fails `checked` too.
   const checked = checkHeader();
   pipeline(body, checked).catch(() => undefined);
-  let tar: DialedProcess;
-  let code: number | null;
-  try {
-    ({ program: tar, code } = await feed(dialer, [...TAR_ENV, 'tar', '--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into], checked));
-  } catch (e) {
-    body.destroy();
-    const c = (e as { code?: unknown }).code;
-    if (c === 'Z_BUF_ERROR' || (typeof c === 'string' && c.startsWith('ZSTD_'))) {
-      throw Object.assign(blobError('invalid_pack', `the packed layer could not be unpacked: ${(e as Error).message}`), { cause: e });
-    }
-    throw e;
-  }
   // tar stops reading at the archive's end marker, so the zero padding of the last record may be
-  // left unread: the body is let go (its exit code says whether the archive was whole).
-  body.destroy();
+  // left unread: the body is let go either way (tar's exit code says whether the archive was whole).
+  const { program: tar, code } = await feed(dialer, [...TAR_ENV, 'tar', '--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into], checked)
+    .finally(() => body.destroy());
   if (code !== 0) throw blobError('invalid_pack', `tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
 }
 
