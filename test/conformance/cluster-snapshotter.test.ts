@@ -198,3 +198,36 @@ test('layer packs: the same tree packs to the same bytes on another host (a fetc
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }
 });
+
+test('layer packs: a damaged or cut pack is refused as invalid_pack and nothing of it is kept', async () => {
+  const dirs = [1, 2].map(() => mkdtempSync(path.join(tmpdir(), 'shellbase-pack-')));
+  const stores = dirs.map((dir) => new BtrfsSnapshotter({
+    root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 0, rootId: 100_000,
+    dialer: new Dialer(path.join(dir, 'streams')),
+  }));
+  try {
+    for (const s of stores) await s.open();
+    const scratch = await stores[0].prepare({ diskMb: 16 });
+    await stores[0].writer(scratch).writeFile('f', text('y'.repeat(300_000)), FILE);
+    const layer = (await stores[0].commit(scratch))!;
+    await stores[0].sync();
+    const chunks: Buffer[] = [];
+    for await (const c of stores[0].exportLayer(layer.layerId)) chunks.push(c as Buffer);
+    const whole = Buffer.concat(chunks);
+    const badSum = Buffer.from(whole);
+    badSum[badSum.length - 1] ^= 0xff; // the zstd frame's checksum
+    for (const [what, bytes] of [['a wrong checksum', badSum], ['cut short', whole.subarray(0, whole.length - 40)]] as const) {
+      await assert.rejects(stores[1].importLayer(layer.layerId, Readable.from([bytes])), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'invalid_pack', e.message);
+        assert.match(e.message, what === 'cut short' ? /premature end/ : /checksum/);
+        return true;
+      }, what);
+      assert.equal(stores[1].has(layer.layerId), false, `${what}: nothing kept`);
+    }
+    await stores[1].importLayer(layer.layerId, Readable.from([whole]));
+    assert.equal(await read(await stores[1].reader(layer.layerId), 'f'), 'y'.repeat(300_000));
+  } finally {
+    for (const s of stores) await s.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
+});

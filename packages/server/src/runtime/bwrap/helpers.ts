@@ -16,7 +16,8 @@ const USR_ONLY = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '
 /**
  * The sandbox GNU tar unpacks in: a throw-away bubblewrap in the sandboxes' user namespace that
  * sees only the host's /usr (plus `binds`) and the target directory, mounted at /out. `before`:
- * what runs tar (its arguments end with `--`), or nothing.
+ * what runs tar (its arguments end with `--`), or nothing. tar reads its stream 128 KiB at a
+ * time (`--blocking-factor=256`; its default, 10 KiB, costs a wakeup of both ends per 10 KiB).
  */
 function untarSandbox(into: { source: string }, binds: string[], before: string[]): string[] {
   return [SBX, 'userns', USERNS_SPEC, '--', 'bwrap',
@@ -24,7 +25,7 @@ function untarSandbox(into: { source: string }, binds: string[], before: string[
     ...USR_ONLY, ...binds, '--bind', into.source, '/out', '--proc', '/proc', '--dev', '/dev', '--chdir', '/out', '--clearenv',
     '--setenv', 'PATH', '/usr/bin', '--cap-drop', 'ALL', '--cap-add', 'CAP_CHOWN', '--cap-add', 'CAP_FOWNER',
     '--cap-add', 'CAP_DAC_OVERRIDE', '--cap-add', 'CAP_FSETID',
-    '--', ...before, 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '-f', '-'];
+    '--', ...before, 'tar', '-x', '--numeric-owner', '--no-overwrite-dir', '--blocking-factor=256', '-f', '-'];
 }
 
 /** GNU tar's failure: the disk limit met (413, with `fullHint`) or a bad archive (400). */

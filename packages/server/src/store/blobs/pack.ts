@@ -45,6 +45,9 @@ export interface PackOptions {
 /** tar's environment: nothing of the server's but a search path; the C locale (names sort bytewise). */
 const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
 
+/** zstd's output into tar with the script's arguments; the first of them to fail is the exit code. */
+const UNZSTD_TAR = 'set -o pipefail; zstd --decompress --stdout --quiet | tar "$@"';
+
 /**
  * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
  * as this process's user (root: trusted.* attributes need it). The stream fails,
@@ -93,18 +96,22 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
  * `invalid_pack`, another format with `unknown_pack_format`.
  */
 export async function unpackLayer(dialer: Dialer, body: Readable, into: string): Promise<void> {
-  // tar decompresses through the zstd program (`--zstd`; it passes over the skippable header
-  // frame and checks the frames' checksums): the bytes go from the object store's response to
-  // tar's stdin untouched, and decompression runs in a process of its own, beside tar, not in
-  // this one's thread pool with every stream's chunks crossing into JavaScript.
+  // zstd decompresses in a process of its own (it passes over the skippable header frame and
+  // checks the frames' checksums) and feeds tar through a pipe that tar reads 128 KiB at a time:
+  // the bytes go from the object store's response to zstd untouched, never through this
+  // process's thread pool. Not `tar --zstd`: reading from a stream, tar forks a copy of itself to
+  // pass the archive to zstd in 10 KiB records, and those small writes and wakeups made a
+  // layer's unpacking twice as slow here (docs/performance.md, cluster). pipefail: zstd's
+  // failure (a checksum, a cut stream) is the script's even where tar saw a whole archive.
   // A body that failed already (a GET refused before this was called) fails `checked` too.
   const checked = checkHeader();
   pipeline(body, checked).catch(() => undefined);
   // tar stops reading at the archive's end marker, so the zero padding of the last record may be
-  // left unread: the body is let go either way (tar's exit code says whether the archive was whole).
-  const { program: tar, code } = await feed(dialer, [...TAR_ENV, 'tar', '--extract', '--zstd', '--file=-', ...PAX, '--same-owner', '--same-permissions', '--directory', into], checked)
+  // left unread: the body is let go either way (the exit code says whether the archive was whole).
+  const { program: tar, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', UNZSTD_TAR, 'unpack', '--extract', '--file=-', '--blocking-factor=256', ...PAX,
+    '--same-owner', '--same-permissions', '--directory', into], checked)
     .finally(() => body.destroy());
-  if (code !== 0) throw blobError('invalid_pack', `tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
+  if (code !== 0) throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
 }
 
 /** Passes the stream through once its first frame is a layer header of a known format. */
