@@ -8,8 +8,8 @@ const body = (s: string | Buffer) => Readable.from([Buffer.from(s)]);
 const digestOf = (s: string | Buffer) => `sha256:${createHash('sha256').update(s).digest('hex')}`;
 const all = async (r: Readable) => { const c: Buffer[] = []; for await (const x of r) c.push(x as Buffer); return Buffer.concat(c); };
 
-/** The cases every BlobStore backend must pass. */
-export function blobStoreConformance(name: string, make: () => Promise<{ blobs: BlobStore; done: () => Promise<void> }>) {
+/** The cases every BlobStore backend must pass; `locates`: the backend has `locate` (its URLs are checked too). */
+export function blobStoreConformance(name: string, make: () => Promise<{ blobs: BlobStore; done: () => Promise<void> }>, options: { locates?: boolean } = {}) {
   const withStore = (title: string, fn: (b: BlobStore) => Promise<void>) => test(`${name}: ${title}`, async () => {
     const { blobs, done } = await make();
     try { await fn(blobs); } finally { await done(); }
@@ -59,4 +59,18 @@ export function blobStoreConformance(name: string, make: () => Promise<{ blobs: 
     assert.equal(await b.stat(sorted[0]), null);
     assert.equal((await b.list({ limit: 10 })).length, 6);
   });
+
+  if (options.locates) {
+    withStore('locate gives a URL whose GET answers the blob, and 404 once it is gone', async (b) => {
+      const info = await b.put(body('fetched by url'));
+      const where = await b.locate!(info.digest, 60);
+      assert.ok(where, 'a URL');
+      const r = await fetch(where.url);
+      assert.equal(r.status, 200);
+      assert.equal(await r.text(), 'fetched by url');
+      await b.delete(info.digest);
+      assert.equal((await fetch(where.url)).status, 404);
+      await assert.rejects(b.locate!('sha256:../x', 60), (e: { code: string }) => e.code === 'invalid_digest');
+    });
+  }
 }

@@ -22,4 +22,4 @@ blobStoreConformance('s3 blob store', async () => {
   s3 ??= startS3();
   const store = (await s3).store({ prefix: `case-${++cases}`, partSize: 5 << 20 });
   return { blobs: store, done: async () => store.close() };
-});
+}, { locates: true });

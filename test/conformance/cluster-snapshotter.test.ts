@@ -12,6 +12,7 @@ import { ClusterSnapshotter, type LayerIndex } from '../../packages/server/src/s
 import type { LayerReader } from '../../packages/server/src/store/snapshotter/types.ts';
 import { snapshotterConformance } from './snapshotter.ts';
 import { Dialer } from '../../packages/server/src/util/dialer.ts';
+import { startS3 } from '../s3.ts';
 
 // The cluster snapshotter over real btrfs stores (one per "worker") and one blob store; the
 // index of layers' blobs is a Map here (Postgres's table is exercised by test/cluster.test.ts).
@@ -72,9 +73,21 @@ async function commitFiles(s: ClusterSnapshotter, files: Record<string, string>)
   return (await s.commit(scratch))!;
 }
 
-test('cluster snapshotter: a layer committed on one worker is read on another, whiteouts and opaque directories included', async () => {
-  const w = await world();
-  try {
+/** An S3 store (test/s3.ts) whose `get` calls are counted: a blob it can `locate` is fetched by curl, never through `get`. */
+async function s3World(): Promise<World & { gets: () => number }> {
+  const s3 = await startS3();
+  const store = s3.store({ prefix: 'cluster' });
+  let gets = 0;
+  const get = store.get.bind(store);
+  store.get = (...args: Parameters<typeof store.get>) => { gets++; return get(...args); };
+  const w = await world(store);
+  return { ...w, gets: () => gets, done: async () => { await w.done(); await s3.stop(); } };
+}
+
+for (const [blobs, make] of [['memory blobs', world], ['an S3 store, fetched by URL', s3World]] as const) {
+  test(`cluster snapshotter (${blobs}): a layer committed on one worker is read on another, whiteouts and opaque directories included`, async () => {
+    const w = await make();
+    try {
     const [a, b] = [await w.worker(), await w.worker()];
     const scratch = await a.prepare({ diskMb: 16 });
     const wr = a.writer(scratch);
@@ -95,6 +108,27 @@ test('cluster snapshotter: a layer committed on one worker is read on another, w
     assert.equal(r.stat('gone')!.kind, 'whiteout');
     assert.deepEqual([...r.opaque], ['o']);
     assert.equal(b.fetched, 1);
+    if ('gets' in w) assert.equal(w.gets(), 0, 'fetched by curl, not through the store\'s get');
+  } finally {
+    await w.done();
+  }
+  });
+}
+
+test('cluster snapshotter: a blob gone from the object store fails the fetch by URL as unavailable (the store\'s 404 said) and keeps nothing', async () => {
+  const w = await s3World();
+  try {
+    const [a, b] = [await w.worker(), await w.worker()];
+    const layer = await commitFiles(a, { f: 'x' });
+    await w.blobs.delete(w.index.rows.get(layer.layerId)!.digest);
+    await assert.rejects(b.reader(layer.layerId), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'unavailable', e.message);
+      assert.match(e.message, /fetching layer .* failed: .*404/);
+      return true;
+    });
+    assert.equal(b.fetched, 0);
+    assert.deepEqual(b.usage(), { bytes: 0, layers: 0 }, 'nothing of it cached');
+    await assert.rejects(b.reader(layer.layerId), (e: Error & { code?: string }) => e.code === 'unavailable', 'nor taken for present afterwards');
   } finally {
     await w.done();
   }

@@ -1,8 +1,9 @@
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import { existsSync } from 'node:fs';
+import { PassThrough, Readable, Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress } from 'node:zlib';
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
-import { blobError } from './types.js';
+import { blobError, type BlobLocation } from './types.js';
 
 /**
  * Version of a packed layer. Format 1 is a zstd stream (checksummed frames) whose
@@ -45,8 +46,16 @@ export interface PackOptions {
 /** tar's environment: nothing of the server's but a search path; the C locale (names sort bytewise). */
 const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
 
-/** zstd's output into tar with the script's arguments; the first of them to fail is the exit code. */
-const UNZSTD_TAR = 'set -o pipefail; zstd --decompress --stdout --quiet | tar "$@"';
+/** zstd's output into tar with the script's arguments (bash: pipefail, so any of them failing fails it). */
+const UNZSTD_INTO_TAR = 'zstd --decompress --stdout --quiet | tar "$@"';
+const UNZSTD_TAR = `set -o pipefail; ${UNZSTD_INTO_TAR}`;
+/**
+ * The same after curl's GET of the URL its config (on stdin) names: no ~/.curlrc (`--disable`,
+ * first), http(s) only, no redirect followed, an HTTP error fails it, and so does a connection
+ * that moves under 1 KiB/s for 60 s.
+ */
+const FETCH_UNZSTD_TAR = 'set -o pipefail; curl --disable --config - --silent --show-error --fail --proto =http,https --connect-timeout 30 '
+  + `--speed-limit 1024 --speed-time 60 | ${UNZSTD_INTO_TAR}`;
 
 /**
  * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
@@ -88,30 +97,49 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
 }
 
 /**
- * Unpacks a stream of LAYER_PACK_FORMAT into `into` (an empty directory: its own
- * owner, mode, times and attributes become the packed root's). GNU tar runs as this
- * process's user, which must be able to make device nodes (whiteouts) and set
- * trusted.* attributes (root); it keeps members inside `into` (no absolute names, no
- * `..`, symlinks made last). A header that is not a layer's fails with code
- * `invalid_pack`, another format with `unknown_pack_format`.
+ * Unpacks a layer of LAYER_PACK_FORMAT into `into` (an empty directory: its own owner, mode,
+ * times and attributes become the packed root's), from a stream or from where a program can
+ * fetch it (a blob store's `locate`). GNU tar runs as this process's user, which must be able to
+ * make device nodes (whiteouts) and set trusted.* attributes (root); it keeps members inside
+ * `into` (no absolute names, no `..`, symlinks made last). A stream whose header is not a
+ * layer's fails with code `invalid_pack`, another format with `unknown_pack_format` (a fetched
+ * blob's format is the index's word, read before); a fetch or archive that fails, `invalid_pack`.
  */
-export async function unpackLayer(dialer: Dialer, body: Readable, into: string): Promise<void> {
+export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocation, into: string): Promise<void> {
   // zstd decompresses in a process of its own (it passes over the skippable header frame and
-  // checks the frames' checksums) and feeds tar through a pipe that tar reads 128 KiB at a time:
-  // the bytes go from the object store's response to zstd untouched, never through this
-  // process's thread pool. Not `tar --zstd`: reading from a stream, tar forks a copy of itself to
-  // pass the archive to zstd in 10 KiB records, and those small writes and wakeups made a
-  // layer's unpacking twice as slow here (docs/performance.md, cluster). pipefail: zstd's
-  // failure (a checksum, a cut stream) is the script's even where tar saw a whole archive.
+  // checks the frames' checksums) and feeds tar through a pipe that tar reads 128 KiB at a time.
+  // Not `tar --zstd`: reading from a stream, tar forks a copy of itself to pass the archive to
+  // zstd in 10 KiB records, and those small writes and wakeups made a layer's unpacking twice
+  // as slow here (docs/performance.md, cluster). pipefail: zstd's failure (a checksum, a cut
+  // stream) fails the script even where tar saw a whole archive.
+  const tarArgs = ['--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into];
+  if (!(source instanceof Readable)) {
+    // curl GETs the blob: its bytes go from the object store to zstd without this process
+    // copying every chunk through its event loop (which, for a cold worker's first query, made
+    // the fetch CPU-bound here). The URL grants a read of this blob for a while: it goes to
+    // curl on its stdin (a config line), never in an argument anyone on the host could list.
+    const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', FETCH_UNZSTD_TAR, 'unpack', ...tarArgs],
+      Readable.from([Buffer.from(`url = ${curlQuoted(source.url)}\n`)]));
+    if (code !== 0) throw blobError('invalid_pack', `the layer could not be fetched and unpacked into ${into} (exit ${code}): ${program.stderr().trim().slice(0, 500)}`);
+    return;
+  }
+  const body = source;
   // A body that failed already (a GET refused before this was called) fails `checked` too.
   const checked = checkHeader();
   pipeline(body, checked).catch(() => undefined);
   // tar stops reading at the archive's end marker, so the zero padding of the last record may be
   // left unread: the body is let go either way (the exit code says whether the archive was whole).
-  const { program: tar, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', UNZSTD_TAR, 'unpack', '--extract', '--file=-', '--blocking-factor=256', ...PAX,
-    '--same-owner', '--same-permissions', '--directory', into], checked)
+  const { program: tar, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', UNZSTD_TAR, 'unpack', ...tarArgs], checked)
     .finally(() => body.destroy());
   if (code !== 0) throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
+}
+
+/** Whether unpackLayer can fetch a located blob here (curl is installed; scripts/setup installs it). */
+export const CAN_FETCH = ['/usr/bin/curl', '/bin/curl'].some((f) => existsSync(f));
+
+/** A string as curl's config file quotes it. */
+function curlQuoted(s: string): string {
+  return `"${s.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 }
 
 /** Passes the stream through once its first frame is a layer header of a known format. */

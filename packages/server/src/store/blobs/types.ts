@@ -16,6 +16,12 @@ export interface BlobInfo {
   size: number;
 }
 
+/** Where a program can GET a blob by itself for a while (a presigned URL), its bytes never passing through this process. */
+export interface BlobLocation {
+  /** An http(s) URL whose GET answers the blob's bytes; it grants that, and nothing else, to whoever holds it. */
+  url: string;
+}
+
 export interface BlobStore {
   /**
    * Stores `body`, computing its digest as it streams; returns it once the
@@ -29,6 +35,12 @@ export interface BlobStore {
    */
   get(digest: string, range?: { start: number; end: number }): Promise<Readable>;
   stat(digest: string): Promise<BlobInfo | null>;
+  /**
+   * A URL a program (curl) can GET the blob from for `ttlSeconds`, or null where this store
+   * cannot give one that works from this host; absent in stores without it. Nothing is checked:
+   * a missing blob's URL answers 404.
+   */
+  locate?(digest: string, ttlSeconds: number): Promise<BlobLocation | null>;
   /** Deletes a blob; false when there was none. */
   delete(digest: string): Promise<boolean>;
   /** Blobs in digest order after `after`, at most `limit` (garbage collection pages through them). */

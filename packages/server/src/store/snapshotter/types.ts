@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { BlobLocation } from '../blobs/types.js';
 
 /**
  * The snapshotter: this host's mountable file system trees, in the spirit of
@@ -185,6 +186,9 @@ export interface LayerTransfer {
   has(layerId: string): boolean;
   /** The layer packed (a stream that fails, never ends cleanly, when packing fails). */
   exportLayer(layerId: string): Readable;
-  /** Makes the layer from its pack, under the same id; nothing of it stays when it fails. */
-  importLayer(layerId: string, packed: Readable): Promise<{ bytes: number }>;
+  /**
+   * Makes the layer from its pack (a stream, or where a program can fetch it: store/blobs/pack.ts),
+   * under the same id; nothing of it stays when it fails.
+   */
+  importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }>;
 }

@@ -1,7 +1,8 @@
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { blobError, checkDigest, DIGEST, type BlobInfo, type BlobStore } from '../types.js';
+import { blobError, checkDigest, DIGEST, type BlobInfo, type BlobLocation, type BlobStore } from '../types.js';
 import { MIN_PART } from './multipart.js';
 import { exists, statusOf, uploadBlob, type UploadPlan } from './upload.js';
 
@@ -49,12 +50,14 @@ export class S3BlobStore implements BlobStore {
   readonly bucket: string;
   /** The key prefix, '' or ending in '/'. */
   readonly prefix: string;
+  private readonly endpoint: string | undefined;
   private readonly plan: UploadPlan;
   private formatChecked: Promise<void> | null = null;
 
   constructor(opts: S3BlobStoreOptions) {
     this.bucket = opts.bucket;
     this.prefix = normalizePrefix(opts.prefix ?? '');
+    this.endpoint = opts.endpoint;
     const partSize = opts.partSize ?? 8 << 20;
     if (partSize < MIN_PART) throw new RangeError(`partSize ${partSize} is under S3's smallest part (${MIN_PART} bytes)`);
     this.client = new S3Client({
@@ -101,6 +104,17 @@ export class S3BlobStore implements BlobStore {
       if (statusOf(e) === 416 && range && (await this.stat(digest))) return Readable.from([]);
       throw e;
     }
+  }
+
+  /**
+   * A presigned GET of the blob. None where curl would not trust what this process trusts: an
+   * https endpoint while NODE_EXTRA_CA_CERTS adds authorities (curl knows only the system's).
+   */
+  async locate(digest: string, ttlSeconds: number): Promise<BlobLocation | null> {
+    const key = this.key(digest);
+    if (this.endpoint?.startsWith('https:') && process.env.NODE_EXTRA_CA_CERTS) return null;
+    await this.ready();
+    return { url: await getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.bucket, Key: key }), { expiresIn: ttlSeconds }) };
   }
 
   async stat(digest: string): Promise<BlobInfo | null> {

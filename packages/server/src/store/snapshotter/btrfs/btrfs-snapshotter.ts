@@ -11,7 +11,8 @@ import type { Change, CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scr
 import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
 import { packLayer, unpackLayer } from '../../blobs/pack.js';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import type { BlobLocation } from '../../blobs/types.js';
 import { closeVolume, openVolume } from './volume.js';
 import { removeTree, unlinkQuiet } from '../../../util/remove.js';
 
@@ -261,9 +262,9 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
    * and renames it into place under the given id; its meta file is written last, so `has` is
    * true only of a complete layer.
    */
-  async importLayer(layerId: string, packed: Readable): Promise<{ bytes: number }> {
+  async importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }> {
     if (this.has(layerId)) {
-      packed.destroy();
+      if (packed instanceof Readable) packed.destroy();
       return { bytes: 0 };
     }
     const s = await this.createScratch(this.opts.defaultDiskMb, false);

@@ -3,10 +3,13 @@ import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../../../errors.js';
 import { isImageLayer } from '../../../images/ids.js';
-import { LAYER_PACK_FORMAT } from '../../blobs/pack.js';
+import { CAN_FETCH, LAYER_PACK_FORMAT } from '../../blobs/pack.js';
 import type { BlobStore } from '../../blobs/types.js';
 import type { CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { LayerCache } from './layer-cache.js';
+
+/** How long a blob's URL (BlobStore.locate) is good for: its GET starts within moments. */
+const LOCATION_TTL_S = 300;
 
 /** Where each layer's packed blob is: the cluster's table (store/metadata/postgres/cluster-store.ts). */
 export interface LayerIndex {
@@ -161,21 +164,27 @@ export class ClusterSnapshotter implements Snapshotter {
       });
     }
     const started = performance.now();
-    const body = new PassThrough();
+    // Where the store gives a URL, curl fetches the blob straight into the unpacking (pack.ts):
+    // none of its bytes pass through this process. A URL that cannot be made (credentials not
+    // resolved) leaves the stream's GET to say why.
+    const located = CAN_FETCH ? await this.opts.blobs.locate?.(blob.digest, LOCATION_TTL_S).catch(() => null) : null;
+    const body = located ? null : new PassThrough();
     try {
-      // The GET goes out while the snapshotter makes the layer's scratch space (a subvolume: a
-      // process or two), not after: its body waits in the pipe, and the unpacking starts on it
-      // as soon as the space is there.
-      // A failed GET errors the body, which unpacking (once it reads) reports; until then the
-      // error waits on the stream, not as an unhandled event.
-      body.on('error', () => undefined);
-      void this.opts.blobs.get(blob.digest).then((got) => pipeline(got, body)).catch((e: unknown) => body.destroy(e as Error));
-      const { bytes } = await this.local.importLayer(layerId, body);
+      if (body) {
+        // The GET goes out while the snapshotter makes the layer's scratch space (a subvolume: a
+        // process or two), not after: its body waits in the pipe, and the unpacking starts on it
+        // as soon as the space is there.
+        // A failed GET errors the body, which unpacking (once it reads) reports; until then the
+        // error waits on the stream, not as an unhandled event.
+        body.on('error', () => undefined);
+        void this.opts.blobs.get(blob.digest).then((got) => pipeline(got, body)).catch((e: unknown) => body.destroy(e as Error));
+      }
+      const { bytes } = await this.local.importLayer(layerId, body ?? located!);
       this.cache.touch(layerId, bytes);
       this.fetched++;
-      this.opts.log.debug({ layer: layerId, packed: blob.size, bytes, ms: Math.round(performance.now() - started) }, 'layer fetched');
+      this.opts.log.debug({ layer: layerId, packed: blob.size, bytes, by: body ? 'stream' : 'url', ms: Math.round(performance.now() - started) }, 'layer fetched');
     } catch (e) {
-      body.destroy(); // a GET nothing reads any more lets its connection go
+      body?.destroy(); // a GET nothing reads any more lets its connection go
       throw unavailable(`fetching layer ${layerId} from the object store failed`, e);
     }
   }
