@@ -123,10 +123,11 @@ test('cluster snapshotter: a blob gone from the object store fails the fetch by 
     await w.blobs.delete(w.index.rows.get(layer.layerId)!.digest);
     await assert.rejects(b.reader(layer.layerId), (e: Error & { code?: string }) => {
       assert.equal(e.code, 'unavailable', e.message);
-      assert.match(e.message, /fetching layer .* failed: .*404/);
+      assert.match(e.message, /fetching layer .* failed: .*returned error: 404/);
       return true;
     });
     assert.equal(b.fetched, 0);
+    assert.equal(w.gets(), 0, 'fetched by curl');
     assert.deepEqual(b.usage(), { bytes: 0, layers: 0 }, 'nothing of it cached');
     await assert.rejects(b.reader(layer.layerId), (e: Error & { code?: string }) => e.code === 'unavailable', 'nor taken for present afterwards');
   } finally {

@@ -46,16 +46,22 @@ export interface PackOptions {
 /** tar's environment: nothing of the server's but a search path; the C locale (names sort bytewise). */
 const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
 
-/** zstd's output into tar with the script's arguments (bash: pipefail, so any of them failing fails it). */
-const UNZSTD_INTO_TAR = 'zstd --decompress --stdout --quiet | tar "$@"';
-const UNZSTD_TAR = `set -o pipefail; ${UNZSTD_INTO_TAR}`;
 /**
- * The same after curl's GET of the URL its config (on stdin) names: no ~/.curlrc (`--disable`,
- * first), http(s) only, no redirect followed, an HTTP error fails it, and so does a connection
+ * The unpacking script: its input (stdin, or curl's GET of the URL its config on stdin names)
+ * through zstd into tar with the script's arguments. Every stage is killed when bash goes
+ * (bash itself goes with the spawner: `sbx dial`), so nothing outlives a server that died.
+ * Exit 75: the fetch failed (curl's message on stderr); 65: zstd or tar did; 0: all went well.
+ * curl: no ~/.curlrc (`--disable`, first), http(s) only, no redirect followed, two retries of a
+ * refused connection or a transient answer, an HTTP error fails it, and so does a connection
  * that moves under 1 KiB/s for 60 s.
  */
-const FETCH_UNZSTD_TAR = 'set -o pipefail; curl --disable --config - --silent --show-error --fail --proto =http,https --connect-timeout 30 '
-  + `--speed-limit 1024 --speed-time 60 | ${UNZSTD_INTO_TAR}`;
+function unpackScript(fetch: boolean): string {
+  const stage = 'setpriv --pdeathsig KILL';
+  const curl = `${stage} curl --disable --config - --silent --show-error --fail --proto =http,https --connect-timeout 30 `
+    + '--retry 2 --retry-connrefused --speed-limit 1024 --speed-time 60 | ';
+  const status = fetch ? '[ "${s[0]}" = 0 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
+  return `${fetch ? curl : ''}${stage} zstd --decompress --stdout --quiet | ${stage} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
+}
 
 /**
  * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
@@ -103,42 +109,48 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
  * make device nodes (whiteouts) and set trusted.* attributes (root); it keeps members inside
  * `into` (no absolute names, no `..`, symlinks made last). A stream whose header is not a
  * layer's fails with code `invalid_pack`, another format with `unknown_pack_format` (a fetched
- * blob's format is the index's word, read before); a fetch or archive that fails, `invalid_pack`.
+ * blob's format is the index's word, read before); an archive that fails, `invalid_pack`; a
+ * fetch that fails, `not_found` for an HTTP 404, else a plain Error with curl's message.
  */
 export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocation, into: string): Promise<void> {
   // zstd decompresses in a process of its own (it passes over the skippable header frame and
   // checks the frames' checksums) and feeds tar through a pipe that tar reads 128 KiB at a time.
   // Not `tar --zstd`: reading from a stream, tar forks a copy of itself to pass the archive to
   // zstd in 10 KiB records, and those small writes and wakeups made a layer's unpacking twice
-  // as slow here (docs/performance.md, cluster). pipefail: zstd's failure (a checksum, a cut
-  // stream) fails the script even where tar saw a whole archive.
-  const tarArgs = ['--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into];
-  if (!(source instanceof Readable)) {
+  // as slow here (docs/performance.md, cluster). zstd's failure (a checksum, a cut stream) fails
+  // the script even where tar saw a whole archive.
+  const located = !(source instanceof Readable);
+  let input: Readable;
+  if (located) {
     // curl GETs the blob: its bytes go from the object store to zstd without this process
     // copying every chunk through its event loop (which, for a cold worker's first query, made
     // the fetch CPU-bound here). The URL grants a read of this blob for a while: it goes to
     // curl on its stdin (a config line), never in an argument anyone on the host could list.
-    const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', FETCH_UNZSTD_TAR, 'unpack', ...tarArgs],
-      Readable.from([Buffer.from(`url = ${curlQuoted(source.url)}\n`)]));
-    if (code !== 0) throw blobError('invalid_pack', `the layer could not be fetched and unpacked into ${into} (exit ${code}): ${program.stderr().trim().slice(0, 500)}`);
-    return;
+    input = Readable.from([Buffer.from(`url = ${curlQuoted(source.url)}\n`)]);
+  } else {
+    // A body that failed already (a GET refused before this was called) fails `checked` too.
+    const checked = checkHeader();
+    pipeline(source, checked).catch(() => undefined);
+    input = checked;
   }
-  const body = source;
-  // A body that failed already (a GET refused before this was called) fails `checked` too.
-  const checked = checkHeader();
-  pipeline(body, checked).catch(() => undefined);
-  // tar stops reading at the archive's end marker, so the zero padding of the last record may be
-  // left unread: the body is let go either way (the exit code says whether the archive was whole).
-  const { program: tar, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', UNZSTD_TAR, 'unpack', ...tarArgs], checked)
-    .finally(() => body.destroy());
-  if (code !== 0) throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${tar.stderr().trim().slice(0, 500)}`);
+  const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', unpackScript(located), 'unpack',
+    '--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into], input)
+    .finally(() => { if (!located) source.destroy(); });
+  const said = program.stderr().trim().slice(0, 500);
+  if (code === 0) return;
+  if (code === 75) {
+    if (/returned error: 404\b/.test(said)) throw blobError('not_found', `the object store has no such blob (${said})`);
+    throw new Error(`the layer could not be fetched: ${said}`);
+  }
+  throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
 }
 
 /** Whether unpackLayer can fetch a located blob here (curl is installed; scripts/setup installs it). */
 export const CAN_FETCH = ['/usr/bin/curl', '/bin/curl'].some((f) => existsSync(f));
 
-/** A string as curl's config file quotes it. */
+/** A string as curl's config file quotes it; a control character (which would end the line) is refused. */
 function curlQuoted(s: string): string {
+  if (/[\x00-\x1f\x7f]/.test(s)) throw new Error('a blob URL with a control character');
   return `"${s.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 }
 

@@ -38,7 +38,7 @@ export interface BlobStore {
   /**
    * A URL a program (curl) can GET the blob from for `ttlSeconds`, or null where this store
    * cannot give one that works from this host; absent in stores without it. Nothing is checked:
-   * a missing blob's URL answers 404.
+   * a missing blob's URL answers an error (404; 403 where the store hides what it lacks).
    */
   locate?(digest: string, ttlSeconds: number): Promise<BlobLocation | null>;
   /** Deletes a blob; false when there was none. */

@@ -50,14 +50,12 @@ export class S3BlobStore implements BlobStore {
   readonly bucket: string;
   /** The key prefix, '' or ending in '/'. */
   readonly prefix: string;
-  private readonly endpoint: string | undefined;
   private readonly plan: UploadPlan;
   private formatChecked: Promise<void> | null = null;
 
   constructor(opts: S3BlobStoreOptions) {
     this.bucket = opts.bucket;
     this.prefix = normalizePrefix(opts.prefix ?? '');
-    this.endpoint = opts.endpoint;
     const partSize = opts.partSize ?? 8 << 20;
     if (partSize < MIN_PART) throw new RangeError(`partSize ${partSize} is under S3's smallest part (${MIN_PART} bytes)`);
     this.client = new S3Client({
@@ -107,14 +105,15 @@ export class S3BlobStore implements BlobStore {
   }
 
   /**
-   * A presigned GET of the blob. None where curl would not trust what this process trusts: an
-   * https endpoint while NODE_EXTRA_CA_CERTS adds authorities (curl knows only the system's).
+   * A presigned GET of the blob. None where curl might not trust what this process trusts: an
+   * https URL while NODE_EXTRA_CA_CERTS adds authorities (curl knows only the system's).
    */
   async locate(digest: string, ttlSeconds: number): Promise<BlobLocation | null> {
     const key = this.key(digest);
-    if (this.endpoint?.startsWith('https:') && process.env.NODE_EXTRA_CA_CERTS) return null;
     await this.ready();
-    return { url: await getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.bucket, Key: key }), { expiresIn: ttlSeconds }) };
+    const url = await getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.bucket, Key: key }), { expiresIn: ttlSeconds });
+    if (new URL(url).protocol === 'https:' && process.env.NODE_EXTRA_CA_CERTS) return null;
+    return { url };
   }
 
   async stat(digest: string): Promise<BlobInfo | null> {
