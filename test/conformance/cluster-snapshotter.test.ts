@@ -88,30 +88,30 @@ for (const [blobs, make] of [['memory blobs', world], ['an S3 store, fetched by 
   test(`cluster snapshotter (${blobs}): a layer committed on one worker is read on another, whiteouts and opaque directories included`, async () => {
     const w = await make();
     try {
-    const [a, b] = [await w.worker(), await w.worker()];
-    const scratch = await a.prepare({ diskMb: 16 });
-    const wr = a.writer(scratch);
-    wr.mkdir('d', DIR);
-    await wr.writeFile('d/f', text('hello'), { ...FILE, mode: 0o4755 });
-    wr.symlink('link', 'd/f', FILE);
-    await wr.whiteout('gone');
-    wr.mkdir('o', DIR);
-    await wr.setOpaque('o');
-    const layer = (await a.commit(scratch))!;
-    assert.ok(w.index.rows.has(layer.layerId), 'its blob is recorded before commit returns');
-    assert.ok(await w.blobs.stat(w.index.rows.get(layer.layerId)!.digest));
-    const r = await b.reader(layer.layerId);
-    assert.equal(await read(r, 'd/f'), 'hello');
-    assert.equal(r.stat('d/f')!.mode, 0o4755);
-    assert.equal(r.stat('d/f')!.uid, 100_000);
-    assert.equal(r.readlink('link'), 'd/f');
-    assert.equal(r.stat('gone')!.kind, 'whiteout');
-    assert.deepEqual([...r.opaque], ['o']);
-    assert.equal(b.fetched, 1);
-    if ('gets' in w) assert.equal(w.gets(), 0, 'fetched by curl, not through the store\'s get');
-  } finally {
-    await w.done();
-  }
+      const [a, b] = [await w.worker(), await w.worker()];
+      const scratch = await a.prepare({ diskMb: 16 });
+      const wr = a.writer(scratch);
+      wr.mkdir('d', DIR);
+      await wr.writeFile('d/f', text('hello'), { ...FILE, mode: 0o4755 });
+      wr.symlink('link', 'd/f', FILE);
+      await wr.whiteout('gone');
+      wr.mkdir('o', DIR);
+      await wr.setOpaque('o');
+      const layer = (await a.commit(scratch))!;
+      assert.ok(w.index.rows.has(layer.layerId), 'its blob is recorded before commit returns');
+      assert.ok(await w.blobs.stat(w.index.rows.get(layer.layerId)!.digest));
+      const r = await b.reader(layer.layerId);
+      assert.equal(await read(r, 'd/f'), 'hello');
+      assert.equal(r.stat('d/f')!.mode, 0o4755);
+      assert.equal(r.stat('d/f')!.uid, 100_000);
+      assert.equal(r.readlink('link'), 'd/f');
+      assert.equal(r.stat('gone')!.kind, 'whiteout');
+      assert.deepEqual([...r.opaque], ['o']);
+      assert.equal(b.fetched, 1);
+      if ('gets' in w) assert.equal(w.gets(), 0, 'fetched by curl, not through the store\'s get');
+    } finally {
+      await w.done();
+    }
   });
 }
 
