@@ -147,10 +147,11 @@ describe('images: OCI pulls and imports become contexts', () => {
       ['spoiled', (b) => { const c = Buffer.from(b); c.fill(0xff, 20, 4096); return c; }],
     ];
     for (const [name, mangle] of spoiled) {
-      await reg.push(`test/${name}`, '1', { layers: [big], mangle });
+      const [sent] = (await reg.push(`test/${name}`, '1', { layers: [big], mangle })).layers;
       const bad = await t.http('POST', '/v1/images/pull', { body: { ref: `${reg.host}/test/${name}:1` } });
       assert.equal(bad.status, 400, bad.text);
       assert.match(bad.json.error.message, /cannot be decompressed/, name);
+      assert.deepEqual(bad.json.error.details, { layer: sent.digest, receivedBytes: sent.size, size: sent.size }, `${name}: which layer, and all of it arrived`);
     }
     assert.deepEqual(importedLayers(t.home), layers, 'no layer tree was kept');
     assert.equal((await t.sb.images.list()).some((i) => /tamper|lie|cut|spoiled/.test(i.ref)), false);

@@ -20,7 +20,7 @@ export interface ImageSpec {
   mangle?: (blob: Buffer) => Buffer;
 }
 
-export interface Pushed { digest: string; size: number; layers: { digest: string; diffId: string }[] }
+export interface Pushed { digest: string; size: number; layers: { digest: string; size: number; diffId: string }[] }
 
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const MEDIA = {

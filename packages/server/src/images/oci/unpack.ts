@@ -125,9 +125,10 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, op
     void opened.then(discardBody, () => undefined);
     throw e;
   });
+  let received = 0;
   try {
     const body = await opened;
-    const sent = hashed(body, blob, (n) => opts.onBytes?.(n), expect.size);
+    const sent = hashed(body, blob, (n) => { received = n; opts.onBytes?.(n); }, expect.size);
     const into = snapshotter.writer(scratch).tree();
     const whole = runtime.unpackLayer(Readable.from(sent), expect.compression, into);
     if (whole) {
@@ -143,9 +144,18 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, op
     }
   } catch (e) {
     await snapshotter.discard(scratch);
-    throw e;
+    throw withLayerDetails(e, expect, received);
   }
   return { layer: await snapshotter.commitImport(scratch), dropped };
+}
+
+/** A layer's failure told with which layer it was and how many of its bytes had arrived. */
+function withLayerDetails(e: unknown, expect: LayerExpectation, received: number): unknown {
+  if (!(e instanceof ShellbaseError)) return e;
+  return new ShellbaseError(e.code, e.message, {
+    hint: e.hint, cause: e.cause,
+    details: { ...e.details, layer: expect.digest, receivedBytes: received, ...(expect.size !== undefined ? { size: expect.size } : {}) },
+  });
 }
 
 /** Lets go of a body that will not be read (one being read already is left to its reader). */
