@@ -151,7 +151,12 @@ describe('images: OCI pulls and imports become contexts', () => {
       const bad = await t.http('POST', '/v1/images/pull', { body: { ref: `${reg.host}/test/${name}:1` } });
       assert.equal(bad.status, 400, bad.text);
       assert.match(bad.json.error.message, /cannot be decompressed/, name);
-      assert.deepEqual(bad.json.error.details, { layer: sent.digest, receivedBytes: sent.size, size: sent.size }, `${name}: which layer, and all of it arrived`);
+      // Which layer, and how much of it had arrived: a cut stream is read to its end before it
+      // fails; a spoiled one fails at its start, while more of it may still be on its way.
+      const { receivedBytes, ...which } = bad.json.error.details as { receivedBytes: number };
+      assert.deepEqual(which, { layer: sent.digest, size: sent.size }, name);
+      if (name === 'cut') assert.equal(receivedBytes, sent.size);
+      else assert.ok(receivedBytes > 0 && receivedBytes <= sent.size, `${name}: ${receivedBytes} of ${sent.size} bytes`);
     }
     assert.deepEqual(importedLayers(t.home), layers, 'no layer tree was kept');
     assert.equal((await t.sb.images.list()).some((i) => /tamper|lie|cut|spoiled/.test(i.ref)), false);
