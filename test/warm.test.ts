@@ -122,6 +122,18 @@ describe('warm sandboxes: queries start in sandboxes made ahead', () => {
     await until('the pool refilled', async () => (await members(t.home)).size > 0);
   });
 
+  test('after a lull, the first two queries of a burst both start warm (the idle pool keeps two)', async () => {
+    await until('a warm sandbox is ready', async () => (await members(t.home)).size > 0);
+    // Past the pool's one-second window, and time for a second member to be made.
+    await sleep(1_300);
+    const ctx = t.sb.context('burst');
+    // Together: the second cannot wait for a member made after the first was taken.
+    const [first, second] = await Promise.all([ctx.exec(WHICH), ctx.exec(WHICH)]);
+    assert.notEqual(memberOf(first.stdout), null, `first: ${first.stdout}`);
+    assert.notEqual(memberOf(second.stdout), null, `second: ${second.stdout}`);
+    assert.notEqual(memberOf(first.stdout), memberOf(second.stdout));
+  });
+
   test('parallel queries on one context each get their own sandbox; output, exit codes and writes are theirs', async () => {
     const ctx = t.sb.context('parallel');
     const results = await Promise.all(Array.from({ length: 8 }, (_, i) => ctx.exec(`${WHICH}; echo ${i} > /root/f${i}; exit ${i}`)));

@@ -13,7 +13,9 @@ import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js
  * tenants); the pool starts another in the background once that query ended. A member that dies while it
  * waits is dropped and replaced.
  *
- * Size: as many members as queries took in the last second (at least `min`, at most `max`),
+ * Size: as many members as queries took in the last second (at least `min`, at most `max`;
+ * two at least by default, so that the second query of a burst after a lull, which comes before
+ * a member made for it could be ready, starts warm too),
  * at most two being made at once so that refills do not crowd out the queries themselves;
  * every few seconds, ready members beyond that size are let go (the oldest first).
  * Making a member fail three times in a row rests the pool for a while; queries then start
@@ -74,7 +76,7 @@ export class WarmPool {
   constructor(private readonly opts: WarmPoolOptions) {
     this.socketPath = path.join(opts.dir, 'warm.sock');
     this.baseDir = path.join(opts.dir, 'base');
-    this.min = opts.min ?? 1;
+    this.min = opts.min ?? 2;
     this.max = opts.max ?? 8;
   }
 
