@@ -142,9 +142,13 @@ test("cluster: a tenant's concurrentQueries and runningServices quotas count on 
   const long = [as(workers[0]), as(workers[1])].map((sb) => sb.context('q').exec('sleep 4', { commit: 'never' }));
   while ((await slots()) < 2) await sleep(50);
   await assert.rejects(as(workers[2]).context('q').exec('true'), (e: Error & { code?: string }) => e.code === 'limit_exceeded' && /concurrentQueries/.test(e.message));
+  // The query's target is read beside its admission; a refused query on a new context makes none.
+  await assert.rejects(as(workers[1]).context('q-new').exec('true'), (e: Error & { code?: string }) => e.code === 'limit_exceeded');
+  assert.deepEqual(await sql(`SELECT name FROM contexts WHERE tenant_id = '${tenant.id}' AND name = 'q-new'`), []);
   assert.ok((await Promise.all(long)).every((r) => r.exitCode === 0));
   assert.equal(await slots(), 0, 'every slot given back');
   assert.equal((await as(workers[2]).context('q').exec('echo ok')).stdout, 'ok\n');
+  assert.equal((await as(workers[1]).context('q-new').exec('echo made')).stdout, 'made\n', 'admitted, it makes its context');
 
   // runningServices: 1, counted over the workers: a second service woken on another worker is refused.
   const ctx = as(workers[0]).context('qs');

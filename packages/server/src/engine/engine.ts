@@ -103,7 +103,7 @@ export class Engine {
     this.images = new Images(deps, { version: lookups.version, imageVersion: (image) => this.imageVersion(image) });
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
       ...lookups, forwarding: (tenantId, context, own) => this.services.forwarding(tenantId, context, undefined, own),
-      target: (caller, name, version) => this.target(caller, name, version),
+      target: (caller, name, version, create) => this.target(caller, name, version, create),
       view: (v) => this.files.viewOf(v),
       builtIn: (image) => (IMAGE_NAMES as string[]).includes(image),
     }, this.network);
@@ -275,13 +275,15 @@ export class Engine {
   /**
    * The version a query runs over (`version`, else the head), its context (made on first use) and
    * the context's services, read in one statement. The head is pinned once read: a head is a root
-   * of what garbage collection keeps, so it cannot have gone in between.
+   * of what garbage collection keeps, so it cannot have gone in between. `create: false`: a missing
+   * context is `not_found` (nothing is made).
    */
-  async target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow; services: ServiceRow[] }> {
+  async target(caller: Caller, name: string, version?: string, create = true): Promise<{ base: VersionRow; context: ContextRow; services: ServiceRow[] }> {
     const pinned = version === undefined ? null : await this.version(caller, version);
     checkName(name);
     const contexts = this.deps.metadata.contexts;
     let state = await contexts.state(caller.tenantId, name);
+    if (!state && !create) throw notFound('context', name);
     if (!state) {
       await this.getOrCreateContext(caller, name);
       state = await contexts.state(caller.tenantId, name);

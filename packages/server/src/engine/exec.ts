@@ -20,14 +20,16 @@ import type { SandboxSpec, SandboxUser } from '../runtime/types.js';
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
-  /** The version a query runs over (`version`, else the head) and its context (made on first use). */
-  target(caller: Caller, name: string, version?: string): Promise<{ base: VersionRow; context: ContextRow; services: ServiceRow[] }>;
+  /** The version a query runs over (`version`, else the head) and its context (made on first use unless `create` is false: then a missing one is `not_found`). */
+  target(caller: Caller, name: string, version?: string, create?: boolean): Promise<Target>;
   view(version: VersionRow): Promise<VersionView>;
   /** Whether the context's image is a built-in one (its shell is bash). */
   builtIn(image: string): boolean;
   /** The context's services on 127.0.0.1 inside its sandboxes (null: it has none); `own`: its services, when just read. */
   forwarding(tenantId: string, context: string, own?: ServiceRow[]): Promise<Forwarding | null>;
 }
+
+type Target = { base: VersionRow; context: ContextRow; services: ServiceRow[] };
 
 /** What one sandbox of a query runs. */
 interface RunSpec {
@@ -67,11 +69,14 @@ export class ExecRunner {
     if (running >= quotas.concurrentQueries) throw over();
     // In a cluster the quota counts the tenant's queries on every live worker (core/cluster.ts).
     const cluster = this.deps.cluster;
+    // In a cluster, the query's target is read while its slot is taken (two round trips at once);
+    // that early read makes nothing (a context made on first use is made after admission).
+    const early = cluster ? this.lookups.target(caller, name, req.version, false).catch(() => null) : null;
     if (cluster && !(await cluster.admit(caller.tenantId, 'query', quotas.concurrentQueries))) throw over();
     this.running.set(caller.tenantId, (this.running.get(caller.tenantId) ?? 0) + 1);
     // In a cluster the query's usage rows go with its slot's release (one round trip for both).
     const usage: UsageRow[] | null = cluster ? [] : null;
-    const p = this.execTracked(caller, name, req, hooks, quotas, usage);
+    const p = this.execTracked(caller, name, req, hooks, quotas, usage, early);
     this.inflight.add(p);
     try { return await p; } finally {
       this.inflight.delete(p);
@@ -86,8 +91,12 @@ export class ExecRunner {
     await Promise.allSettled([...this.inflight]);
   }
 
-  /** `usage`: where the query's usage rows wait for its release (a cluster); null: recorded at once. */
-  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas, usage: UsageRow[] | null): Promise<ExecResult> {
+  /**
+   * `usage`: where the query's usage rows wait for its release (a cluster); null: recorded at once.
+   * `early`: the target as read beside the admission (null when that read failed: it is read again here).
+   */
+  private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas, usage: UsageRow[] | null,
+    early: Promise<Target | null> | null): Promise<ExecResult> {
     const { config } = this.deps;
     const command = checkCommand(req);
     const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, quotas.maximums);
@@ -95,7 +104,7 @@ export class ExecRunner {
     if (req.cwd !== undefined) checkCwd(req.cwd);
     checkEnv(req.env);
     if (req.user !== undefined) checkUser(req.user);
-    const target = await this.lookups.target(caller, name, req.version);
+    const target = (await early) ?? await this.lookups.target(caller, name, req.version);
     let base = target.base;
     const { context } = target;
     const as = await runAs(command, req.command !== undefined, req, context.defaults, () => this.lookups.view(target.base), this.lookups.builtIn(context.image));
