@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,6 +17,7 @@ describe('websocket', () => {
   before(async () => {
     server = createServer((_req, res) => res.writeHead(404).end());
     server.on('upgrade', (req, socket, head) => {
+      upgraded.add(socket);
       if (!isWebSocketRequest(req) || !offeredProtocols(req).includes('echo')) { socket.end('HTTP/1.1 400 Bad Request\r\n\r\n'); return; }
       const ws = acceptWebSocket(req, socket, head, 'echo', { maxMessageBytes: 64 * 1024, maxBufferedBytes: 1 << 20 });
       ws.onMessage = (data, binary) => {
@@ -27,7 +29,13 @@ describe('websocket', () => {
     const a = server.address() as { port: number };
     url = `ws://127.0.0.1:${a.port}/`;
   });
-  after(() => { server.close(); });
+  // Upgraded connections are no longer the HTTP server's: without this, one a test left open
+  // would keep the file's process alive until the kernel gave up on it.
+  const upgraded = new Set<Duplex>();
+  after(() => {
+    for (const socket of upgraded) socket.destroy();
+    server.close();
+  });
 
   const open = async () => {
     const ws = new WebSocket(url, ['other', 'echo']);
