@@ -227,6 +227,12 @@ export class MachinePlacement {
     await this.take(row.id);
     try {
       if (!this.slots.has(row.id) && (await this.cluster.admit(row.tenantId, 'machine', UNBOUNDED))) this.slots.set(row.id, row.tenantId);
+      // A lease taken over while the slot was being taken freed nothing (there was none yet):
+      // the slot goes back here (below), and the wake is another worker's.
+      if (!this.held.has(row.id)) {
+        throw new ShellbaseError('unavailable', `machine ${row.id} was taken over by another worker while it was being woken here`,
+          { details: { machine: row.id }, hint: 'retry: calls through the API are passed to the worker that runs it' });
+      }
       const { stored, ...spec } = row.spec;
       if (!stored) return row;
       this.frozen.set(row.id, stored.disk.slice(1).map((f) => f.digest));
