@@ -12,6 +12,7 @@ import { ShellbaseError } from '../packages/server/src/errors.ts';
 import { MachineLayout } from '../packages/server/src/machines/layout.ts';
 import { MachineStowage } from '../packages/server/src/machines/stowage.ts';
 import { MachineDisks } from '../packages/server/src/machines/storage.ts';
+import { startS3 } from './s3.ts';
 import { Dialer } from '../packages/server/src/util/dialer.ts';
 
 // Machines' files in a cluster: in the object store (machines/stowage.ts), with real qcow2 chains
@@ -114,4 +115,29 @@ test("a worker's files of machines and snapshots that moved on or went are colle
   assert.equal(await store.collectStray(0), 2);
   assert.deepEqual(readdirSync(disks), ['named.qcow2']);
   assert.deepEqual(readdirSync(path.dirname(layout.snapshotDir('t1', 'x'))), ['s_kept']);
+});
+
+test('over an S3 store, another worker fetches a stored machine by URL (curl: no byte through the worker); a blob gone is refused the same way', async () => {
+  const s3 = await startS3();
+  try {
+    const store = s3.store({ prefix: 'stowage' });
+    let gets = 0;
+    const get = store.get.bind(store);
+    store.get = (...args: Parameters<typeof store.get>) => { gets++; return get(...args); };
+    const on = (name: string) => new MachineStowage(store, new MachineLayout(path.join(root, name), path.join(root, 'cache')), log, new Dialer(path.join(root, name, 'streams')));
+    const stored = await on('s3-a').store(chain(path.join(root, 's3-files')));
+    const out = path.join(root, 's3-out');
+    mkdirSync(out);
+    const local = await on('s3-b').fetch(stored, { ram: path.join(out, 'ram'), state: path.join(out, 'state.bin'), top: path.join(out, 'top.qcow2') });
+    assert.equal(gets, 0, 'every file came by its URL');
+    for (const [pattern, offset] of [['0x11', '0'], ['0x22', '64k'], ['0x33', '128k']]) {
+      assert.match(qemuIo(local[0], `read -P ${pattern} ${offset} 64k`), /read 65536\/65536/, `${pattern} at ${offset} through the fetched chain`);
+    }
+    assert.equal(readFileSync(path.join(out, 'ram'), 'utf8'), 'memory');
+    await store.delete(stored.ram.digest);
+    const to = { ram: path.join(root, 's3-c-ram'), state: path.join(root, 's3-c-state'), top: path.join(root, 's3-c-top.qcow2') };
+    await assert.rejects(on('s3-c').fetch(stored, to), (e: unknown) => e instanceof ShellbaseError && e.code === 'failed_precondition' && /missing/.test(e.message));
+  } finally {
+    await s3.stop();
+  }
 });

@@ -148,6 +148,9 @@ export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocatio
 /** Whether unpackLayer can fetch a located blob here (curl is installed; scripts/setup installs it). */
 export const CAN_FETCH = ['/usr/bin/curl', '/bin/curl'].some((f) => existsSync(f));
 
+/** How long a blob's URL (BlobStore.locate) is asked to be good for: its GET starts within moments. */
+export const LOCATION_TTL_S = 300;
+
 /** A string as curl's config file quotes it; a control character (which would end the line) is refused. */
 function curlQuoted(s: string): string {
   if (/[\x00-\x1f\x7f]/.test(s)) throw new Error('a blob URL with a control character');

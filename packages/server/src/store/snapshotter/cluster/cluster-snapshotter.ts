@@ -3,13 +3,10 @@ import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../../../errors.js';
 import { isImageLayer } from '../../../images/ids.js';
-import { CAN_FETCH, LAYER_PACK_FORMAT } from '../../blobs/pack.js';
+import { CAN_FETCH, LAYER_PACK_FORMAT, LOCATION_TTL_S } from '../../blobs/pack.js';
 import type { BlobStore } from '../../blobs/types.js';
 import type { CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { LayerCache } from './layer-cache.js';
-
-/** How long a blob's URL (BlobStore.locate) is good for: its GET starts within moments. */
-const LOCATION_TTL_S = 300;
 
 /** Where each layer's packed blob is: the cluster's table (store/metadata/postgres/cluster-store.ts). */
 export interface LayerIndex {
