@@ -18,6 +18,9 @@
  *
  *   sbx-store copy SRC DST
  *       Copies a sparse file keeping its holes, in two threads (copy.c).
+ *
+ *   sbx-store scratch DIR ROOTID LIMIT_MB, sbx-store limit DIR LIMIT_MB
+ *       A scratch subvolume made, and its disk limit set, by ioctl (subvol.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -233,12 +236,16 @@ static int cmd_apply(int argc, char **argv) {
 }
 
 int cmd_copy(int argc, char **argv); /* copy.c */
+int store_scratch(int argc, char **argv); /* subvol.c */
+int store_limit(int argc, char **argv); /* subvol.c */
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "scan") == 0) return cmd_scan(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "apply") == 0) return cmd_apply(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "shift") == 0) return cmd_shift(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "copy") == 0) return cmd_copy(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx-store scan|apply|shift|copy ...\n");
+  if (argc >= 2 && strcmp(argv[1], "scratch") == 0) return store_scratch(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "limit") == 0) return store_limit(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx-store scan|apply|shift|copy|scratch|limit ...\n");
   return 2;
 }

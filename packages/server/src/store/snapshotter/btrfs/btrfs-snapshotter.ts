@@ -1,6 +1,6 @@
 import type { Dialer } from '../../../util/dialer.js';
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { chown, mkdir, opendir, rename, rmdir, writeFile } from 'node:fs/promises';
+import { opendir, rename, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
@@ -136,18 +136,14 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   /** A scratch subvolume; `limited: false` for the store's own work (fetching, squashing), which sets no qgroup limit. */
   private async createScratch(diskMb: number, limited = true): Promise<Scratch> {
     const s: Scratch = { id: newId('s'), diskMb };
-    const dir = this.scratchPath(s);
-    await runOk('btrfs', ['-q', 'subvolume', 'create', dir]);
-    await mkdir(path.join(dir, 'tree'));
-    await chown(path.join(dir, 'tree'), this.opts.rootId, this.opts.rootId);
-    await mkdir(path.join(dir, 'work'));
-    await mkdir(path.join(dir, 'merged'));
-    if (limited) await this.setLimit(s, diskMb);
+    // One process (ioctls, native/subvol.c): the subvolume, its tree/ (the sandboxes' root's),
+    // work/ and merged/, and its limit (0: none).
+    await runOk(SBX_STORE, ['scratch', this.scratchPath(s), String(this.opts.rootId), String(limited ? diskMb : 0)]);
     return s;
   }
 
   private async setLimit(s: Scratch, diskMb: number): Promise<void> {
-    await runOk('btrfs', ['qgroup', 'limit', `${diskMb}M`, this.scratchPath(s)]);
+    await runOk(SBX_STORE, ['limit', this.scratchPath(s), String(diskMb)]);
     s.diskMb = diskMb;
   }
 
