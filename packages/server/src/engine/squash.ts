@@ -23,18 +23,32 @@ export const MAX_MOUNT_LAYERS = 80;
  */
 export class Squasher {
   private readonly running = new Map<string, Promise<void>>();
+  /** Contexts whose trigger found their squash running: squashed once more when it ends. */
+  private readonly again = new Set<string>();
   private readonly locks = new KeyedLock();
 
   constructor(private readonly deps: Deps) {}
 
-  /** Starts a squash of the context's head if its chain is long and none is running. */
+  /**
+   * Starts a squash of the context's head if its chain is long. When one is running, it runs
+   * again once it ended: a commit that landed meanwhile on a base read before the squash
+   * rewrote it stacks on the old, long chain (its layers are all still there), and its
+   * trigger must not be lost.
+   */
   maybeSquash(tenantId: string, context: string, layerCount: number): void {
     if (layerCount - 1 <= this.deps.config.squashAbove) return;
     const key = `${tenantId}/${context}`;
-    if (this.running.has(key)) return;
+    if (this.running.has(key)) {
+      this.again.add(key);
+      return;
+    }
     const job = inBackground(() => this.squashHead(tenantId, context))
       .then(() => undefined, (err) => { this.deps.log.error({ err, context }, 'squash failed'); })
-      .finally(() => this.running.delete(key));
+      .finally(() => {
+        this.running.delete(key);
+        // Started before this job settles, so `idle` waits for it too.
+        if (this.again.delete(key)) this.maybeSquash(tenantId, context, Infinity);
+      });
     this.running.set(key, job);
   }
 
