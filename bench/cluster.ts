@@ -1,6 +1,6 @@
 // bin/node --import tsx bench/cluster.ts [--quick]: cluster mode on this one host (issue 18's
 // performance section). A worker over Postgres and the S3 API of test/s3.ts against the embedded
-// server; a second, fresh worker for the first query on a context it has never seen. Figures
+// server; fresh workers for the first query on a context they have never seen. Figures
 // are printed (ratios against the embedded server where the issue asks for one); nothing is
 // asserted. Postgres counts statements with pg_stat_statements: each is one round trip. The
 // embedded server and the warm worker take turns query by query; the cold first query is run on

@@ -146,6 +146,7 @@ test("cluster: a tenant's concurrentQueries and runningServices quotas count on 
   await assert.rejects(as(workers[1]).context('q-new').exec('true'), (e: Error & { code?: string }) => e.code === 'limit_exceeded');
   assert.deepEqual(await sql(`SELECT name FROM contexts WHERE tenant_id = '${tenant.id}' AND name = 'q-new'`), []);
   assert.ok((await Promise.all(long)).every((r) => r.exitCode === 0));
+  assert.deepEqual(await sql(`SELECT name FROM contexts WHERE tenant_id = '${tenant.id}' AND name = 'q-new'`), [], 'nor later');
   assert.equal(await slots(), 0, 'every slot given back');
   assert.equal((await as(workers[2]).context('q').exec('echo ok')).stdout, 'ok\n');
   assert.equal((await as(workers[1]).context('q-new').exec('echo made')).stdout, 'made\n', 'admitted, it makes its context');

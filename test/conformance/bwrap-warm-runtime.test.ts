@@ -10,8 +10,8 @@ import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/bt
 import { runtimeConformance, type RuntimeFixture } from './runtime.ts';
 import { Dialer } from '../../packages/server/src/util/dialer.ts';
 
-/** The bwrap runtime with its warm pool: every case of the suite, on sandboxes made ahead where one is ready. */
-async function fixture(): Promise<RuntimeFixture & { runtime: BwrapRuntime; dir: string }> {
+/** The bwrap runtime with its warm pool: every case of the suite, on sandboxes made ahead where one is ready. `min`: the pool's idle size. */
+async function fixture(min?: number): Promise<RuntimeFixture & { runtime: BwrapRuntime; dir: string }> {
   const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-warm-runtime-'));
   chmodSync(dir, 0o711); // passable by the sandboxes' root, as a server's home is
   const cache = loadConfig().cache;
@@ -21,7 +21,7 @@ async function fixture(): Promise<RuntimeFixture & { runtime: BwrapRuntime; dir:
     defaultDiskMb: 64, poolSize: 0, rootId: 100_000, dialer,
   });
   await snapshotter.open();
-  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { dialer, warm: { dir: path.join(dir, 'warm') } });
+  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { dialer, warm: { dir: path.join(dir, 'warm'), min } });
   await runtime.start();
   return {
     runtime, snapshotter, dir, image: imageInfo(cache, 'debian').layerId, imageFile: '/etc/debian_version',
@@ -29,12 +29,13 @@ async function fixture(): Promise<RuntimeFixture & { runtime: BwrapRuntime; dir:
   };
 }
 
-runtimeConformance('bwrap runtime, warm', fixture);
+runtimeConformance('bwrap runtime, warm', () => fixture());
 
 const LIMITS = { memoryMb: 256, pids: 64, cpus: 1, outputBytes: 1 << 20, timeoutMs: 10_000 };
 
 test('bwrap runtime, warm: a member that dies as it is taken never runs the command; the sandbox starts cold instead', async () => {
-  const f = await fixture();
+  // One member when idle: the one ready after the first query is the one made once it ended.
+  const f = await fixture(1);
   try {
     const run = async (command: string, before?: () => void) => {
       const scratch = await f.snapshotter.prepare({ diskMb: 64 });

@@ -69,8 +69,9 @@ export class ExecRunner {
     if (running >= quotas.concurrentQueries) throw over();
     // In a cluster the quota counts the tenant's queries on every live worker (core/cluster.ts).
     const cluster = this.deps.cluster;
-    // In a cluster, the query's target is read while its slot is taken (two round trips at once);
-    // that early read makes nothing (a context made on first use is made after admission).
+    // In a cluster, the query's target is read while its slot is taken (two round trips at once,
+    // a refused query costing the read too); that early read makes nothing (a context made on
+    // first use is made after admission).
     const early = cluster ? this.lookups.target(caller, name, req.version, false).catch(() => null) : null;
     if (cluster && !(await cluster.admit(caller.tenantId, 'query', quotas.concurrentQueries))) throw over();
     this.running.set(caller.tenantId, (this.running.get(caller.tenantId) ?? 0) + 1);

@@ -140,7 +140,7 @@ export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocatio
   if (code === 0) return;
   if (code === 75) {
     if (/returned error: 404\b/.test(said)) throw blobError('not_found', `the object store has no such blob (${said})`);
-    throw new Error(`the layer could not be fetched: ${said}`);
+    throw new Error(`the blob could not be fetched: ${said}`);
   }
   throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
 }
