@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,8 @@ import path from 'node:path';
 import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
 import { snapshotterConformance } from './snapshotter.ts';
 import { Dialer } from '../../packages/server/src/util/dialer.ts';
+import { SBX_STORE } from '../../packages/server/src/util/native.ts';
+import { run } from '../../packages/server/src/util/proc.ts';
 
 const make = (dir: string, poolSize = 1) => new BtrfsSnapshotter({
   root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize, rootId: 100_000,
@@ -44,6 +46,39 @@ test('btrfs snapshotter: a format-1 store (host ids) is shifted once on open', a
       await store.close();
     }
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('btrfs snapshotter: scratches come with their directories and limit; sbx-store limit refuses a directory that is no subvolume, and a scratch it cannot finish is not left', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-store-'));
+  const root = path.join(dir, 'store');
+  const store = make(dir, 0);
+  try {
+    await store.open();
+    const s = await store.prepare({ diskMb: 16 });
+    const made = path.join(root, 'scratch', s.id);
+    assert.equal(statSync(made).ino, 256, 'a subvolume');
+    assert.deepEqual(readdirSync(made).sort(), ['merged', 'tree', 'work']);
+    assert.equal(statSync(path.join(made, 'tree')).uid, 100_000);
+    // A plain directory of the store: its limit would be the whole volume's.
+    mkdirSync(path.join(root, 'plain'));
+    const limit = await run(SBX_STORE, ['limit', path.join(root, 'plain'), '16']);
+    assert.notEqual(limit.code, 0);
+    assert.match(limit.stderr, /not a subvolume/);
+    // A root id out of range is refused before anything is made; a name already taken fails the create.
+    assert.equal((await run(SBX_STORE, ['scratch', path.join(root, 'scratch', 'x'), String(2 ** 32), '16'])).code, 2);
+    assert.ok(!existsSync(path.join(root, 'scratch', 'x')));
+    assert.notEqual((await run(SBX_STORE, ['scratch', made, '100000', '16'])).code, 0);
+    await store.discard(s);
+    // Without quotas the limit cannot be set: the subvolume made before it goes again.
+    assert.equal((await run('btrfs', ['quota', 'disable', root])).code, 0);
+    const half = await run(SBX_STORE, ['scratch', path.join(root, 'scratch', 'y'), '100000', '16']);
+    assert.notEqual(half.code, 0);
+    assert.match(half.stderr, /qgroup limit/);
+    assert.ok(!existsSync(path.join(root, 'scratch', 'y')), 'no half-made scratch is left');
+  } finally {
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

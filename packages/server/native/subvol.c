@@ -31,6 +31,9 @@ static int fail(const char *what, const char *path) {
   return 1;
 }
 
+/* A subvolume's root directory always has this inode number (BTRFS_FIRST_FREE_OBJECTID). */
+enum { SUBVOL_ROOT_INO = 256 };
+
 /** A whole number (an id, a count of MiB) from its decimal text, or -1. */
 static long long whole(const char *s) {
   char *end;
@@ -52,7 +55,7 @@ int store_scratch(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "sbx-store scratch DIR ROOTID LIMIT_MB\n"); return 2; }
   const char *dir = argv[0];
   long long root_id = whole(argv[1]), limit_mb = whole(argv[2]);
-  if (root_id < 0 || limit_mb < 0) { fprintf(stderr, "sbx-store scratch: bad ROOTID or LIMIT_MB\n"); return 2; }
+  if (root_id < 0 || root_id >= 0xffffffffLL || limit_mb < 0) { fprintf(stderr, "sbx-store scratch: bad ROOTID or LIMIT_MB\n"); return 2; }
   char *a = strdup(dir), *b = strdup(dir);
   if (!a || !b) return fail("memory for", dir);
   const char *parent = dirname(a), *name = basename(b);
@@ -66,16 +69,18 @@ int store_scratch(int argc, char **argv) {
   int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (pfd < 0) return fail("open", parent);
   if (ioctl(pfd, BTRFS_IOC_SUBVOL_CREATE, &args) != 0) return fail("subvolume create", dir);
+  int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int r = fd < 0 ? fail("open", dir)
+    : mkdirat(fd, "tree", 0755) != 0 ? fail("mkdir tree in", dir)
+    : fchownat(fd, "tree", (uid_t)root_id, (gid_t)root_id, AT_SYMLINK_NOFOLLOW) != 0 ? fail("chown tree in", dir)
+    : mkdirat(fd, "work", 0755) != 0 ? fail("mkdir work in", dir)
+    : mkdirat(fd, "merged", 0755) != 0 ? fail("mkdir merged in", dir)
+    : limit_mb > 0 ? set_limit(fd, limit_mb, dir) : 0;
+  if (fd >= 0) close(fd);
+  /* A scratch half made is no scratch: the subvolume goes again. */
+  if (r != 0 && ioctl(pfd, BTRFS_IOC_SNAP_DESTROY, &args) != 0) fail("subvolume delete", dir);
   close(pfd);
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return fail("open", dir);
-  if (mkdirat(fd, "tree", 0755) != 0) return fail("mkdir tree in", dir);
-  if (fchownat(fd, "tree", (uid_t)root_id, (gid_t)root_id, AT_SYMLINK_NOFOLLOW) != 0) return fail("chown tree in", dir);
-  if (mkdirat(fd, "work", 0755) != 0) return fail("mkdir work in", dir);
-  if (mkdirat(fd, "merged", 0755) != 0) return fail("mkdir merged in", dir);
-  if (limit_mb > 0 && set_limit(fd, limit_mb, dir) != 0) return 1;
-  close(fd);
-  return 0;
+  return r;
 }
 
 int store_limit(int argc, char **argv) {
@@ -84,6 +89,10 @@ int store_limit(int argc, char **argv) {
   if (limit_mb <= 0) { fprintf(stderr, "sbx-store limit: bad LIMIT_MB\n"); return 2; }
   int fd = open(argv[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return fail("open", argv[0]);
+  /* On any other directory the limit would fall on the subvolume holding it (the whole store). */
+  struct stat st;
+  if (fstat(fd, &st) != 0) return fail("stat", argv[0]);
+  if (st.st_ino != SUBVOL_ROOT_INO) { errno = ENOTDIR; return fail("not a subvolume:", argv[0]); }
   int r = set_limit(fd, limit_mb, argv[0]);
   close(fd);
   return r;

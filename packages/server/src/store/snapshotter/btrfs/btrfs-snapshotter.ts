@@ -117,7 +117,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     const fromPool = this.pool.shift();
     this.refill();
     if (fromPool) {
-      if (fromPool.diskMb !== diskMb) await this.setLimit(fromPool, diskMb);
+      if (fromPool.diskMb !== diskMb) await this.setLimit(fromPool, diskMb).catch(async (e: unknown) => { await this.discard(fromPool).catch(() => undefined); throw e; });
       return fromPool;
     }
     return this.createScratch(diskMb);
