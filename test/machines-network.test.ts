@@ -70,6 +70,7 @@ describe('machines: egress under a policy', { timeout: 900_000 }, () => {
       assert.equal((await sh(m, "env -i bash -lc 'echo $https_proxy'")).stdout, 'http://10.0.2.100:3128\n', 'login shells (profile.d)');
       const unit = await sh(m, `systemd-run --wait --pipe --quiet curl -sS ${url}/unit`);
       assert.equal(unit.stdout, 'upstream says hi to /unit\n', `systemd units (the manager's default environment): ${unit.out}`);
+      assert.equal((await sh(m, 'systemctl is-enabled apt-daily.timer apt-daily-upgrade.timer')).stdout, 'masked\nmasked\n', 'no daily apt run takes the dpkg lock');
       const apt = await sh(m, `echo 'deb [trusted=yes] ${url}/repo ./' > /etc/apt/sources.list.d/local.list`
         + ' && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin apt-get update -q -o Dir::Etc::sourcelist=/etc/apt/sources.list.d/local.list -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0'
         + ' && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin apt-get install -y -q shellbase-hello && shellbase-hello');

@@ -47,9 +47,17 @@ const PROXY_FILES: [string, string][] = [
 ];
 
 /**
+ * Units masked in every machine (linked to /dev/null): Debian's daily apt runs. A machine comes
+ * from its template's memory with its clock moved on, so they would fire right away and hold the
+ * dpkg lock that the user's first `apt-get install` needs (a CI run met "Could not get lock
+ * /var/lib/dpkg/lock-frontend"); what a machine installs is its user's to choose.
+ */
+const MASKED_UNITS = ['apt-daily.timer', 'apt-daily-upgrade.timer'];
+
+/**
  * What shellbase adds on top of a version to make it a machine's disk: the
- * guest agent (the static spawner), its systemd unit, a hostname and the
- * egress proxy's settings (PROXY_FILES). A layer
+ * guest agent (the static spawner), its systemd unit, a hostname, the
+ * egress proxy's settings (PROXY_FILES) and the masked units (MASKED_UNITS). A layer
  * in overlay format with the sandboxes' shifted ids, stacked on top of the
  * version's layers. Cached per agent build: `$SHELLBASE_CACHE/machines/guest/HASH`.
  */
@@ -57,6 +65,7 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
   const agent = readFileSync(SBX_SPAWNER);
   const digest = createHash('sha256').update(agent).update(AGENT_UNIT);
   for (const [file, content] of PROXY_FILES) digest.update(file).update(content);
+  for (const unit of MASKED_UNITS) digest.update(`masked ${unit}`);
   const hash = digest.digest('hex').slice(0, 12);
   const dir = layout.guestDir(hash);
   if (existsSync(dir)) return { dir, hash };
@@ -87,6 +96,11 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
   const link = path.join(tmp, 'etc/systemd/system/multi-user.target.wants/shellbase-agent.service');
   symlinkSync('/etc/systemd/system/shellbase-agent.service', link);
   lchownSync(link, SANDBOX_ROOT, SANDBOX_ROOT);
+  for (const unit of MASKED_UNITS) {
+    const masked = path.join(tmp, 'etc/systemd/system', unit);
+    symlinkSync('/dev/null', masked);
+    lchownSync(masked, SANDBOX_ROOT, SANDBOX_ROOT);
+  }
   mkdirSync(path.dirname(dir), { recursive: true });
   try { renameSync(tmp, dir); } catch { rmSync(tmp, { recursive: true, force: true }); } // another server won the race
   return { dir, hash };
