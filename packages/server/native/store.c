@@ -21,6 +21,9 @@
  *
  *   sbx-store scratch DIR ROOTID LIMIT_MB, sbx-store limit DIR LIMIT_MB
  *       A scratch subvolume made, and its disk limit set, by ioctl (subvol.c).
+ *
+ *   sbx-store serve
+ *       Scans, syncs and clears scratches on request, without a process each (serve.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -45,6 +48,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "store.h"
 
 #define OPAQUE_XATTR "trusted.overlay.opaque"
 
@@ -76,47 +80,15 @@ static int cmd_shift(int argc, char **argv) {
 
 /* ---- scan ---- */
 
-static char type_of(const char *path, const struct stat *st) {
-  if (S_ISREG(st->st_mode)) return 'f';
-  if (S_ISLNK(st->st_mode)) return 'l';
-  if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) return 'w';
-  if (S_ISDIR(st->st_mode)) {
-    char v[4];
-    ssize_t n = lgetxattr(path, OPAQUE_XATTR, v, sizeof v);
-    return (n == 1 && v[0] == 'y') ? 'O' : 'd';
-  }
-  return 'o';
-}
-
-/* `sbx scan`'s exit code for a tree holding a path longer than PATH_MAX (the engine refuses it). */
-enum { SCAN_TOO_DEEP = 3 };
-
-static void scan_dir(char *path, size_t root_len) {
-  DIR *d = opendir(path);
-  if (!d) die(path);
-  size_t base = strlen(path);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    if (base + 1 + strlen(e->d_name) >= PATH_MAX) { fprintf(stderr, "sbx-store: a path is deeper than %d bytes\n", PATH_MAX); exit(SCAN_TOO_DEEP); }
-    path[base] = '/';
-    strcpy(path + base + 1, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) != 0) die(path);
-    char t = type_of(path, &st);
-    printf("%c %lld %s%c", t, (long long)(S_ISREG(st.st_mode) ? st.st_size : 0), path + root_len + 1, 0);
-    if (t == 'd' || t == 'O') scan_dir(path, root_len);
-    path[base] = 0;
-  }
-  closedir(d);
-}
-
 static int cmd_scan(int argc, char **argv) {
   if (argc != 1) { fprintf(stderr, "sbx-store scan DIR\n"); return 2; }
-  static char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s", argv[0]);
-  scan_dir(path, strlen(path));
+  struct out o = {0};
+  char err[4200];
+  int rc = scan_tree(argv[0], &o, err, sizeof err);
+  if (rc != SCAN_OK) { fprintf(stderr, "sbx-store: %s\n", err); return rc; }
+  if (o.len && fwrite(o.p, 1, o.len, stdout) != o.len) die("stdout");
   if (fflush(stdout) != 0) die("stdout");
+  free(o.p);
   return 0;
 }
 
@@ -193,7 +165,7 @@ static void apply_children(const char *src, const char *dst) {
 static void apply_entry(const char *src, const char *dst) {
   struct stat st, dt;
   if (lstat(src, &st) != 0) die(src);
-  char t = type_of(src, &st);
+  char t = entry_type(src, &st);
   int exists = lstat(dst, &dt) == 0;
   if (t == 'd' && exists && S_ISDIR(dt.st_mode)) {
     /* a plain directory merges with what is below it */
@@ -246,6 +218,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "copy") == 0) return cmd_copy(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "scratch") == 0) return store_scratch(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "limit") == 0) return store_limit(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx-store scan|apply|shift|copy|scratch|limit ...\n");
+  if (argc >= 2 && strcmp(argv[1], "serve") == 0) return store_serve(argc - 2, argv + 2);
+  fprintf(stderr, "usage: sbx-store scan|apply|shift|copy|scratch|limit|serve ...\n");
   return 2;
 }

@@ -1,12 +1,13 @@
 import type { Dialer } from '../../../util/dialer.js';
-import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { opendir, rename, rmdir, writeFile } from 'node:fs/promises';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { opendir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
 import { isImageLayer, newImportedLayerId } from '../../../images/ids.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer, type ScanResult } from './scan.js';
+import { storeOp, storeServer } from './store-server.js';
 import type { Change, CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
@@ -65,6 +66,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   private scratchPath(s: Scratch) { return path.join(this.scratchDir, s.id); }
 
   async open(): Promise<void> {
+    storeServer.start();
     await openVolume(this.opts.root, this.opts.imageFile, this.opts.sizeGb);
     mkdirSync(this.scratchDir, { recursive: true });
     mkdirSync(this.layersDir, { recursive: true });
@@ -136,14 +138,14 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   /** A scratch subvolume; `limited: false` for the store's own work (fetching, squashing), which sets no qgroup limit. */
   private async createScratch(diskMb: number, limited = true): Promise<Scratch> {
     const s: Scratch = { id: newId('s'), diskMb };
-    // One process (ioctls, native/subvol.c): the subvolume, its tree/ (the sandboxes' root's),
-    // work/ and merged/, and its limit (0: none).
-    await runOk(SBX_STORE, ['scratch', this.scratchPath(s), String(this.opts.rootId), String(limited ? diskMb : 0)]);
+    // One request to `sbx-store serve` (ioctls, native/subvol.c): the subvolume, its tree/ (the
+    // sandboxes' root's), work/ and merged/, and its limit (0: none).
+    await storeOp('scratch', this.scratchPath(s), [this.opts.rootId, limited ? diskMb : 0]);
     return s;
   }
 
   private async setLimit(s: Scratch, diskMb: number): Promise<void> {
-    await runOk(SBX_STORE, ['limit', this.scratchPath(s), String(diskMb)]);
+    await storeOp('limit', this.scratchPath(s), [diskMb]);
     s.diskMb = diskMb;
   }
 
@@ -234,9 +236,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   private async promote(dir: string, changes: Change[], layerId = newId('l')): Promise<string> {
     // The overlay work directory keeps a root-only `work/work` inside; neither it nor a tar
     // upload's staging belongs in a layer.
-    await removeTree(path.join(dir, 'work'));
-    await removeTree(path.join(dir, 'staging'));
-    await rmdir(path.join(dir, 'merged'));
+    await storeOp('clear', dir);
     // Beside the subvolume, not in it: a scratch that met its disk limit has no room left.
     const opaque = changes.filter(([, t]) => t === 'O').map(([p]) => p.slice(1));
     await rename(dir, path.join(this.layersDir, layerId));
@@ -325,26 +325,20 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     return r;
   }
 
-  /** Deletes layers' subvolumes a hundred per `btrfs subvolume delete` (a collection may remove thousands). */
+  /** Deletes layers (their meta file first, so none is half there), eight at a time. */
   async remove(layerIds: readonly string[]): Promise<void> {
     const ids = layerIds.filter((id) => !isImageLayer(id));
-    for (let i = 0; i < ids.length; i += 100) {
-      const batch = ids.slice(i, i + 100);
-      const subvolumes: string[] = [];
-      for (const id of batch) {
+    for (let i = 0; i < ids.length; i += 8) {
+      await Promise.all(ids.slice(i, i + 8).map(async (id) => {
         this.readers.delete(id);
         await unlinkQuiet(this.metaPath(id));
-        const dir = path.join(this.layersDir, id);
-        if (!existsSync(dir)) continue;
-        if (statSync(dir).ino === 256) subvolumes.push(dir);
-        else await removeSubvolumeOrTree(dir);
-      }
-      if (subvolumes.length) await runOk('btrfs', ['-q', 'subvolume', 'delete', ...subvolumes]);
+        await removeSubvolumeOrTree(path.join(this.layersDir, id));
+      }));
     }
   }
 
   async sync(): Promise<void> {
-    await runOk('sync', ['--file-system', this.opts.root]);
+    await storeOp('sync', this.opts.root);
   }
 
   async close(): Promise<void> {
@@ -360,9 +354,7 @@ function untouched(tree: string): boolean {
   return readdirSync(tree).length === 0;
 }
 
+/** A subvolume deleted, or a plain tree removed (not crossing into other file systems); an absent one is fine. */
 async function removeSubvolumeOrTree(dir: string): Promise<void> {
-  if (!existsSync(dir)) return;
-  // A btrfs subvolume's root directory always has inode number 256.
-  if (statSync(dir).ino === 256) await runOk('btrfs', ['-q', 'subvolume', 'delete', dir]);
-  else await runOk('rm', ['-rf', '--one-file-system', dir]);
+  await storeOp('delete', dir);
 }

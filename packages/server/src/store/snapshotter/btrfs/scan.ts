@@ -1,26 +1,25 @@
 import { ShellbaseError } from '../../../errors.js';
-import { SBX_STORE } from '../../../util/native.js';
-import { run } from '../../../util/proc.js';
 import type { Change, ChangeType } from '../types.js';
+import { storeServer } from './store-server.js';
 
 export interface ScanResult {
   changes: Change[];
   bytes: number;
 }
 
-/** Lists every entry of a layer tree with `sbx scan` (one process, no per-file syscalls from JS). */
-/** `sbx scan`'s exit code for a path longer than PATH_MAX (native/sbx.c, SCAN_TOO_DEEP). */
+/** The scan's code for a path longer than PATH_MAX (native/scan.h, SCAN_TOO_DEEP). */
 const TOO_DEEP = 3;
 
+/** Lists every entry of a layer tree with `sbx-store serve`'s scan (no per-file syscalls from JS). */
 export async function scanLayer(dir: string): Promise<ScanResult> {
-  const r = await run(SBX_STORE, ['scan', dir]);
+  const r = await storeServer.request('scan', dir);
   if (r.code === TOO_DEEP) {
     throw new ShellbaseError('invalid_argument', 'the command left a path longer than 4096 bytes; a layer cannot hold it', {
       hint: 'keep paths under 4096 bytes from /, or remove the deep tree before the command ends',
     });
   }
-  if (r.code !== 0) throw new Error(`${SBX_STORE} scan ${dir} failed (${r.code ?? r.signal}): ${r.stderr.trim()}`);
-  const out = r.stdout;
+  if (r.code !== 0) throw new Error(`sbx-store scan ${dir} failed (${r.code}): ${r.body.toString().trim()}`);
+  const out = r.body;
   const changes: Change[] = [];
   let bytes = 0;
   let start = 0;
