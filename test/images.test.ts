@@ -90,6 +90,32 @@ describe('images: OCI pulls and imports become contexts', () => {
     assert.equal((await t.sb.context('other').exec('cat /other; busybox | head -1 | cut -c1-7')).stdout.split('\n')[0], 'zstd layer');
   });
 
+  test('a blob redirected to storage on another host is fetched there without the token; one larger than its manifest says is refused', async () => {
+    await reg.push('test/moved', '1', { layers: [base, tar([{ path: 'moved', data: 'from storage\n'.repeat(100) }])], config: { Env: ['PATH=/bin'] } });
+    proxy.redirect = true;
+    proxy.storageAuth = [];
+    try {
+      const img = await t.sb.images.pull(`${proxy.host}/test/moved:1`);
+      assert.ok(proxy.storageAuth.length >= 1, 'the layer came from the storage host');
+      assert.deepEqual(proxy.storageAuth.filter((a) => a !== undefined), [], 'the registry token stayed with the registry');
+      await t.sb.contexts.create({ name: 'moved', image: img.ref });
+      assert.equal((await t.sb.context('moved').exec('head -1 /moved')).stdout, 'from storage\n');
+    } finally {
+      proxy.redirect = false;
+    }
+    const layers = importedLayers(t.home);
+    await reg.push('test/grown', '1', { layers: [tar([{ path: 'grown', data: randomBytes(8192) }])] });
+    proxy.grow = true;
+    try {
+      const res = await t.http('POST', '/v1/images/pull', { body: { ref: `${proxy.host}/test/grown:1` } });
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.json.error.message, /larger than/);
+    } finally {
+      proxy.grow = false;
+    }
+    assert.deepEqual(importedLayers(t.home), layers, 'nothing of it was kept');
+  });
+
   test('an index picks linux/amd64; an image for another platform only is refused, saying what it has', async () => {
     const arm = await reg.push('test/multi', 'arm-only', { layers: [base], architecture: 'arm64' });
     const amd = await reg.push('test/multi', 'amd', { layers: [base, appLayer()], config: APP_CONFIG });

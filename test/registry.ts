@@ -118,11 +118,17 @@ export class TestRegistry {
 /**
  * A token realm in front of a registry, as Docker Hub's: /v2/ requests without
  * the token get 401 and a Bearer challenge naming /token, which hands out the
- * token; with it they pass through. `tamper` flips a byte of every blob sent.
+ * token; with it they pass through. `tamper` flips a byte of every blob sent;
+ * `grow` sends every blob with bytes more than it has; `redirect` answers blob
+ * requests with a 307 to /storage/… on another host name (localhost), which
+ * serves them without a token and records the Authorization it was sent.
  */
 export class TokenProxy {
   tokensIssued: string[] = [];
   tamper = false;
+  grow = false;
+  redirect = false;
+  storageAuth: (string | undefined)[] = [];
 
   private constructor(private readonly server: Server, readonly host: string) {}
 
@@ -137,16 +143,24 @@ export class TokenProxy {
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token: 'test-token' }));
           return;
         }
-        if (req.headers.authorization !== 'Bearer test-token') {
+        const storage = url.pathname.startsWith('/storage/');
+        if (storage) self!.storageAuth.push(req.headers.authorization);
+        else if (self!.redirect && url.pathname.includes('/blobs/') && req.headers.authorization === 'Bearer test-token') {
+          res.writeHead(307, { location: `http://localhost:${port}/storage${url.pathname}` }).end();
+          return;
+        }
+        if (!storage && req.headers.authorization !== 'Bearer test-token') {
           res.writeHead(401, {
             'www-authenticate': `Bearer realm="http://127.0.0.1:${port}/token",service="test-registry",scope="repository:${url.pathname.split('/').slice(2, -2).join('/')}:pull"`,
             'content-type': 'application/json',
           }).end('{"errors":[{"code":"UNAUTHORIZED"}]}');
           return;
         }
-        const up = await fetch(`${upstream}${url.pathname}${url.search}`, { headers: { accept: req.headers.accept ?? '*/*' } });
-        const body = Buffer.from(await up.arrayBuffer());
+        const upPath = storage ? url.pathname.slice('/storage'.length) : url.pathname;
+        const up = await fetch(`${upstream}${upPath}${url.search}`, { method: req.method, headers: { accept: req.headers.accept ?? '*/*' } });
+        let body = Buffer.from(await up.arrayBuffer());
         if (self!.tamper && url.pathname.includes("/blobs/") && body.length > 600) body[Math.floor(body.length / 2)] ^= 0xff;
+        if (self!.grow && url.pathname.includes('/blobs/') && req.method === 'GET' && body.length > 600) body = Buffer.concat([body, Buffer.alloc(4096)]);
         const headers: Record<string, string> = {};
         for (const h of ['content-type', 'docker-content-digest']) { const v = up.headers.get(h); if (v) headers[h] = v; }
         res.writeHead(up.status, headers).end(body);

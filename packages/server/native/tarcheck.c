@@ -1,5 +1,5 @@
 /*
- * sbx-tarcheck [--gunzip | --unzstd] -- TAR ARGS...
+ * sbx-tarcheck [--gunzip | --unzstd] [--blob MAX] -- TAR ARGS...
  *
  * Unpacks one OCI layer inside the sandbox that unpacks it (runtime/bwrap/helpers.ts), so its
  * decompressed bytes never cross the server. Reads the layer as sent on stdin, decompresses it
@@ -10,9 +10,14 @@
  * what follows it in the stream is read and hashed too. Tar formats: ustar, pax extended headers
  * (path, linkpath, size; global ones too), GNU long names and links.
  *
+ * With --blob, the stream as sent (the registry's blob, before decompression) is hashed and
+ * counted too, by a thread that passes it on: more than MAX bytes (0: no limit) refuses it.
+ *
  * Reports on stdout, one per line (names with bytes outside printable ASCII as \xNN):
+ *   got N             with --blob: N bytes of the blob so far (every 4 MiB)
  *   dropped NAME      a device node or FIFO left out (the first ten)
  *   dropped-count N   how many were
+ *   blob sha256:HEX N with --blob: the blob's digest and size
  *   diff-id sha256:HEX
  *   refused NAME      (exit 65) a member leaves the layer's root
  *   bad MESSAGE       (exit 65) not a tar archive, or a malformed one
@@ -30,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 
 #define BLOCK 512
 #define BUF (1 << 20)
@@ -58,6 +64,52 @@ static void report(const char *what, const char *name) {
 
 static int fill(size_t need);
 
+/* --blob: the stream as sent, hashed and counted by blob_pump on its way to in_fd's other end. */
+static EVP_MD_CTX *blob_md;
+static unsigned long long blob_max, blob_bytes;
+static int blob_out = -1;
+
+/* With --blob, how much of it came (for a layer that fails: how far it got). */
+static void report_got(void) {
+  if (blob_md) printf("got %llu\n", __atomic_load_n(&blob_bytes, __ATOMIC_RELAXED));
+}
+
+static void *blob_pump(void *arg) {
+  (void)arg;
+  static unsigned char b[1 << 17];
+  unsigned long long told = 0;
+  for (;;) {
+    ssize_t n = read(0, b, sizeof b);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) { fprintf(stderr, "sbx-tarcheck: read: %s\n", strerror(errno)); stop_children(); _exit(70); }
+    if (n == 0) break;
+    unsigned long long got = __atomic_add_fetch(&blob_bytes, (unsigned long long)n, __ATOMIC_RELAXED);
+    if (blob_max && got > blob_max) {
+      char msg[128];
+      int len = snprintf(msg, sizeof msg, "bad the layer is larger than the %llu bytes its manifest says\n", blob_max);
+      if (write(1, msg, (size_t)len) < 0) { /* nothing more to say it with */ }
+      stop_children();
+      _exit(65);
+    }
+    if (EVP_DigestUpdate(blob_md, b, (size_t)n) != 1) { fprintf(stderr, "sbx-tarcheck: sha256\n"); stop_children(); _exit(70); }
+    if (got - told >= (4 << 20)) {
+      char line[48];
+      int len = snprintf(line, sizeof line, "got %llu\n", got);
+      if (write(1, line, (size_t)len) < 0) { /* the server stopped listening: its end tells */ }
+      told = got;
+    }
+    for (unsigned char *p = b; n > 0;) {
+      ssize_t w = write(blob_out, p, (size_t)n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) { close(blob_out); return NULL; } /* the reader stopped: what it says decides */
+      p += w;
+      n -= w;
+    }
+  }
+  close(blob_out);
+  return NULL;
+}
+
 /* A malformed tar stream: unless what decompressed it failed (a stream cut short or damaged is
    the decompressor's to report, exit 67), exit 65 saying what is wrong. */
 static void bad(const char *fmt, ...) {
@@ -66,8 +118,9 @@ static void bad(const char *fmt, ...) {
     pos = have = 0;
     while (fill(BUF)) pos = have = 0;
     int st;
-    if (waitpid(decomp, &st, 0) == decomp && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) exit(67);
+    if (waitpid(decomp, &st, 0) == decomp && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) { report_got(); exit(67); }
   }
+  report_got();
   va_list ap;
   va_start(ap, fmt);
   printf("bad ");
@@ -229,23 +282,43 @@ static pid_t child(char **argv, int in, int out) {
 
 int main(int argc, char **argv) {
   char *gunzip[] = {"igzip", "-d", "-c", "-q", NULL}, *unzstd[] = {"zstd", "-d", "-c", "-q", NULL}, **decompressor = NULL;
-  int a = 1;
+  const char *usage = "usage: sbx-tarcheck [--gunzip|--unzstd] [--blob MAX] -- TAR ARGS...\n";
+  int a = 1, blob = 0;
   for (; a < argc && strcmp(argv[a], "--") != 0; a++) {
     if (!strcmp(argv[a], "--gunzip")) decompressor = gunzip;
     else if (!strcmp(argv[a], "--unzstd")) decompressor = unzstd;
-    else { fprintf(stderr, "usage: sbx-tarcheck [--gunzip|--unzstd] -- TAR ARGS...\n"); return 2; }
+    else if (!strcmp(argv[a], "--blob") && a + 1 < argc) {
+      char *end;
+      blob = 1;
+      blob_max = strtoull(argv[++a], &end, 10);
+      if (*end || !*argv[a]) { fputs(usage, stderr); return 2; }
+    } else { fputs(usage, stderr); return 2; }
   }
-  if (a + 1 >= argc) { fprintf(stderr, "usage: sbx-tarcheck [--gunzip|--unzstd] -- TAR ARGS...\n"); return 2; }
+  if (a + 1 >= argc) { fputs(usage, stderr); return 2; }
   signal(SIGPIPE, SIG_IGN);
   md = EVP_MD_CTX_new();
   if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) die("sha256");
   int p[2];
+  int source = 0; /* what the decompressor (or the tar reading below) reads */
+  pthread_t pump;
+  if (blob) {
+    blob_md = EVP_MD_CTX_new();
+    if (!blob_md || EVP_DigestInit_ex(blob_md, EVP_sha256(), NULL) != 1) die("sha256");
+    if (pipe2(p, O_CLOEXEC) != 0) die("pipe");
+    widen(p[1]);
+    blob_out = p[1];
+    source = p[0];
+    if (pthread_create(&pump, NULL, blob_pump, NULL) != 0) die("thread");
+  }
   if (decompressor) {
     if (pipe2(p, O_CLOEXEC) != 0) die("pipe");
     widen(p[1]);
-    decomp = child(decompressor, 0, p[1]);
+    decomp = child(decompressor, source, p[1]);
     close(p[1]);
+    if (source != 0) close(source);
     in_fd = p[0];
+  } else {
+    in_fd = source;
   }
   if (pipe2(p, O_CLOEXEC) != 0) die("pipe");
   widen(p[1]);
@@ -364,10 +437,20 @@ int main(int argc, char **argv) {
   if (decomp > 0) {
     close(in_fd);
     if (waitpid(decomp, &st, 0) < 0) die("waitpid");
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { kill(tar, SIGKILL); waitpid(tar, &st, 0); return 67; }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { kill(tar, SIGKILL); waitpid(tar, &st, 0); report_got(); return 67; }
   }
   if (waitpid(tar, &st, 0) < 0) die("waitpid");
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 66;
+  if (blob) {
+    if (decomp <= 0) close(in_fd); /* read to its end above: the pump is done or stops here */
+    pthread_join(pump, NULL);
+    unsigned char bd[32];
+    unsigned int bl = 0;
+    if (EVP_DigestFinal_ex(blob_md, bd, &bl) != 1) die("sha256");
+    printf("blob sha256:");
+    for (unsigned i = 0; i < bl; i++) printf("%02x", bd[i]);
+    printf(" %llu\n", blob_bytes);
+  }
   printf("dropped-count %llu\ndiff-id sha256:", dropped);
   for (unsigned i = 0; i < dlen; i++) printf("%02x", digest[i]);
   printf("\n");

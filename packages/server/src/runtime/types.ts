@@ -134,9 +134,30 @@ export interface Dropped {
   names: string[];
 }
 
+/**
+ * A layer's blob where the runtime fetches it itself: a URL and the request headers it needs (a
+ * registry's token: never an argument a host's process list shows). Redirects are followed; the
+ * headers do not go to another host.
+ */
+export interface RemoteBlob {
+  url: string;
+  headers: string[];
+  /** Stops the fetch (and the unpacking) when it aborts. */
+  signal?: AbortSignal;
+}
+
+export interface UnpackOptions {
+  /** The most bytes the blob (as sent) may have. */
+  blobMax?: number;
+  /** Bytes of the blob arrived so far (from time to time), where the runtime fetches it. */
+  onBytes?: (n: number) => void;
+}
+
 export interface UnpackedLayer {
   /** sha256:HEX of the tar stream, decompressed, as sent (all of it, past its end marker too). */
   diffId: string;
+  /** The blob as it came (before decompression), where the runtime fetched it: its digest and size. */
+  blob?: { digest: string; size: number };
   /** Device nodes and FIFOs left out (the first ten names as the archive spells them). */
   dropped: Dropped;
 }
@@ -157,9 +178,12 @@ export interface Runtime {
    * snapshotter described, with every step confined beside the tar that unpacks it:
    * decompression, the tar stream's digest (its diff_id), device nodes and FIFOs dropped, a
    * member with `..` refusing the layer (a 400). Null where the runtime has no such program:
-   * the caller does the steps itself.
+   * the caller does the steps itself. A `RemoteBlob` (only where `fetchesLayers`) is fetched
+   * by the runtime's own program, and hashed there too (`blob` in the result).
    */
-  unpackLayer(body: Readable, compression: LayerCompression, into: { source: string }): Promise<UnpackedLayer> | null;
+  unpackLayer(body: Readable | RemoteBlob, compression: LayerCompression, into: { source: string }, opts?: UnpackOptions): Promise<UnpackedLayer> | null;
+  /** Whether `unpackLayer` takes a `RemoteBlob`. */
+  readonly fetchesLayers: boolean;
   /** Runs a helper tool over a layer stack, as the sandboxes' root; throws if it fails. */
   runHelper(spec: HelperSpec): Promise<void>;
   /** Bridges a host Unix socket into a network namespace. */

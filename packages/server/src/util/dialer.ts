@@ -43,7 +43,8 @@ export class Dialer {
     for (const f of readdirSync(dir)) if (f.endsWith('.sock')) rmSync(path.join(dir, f), { force: true });
   }
 
-  async start(argv: string[], direction: Direction): Promise<DialedProcess> {
+  /** `onStdout`: the program's stdout as it comes, when that is not the connection. */
+  async start(argv: string[], direction: Direction, onStdout?: (chunk: Buffer) => void): Promise<DialedProcess> {
     const where = path.join(this.dir, `${randomBytes(8).toString('hex')}.sock`);
     const server = net.createServer({ allowHalfOpen: true });
     await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(where, resolve); });
@@ -54,7 +55,7 @@ export class Dialer {
     let stderr = '';
     let stdout = '';
     const spawned = this.spawner.start([SBX, 'dial', where, direction, '--', ...argv], undefined, {
-      onStdout: (c) => { if (stdout.length < 65536) stdout += c.toString(); },
+      onStdout: (c) => { if (stdout.length < 65536) stdout += c.toString(); onStdout?.(c); },
       onStderr: (c) => { if (stderr.length < 4096) stderr += c.toString(); },
     });
     let ended = false;
@@ -96,11 +97,11 @@ export const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', '
  * whole, and its error is thrown. A program that stops reading is not an error here: its exit
  * code says why. Which of the two came first decides, as a pipeline's failure reaches both.
  */
-export async function feed(dialer: Dialer, argv: string[], body: Readable): Promise<{ program: DialedProcess; code: number | null }> {
+export async function feed(dialer: Dialer, argv: string[], body: Readable, onStdout?: (chunk: Buffer) => void): Promise<{ program: DialedProcess; code: number | null }> {
   const held = holdErrors(body); // while the program starts
   let program: DialedProcess;
   try {
-    program = await dialer.start(argv, 'in');
+    program = await dialer.start(argv, 'in', onStdout);
   } catch (e) {
     held();
     body.on('error', () => undefined).destroy();

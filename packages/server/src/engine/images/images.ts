@@ -7,6 +7,7 @@ import { formatImageRef, parseImageRef, type ImageRef } from '../../images/ids.j
 import { layerCompression, type Descriptor } from '../../images/oci/manifest.js';
 import type { LayerExpectation } from '../../images/oci/unpack.js';
 import type { ImageRow, NewVersion, StoredImageConfig, VersionRow } from '../../store/metadata/types.js';
+import type { RemoteBlob } from '../../runtime/types.js';
 import { newId } from '../../util/ids.js';
 import { importArchive } from './archive.js';
 import { EMPTY_LAYER, ImportedLayers, type Progress } from './layers.js';
@@ -29,6 +30,8 @@ export interface ImageSource {
   /** Its layers' blobs, bottom first, with the config's diff_ids. */
   layers: Descriptor[];
   open(d: Descriptor): Promise<AsyncIterable<Buffer>>;
+  /** Where a layer's blob is, for a runtime that fetches it itself (a registry's). */
+  locate?(d: Descriptor): Promise<RemoteBlob>;
 }
 
 interface Lookups {
@@ -156,7 +159,8 @@ export class Images {
       for (let i = next++; i < todo.length; i = next++) {
         const { d, diffId } = todo[i];
         const expect: LayerExpectation = { digest: d.digest, size: d.size, diffId, compression: layerCompression(d.mediaType) };
-        ids[i] = await this.layers.obtain(caller, expect, () => src.open(d), progress, fresh[i]);
+        const source = { open: () => src.open(d), ...(src.locate ? { locate: () => src.locate!(d) } : {}) };
+        ids[i] = await this.layers.obtain(caller, expect, source, progress, fresh[i]);
       }
     };
     await Promise.all(Array.from({ length: Math.min(PARALLEL_LAYERS, todo.length) }, worker));

@@ -1,5 +1,5 @@
 import type { Caller, Deps } from '../../core/deps.js';
-import { unpackLayer, verifyLayer, type LayerExpectation } from '../../images/oci/unpack.js';
+import { unpackLayer, verifyLayer, type LayerExpectation, type LayerSource } from '../../images/oci/unpack.js';
 import { KeyedLock } from '../../util/keyed-lock.js';
 
 /** A line of progress for a pull's or an import's stream. */
@@ -29,11 +29,11 @@ export class ImportedLayers {
 
   /**
    * The stored layer with `expect`'s content, pinned by the caller's hold,
-   * imported from `open()` when there is none (or, with `fresh`, always: a
+   * imported from `source` when there is none (or, with `fresh`, always: a
    * content an image repeats must be a second layer, as overlayfs takes a
    * directory once per mount).
    */
-  async obtain(caller: Caller, expect: LayerExpectation, open: () => Promise<AsyncIterable<Buffer>>, progress: Progress,
+  async obtain(caller: Caller, expect: LayerExpectation, source: LayerSource, progress: Progress,
     fresh = false): Promise<StoredLayer> {
     const { metadata: md, snapshotter, runtime, config, durability } = this.deps;
     const layer = expect.diffId;
@@ -49,14 +49,14 @@ export class ImportedLayers {
       if (existing) {
         if (!(await md.versions.tenantRefersTo(caller.tenantId, existing.id))) {
           progress({ message: `${short(layer)}: stored already; checking its content`, layer });
-          await verifyLayer(runtime, await open(), expect, onBytes);
+          await verifyLayer(runtime, await source.open(), expect, onBytes);
         }
         progress({ message: `${short(layer)}: stored already`, layer });
         return existing;
       }
       progress({ message: `${short(layer)}: downloading`, layer, ...(expect.size ? { total: expect.size } : {}) });
       // The request goes out while the layer's scratch space is made.
-      const { layer: made, dropped } = await unpackLayer(snapshotter, runtime, open(), expect, { diskMb: config.maximums.diskMb, onBytes });
+      const { layer: made, dropped } = await unpackLayer(snapshotter, runtime, source, expect, { diskMb: config.maximums.diskMb, onBytes });
       // Pinned before its row exists: collection takes unreferenced rows that nothing pins.
       caller.hold.layerIds([made.layerId]);
       await durability.layers();

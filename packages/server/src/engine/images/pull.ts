@@ -31,5 +31,6 @@ export async function fetchRemote(ref: ImageRef, opts: RegistryOptions, progress
   return {
     ref: text, digest: m.digest, config: { ...config }, layers: manifest.layers,
     open: (d) => client.blob(d.digest),
+    locate: (d) => client.locate(d.digest),
   };
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ShellbaseError } from '../../errors.js';
 import { formatImageRef, isLoopbackRegistry, registryHost, type ImageRef } from '../ids.js';
+import type { RemoteBlob } from '../../runtime/types.js';
 import { MANIFEST_ACCEPT, parseJson } from './manifest.js';
 
 /** The most a manifest, index, config or token answer may be. */
@@ -23,8 +24,8 @@ export interface FetchedDocument {
  * A client of one repository over the Registry HTTP API v2, anonymous: a 401
  * with a Bearer challenge is answered by asking the challenge's realm for a
  * pull token (as Docker Hub wants even for public images), then retried.
- * Blob redirects (to storage) are followed; fetch drops the Authorization
- * header when they leave the registry's origin.
+ * Blob redirects (to storage) are followed; fetch (and curl, for a located
+ * blob) drops the Authorization header when they leave the registry's origin.
  */
 export class RegistryClient {
   private token: string | null = null;
@@ -58,6 +59,19 @@ export class RegistryClient {
     return res.body as unknown as AsyncIterable<Buffer>;
   }
 
+  /**
+   * Where a blob is, for a program that fetches it itself: its URL and the headers to send (the
+   * pull token, if the registry wanted one). A HEAD request first (not followed to storage,
+   * whose signed URLs may be for GET only) asks for the token and turns a missing blob or a
+   * refusal into the same errors as `blob`.
+   */
+  async locate(digest: string): Promise<RemoteBlob> {
+    const url = `${this.base}/blobs/${digest}`;
+    const res = await this.get(url, '*/*', `${this.name}@${digest}`, 'HEAD');
+    await res.body?.cancel();
+    return { url, headers: this.token ? [`Authorization: Bearer ${this.token}`] : [], ...(this.opts.signal ? { signal: this.opts.signal } : {}) };
+  }
+
   /** A small blob (a config) whole, its digest checked. */
   async blobBytes(digest: string): Promise<Buffer> {
     const res = await this.get(`${this.base}/blobs/${digest}`, '*/*', `${this.name}@${digest}`);
@@ -71,15 +85,15 @@ export class RegistryClient {
     return bytes;
   }
 
-  private async get(url: string, accept: string, what: string): Promise<Response> {
-    let res = await this.fetch(url, accept);
+  private async get(url: string, accept: string, what: string, method: 'GET' | 'HEAD' = 'GET'): Promise<Response> {
+    let res = await this.fetch(url, accept, method);
     if (res.status === 401 && this.token === null) {
       const challenge = res.headers.get('www-authenticate') ?? '';
       await res.body?.cancel();
       this.token = await this.fetchToken(challenge);
-      res = await this.fetch(url, accept);
+      res = await this.fetch(url, accept, method);
     }
-    if (res.ok) return res;
+    if (res.ok || (method === 'HEAD' && res.status >= 300 && res.status < 400)) return res;
     const text = (await res.text().catch(() => '')).slice(0, 300);
     if (res.status === 404) {
       throw new ShellbaseError('not_found', `${what} does not exist in the registry`, {
@@ -94,11 +108,11 @@ export class RegistryClient {
     throw new ShellbaseError('unavailable', `the registry answered HTTP ${res.status} for ${what}: ${text}`, { hint: 'try again later' });
   }
 
-  private async fetch(url: string, accept: string): Promise<Response> {
+  private async fetch(url: string, accept: string, method: 'GET' | 'HEAD' = 'GET'): Promise<Response> {
     const headers: Record<string, string> = { accept };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     try {
-      return await fetch(url, { headers, signal: this.opts.signal, redirect: 'follow' });
+      return await fetch(url, { method, headers, signal: this.opts.signal, redirect: method === 'HEAD' ? 'manual' : 'follow' });
     } catch (e) {
       if (this.opts.signal?.aborted) throw e;
       throw unreachable(this.ref.registry, e);

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { Dropped, Runtime } from '../../runtime/types.js';
+import type { Dropped, RemoteBlob, Runtime } from '../../runtime/types.js';
 import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
 import { TAR_END, normalizeTarPath, readTar, tarPadding } from './tar.js';
 
@@ -89,6 +89,12 @@ async function* filtered(tar: AsyncIterable<Buffer>, onDropped: (name: string) =
   yield TAR_END;
 }
 
+/** Where a layer's bytes come from: a body to read, or (for a runtime that fetches layers itself) where it is. */
+export interface LayerSource {
+  open(): Promise<AsyncIterable<Buffer>>;
+  locate?(): Promise<RemoteBlob>;
+}
+
 export interface UnpackOptions {
   /** Bytes of the blob received so far (progress). */
   onBytes?: (n: number) => void;
@@ -108,39 +114,51 @@ function check(what: string, expected: string, actual: string): void {
  * Unpacks one OCI layer into a new layer of the snapshotter: decompressed
  * as it streams (gzip, zstd or none), unpacked by the runtime's confined tar,
  * OCI whiteouts translated (Snapshotter.commitImport). Where the runtime has a
- * program for the whole of it (Runtime.unpackLayer: bwrap's sbx-tarcheck), only the
- * blob's bytes pass through this process; else (the memory runtime, whose tar is in
- * process too) each step runs here. Both the blob's digest
+ * program for the whole of it (Runtime.unpackLayer: bwrap's sbx-tarcheck) and the
+ * source says where its blob is, the runtime fetches it too and no byte passes
+ * through this process; with a body, only the blob's bytes do; else (the memory
+ * runtime, whose tar is in process too) each step runs here. Both the blob's digest
  * and the diff_id are checked once the last byte is in; a mismatch, like any
- * failure, discards the scratch, so nothing of the layer is kept. `opened`: the
- * body on its way (a request whose answer comes while the scratch is made).
+ * failure, discards the scratch, so nothing of the layer is kept. The source is
+ * opened (or located) while the scratch is made.
  */
-export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, opened: Promise<AsyncIterable<Buffer>>, expect: LayerExpectation,
+export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, source: LayerSource, expect: LayerExpectation,
   opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
   const blob = createHash('sha256');
   const plain = createHash('sha256');
   const dropped: Dropped = { count: 0, names: [] };
+  const remote = runtime.fetchesLayers && source.locate !== undefined;
+  const opened: Promise<AsyncIterable<Buffer> | RemoteBlob> = remote ? source.locate!() : source.open();
   opened.catch(() => undefined); // awaited below, once the scratch is there
   const scratch = await snapshotter.prepare({ diskMb: opts.diskMb }).catch((e: unknown) => {
-    void opened.then(discardBody, () => undefined);
+    if (!remote) void opened.then((b) => discardBody(b as AsyncIterable<Buffer>), () => undefined);
     throw e;
   });
   let received = 0;
+  const counted = (n: number) => { received = n; opts.onBytes?.(n); };
   try {
-    const body = await opened;
-    const sent = hashed(body, blob, (n) => { received = n; opts.onBytes?.(n); }, expect.size);
     const into = snapshotter.writer(scratch).tree();
-    const whole = runtime.unpackLayer(Readable.from(sent), expect.compression, into);
-    if (whole) {
-      const r = await whole;
-      check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+    if (remote) {
+      const r = await runtime.unpackLayer(await opened as RemoteBlob, expect.compression, into, { blobMax: expect.size, onBytes: counted });
+      if (!r?.blob) throw new Error('the runtime fetched a layer without hashing it');
+      counted(r.blob.size);
+      check('digest', expect.digest, r.blob.digest);
       check('diff_id', expect.diffId, r.diffId);
       Object.assign(dropped, { count: r.dropped.count, names: r.dropped.names.map(normalizeTarPath) });
     } else {
-      const tar = hashed(decompressed(sent, expect.compression, runtime), plain, () => undefined);
-      await runtime.unpackTar(Readable.from(filtered(tar, (p) => { dropped.count++; dropped.names.push(p); })), into);
-      check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
-      check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
+      const sent = hashed(await opened as AsyncIterable<Buffer>, blob, counted, expect.size);
+      const whole = runtime.unpackLayer(Readable.from(sent), expect.compression, into);
+      if (whole) {
+        const r = await whole;
+        check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+        check('diff_id', expect.diffId, r.diffId);
+        Object.assign(dropped, { count: r.dropped.count, names: r.dropped.names.map(normalizeTarPath) });
+      } else {
+        const tar = hashed(decompressed(sent, expect.compression, runtime), plain, () => undefined);
+        await runtime.unpackTar(Readable.from(filtered(tar, (p) => { dropped.count++; dropped.names.push(p); })), into);
+        check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
+        check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
+      }
     }
   } catch (e) {
     await snapshotter.discard(scratch);

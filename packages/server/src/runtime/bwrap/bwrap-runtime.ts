@@ -6,7 +6,7 @@ import { SBX, SBX_TARCHECK, SBX_USER } from '../../util/native.js';
 import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
 import type { Readable } from 'node:stream';
-import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, Runtime, SandboxResult, SandboxSpec, SandboxUser, UnpackedLayer } from '../types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, RemoteBlob, Runtime, SandboxResult, SandboxSpec, SandboxUser, UnpackOptions, UnpackedLayer } from '../types.js';
 import type { Dialer } from '../../util/dialer.js';
 import { bridge, gunzipConfined, hasIgzip, jail, runHelper, unpackLayerConfined, unpackTar } from './helpers.js';
 import { SECCOMP_FD, bwrapArgs } from './args.js';
@@ -90,8 +90,9 @@ export class BwrapRuntime implements Runtime {
 
   unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(this.dialer, body, into); }
   gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null { return hasIgzip ? gunzipConfined(this.dialer, body) : null; }
-  unpackLayer(body: Readable, compression: LayerCompression, into: { source: string }): Promise<UnpackedLayer> | null {
-    return unpackLayerConfined(this.dialer, this.tarcheck, body, compression, into);
+  readonly fetchesLayers = true;
+  unpackLayer(body: Readable | RemoteBlob, compression: LayerCompression, into: { source: string }, opts: UnpackOptions = {}): Promise<UnpackedLayer> | null {
+    return unpackLayerConfined(this.dialer, this.tarcheck, body, compression, into, opts);
   }
   runHelper(spec: HelperSpec): Promise<void> { return runHelper(spec); }
   bridge(spec: BridgeSpec): Bridge { return bridge(spec); }

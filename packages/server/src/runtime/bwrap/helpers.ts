@@ -3,12 +3,13 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
-import { feed, stoppedReading, type Dialer } from '../../util/dialer.js';
+import { curlCommand, curlQuoted } from '../../util/curl.js';
+import { feed, stoppedReading, type DialedProcess, type Dialer } from '../../util/dialer.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
 import { spawner, type Spawned } from '../../util/spawner.js';
 import type { MountSpec } from '../../store/snapshotter/types.js';
-import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, UnpackedLayer } from '../types.js';
+import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, RemoteBlob, UnpackOptions, UnpackedLayer } from '../types.js';
 
 /** A bwrap that sees only the host's /usr (read-only), for helper tools. */
 const USR_ONLY = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin'];
@@ -53,13 +54,19 @@ export async function unpackTar(dialer: Dialer, body: Readable, into: { source: 
 /**
  * An image's layer unpacked in untarSandbox with sbx-tarcheck bound read-only before tar:
  * sbx-tarcheck decompresses, hashes and filters the stream and feeds GNU tar beside it, so the
- * decompressed bytes never cross the server. Its reports (native/tarcheck.c) become the result
- * or the layer's error.
+ * decompressed bytes never cross the server. A `RemoteBlob` is fetched by curl straight into
+ * it, and sbx-tarcheck hashes the blob as sent too (`--blob`): then no byte crosses the server.
+ * Its reports (native/tarcheck.c) become the result or the layer's error.
  */
-export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, body: Readable, compression: LayerCompression,
-  into: { source: string }): Promise<UnpackedLayer> {
-  const check = ['/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []), '--'];
-  const { program: p, code } = await feed(dialer, untarSandbox(into, ['--ro-bind', tarcheck, '/sbx-tarcheck'], check), body);
+export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, source: Readable | RemoteBlob, compression: LayerCompression,
+  into: { source: string }, opts: UnpackOptions = {}): Promise<UnpackedLayer> {
+  const remote = !isReadable(source);
+  const check = ['/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []),
+    ...(remote ? ['--blob', String(opts.blobMax ?? 0)] : []), '--'];
+  const sandbox = untarSandbox(into, ['--ro-bind', tarcheck, '/sbx-tarcheck'], check);
+  const { program: p, code } = remote
+    ? await fetchInto(dialer, sandbox, source, opts)
+    : await feed(dialer, sandbox, source);
   const lines = p.stdout().split('\n');
   const said = (what: string) => lines.find((l) => l.startsWith(`${what} `))?.slice(what.length + 1);
   const stderr = p.stderr().trim().slice(0, 500);
@@ -67,20 +74,73 @@ export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, body
     const diffId = said('diff-id');
     if (!diffId) throw new Error(`sbx-tarcheck gave no digest: ${p.stdout().slice(0, 300)}`);
     const names = lines.filter((l) => l.startsWith('dropped ')).map((l) => l.slice(8));
-    return { diffId, dropped: { count: Number(said('dropped-count') ?? names.length), names } };
+    const blob = said('blob')?.split(' ');
+    return {
+      diffId, dropped: { count: Number(said('dropped-count') ?? names.length), names },
+      ...(blob ? { blob: { digest: blob[0], size: Number(blob[1]) } } : {}),
+    };
   }
+  if (code === 75) throw fetchFailed(stderr);
   const refused = said('refused');
   if (refused !== undefined) {
     throw invalid(`the layer holds a member that leaves its root (${JSON.stringify(refused)})`, 'layers name paths below their root only; nothing was kept');
   }
   const bad = said('bad');
-  if (bad !== undefined) throw invalid(bad, 'send a tar archive (gzip or zstd compressed layers are decompressed first)');
+  if (bad !== undefined) {
+    if (bad.startsWith('the layer is larger than')) throw invalid(bad, 'the registry or archive is corrupt; nothing was kept');
+    throw invalid(bad, 'send a tar archive (gzip or zstd compressed layers are decompressed first)');
+  }
   if (code === 67) {
     const why = igzipSaid(stderr);
     throw invalid(`the layer cannot be decompressed: the stream is damaged or cut short (${why || 'no reason given'})`, 'the registry or archive is corrupt; nothing was kept');
   }
   if (code === 66) throw untarFailed(stderr, 'the image is larger than limits.diskMb allows');
   throw new Error(`sbx-tarcheck failed (exit ${code}): ${stderr}`);
+}
+
+const isReadable = (s: Readable | RemoteBlob): s is Readable => typeof (s as Readable).pipe === 'function';
+
+/**
+ * The fetch in front of the unpacking sandbox: curl (util/curl.ts; redirects followed, the
+ * headers kept to the first host, at most `blobMax` bytes) writes the blob straight into it, so
+ * its bytes never cross the server. Exit 75: curl failed (its message on stderr), unless only
+ * because the sandbox stopped reading (23): then the sandbox's own code says why.
+ */
+const FETCH_SCRIPT = `${curlCommand(['--location', '--proto-redir', '=http,https'])} | "$@"; s=("\${PIPESTATUS[@]}"); `
+  + '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; exit "${s[1]}"';
+
+async function fetchInto(dialer: Dialer, sandbox: string[], blob: RemoteBlob, opts: UnpackOptions): Promise<{ program: DialedProcess; code: number | null }> {
+  blob.signal?.throwIfAborted();
+  const config = [`url = ${curlQuoted(blob.url)}`, ...blob.headers.map((h) => `header = ${curlQuoted(h)}`),
+    ...(opts.blobMax ? [`max-filesize = ${opts.blobMax}`] : [])].join('\n');
+  let partial = '';
+  const onStdout = (c: Buffer) => {
+    const lines = (partial + c.toString()).split('\n');
+    partial = lines.pop()!;
+    for (const l of lines) if (l.startsWith('got ')) opts.onBytes?.(Number(l.slice(4)));
+  };
+  const program = await dialer.start(['bash', '--norc', '--noprofile', '-c', FETCH_SCRIPT, 'fetch', ...sandbox], 'in', onStdout);
+  const abort = () => program.kill();
+  blob.signal?.addEventListener('abort', abort, { once: true });
+  try {
+    program.socket.end(`${config}\n`);
+    const code = await program.exited;
+    blob.signal?.throwIfAborted();
+    return { program, code };
+  } finally {
+    blob.signal?.removeEventListener('abort', abort);
+    program.socket.destroy();
+  }
+}
+
+/** curl's failure: an HTTP status the registry answered, a blob larger than its manifest says, or an unreachable host. */
+function fetchFailed(stderr: string): ShellbaseError {
+  const said = stderr.replace(/^curl: /gm, '').trim().slice(0, 300);
+  const status = /returned error: (\d{3})/.exec(stderr)?.[1];
+  if (status === '404') return new ShellbaseError('not_found', `the registry has no such blob (${said})`);
+  if (status === '401' || status === '403') return new ShellbaseError('forbidden', `the registry refused the blob (${said})`, { hint: 'shellbase pulls anonymously: the image must be public' });
+  if (/Maximum file size exceeded/i.test(stderr)) return invalid(`the layer is larger than its manifest says (${said})`, 'the registry or archive is corrupt; nothing was kept');
+  return new ShellbaseError('unavailable', `the layer could not be fetched: ${said}`, { hint: 'try again later' });
 }
 
 /** Debian's `isal` package: an inflate several times faster than zlib's (docs/performance.md, images). */

@@ -68,6 +68,7 @@ export class MemoryRuntime implements Runtime {
   /** No program: the caller decompresses in process. */
   gunzip(_body: AsyncIterable<Buffer>): null { return null; }
   /** No program: the caller unpacks step by step. */
+  readonly fetchesLayers = false;
   unpackLayer(): null { return null; }
   /**
    * Unpacks as the bwrap runtime's GNU tar does, into the scratch tree the description names:

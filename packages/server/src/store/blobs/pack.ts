@@ -3,6 +3,7 @@ import { PassThrough, Readable, Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress } from 'node:zlib';
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
+import { curlCommand, curlQuoted } from '../../util/curl.js';
 import { blobError, type BlobLocation } from './types.js';
 
 /**
@@ -51,14 +52,11 @@ const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
  * through zstd into tar with the script's arguments. Every stage is killed when bash goes
  * (bash itself goes with the spawner: `sbx dial`), so nothing outlives a server that died.
  * Exit 75: the fetch failed (curl's message on stderr); 65: zstd or tar did; 0: all went well.
- * curl: no ~/.curlrc (`--disable`, first), http(s) only, no redirect followed, two retries of a
- * refused connection or a transient answer, an HTTP error fails it, and so does a connection
- * that moves under 1 KiB/s for 60 s.
+ * curl as util/curl.ts says, following no redirect.
  */
 function unpackScript(fetch: boolean): string {
   const stage = 'setpriv --pdeathsig KILL';
-  const curl = `${stage} curl --disable --config - --silent --show-error --fail --proto =http,https --connect-timeout 30 `
-    + '--retry 2 --retry-connrefused --speed-limit 1024 --speed-time 60 | ';
+  const curl = `${curlCommand()} | `;
   const status = fetch ? '[ "${s[0]}" = 0 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
   return `${fetch ? curl : ''}${stage} zstd --decompress --stdout --quiet | ${stage} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
 }
@@ -152,11 +150,6 @@ export const CAN_FETCH = ['/usr/bin/curl', '/bin/curl'].some((f) => existsSync(f
 export const LOCATION_TTL_S = 300;
 
 /** A string as curl's config file quotes it; a control character (which would end the line) is refused. */
-function curlQuoted(s: string): string {
-  if (/[\x00-\x1f\x7f]/.test(s)) throw new Error('a blob URL with a control character');
-  return `"${s.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
-}
-
 /** Passes the stream through once its first frame is a layer header of a known format. */
 function checkHeader(): Transform {
   let head: Buffer | null = Buffer.alloc(0);
