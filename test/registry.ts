@@ -121,7 +121,9 @@ export class TestRegistry {
  * token; with it they pass through. `tamper` flips a byte of every blob sent;
  * `grow` sends every blob with bytes more than it has; `redirect` answers blob
  * requests with a 307 to /storage/… on another host name (localhost), which
- * serves them without a token and records the Authorization it was sent.
+ * serves them without a token and records the Authorization it was sent; while `cut` is above 0
+ * a layer's GET gets half its bytes and a closed connection (`cut` counts down), and
+ * `blobGets` counts the layers' GETs.
  */
 export class TokenProxy {
   tokensIssued: string[] = [];
@@ -129,6 +131,8 @@ export class TokenProxy {
   grow = false;
   redirect = false;
   storageAuth: (string | undefined)[] = [];
+  cut = 0;
+  blobGets = 0;
 
   private constructor(private readonly server: Server, readonly host: string) {}
 
@@ -163,6 +167,14 @@ export class TokenProxy {
         if (self!.grow && url.pathname.includes('/blobs/') && req.method === 'GET' && body.length > 600) body = Buffer.concat([body, Buffer.alloc(4096)]);
         const headers: Record<string, string> = {};
         for (const h of ['content-type', 'docker-content-digest']) { const v = up.headers.get(h); if (v) headers[h] = v; }
+        const layer = url.pathname.includes('/blobs/') && req.method === 'GET' && body.length > 600;
+        if (layer) self!.blobGets++;
+        if (layer && self!.cut > 0) {
+          self!.cut--;
+          res.writeHead(up.status, { ...headers, 'content-length': String(body.length) });
+          res.write(body.subarray(0, body.length >> 1), () => res.destroy());
+          return;
+        }
         res.writeHead(up.status, headers).end(body);
       })().catch((e: unknown) => res.writeHead(500).end(String(e)));
     });

@@ -136,3 +136,27 @@ test('tarcheck: headers GNU tar could read another way are refused, not passed o
   assert.equal(ok.code, 0, ok.out + ok.err);
   assert.equal(readFileSync(path.join(ok.dir, 'f')).length, 512);
 });
+
+test('tarcheck --blob: the blob as sent is hashed and counted beside the diff_id, with progress; one byte past MAX refuses it', () => {
+  const layer = tar([{ path: 'big', data: randomBytes(9 << 20) }, { path: 'dev/null', type: 'char' }]);
+  for (const [flags, blob] of [[[], layer], [['--gunzip'], gzipSync(layer)], [['--unzstd'], zstdCompressSync(layer)]] as const) {
+    const r = check(blob, [...flags, '--blob', String(blob.length)]);
+    assert.equal(r.code, 0, r.err + r.out);
+    assert.match(r.out, new RegExp(`^blob ${sha(blob)} ${blob.length}$`, 'm'));
+    assert.match(r.out, new RegExp(`^diff-id ${sha(layer)}$`, 'm'));
+    assert.match(r.out, /^dropped dev\/null$/m, 'reports and progress lines stay whole lines');
+    const got = r.out.split('\n').filter((l) => l.startsWith('got ')).map((l) => Number(l.slice(4)));
+    assert.equal(got.length, Math.floor(blob.length / (4 << 20)), `progress every 4 MiB: ${got.join(', ')}`);
+    got.forEach((g, i) => assert.ok(g >= (i + 1) * (4 << 20) && g <= blob.length, `got ${g}`));
+    const over = check(blob, [...flags, '--blob', String(blob.length - 1)]);
+    assert.equal(over.code, 65, over.err + over.out);
+    assert.match(over.out, new RegExp(`^bad the layer is larger than the ${blob.length - 1} bytes its manifest says$`, 'm'));
+  }
+  // A limit of 0 takes only an empty blob; a cut gzip stream says how much of it came.
+  assert.equal(check(Buffer.alloc(1), ['--blob', '0']).code, 65);
+  const gz = gzipSync(layer);
+  const cut = check(gz.subarray(0, 1000), ['--gunzip', '--blob', String(gz.length)]);
+  assert.equal(cut.code, 67, cut.err + cut.out);
+  assert.match(cut.out, /^got 1000$/m);
+  assert.equal(check(layer, ['--blob', 'x']).code, 2);
+});

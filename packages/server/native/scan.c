@@ -14,7 +14,6 @@
 #include <sys/xattr.h>
 #include "store.h"
 
-#define OPAQUE_XATTR "trusted.overlay.opaque"
 
 int out_put(struct out *o, const void *p, size_t n) {
   if (o->len + n > o->cap) {

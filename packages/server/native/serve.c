@@ -13,7 +13,8 @@
  *   delete DIR  deletes the subvolume DIR, or removes the tree DIR if it is none (not crossing
  *               into other file systems); an absent DIR is fine
  * Answers on stdout:   ID CODE LENGTH\n  then LENGTH bytes: the scan's output for code 0, else
- * what went wrong. CODE: 0 done, 3 a path deeper than PATH_MAX (scan), 125 failed, 2 bad request.
+ * what went wrong. CODE: 0 done, 3 a path deeper than PATH_MAX (scan), 1 a scratch or limit
+ * failed, 2 a bad request (ID "-" when the line has no ID of digits), 125 failed.
  * It exits when its stdin closes, once the requests it has are answered.
  */
 #define _GNU_SOURCE
@@ -107,7 +108,7 @@ static int sync_fs(const char *dir, char *err, size_t errlen) {
 /* Splits "ID OP [NUMBER...] PATH" in place (scratch takes two numbers, limit one). 0, or -1. */
 static int parse(char *line, struct request *r) {
   char *rest = line, *sp = strchr(rest, ' ');
-  if (!sp) return -1;
+  if (!sp || sp == line || sp - line > 20 || strspn(line, "0123456789") != (size_t)(sp - line)) return -1;
   *sp = 0;
   r->id = line;
   r->op = rest = sp + 1;

@@ -23,7 +23,8 @@
  *       A scratch subvolume made, and its disk limit set, by ioctl (subvol.c).
  *
  *   sbx-store serve
- *       Scans, syncs and clears scratches on request, without a process each (serve.c).
+ *       Makes, limits, scans, clears, syncs and deletes scratches on request, a thread each,
+ *       without a process each (serve.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -50,7 +51,6 @@
 #include <unistd.h>
 #include "store.h"
 
-#define OPAQUE_XATTR "trusted.overlay.opaque"
 
 
 static void die(const char *what) {

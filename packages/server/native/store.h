@@ -5,6 +5,9 @@
 
 /* What scan.c, serve.c and subvol.c share (sbx-store's parts). */
 
+/* What marks an opaque directory of an overlay layer. */
+#define OPAQUE_XATTR "trusted.overlay.opaque"
+
 /* A growing output buffer. */
 struct out { char *p; size_t len, cap; };
 int out_put(struct out *o, const void *p, size_t n);

@@ -11,7 +11,7 @@
  * (path, linkpath, size; global ones too), GNU long names and links.
  *
  * With --blob, the stream as sent (the registry's blob, before decompression) is hashed and
- * counted too, by a thread that passes it on: more than MAX bytes (0: no limit) refuses it.
+ * counted too, by a thread that passes it on (tarcheck-blob.c): more than MAX bytes refuses it.
  *
  * Reports on stdout, one per line (names with bytes outside printable ASCII as \xNN):
  *   got N             with --blob: N bytes of the blob so far (every 4 MiB)
@@ -35,7 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <openssl/evp.h>
-#include <pthread.h>
+#include "tarcheck.h"
 
 #define BLOCK 512
 #define BUF (1 << 20)
@@ -64,51 +64,21 @@ static void report(const char *what, const char *name) {
 
 static int fill(size_t need);
 
-/* --blob: the stream as sent, hashed and counted by blob_pump on its way to in_fd's other end. */
-static EVP_MD_CTX *blob_md;
-static unsigned long long blob_max, blob_bytes;
-static int blob_out = -1;
-
 /* With --blob, how much of it came (for a layer that fails: how far it got). */
+static int blob;
 static void report_got(void) {
-  if (blob_md) printf("got %llu\n", __atomic_load_n(&blob_bytes, __ATOMIC_RELAXED));
+  if (blob) printf("got %llu\n", blob_bytes());
 }
 
-static void *blob_pump(void *arg) {
-  (void)arg;
-  static unsigned char b[1 << 17];
-  unsigned long long told = 0;
-  for (;;) {
-    ssize_t n = read(0, b, sizeof b);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) { fprintf(stderr, "sbx-tarcheck: read: %s\n", strerror(errno)); stop_children(); _exit(70); }
-    if (n == 0) break;
-    unsigned long long got = __atomic_add_fetch(&blob_bytes, (unsigned long long)n, __ATOMIC_RELAXED);
-    if (blob_max && got > blob_max) {
-      char msg[128];
-      int len = snprintf(msg, sizeof msg, "bad the layer is larger than the %llu bytes its manifest says\n", blob_max);
-      if (write(1, msg, (size_t)len) < 0) { /* nothing more to say it with */ }
-      stop_children();
-      _exit(65);
-    }
-    if (EVP_DigestUpdate(blob_md, b, (size_t)n) != 1) { fprintf(stderr, "sbx-tarcheck: sha256\n"); stop_children(); _exit(70); }
-    if (got - told >= (4 << 20)) {
-      char line[48];
-      int len = snprintf(line, sizeof line, "got %llu\n", got);
-      if (write(1, line, (size_t)len) < 0) { /* the server stopped listening: its end tells */ }
-      told = got;
-    }
-    for (unsigned char *p = b; n > 0;) {
-      ssize_t w = write(blob_out, p, (size_t)n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) { close(blob_out); return NULL; } /* the reader stopped: what it says decides */
-      p += w;
-      n -= w;
-    }
-  }
-  close(blob_out);
-  return NULL;
+/* A failed layer's end: how far the blob got, the reports out, the children killed. _exit, not
+   exit: the pump thread may still be hashing, and exit's handlers would free what it uses. */
+static void finish(int code) {
+  report_got();
+  fflush(stdout);
+  stop_children();
+  _exit(code);
 }
+
 
 /* A malformed tar stream: unless what decompressed it failed (a stream cut short or damaged is
    the decompressor's to report, exit 67), exit 65 saying what is wrong. */
@@ -118,24 +88,24 @@ static void bad(const char *fmt, ...) {
     pos = have = 0;
     while (fill(BUF)) pos = have = 0;
     int st;
-    if (waitpid(decomp, &st, 0) == decomp && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) { report_got(); exit(67); }
+    pid_t reaped = waitpid(decomp, &st, 0);
+    if (reaped == decomp) decomp = -1;
+    if (reaped > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) finish(67);
   }
-  report_got();
   va_list ap;
   va_start(ap, fmt);
   printf("bad ");
   vprintf(fmt, ap);
   printf("\n");
   va_end(ap);
-  fflush(stdout);
-  stop_children();
-  exit(65);
+  finish(65);
 }
 
 static void die(const char *what) {
   fprintf(stderr, "sbx-tarcheck: %s: %s\n", what, strerror(errno));
+  fflush(stdout);
   stop_children();
-  exit(70);
+  _exit(70);
 }
 
 /* At least `need` unread bytes in the buffer, or 0 at the end of the stream. */
@@ -283,7 +253,8 @@ static pid_t child(char **argv, int in, int out) {
 int main(int argc, char **argv) {
   char *gunzip[] = {"igzip", "-d", "-c", "-q", NULL}, *unzstd[] = {"zstd", "-d", "-c", "-q", NULL}, **decompressor = NULL;
   const char *usage = "usage: sbx-tarcheck [--gunzip|--unzstd] [--blob MAX] -- TAR ARGS...\n";
-  int a = 1, blob = 0;
+  int a = 1;
+  unsigned long long blob_max = 0;
   for (; a < argc && strcmp(argv[a], "--") != 0; a++) {
     if (!strcmp(argv[a], "--gunzip")) decompressor = gunzip;
     else if (!strcmp(argv[a], "--unzstd")) decompressor = unzstd;
@@ -296,20 +267,13 @@ int main(int argc, char **argv) {
   }
   if (a + 1 >= argc) { fputs(usage, stderr); return 2; }
   signal(SIGPIPE, SIG_IGN);
+  /* Whole lines, each in one write: the pump thread writes its `got` lines beside them. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   md = EVP_MD_CTX_new();
   if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) die("sha256");
   int p[2];
   int source = 0; /* what the decompressor (or the tar reading below) reads */
-  pthread_t pump;
-  if (blob) {
-    blob_md = EVP_MD_CTX_new();
-    if (!blob_md || EVP_DigestInit_ex(blob_md, EVP_sha256(), NULL) != 1) die("sha256");
-    if (pipe2(p, O_CLOEXEC) != 0) die("pipe");
-    widen(p[1]);
-    blob_out = p[1];
-    source = p[0];
-    if (pthread_create(&pump, NULL, blob_pump, NULL) != 0) die("thread");
-  }
+  if (blob && (source = blob_open(blob_max, stop_children)) < 0) die("blob pipe");
   if (decompressor) {
     if (pipe2(p, O_CLOEXEC) != 0) die("pipe");
     widen(p[1]);
@@ -325,6 +289,8 @@ int main(int argc, char **argv) {
   tar = child(argv + a + 1, p[0], 2); /* tar's own output goes with its messages, not the reports */
   close(p[0]);
   out_fd = p[1];
+  /* Started after the children are forked: a fork copies no thread that could hold a lock. */
+  if (blob && blob_start() != 0) die("thread");
 
   char *path = NULL, *link = NULL, *size_s = NULL, *gpath = NULL, *glink = NULL, *gsize = NULL, *lname = NULL, *llink = NULL;
   unsigned char *pending = malloc(MAX_EXT);
@@ -400,9 +366,7 @@ int main(int argc, char **argv) {
     if (!regular && size != 0) bad("the tar archive has a link, directory or device with data");
     if (leaves_root(name) || (flag == '1' && leaves_root(linkname))) {
       report("refused", name);
-      fflush(stdout);
-      stop_children();
-      return 65;
+      finish(65);
     }
     unsigned long long pad = (BLOCK - size % BLOCK) % BLOCK;
     int drop = flag == '3' || flag == '4' || flag == '6';
@@ -437,19 +401,18 @@ int main(int argc, char **argv) {
   if (decomp > 0) {
     close(in_fd);
     if (waitpid(decomp, &st, 0) < 0) die("waitpid");
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { kill(tar, SIGKILL); waitpid(tar, &st, 0); report_got(); return 67; }
+    decomp = -1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) finish(67);
   }
   if (waitpid(tar, &st, 0) < 0) die("waitpid");
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 66;
+  tar = -1;
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) finish(66);
   if (blob) {
-    if (decomp <= 0) close(in_fd); /* read to its end above: the pump is done or stops here */
-    pthread_join(pump, NULL);
     unsigned char bd[32];
-    unsigned int bl = 0;
-    if (EVP_DigestFinal_ex(blob_md, bd, &bl) != 1) die("sha256");
+    if (blob_end(bd) != 0) die("sha256");
     printf("blob sha256:");
-    for (unsigned i = 0; i < bl; i++) printf("%02x", bd[i]);
-    printf(" %llu\n", blob_bytes);
+    for (unsigned i = 0; i < 32; i++) printf("%02x", bd[i]);
+    printf(" %llu\n", blob_bytes());
   }
   printf("dropped-count %llu\ndiff-id sha256:", dropped);
   for (unsigned i = 0; i < dlen; i++) printf("%02x", digest[i]);

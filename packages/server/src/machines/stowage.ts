@@ -4,7 +4,8 @@ import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, 
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../errors.js';
-import { CAN_FETCH, LOCATION_TTL_S, packLayer, unpackLayer } from '../store/blobs/pack.js';
+import { CAN_FETCH, LOCATION_TTL_S, fetchMayPass, packLayer, unpackLayer } from '../store/blobs/pack.js';
+import { withFetchRetries } from '../util/curl.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import type { StoredFile, StoredMachineFiles } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
@@ -139,7 +140,16 @@ export class MachineStowage {
       // As a layer's (store/snapshotter/cluster): curl fetches the file from the store's URL
       // straight into its unpacking when the store gives one, so no byte passes through here.
       const located = CAN_FETCH ? await this.blobs.locate?.(f.digest, LOCATION_TTL_S).catch(() => null) : null;
-      await unpackLayer(this.dialer, located ?? await this.blobs.get(f.digest), dir);
+      if (located) {
+        // curl retries nothing itself (util/curl.ts): a fetch that may pass is tried again into an empty directory.
+        await withFetchRetries(async () => {
+          rmSync(dir, { recursive: true, force: true });
+          mkdirSync(dir, { recursive: true, mode: 0o755 });
+          await unpackLayer(this.dialer, located, dir);
+        }, fetchMayPass);
+      } else {
+        await unpackLayer(this.dialer, await this.blobs.get(f.digest), dir);
+      }
     } catch (e) {
       rmSync(dir, { recursive: true, force: true });
       if ((e as { code?: string }).code === 'not_found') {

@@ -142,12 +142,14 @@ export interface Dropped {
 export interface RemoteBlob {
   url: string;
   headers: string[];
+  /* A fetch that failed for a reason that may pass (a host not reached, a connection cut or
+     stalled, a 5xx) throws ShellbaseError `unavailable`; nothing else does. */
   /** Stops the fetch (and the unpacking) when it aborts. */
   signal?: AbortSignal;
 }
 
 export interface UnpackOptions {
-  /** The most bytes the blob (as sent) may have. */
+  /** The most bytes the blob (as sent) may have (absent: no limit). */
   blobMax?: number;
   /** Bytes of the blob arrived so far (from time to time), where the runtime fetches it. */
   onBytes?: (n: number) => void;

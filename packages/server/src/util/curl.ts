@@ -1,14 +1,40 @@
+import { existsSync } from 'node:fs';
+
+/** Whether this host has curl (Debian's `curl`, which the set-up installs). */
+export const HAS_CURL = ['/usr/bin/curl', '/bin/curl'].some((f) => existsSync(f));
+
 /**
  * curl as the server's programs run it to fetch a blob into a pipe (store/blobs/pack.ts: layers
  * from the object store; runtime/bwrap/helpers.ts: image layers from a registry): its
  * configuration on stdin (`url`, `header`: no secret in an argument anyone on the host could
- * list), no ~/.curlrc (`--disable`, first), http(s) only, two retries of a refused connection or
- * a transient answer, an HTTP error fails it, and so does a connection that moves under 1 KiB/s
- * for 60 s. Started through setpriv, so it dies with the shell that runs it. `extra`: more options.
+ * list), no ~/.curlrc (`--disable`, first), http(s) only, an HTTP error fails it, and so does a
+ * connection that moves under 1 KiB/s for 60 s. No `--retry`: writing to a pipe, curl would
+ * start a retried transfer from its first byte after the bytes it already wrote (seen with curl
+ * 7.88); the callers retry the whole unpacking instead. Started through setpriv, so it dies with
+ * the shell that runs it. `extra`: more options.
  */
 export function curlCommand(extra: readonly string[] = []): string {
   return ['setpriv --pdeathsig KILL curl --disable --config - --silent --show-error --fail --proto =http,https --connect-timeout 30',
-    '--retry 2 --retry-connrefused --speed-limit 1024 --speed-time 60', ...extra].join(' ');
+    '--speed-limit 1024 --speed-time 60', ...extra].join(' ');
+}
+
+/** How many times a fetch into an unpacking is tried when it fails for a reason that may pass. */
+export const FETCH_ATTEMPTS = 3;
+
+/**
+ * Runs `once` (a fetch by curl into an unpacking, from its first byte, into a clean target) up to
+ * FETCH_ATTEMPTS times while it fails with an error `mayPass` says may pass, waiting a little
+ * longer each time.
+ */
+export async function withFetchRetries<T>(once: () => Promise<T>, mayPass: (e: unknown) => boolean): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await once();
+    } catch (e) {
+      if (attempt >= FETCH_ATTEMPTS || !mayPass(e)) throw e;
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
 }
 
 /** A value for a curl configuration line, quoted as curl reads it. */

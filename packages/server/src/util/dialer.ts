@@ -97,11 +97,11 @@ export const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', '
  * whole, and its error is thrown. A program that stops reading is not an error here: its exit
  * code says why. Which of the two came first decides, as a pipeline's failure reaches both.
  */
-export async function feed(dialer: Dialer, argv: string[], body: Readable, onStdout?: (chunk: Buffer) => void): Promise<{ program: DialedProcess; code: number | null }> {
+export async function feed(dialer: Dialer, argv: string[], body: Readable): Promise<{ program: DialedProcess; code: number | null }> {
   const held = holdErrors(body); // while the program starts
   let program: DialedProcess;
   try {
-    program = await dialer.start(argv, 'in', onStdout);
+    program = await dialer.start(argv, 'in');
   } catch (e) {
     held();
     body.on('error', () => undefined).destroy();

@@ -1,5 +1,5 @@
 import { formatImageRef, type ImageRef } from '../../images/ids.js';
-import { isIndex, parseConfig, parseJson, parseManifest, pickPlatform } from '../../images/oci/manifest.js';
+import { isIndex, parseConfig, parseJson, parseManifest, pickPlatform, type Descriptor } from '../../images/oci/manifest.js';
 import { RegistryClient, type RegistryOptions } from '../../images/oci/registry.js';
 import { invalid } from '../../errors.js';
 import type { ImageSource } from './images.js';
@@ -31,6 +31,6 @@ export async function fetchRemote(ref: ImageRef, opts: RegistryOptions, progress
   return {
     ref: text, digest: m.digest, config: { ...config }, layers: manifest.layers,
     open: (d) => client.blob(d.digest),
-    locate: (d) => client.locate(d.digest),
+    ...(client.locatable ? { locate: (d: Descriptor) => client.locate(d.digest) } : {}),
   };
 }

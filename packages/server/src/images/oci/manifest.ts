@@ -60,7 +60,7 @@ const bad = (what: string) => invalid(`malformed image ${what}`, 'the registry o
 
 function descriptor(d: unknown, what: string): Descriptor {
   const o = d as Partial<Descriptor> | null;
-  if (!o || typeof o.digest !== 'string' || !SHA256_DIGEST.test(o.digest) || typeof o.size !== 'number' || o.size < 0) throw bad(what);
+  if (!o || typeof o.digest !== 'string' || !SHA256_DIGEST.test(o.digest) || typeof o.size !== 'number' || !Number.isSafeInteger(o.size) || o.size < 0) throw bad(what);
   return { mediaType: typeof o.mediaType === 'string' ? o.mediaType : '', digest: o.digest, size: o.size, ...(o.platform ? { platform: o.platform } : {}) };
 }
 

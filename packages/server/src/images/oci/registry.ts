@@ -60,6 +60,14 @@ export class RegistryClient {
   }
 
   /**
+   * Whether a program of the host (curl, with the system's CA store) can fetch this registry's
+   * blobs as this process would: not an HTTPS registry while NODE_EXTRA_CA_CERTS adds CAs here.
+   */
+  get locatable(): boolean {
+    return !(this.base.startsWith('https:') && process.env.NODE_EXTRA_CA_CERTS);
+  }
+
+  /**
    * Where a blob is, for a program that fetches it itself: its URL and the headers to send (the
    * pull token, if the registry wanted one). A HEAD request first (not followed to storage,
    * whose signed URLs may be for GET only) asks for the token and turns a missing blob or a

@@ -5,6 +5,7 @@ import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { ShellbaseError, invalid } from '../../errors.js';
 import type { Dropped, RemoteBlob, Runtime } from '../../runtime/types.js';
 import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
+import { withFetchRetries } from '../../util/curl.js';
 import { TAR_END, normalizeTarPath, readTar, tarPadding } from './tar.js';
 
 /** What a layer's bytes must be: its blob's digest and size as a manifest lists them, and its diff_id. */
@@ -120,16 +121,28 @@ function check(what: string, expected: string, actual: string): void {
  * runtime, whose tar is in process too) each step runs here. Both the blob's digest
  * and the diff_id are checked once the last byte is in; a mismatch, like any
  * failure, discards the scratch, so nothing of the layer is kept. The source is
- * opened (or located) while the scratch is made.
+ * opened (or located) while the scratch is made. A runtime's fetch that failed for a reason
+ * that may pass is tried again (FETCH_ATTEMPTS in all).
  */
 export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, source: LayerSource, expect: LayerExpectation,
   opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
-  const blob = createHash('sha256');
-  const plain = createHash('sha256');
-  const dropped: Dropped = { count: 0, names: [] };
   const remote = runtime.fetchesLayers && source.locate !== undefined;
   const opened: Promise<AsyncIterable<Buffer> | RemoteBlob> = remote ? source.locate!() : source.open();
   opened.catch(() => undefined); // awaited below, once the scratch is there
+  // A fetch of the runtime's own that may pass (a connection cut or stalled, a 5xx) is tried
+  // again from its first byte, into a new scratch; a body read here cannot be read again.
+  if (!remote) return unpackOnce(snapshotter, runtime, opened, remote, expect, opts);
+  let located = false;
+  opened.then(() => { located = true; }, () => undefined);
+  return withFetchRetries(() => unpackOnce(snapshotter, runtime, opened, remote, expect, opts),
+    (e) => located && e instanceof ShellbaseError && e.code === 'unavailable');
+}
+
+async function unpackOnce(snapshotter: Snapshotter, runtime: Runtime, opened: Promise<AsyncIterable<Buffer> | RemoteBlob>, remote: boolean,
+  expect: LayerExpectation, opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
+  const blob = createHash('sha256');
+  const plain = createHash('sha256');
+  const dropped: Dropped = { count: 0, names: [] };
   const scratch = await snapshotter.prepare({ diskMb: opts.diskMb }).catch((e: unknown) => {
     if (!remote) void opened.then((b) => discardBody(b as AsyncIterable<Buffer>), () => undefined);
     throw e;

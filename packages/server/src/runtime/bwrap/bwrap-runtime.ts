@@ -5,6 +5,7 @@ import { USERNS_SPEC } from '../../util/idmap.js';
 import { SBX, SBX_TARCHECK, SBX_USER } from '../../util/native.js';
 import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
+import { HAS_CURL } from '../../util/curl.js';
 import type { Readable } from 'node:stream';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, RemoteBlob, Runtime, SandboxResult, SandboxSpec, SandboxUser, UnpackOptions, UnpackedLayer } from '../types.js';
 import type { Dialer } from '../../util/dialer.js';
@@ -90,7 +91,8 @@ export class BwrapRuntime implements Runtime {
 
   unpackTar(body: Readable, into: { source: string }): Promise<void> { return unpackTar(this.dialer, body, into); }
   gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null { return hasIgzip ? gunzipConfined(this.dialer, body) : null; }
-  readonly fetchesLayers = true;
+  /** Where curl is missing, layers come through the server as before. */
+  readonly fetchesLayers = HAS_CURL;
   unpackLayer(body: Readable | RemoteBlob, compression: LayerCompression, into: { source: string }, opts: UnpackOptions = {}): Promise<UnpackedLayer> | null {
     return unpackLayerConfined(this.dialer, this.tarcheck, body, compression, into, opts);
   }

@@ -62,17 +62,16 @@ export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, sour
   into: { source: string }, opts: UnpackOptions = {}): Promise<UnpackedLayer> {
   const remote = !isReadable(source);
   const check = ['/sbx-tarcheck', ...(compression === 'gzip' ? ['--gunzip'] : compression === 'zstd' ? ['--unzstd'] : []),
-    ...(remote ? ['--blob', String(opts.blobMax ?? 0)] : []), '--'];
+    ...(remote ? ['--blob', String(opts.blobMax ?? Number.MAX_SAFE_INTEGER)] : []), '--'];
   const sandbox = untarSandbox(into, ['--ro-bind', tarcheck, '/sbx-tarcheck'], check);
-  const { program: p, code } = remote
+  const { program: p, code, lines } = remote
     ? await fetchInto(dialer, sandbox, source, opts)
-    : await feed(dialer, sandbox, source);
-  const lines = p.stdout().split('\n');
+    : await feed(dialer, sandbox, source).then((r) => ({ ...r, lines: r.program.stdout().split('\n') }));
   const said = (what: string) => lines.find((l) => l.startsWith(`${what} `))?.slice(what.length + 1);
   const stderr = p.stderr().trim().slice(0, 500);
   if (code === 0) {
     const diffId = said('diff-id');
-    if (!diffId) throw new Error(`sbx-tarcheck gave no digest: ${p.stdout().slice(0, 300)}`);
+    if (!diffId) throw new Error(`sbx-tarcheck gave no digest: ${lines.join('\n').slice(0, 300)}`);
     const names = lines.filter((l) => l.startsWith('dropped ')).map((l) => l.slice(8));
     const blob = said('blob')?.split(' ');
     return {
@@ -102,38 +101,51 @@ const isReadable = (s: Readable | RemoteBlob): s is Readable => typeof (s as Rea
 
 /**
  * The fetch in front of the unpacking sandbox: curl (util/curl.ts; redirects followed, the
- * headers kept to the first host, at most `blobMax` bytes) writes the blob straight into it, so
- * its bytes never cross the server. Exit 75: curl failed (its message on stderr), unless only
+ * headers kept to the first host (curl 7.83 on: and port), a `Content-Length` above `blobMax`
+ * refused at once) writes the blob straight into it, and sbx-tarcheck stops at `blobMax` bytes
+ * whatever the length said: its bytes never cross the server. Exit 75: curl failed (its message on stderr), unless only
  * because the sandbox stopped reading (23): then the sandbox's own code says why.
  */
 const FETCH_SCRIPT = `${curlCommand(['--location', '--proto-redir', '=http,https'])} | "$@"; s=("\${PIPESTATUS[@]}"); `
   + '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; exit "${s[1]}"';
 
-async function fetchInto(dialer: Dialer, sandbox: string[], blob: RemoteBlob, opts: UnpackOptions): Promise<{ program: DialedProcess; code: number | null }> {
+async function fetchInto(dialer: Dialer, sandbox: string[], blob: RemoteBlob, opts: UnpackOptions): Promise<{ program: DialedProcess; code: number | null; lines: string[] }> {
   blob.signal?.throwIfAborted();
   const config = [`url = ${curlQuoted(blob.url)}`, ...blob.headers.map((h) => `header = ${curlQuoted(h)}`),
     ...(opts.blobMax ? [`max-filesize = ${opts.blobMax}`] : [])].join('\n');
+  // The reports, read here as they come: `got` lines (progress) are not kept, so a layer of any
+  // size leaves its last lines (the digests) within what the dialer keeps of stdout.
+  const lines: string[] = [];
   let partial = '';
   const onStdout = (c: Buffer) => {
-    const lines = (partial + c.toString()).split('\n');
-    partial = lines.pop()!;
-    for (const l of lines) if (l.startsWith('got ')) opts.onBytes?.(Number(l.slice(4)));
+    const all = (partial + c.toString()).split('\n');
+    partial = all.pop()!;
+    for (const l of all) {
+      if (l.startsWith('got ')) opts.onBytes?.(Number(l.slice(4)));
+      else if (lines.length < 1000) lines.push(l);
+    }
   };
   const program = await dialer.start(['bash', '--norc', '--noprofile', '-c', FETCH_SCRIPT, 'fetch', ...sandbox], 'in', onStdout);
   const abort = () => program.kill();
   blob.signal?.addEventListener('abort', abort, { once: true });
+  if (blob.signal?.aborted) abort(); // aborted while it started
   try {
     program.socket.end(`${config}\n`);
     const code = await program.exited;
     blob.signal?.throwIfAborted();
-    return { program, code };
+    if (partial) lines.push(partial);
+    return { program, code, lines };
   } finally {
     blob.signal?.removeEventListener('abort', abort);
     program.socket.destroy();
   }
 }
 
-/** curl's failure: an HTTP status the registry answered, a blob larger than its manifest says, or an unreachable host. */
+/**
+ * curl's failure: an HTTP status the registry answered, a blob larger than its manifest says, or
+ * else `unavailable` (a host not reached, a connection cut or stalled, a 5xx): what may pass, and
+ * what the caller tries again (runtime/types.ts, RemoteBlob).
+ */
 function fetchFailed(stderr: string): ShellbaseError {
   const said = stderr.replace(/^curl: /gm, '').trim().slice(0, 300);
   const status = /returned error: (\d{3})/.exec(stderr)?.[1];

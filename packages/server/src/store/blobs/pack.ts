@@ -1,9 +1,8 @@
-import { existsSync } from 'node:fs';
 import { PassThrough, Readable, Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress } from 'node:zlib';
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
-import { curlCommand, curlQuoted } from '../../util/curl.js';
+import { HAS_CURL, curlCommand, curlQuoted } from '../../util/curl.js';
 import { blobError, type BlobLocation } from './types.js';
 
 /**
@@ -108,7 +107,7 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
  * `into` (no absolute names, no `..`, symlinks made last). A stream whose header is not a
  * layer's fails with code `invalid_pack`, another format with `unknown_pack_format` (a fetched
  * blob's format is the index's word, read before); an archive that fails, `invalid_pack`; a
- * fetch that fails, `not_found` for an HTTP 404, else a plain Error with curl's message.
+ * fetch that fails, `not_found` for an HTTP 404, else `fetch_failed` with curl's message.
  */
 export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocation, into: string): Promise<void> {
   // zstd decompresses in a process of its own (it passes over the skippable header frame and
@@ -138,13 +137,16 @@ export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocatio
   if (code === 0) return;
   if (code === 75) {
     if (/returned error: 404\b/.test(said)) throw blobError('not_found', `the object store has no such blob (${said})`);
-    throw new Error(`the blob could not be fetched: ${said}`);
+    throw blobError('fetch_failed', `the blob could not be fetched: ${said}`);
   }
   throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
 }
 
+/** Whether a failed unpackLayer of a located blob may succeed if tried again (`fetch_failed`). */
+export const fetchMayPass = (e: unknown): boolean => (e as { code?: string }).code === 'fetch_failed';
+
 /** Whether unpackLayer can fetch a located blob here (curl is installed; scripts/setup installs it). */
-export const CAN_FETCH = ['/usr/bin/curl', '/bin/curl'].some((f) => existsSync(f));
+export const CAN_FETCH = HAS_CURL;
 
 /** How long a blob's URL (BlobStore.locate) is asked to be good for: its GET starts within moments. */
 export const LOCATION_TTL_S = 300;

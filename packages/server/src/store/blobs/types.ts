@@ -49,8 +49,12 @@ export interface BlobStore {
 
 export const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
-/** The codes of the Errors blob stores (and layer packs, pack.ts) throw. */
-export type BlobErrorCode = 'not_found' | 'digest_mismatch' | 'invalid_digest' | 'invalid_pack' | 'unknown_pack_format';
+/**
+ * The codes of the Errors blob stores (and layer packs, pack.ts) throw. `fetch_failed`: a fetch
+ * by URL that failed for a reason that may pass (a host not reached, a connection cut or stalled,
+ * an answer other than 404).
+ */
+export type BlobErrorCode = 'not_found' | 'digest_mismatch' | 'invalid_digest' | 'invalid_pack' | 'unknown_pack_format' | 'fetch_failed';
 
 /** An Error with the code the interface names. */
 export function blobError(code: BlobErrorCode, message: string): Error {

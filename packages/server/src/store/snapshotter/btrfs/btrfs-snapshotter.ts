@@ -325,16 +325,19 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
     return r;
   }
 
-  /** Deletes layers (their meta file first, so none is half there), eight at a time. */
+  /** Deletes layers (their meta file first, so none is half there), eight at a time; one that fails does not stop the rest. */
   async remove(layerIds: readonly string[]): Promise<void> {
     const ids = layerIds.filter((id) => !isImageLayer(id));
+    let failed: unknown = null;
     for (let i = 0; i < ids.length; i += 8) {
-      await Promise.all(ids.slice(i, i + 8).map(async (id) => {
+      const done = await Promise.allSettled(ids.slice(i, i + 8).map(async (id) => {
         this.readers.delete(id);
         await unlinkQuiet(this.metaPath(id));
         await removeSubvolumeOrTree(path.join(this.layersDir, id));
       }));
+      for (const d of done) if (d.status === 'rejected') failed ??= d.reason;
     }
+    if (failed) throw failed;
   }
 
   async sync(): Promise<void> {

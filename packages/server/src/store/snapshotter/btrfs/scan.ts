@@ -7,7 +7,7 @@ export interface ScanResult {
   bytes: number;
 }
 
-/** The scan's code for a path longer than PATH_MAX (native/scan.h, SCAN_TOO_DEEP). */
+/** The scan's code for a path longer than PATH_MAX (native/store.h, SCAN_TOO_DEEP). */
 const TOO_DEEP = 3;
 
 /** Lists every entry of a layer tree with `sbx-store serve`'s scan (no per-file syscalls from JS). */

@@ -3,8 +3,9 @@ import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../../../errors.js';
 import { isImageLayer } from '../../../images/ids.js';
-import { CAN_FETCH, LAYER_PACK_FORMAT, LOCATION_TTL_S } from '../../blobs/pack.js';
+import { CAN_FETCH, LAYER_PACK_FORMAT, LOCATION_TTL_S, fetchMayPass } from '../../blobs/pack.js';
 import type { BlobStore } from '../../blobs/types.js';
+import { withFetchRetries } from '../../../util/curl.js';
 import type { CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { LayerCache } from './layer-cache.js';
 
@@ -176,7 +177,10 @@ export class ClusterSnapshotter implements Snapshotter {
         body.on('error', () => undefined);
         void this.opts.blobs.get(blob.digest).then((got) => pipeline(got, body)).catch((e: unknown) => body.destroy(e as Error));
       }
-      const { bytes } = await this.local.importLayer(layerId, body ?? located!);
+      // curl writes into a pipe and retries nothing itself (util/curl.ts); a failed import leaves
+      // nothing behind, so a fetch that may pass is tried again whole.
+      const { bytes } = body ? await this.local.importLayer(layerId, body)
+        : await withFetchRetries(() => this.local.importLayer(layerId, located!), fetchMayPass);
       this.cache.touch(layerId, bytes);
       this.fetched++;
       this.opts.log.debug({ layer: layerId, packed: blob.size, bytes, by: body ? 'stream' : 'url', ms: Math.round(performance.now() - started) }, 'layer fetched');
