@@ -31,6 +31,18 @@ describe('images: OCI pulls and imports become contexts', () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
+  /** A pull of REPO:1 through the proxy while one of its faults is on: a 400 saying `message`. */
+  async function refusedThrough(fault: 'tamper' | 'grow', repo: string, message: RegExp): Promise<void> {
+    proxy[fault] = true;
+    try {
+      const res = await t.http('POST', '/v1/images/pull', { body: { ref: `${proxy.host}/${repo}:1` } });
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.json.error.message, message);
+    } finally {
+      proxy[fault] = false;
+    }
+  }
+
   test('a pull stores each layer with whiteouts and opaque directories honoured; contexts run with its Env, WorkingDir and User', async () => {
     const progress: ImageProgress[] = [];
     const img = await t.sb.images.pull(`${reg.host}/test/app:1`, { onProgress: (p) => progress.push(p) });
@@ -115,14 +127,7 @@ describe('images: OCI pulls and imports become contexts', () => {
     }
     const layers = importedLayers(t.home);
     await reg.push('test/grown', '1', { layers: [tar([{ path: 'grown', data: randomBytes(8192) }])] });
-    proxy.grow = true;
-    try {
-      const res = await t.http('POST', '/v1/images/pull', { body: { ref: `${proxy.host}/test/grown:1` } });
-      assert.equal(res.status, 400, res.text);
-      assert.match(res.json.error.message, /larger than/);
-    } finally {
-      proxy.grow = false;
-    }
+    await refusedThrough('grow', 'test/grown', /larger than/);
     assert.deepEqual(importedLayers(t.home), layers, 'nothing of it was kept');
   });
 
@@ -164,14 +169,7 @@ describe('images: OCI pulls and imports become contexts', () => {
     const layers = importedLayers(t.home);
     const fresh = tar([{ path: 'tampered', data: Buffer.alloc(4096, 7) }]);
     await reg.push('test/tamper', '1', { layers: [fresh], compression: 'none' });
-    proxy.tamper = true;
-    try {
-      const res = await t.http('POST', '/v1/images/pull', { body: { ref: `${proxy.host}/test/tamper:1` } });
-      assert.equal(res.status, 400, res.text);
-      assert.match(res.json.error.message, /digest mismatch/);
-    } finally {
-      proxy.tamper = false;
-    }
+    await refusedThrough('tamper', 'test/tamper', /digest mismatch/);
     await reg.push('test/lie', '1', { layers: [tar([{ path: 'lie', data: 'x' }])], diffIds: [`sha256:${'0'.repeat(64)}`] });
     const lie = await t.http('POST', '/v1/images/pull', { body: { ref: `${reg.host}/test/lie:1` } });
     assert.equal(lie.status, 400, lie.text);

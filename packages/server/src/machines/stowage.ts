@@ -141,11 +141,14 @@ export class MachineStowage {
       // straight into its unpacking when the store gives one, so no byte passes through here.
       const located = CAN_FETCH ? await this.blobs.locate?.(f.digest, LOCATION_TTL_S).catch(() => null) : null;
       if (located) {
-        // curl retries nothing itself (util/curl.ts): a fetch that may pass is tried again into an empty directory.
+        // curl retries nothing itself (util/curl.ts): a fetch that may pass is tried again into an
+        // empty directory, by a new URL (the first may have expired during a long fetch).
+        let tries = 0;
         await withFetchRetries(async () => {
+          const url = (tries++ === 0 ? null : await this.blobs.locate?.(f.digest, LOCATION_TTL_S).catch(() => null)) ?? located;
           rmSync(dir, { recursive: true, force: true });
           mkdirSync(dir, { recursive: true, mode: 0o755 });
-          await unpackLayer(this.dialer, located, dir);
+          await unpackLayer(this.dialer, url, dir);
         }, fetchMayPass);
       } else {
         await unpackLayer(this.dialer, await this.blobs.get(f.digest), dir);

@@ -137,13 +137,13 @@ export interface Dropped {
 /**
  * A layer's blob where the runtime fetches it itself: a URL and the request headers it needs (a
  * registry's token: never an argument a host's process list shows). Redirects are followed; the
- * headers do not go to another host.
+ * headers do not go to another host. A fetch that failed for a reason that may pass (a
+ * connection refused, cut or stalled; an HTTP 5xx, 408 or 429) throws ShellbaseError
+ * `unavailable` with `details.mayPass`; nothing else does.
  */
 export interface RemoteBlob {
   url: string;
   headers: string[];
-  /* A fetch that failed for a reason that may pass (a host not reached, a connection cut or
-     stalled, a 5xx) throws ShellbaseError `unavailable`; nothing else does. */
   /** Stops the fetch (and the unpacking) when it aborts. */
   signal?: AbortSignal;
 }

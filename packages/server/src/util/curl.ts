@@ -18,6 +18,24 @@ export function curlCommand(extra: readonly string[] = []): string {
     '--speed-limit 1024 --speed-time 60', ...extra].join(' ');
 }
 
+/** What curl said when it failed (`--show-error`): its exit code and the HTTP status, if any. */
+export interface CurlFailure {
+  code?: number;
+  status?: number;
+  /** A failure that may pass: a connection refused, cut, reset or stalled; an HTTP 5xx, 408 or 429. */
+  mayPass: boolean;
+}
+
+/** curl's exit codes for a connection refused (7), cut (18, 52, 55, 56), stalled (28) or an HTTP/2 stream broken (16, 92). */
+const PASSING = new Set([7, 16, 18, 28, 52, 55, 56, 92]);
+
+export function curlFailure(stderr: string): CurlFailure {
+  const code = Number(/curl: \((\d+)\)/.exec(stderr)?.[1] ?? NaN);
+  const status = Number(/returned error: (\d{3})/.exec(stderr)?.[1] ?? NaN);
+  const mayPass = Number.isNaN(status) ? PASSING.has(code) : status >= 500 || status === 408 || status === 429;
+  return { ...(Number.isNaN(code) ? {} : { code }), ...(Number.isNaN(status) ? {} : { status }), mayPass };
+}
+
 /** How many times a fetch into an unpacking is tried when it fails for a reason that may pass. */
 export const FETCH_ATTEMPTS = 3;
 

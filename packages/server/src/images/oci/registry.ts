@@ -95,7 +95,8 @@ export class RegistryClient {
 
   private async get(url: string, accept: string, what: string, method: 'GET' | 'HEAD' = 'GET'): Promise<Response> {
     let res = await this.fetch(url, accept, method);
-    if (res.status === 401 && this.token === null) {
+    // No token yet, or one that expired (pull tokens last minutes; a pull may last longer): one more.
+    if (res.status === 401) {
       const challenge = res.headers.get('www-authenticate') ?? '';
       await res.body?.cancel();
       this.token = await this.fetchToken(challenge);

@@ -131,11 +131,16 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, so
   opened.catch(() => undefined); // awaited below, once the scratch is there
   // A fetch of the runtime's own that may pass (a connection cut or stalled, a 5xx) is tried
   // again from its first byte, into a new scratch; a body read here cannot be read again.
+  // Located again for each try: a registry's token or a storage URL may not outlive the first.
   if (!remote) return unpackOnce(snapshotter, runtime, opened, remote, expect, opts);
-  let located = false;
-  opened.then(() => { located = true; }, () => undefined);
-  return withFetchRetries(() => unpackOnce(snapshotter, runtime, opened, remote, expect, opts),
-    (e) => located && e instanceof ShellbaseError && e.code === 'unavailable');
+  let shown = 0;
+  const onBytes = (n: number) => { if (n > shown) { shown = n; opts.onBytes?.(n); } }; // never backwards on a retry
+  let tries = 0;
+  return withFetchRetries(() => {
+    const located = tries++ === 0 ? opened : source.locate!();
+    located.catch(() => undefined); // awaited once the scratch is there
+    return unpackOnce(snapshotter, runtime, located, remote, expect, { ...opts, onBytes });
+  }, (e) => e instanceof ShellbaseError && e.code === 'unavailable' && e.details?.mayPass === true);
 }
 
 async function unpackOnce(snapshotter: Snapshotter, runtime: Runtime, opened: Promise<AsyncIterable<Buffer> | RemoteBlob>, remote: boolean,

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { MACHINE_USERNS_SPEC, USERNS_SPEC } from '../../util/idmap.js';
-import { curlCommand, curlQuoted } from '../../util/curl.js';
+import { curlCommand, curlFailure, curlQuoted } from '../../util/curl.js';
 import { feed, stoppedReading, type DialedProcess, type Dialer } from '../../util/dialer.js';
 import { SBX } from '../../util/native.js';
 import { runOk } from '../../util/proc.js';
@@ -142,17 +142,20 @@ async function fetchInto(dialer: Dialer, sandbox: string[], blob: RemoteBlob, op
 }
 
 /**
- * curl's failure: an HTTP status the registry answered, a blob larger than its manifest says, or
- * else `unavailable` (a host not reached, a connection cut or stalled, a 5xx): what may pass, and
- * what the caller tries again (runtime/types.ts, RemoteBlob).
+ * curl's failure: a 404 (`not_found`), a 401 or 403 (`forbidden`), a blob larger than its
+ * manifest says (`invalid_argument`), else `unavailable`, with `details.mayPass` when it may pass
+ * (util/curl.ts): what the caller tries again (runtime/types.ts, RemoteBlob).
  */
 function fetchFailed(stderr: string): ShellbaseError {
   const said = stderr.replace(/^curl: /gm, '').trim().slice(0, 300);
-  const status = /returned error: (\d{3})/.exec(stderr)?.[1];
-  if (status === '404') return new ShellbaseError('not_found', `the registry has no such blob (${said})`);
-  if (status === '401' || status === '403') return new ShellbaseError('forbidden', `the registry refused the blob (${said})`, { hint: 'shellbase pulls anonymously: the image must be public' });
-  if (/Maximum file size exceeded/i.test(stderr)) return invalid(`the layer is larger than its manifest says (${said})`, 'the registry or archive is corrupt; nothing was kept');
-  return new ShellbaseError('unavailable', `the layer could not be fetched: ${said}`, { hint: 'try again later' });
+  const f = curlFailure(stderr);
+  if (f.status === 404) return new ShellbaseError('not_found', `the registry has no such blob (${said})`);
+  if (f.status === 401 || f.status === 403) return new ShellbaseError('forbidden', `the registry refused the blob (${said})`, { hint: 'shellbase pulls anonymously: the image must be public' });
+  if (f.code === 63) return invalid(`the layer is larger than its manifest says (${said})`, 'the registry or archive is corrupt; nothing was kept');
+  return new ShellbaseError('unavailable', `the layer could not be fetched: ${said}`, {
+    hint: f.mayPass ? 'try again later' : 'check that this host reaches the registry and trusts its certificate',
+    ...(f.mayPass ? { details: { mayPass: true } } : {}),
+  });
 }
 
 /** Debian's `isal` package: an inflate several times faster than zlib's (docs/performance.md, images). */

@@ -2,7 +2,7 @@ import { PassThrough, Readable, Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress } from 'node:zlib';
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
-import { HAS_CURL, curlCommand, curlQuoted } from '../../util/curl.js';
+import { HAS_CURL, curlCommand, curlFailure, curlQuoted } from '../../util/curl.js';
 import { blobError, type BlobLocation } from './types.js';
 
 /**
@@ -50,13 +50,15 @@ const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
  * The unpacking script: its input (stdin, or curl's GET of the URL its config on stdin names)
  * through zstd into tar with the script's arguments. Every stage is killed when bash goes
  * (bash itself goes with the spawner: `sbx dial`), so nothing outlives a server that died.
- * Exit 75: the fetch failed (curl's message on stderr); 65: zstd or tar did; 0: all went well.
+ * Exit 75: the fetch failed (curl's message on stderr); 65: zstd or tar did (curl's own 23, a
+ * write refused, is theirs); 0: all went well.
  * curl as util/curl.ts says, following no redirect.
  */
 function unpackScript(fetch: boolean): string {
   const stage = 'setpriv --pdeathsig KILL';
   const curl = `${curlCommand()} | `;
-  const status = fetch ? '[ "${s[0]}" = 0 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
+  // curl's 23 (it could not write) means zstd or tar stopped reading: their failure says why.
+  const status = fetch ? '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
   return `${fetch ? curl : ''}${stage} zstd --decompress --stdout --quiet | ${stage} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
 }
 
@@ -107,7 +109,8 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
  * `into` (no absolute names, no `..`, symlinks made last). A stream whose header is not a
  * layer's fails with code `invalid_pack`, another format with `unknown_pack_format` (a fetched
  * blob's format is the index's word, read before); an archive that fails, `invalid_pack`; a
- * fetch that fails, `not_found` for an HTTP 404, else `fetch_failed` with curl's message.
+ * fetch that fails, `not_found` for an HTTP 404, `fetch_failed` where it may pass (util/curl.ts,
+ * `curlFailure`), else a plain Error with curl's message.
  */
 export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocation, into: string): Promise<void> {
   // zstd decompresses in a process of its own (it passes over the skippable header frame and
@@ -137,7 +140,8 @@ export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocatio
   if (code === 0) return;
   if (code === 75) {
     if (/returned error: 404\b/.test(said)) throw blobError('not_found', `the object store has no such blob (${said})`);
-    throw blobError('fetch_failed', `the blob could not be fetched: ${said}`);
+    if (curlFailure(said).mayPass) throw blobError('fetch_failed', `the blob could not be fetched: ${said}`);
+    throw new Error(`the blob could not be fetched: ${said}`);
   }
   throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
 }

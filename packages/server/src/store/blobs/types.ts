@@ -51,8 +51,8 @@ export const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 /**
  * The codes of the Errors blob stores (and layer packs, pack.ts) throw. `fetch_failed`: a fetch
- * by URL that failed for a reason that may pass (a host not reached, a connection cut or stalled,
- * an answer other than 404).
+ * by URL that failed for a reason that may pass (a connection refused, cut or stalled; an HTTP
+ * 5xx, 408 or 429: util/curl.ts).
  */
 export type BlobErrorCode = 'not_found' | 'digest_mismatch' | 'invalid_digest' | 'invalid_pack' | 'unknown_pack_format' | 'fetch_failed';
 

@@ -178,9 +178,12 @@ export class ClusterSnapshotter implements Snapshotter {
         void this.opts.blobs.get(blob.digest).then((got) => pipeline(got, body)).catch((e: unknown) => body.destroy(e as Error));
       }
       // curl writes into a pipe and retries nothing itself (util/curl.ts); a failed import leaves
-      // nothing behind, so a fetch that may pass is tried again whole.
+      // nothing behind, so a fetch that may pass is tried again whole, by a new URL (the first
+      // may have expired during a long fetch).
+      let tries = 0;
+      const relocated = async () => (tries++ === 0 ? null : await this.opts.blobs.locate?.(blob.digest, LOCATION_TTL_S).catch(() => null)) ?? located!;
       const { bytes } = body ? await this.local.importLayer(layerId, body)
-        : await withFetchRetries(() => this.local.importLayer(layerId, located!), fetchMayPass);
+        : await withFetchRetries(async () => this.local.importLayer(layerId, await relocated()), fetchMayPass);
       this.cache.touch(layerId, bytes);
       this.fetched++;
       this.opts.log.debug({ layer: layerId, packed: blob.size, bytes, by: body ? 'stream' : 'url', ms: Math.round(performance.now() - started) }, 'layer fetched');
