@@ -130,9 +130,11 @@ function NewMachine({ context, onClose, onDone }: { context?: string; onClose: (
 /** One machine: state, size, ports, lifecycle actions, its console log, and an interactive terminal. */
 function MachineDetail({ id }: { id: string }) {
   const m = useAsync(() => Api.machine(id), [id]);
-  useInterval(m.reload, 4000);
   const [committing, setCommitting] = useState(false);
   const [deleting, setDeleting] = useState(false);
+  // No polling once a delete is on its way: a poll answered after it would be a 404.
+  const [removing, setRemoving] = useState(false);
+  useInterval(m.reload, 4000, !removing);
   const [port, setPort] = useState('');
   const x = m.data;
   const step = (s: 'pause' | 'resume' | 'hibernate' | 'stop') => act(() => Api.machineStep(id, s), (r) => `Machine ${r.state}`).then(m.reload);
@@ -177,7 +179,12 @@ function MachineDetail({ id }: { id: string }) {
       {committing && <CommitDialog id={id} context={x?.context} onClose={() => setCommitting(false)} />}
       {deleting && <Confirm title="Delete this machine?" danger="Delete machine" body={<p>Its disk, memory and run files go. Commit first to keep what it changed.</p>}
         onNo={() => setDeleting(false)}
-        onYes={async () => { setDeleting(false); if (await act(async () => { await Api.deleteMachine(id); return true; }, 'Machine deleted')) go(href('machines')); }} />}
+        onYes={async () => {
+          setDeleting(false);
+          setRemoving(true);
+          if (await act(async () => { await Api.deleteMachine(id); return true; }, 'Machine deleted')) go(href('machines'));
+          else setRemoving(false);
+        }} />}
     </section>
   );
 }
