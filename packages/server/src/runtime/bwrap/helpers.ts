@@ -103,8 +103,9 @@ const isReadable = (s: Readable | RemoteBlob): s is Readable => typeof (s as Rea
  * The fetch in front of the unpacking sandbox: curl (util/curl.ts; redirects followed, the
  * headers kept to the first host (curl 7.83 on: and port), a `Content-Length` above `blobMax`
  * refused at once) writes the blob straight into it, and sbx-tarcheck stops at `blobMax` bytes
- * whatever the length said: its bytes never cross the server. Exit 75: curl failed (its message on stderr), unless only
- * because the sandbox stopped reading (23): then the sandbox's own code says why.
+ * whatever the length said: its bytes never cross the server. Exit 75: curl failed (its message
+ * on stderr), unless only because the sandbox stopped reading (23): then the sandbox's own code
+ * says why.
  */
 const FETCH_SCRIPT = `${curlCommand(['--location', '--proto-redir', '=http,https'])} | "$@"; s=("\${PIPESTATUS[@]}"); `
   + '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; exit "${s[1]}"';
@@ -113,8 +114,8 @@ async function fetchInto(dialer: Dialer, sandbox: string[], blob: RemoteBlob, op
   blob.signal?.throwIfAborted();
   const config = [`url = ${curlQuoted(blob.url)}`, ...blob.headers.map((h) => `header = ${curlQuoted(h)}`),
     ...(opts.blobMax ? [`max-filesize = ${opts.blobMax}`] : [])].join('\n');
-  // The reports, read here as they come: `got` lines (progress) are not kept, so a layer of any
-  // size leaves its last lines (the digests) within what the dialer keeps of stdout.
+  // The reports, read here as they come: `got` lines (progress) are passed on, not kept (the
+  // dialer keeps only the first 64 KiB of stdout, which a huge layer's progress would fill).
   const lines: string[] = [];
   let partial = '';
   const onStdout = (c: Buffer) => {
