@@ -64,7 +64,10 @@ export class MachineStowage {
    */
   async fetch(stored: StoredMachineFiles, to: FetchTargets): Promise<string[]> {
     const chain = await this.frozenChain(stored, 1);
-    await Promise.all([this.fetchFile(stored.ram, to.ram), this.fetchFile(stored.state, to.state), this.fetchFile(stored.disk[0], to.top, chain[1])]);
+    // All three settle before this answers: none is still writing (or cleaning up) when a caller
+    // that saw one fail goes on.
+    const done = await Promise.allSettled([this.fetchFile(stored.ram, to.ram), this.fetchFile(stored.state, to.state), this.fetchFile(stored.disk[0], to.top, chain[1])]);
+    for (const d of done) if (d.status === 'rejected') throw d.reason;
     chain[0] = to.top;
     return chain;
   }
