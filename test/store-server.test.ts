@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { BtrfsSnapshotter } from '../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
+import type { BtrfsSnapshotter } from '../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
 import { storeOp, storeServer } from '../packages/server/src/store/snapshotter/btrfs/store-server.ts';
 import { scanLayer } from '../packages/server/src/store/snapshotter/btrfs/scan.ts';
-import { Dialer } from '../packages/server/src/util/dialer.ts';
 import { SBX_STORE } from '../packages/server/src/util/native.ts';
+import { tempBtrfsStore } from './btrfs-store.ts';
 
 // `sbx-store serve` (native/serve.c), the long-running helper every query's store operations go
 // through, on a real btrfs volume (the snapshotter's own).
@@ -17,12 +16,7 @@ let root: string;
 let store: BtrfsSnapshotter;
 
 before(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), 'shellbase-store-server-'));
-  root = path.join(dir, 'store');
-  store = new BtrfsSnapshotter({
-    root, imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize: 0, rootId: 100_000,
-    dialer: new Dialer(path.join(dir, 'streams')),
-  });
+  ({ dir, root, store } = tempBtrfsStore(0));
   await store.open();
 });
 

@@ -1,31 +1,23 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { BtrfsSnapshotter } from '../../packages/server/src/store/snapshotter/btrfs/btrfs-snapshotter.ts';
 import { snapshotterConformance } from './snapshotter.ts';
-import { Dialer } from '../../packages/server/src/util/dialer.ts';
 import { SBX_STORE } from '../../packages/server/src/util/native.ts';
 import { run } from '../../packages/server/src/util/proc.ts';
-
-const make = (dir: string, poolSize = 1) => new BtrfsSnapshotter({
-  root: path.join(dir, 'store'), imageFile: path.join(dir, 'store.btrfs'), sizeGb: 2, imagePath: () => '/nonexistent', defaultDiskMb: 16, poolSize, rootId: 100_000,
-  dialer: new Dialer(path.join(dir, 'streams')),
-});
+import { btrfsStore as make, tempBtrfsStore } from '../btrfs-store.ts';
 
 snapshotterConformance('btrfs snapshotter', async () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-store-'));
-  const store = make(dir);
+  const { dir, store } = tempBtrfsStore();
   await store.open();
   return { store, done: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
 });
 
 test('btrfs snapshotter: a format-1 store (host ids) is shifted once on open', async () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-store-'));
-  const root = path.join(dir, 'store');
-  let store = make(dir, 0);
+  const made = tempBtrfsStore(0);
+  const { dir, root } = made;
+  let store = made.store;
   try {
     await store.open();
     const s = await store.prepare({ diskMb: 16 });
@@ -51,9 +43,7 @@ test('btrfs snapshotter: a format-1 store (host ids) is shifted once on open', a
 });
 
 test('btrfs snapshotter: scratches come with their directories and limit; sbx-store limit refuses a directory that is no subvolume, and a scratch it cannot finish is not left', async () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-store-'));
-  const root = path.join(dir, 'store');
-  const store = make(dir, 0);
+  const { dir, root, store } = tempBtrfsStore(0);
   try {
     await store.open();
     const s = await store.prepare({ diskMb: 16 });

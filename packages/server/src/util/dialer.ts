@@ -43,7 +43,7 @@ export class Dialer {
     for (const f of readdirSync(dir)) if (f.endsWith('.sock')) rmSync(path.join(dir, f), { force: true });
   }
 
-  /** `onStdout`: the program's stdout as it comes, when that is not the connection. */
+  /** `onStdout`: the program's stdout as it comes, when that is not the connection (then `stdout()` keeps none of it). */
   async start(argv: string[], direction: Direction, onStdout?: (chunk: Buffer) => void): Promise<DialedProcess> {
     const where = path.join(this.dir, `${randomBytes(8).toString('hex')}.sock`);
     const server = net.createServer({ allowHalfOpen: true });
@@ -55,7 +55,7 @@ export class Dialer {
     let stderr = '';
     let stdout = '';
     const spawned = this.spawner.start([SBX, 'dial', where, direction, '--', ...argv], undefined, {
-      onStdout: (c) => { if (stdout.length < 65536) stdout += c.toString(); onStdout?.(c); },
+      onStdout: (c) => { if (onStdout) onStdout(c); else if (stdout.length < 65536) stdout += c.toString(); },
       onStderr: (c) => { if (stderr.length < 4096) stderr += c.toString(); },
     });
     let ended = false;
