@@ -172,6 +172,16 @@ export interface MachinesConfig {
   defaultIdleTimeoutMs: number;
   /** A template of a tenant's version that no machine or snapshot stands on goes after this long unused. */
   templateIdleMs: number;
+  /**
+   * How a fork or snapshot of a running machine copies its memory (SHELLBASE_MACHINES_LIVE_COPY):
+   * `on`, while it runs (machines/live-copy.ts: a pause of tens of ms, a copy of all of its memory);
+   * `off`, stopped for the copy of the memory it uses; `auto` (the default), live where a stopped
+   * copy would pause it longer than `pauseMs`. Never where the copy would miss pages the guest
+   * writes (machines/live-copy.ts `liveCopySound`).
+   */
+  liveCopy: 'auto' | 'on' | 'off';
+  /** `auto`'s bound on a stopped copy's pause (SHELLBASE_MACHINES_PAUSE_MS, default 250). */
+  pauseMs: number;
 }
 
 const env = process.env;
@@ -182,6 +192,12 @@ const num = (name: string, fallback: number, from: Record<string, string | undef
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, not ${JSON.stringify(v)}`);
   return n;
 };
+
+function liveCopySetting(v: string | undefined): MachinesConfig['liveCopy'] {
+  if (v === undefined || v === '' || v === 'auto') return 'auto';
+  if (v === 'on' || v === 'off') return v;
+  throw new Error(`SHELLBASE_MACHINES_LIVE_COPY must be auto, on or off, not ${JSON.stringify(v)}`);
+}
 
 function accelSetting(v: string | undefined): MachinesConfig['accel'] {
   if (v === undefined || v === '' || v === 'auto') return 'auto';
@@ -243,6 +259,8 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       maxDiskGb: num('SHELLBASE_MACHINES_MAX_DISK_GB', 64),
       defaultIdleTimeoutMs: num('SHELLBASE_MACHINES_IDLE_MS', 600_000),
       templateIdleMs: num('SHELLBASE_MACHINES_TEMPLATE_IDLE_MS', 86_400_000),
+      liveCopy: liveCopySetting(env.SHELLBASE_MACHINES_LIVE_COPY),
+      pauseMs: num('SHELLBASE_MACHINES_PAUSE_MS', 250),
     },
     egress: {
       default: egressDefault(env.SHELLBASE_EGRESS),

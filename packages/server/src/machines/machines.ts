@@ -67,7 +67,8 @@ export class Machines extends MachineRuns {
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
         spec: {
-          format: 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
+          format: tpl.ramPadKb ? 3 : 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
+          ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}),
           diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
         },
       };

@@ -34,6 +34,8 @@ export interface LaunchSpec {
   assets: MachineAssets;
   accel: Accel;
   memoryMb: number;
+  /** KiB of RAM past `memoryMb` (machines/live-copy.ts `ramPadKb`); a saved state restores only into RAM of its size. */
+  ramPadKb?: number;
   cpus: number;
   /** The machine's RAM: a file in the RAM directory (tmpfs), mapped shared so it can be copied for forks. */
   ram: string;
@@ -49,6 +51,8 @@ export interface LaunchSpec {
   ports: number[];
   /** Restore device state from this file (written by `saveState`) instead of booting. */
   incoming?: string;
+  /** With `incoming`: stay paused whatever the state says (`-S`); a live copy's receiver never runs its guest. */
+  paused?: boolean;
   cgroup?: Cgroup;
   /** Starts QEMU confined, and its port bridges. */
   runtime: Runtime;
@@ -65,6 +69,9 @@ export interface LaunchSpec {
   userns?: boolean;
 }
 
+/** The guest's RAM: `memoryMb` MiB and the spec's pad (machines/live-copy.ts `ramPadKb`). */
+const ramSize = (spec: LaunchSpec) => (spec.ramPadKb ? `${spec.memoryMb * 1024 + spec.ramPadKb}K` : `${spec.memoryMb}M`);
+
 export function qemuArgs(spec: LaunchSpec): string[] {
   const khz = tscKhz();
   const append = ['console=ttyS0', 'panic=-1', 'quiet', ...(khz ? [`tsc_early_khz=${khz}`, 'tsc=reliable'] : []), spec.append ?? ''].filter(Boolean).join(' ');
@@ -74,10 +81,10 @@ export function qemuArgs(spec: LaunchSpec): string[] {
   ].join(',');
   return [
     '-M', `${MACHINE_TYPE},memory-backend=mem`,
-    '-object', `memory-backend-file,id=mem,size=${spec.memoryMb}M,mem-path=${spec.ram},share=on`,
+    '-object', `memory-backend-file,id=mem,size=${ramSize(spec)},mem-path=${spec.ram},share=on`,
     '-accel', spec.accel === 'kvm' ? 'kvm' : 'tcg,tb-size=128',
     '-cpu', spec.accel === 'kvm' ? 'host' : 'max',
-    '-m', `${spec.memoryMb}M`, '-smp', String(spec.cpus),
+    '-m', ramSize(spec), '-smp', String(spec.cpus),
     '-nodefaults', '-no-user-config', '-nographic', '-no-reboot',
     '-chardev', `file,id=con,path=${runFiles(spec.runDir).console},append=on`, '-serial', 'chardev:con',
     '-kernel', spec.assets.vmlinux, '-initrd', spec.assets.initrd, '-append', append,
@@ -88,6 +95,7 @@ export function qemuArgs(spec: LaunchSpec): string[] {
     '-device', 'virtio-rng-device',
     '-qmp', `unix:${runFiles(spec.runDir).qmp},server=on,wait=off`,
     ...(spec.incoming ? ['-incoming', 'defer'] : []),
+    ...(spec.paused ? ['-S'] : []),
   ];
 }
 
@@ -126,7 +134,7 @@ export class QemuVm {
       ]);
       const ns = await innerPid(proc.pid);
       const vm = new QemuVm(spec, proc, qmp, ns, exited);
-      await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+      await vm.setCapabilities({ 'x-ignore-shared': true });
       return vm;
     } catch (e) {
       proc.kill();
@@ -144,6 +152,11 @@ export class QemuVm {
   stop(): Promise<unknown> { return this.qmp.execute('stop'); }
   cont(): Promise<unknown> { return this.qmp.execute('cont'); }
 
+  /** Sets migration capabilities (only while no migration runs). */
+  setCapabilities(caps: Record<string, boolean>): Promise<unknown> {
+    return this.qmp.execute('migrate-set-capabilities', { capabilities: Object.entries(caps).map(([capability, state]) => ({ capability, state })) });
+  }
+
   /** Writes device state (RAM stays in the shared file: x-ignore-shared) while the VM is stopped. */
   async saveState(file: string): Promise<void> {
     await this.qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
@@ -156,7 +169,8 @@ export class QemuVm {
     await this.migration();
   }
 
-  private async migration(): Promise<void> {
+  /** Waits for this QEMU's migration (outgoing or incoming) to complete; a failed one throws. */
+  async migration(): Promise<void> {
     for (let i = 0; ; i++) {
       const r = await this.qmp.execute<{ status?: string; 'error-desc'?: string }>('query-migrate');
       if (r.status === 'completed') return;
@@ -173,11 +187,25 @@ export class QemuVm {
    * the current top becomes read-only. Call while stopped.
    */
   async snapshotDisk(overlay: string): Promise<void> {
-    const node = `disk${Date.now().toString(36)}`;
+    await this.useOverlay(await this.openOverlay(overlay));
+  }
+
+  /** Opens `overlay` as a node of its own, not in use yet (`useOverlay` puts it on top; `dropOverlay` closes it). */
+  async openOverlay(overlay: string): Promise<string> {
+    const node = `disk${(this.nodes++).toString(36)}${Date.now().toString(36)}`;
     await this.qmp.execute('blockdev-add', { driver: 'qcow2', 'node-name': node, file: { driver: 'file', filename: overlay }, backing: null });
+    return node;
+  }
+
+  /** Puts an opened overlay on top of the disk: the disk as it stands is frozen below it. Call while stopped. */
+  async useOverlay(node: string): Promise<void> {
     await this.qmp.execute('blockdev-snapshot', { node: this.node, overlay: node });
     this.node = node;
   }
+
+  dropOverlay(node: string): Promise<unknown> { return this.qmp.execute('blockdev-del', { 'node-name': node }); }
+
+  private nodes = 0;
 
   /**
    * Grows the disk's virtual size to `bytes` (its top file; the frozen files below stay as they

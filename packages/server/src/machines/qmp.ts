@@ -6,6 +6,8 @@ export class QmpError extends Error {
 }
 
 interface Waiting { resolve(v: unknown): void; reject(e: Error): void }
+/** An event's name, data and QEMU's time of it (ms since the epoch). */
+export type QmpListener = (name: string, data: unknown, atMs: number) => void;
 
 /**
  * A client of QEMU's machine protocol (JSON lines over a Unix socket): one
@@ -17,6 +19,7 @@ export class Qmp {
   private nextId = 1;
   private buffered = '';
   private closed: Error | null = null;
+  private readonly listeners = new Set<QmpListener>();
 
   private constructor(private readonly socket: Socket, private readonly onEvent: (name: string, data: unknown) => void) {
     socket.setEncoding('utf8');
@@ -73,6 +76,12 @@ export class Qmp {
     return this.execute<string>('human-monitor-command', { 'command-line': commandLine });
   }
 
+  /** Calls `fn` with every event from now until the returned function is called. */
+  listen(fn: QmpListener): () => void {
+    this.listeners.add(fn);
+    return () => { this.listeners.delete(fn); };
+  }
+
   close(): void {
     this.socket.destroy();
   }
@@ -84,9 +93,14 @@ export class Qmp {
       const line = this.buffered.slice(0, nl).trim();
       this.buffered = this.buffered.slice(nl + 1);
       if (!line) continue;
-      let msg: { id?: number; return?: unknown; error?: { class: string; desc: string }; event?: string; data?: unknown };
+      let msg: { id?: number; return?: unknown; error?: { class: string; desc: string }; event?: string; data?: unknown; timestamp?: { seconds: number; microseconds: number } };
       try { msg = JSON.parse(line); } catch { continue; }
-      if (msg.event) { this.onEvent(msg.event, msg.data); continue; }
+      if (msg.event) {
+        this.onEvent(msg.event, msg.data);
+        const at = msg.timestamp ? msg.timestamp.seconds * 1000 + msg.timestamp.microseconds / 1000 : Date.now();
+        for (const l of this.listeners) l(msg.event, msg.data, at);
+        continue;
+      }
       const w = typeof msg.id === 'number' ? this.waiting.get(msg.id) : undefined;
       if (!w) continue;
       this.waiting.delete(msg.id!);

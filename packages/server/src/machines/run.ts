@@ -7,6 +7,8 @@ import { newId } from '../util/ids.js';
 import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
+import { usedMiB } from './live-copy.js';
+import { freezeLive, freezeStopped } from './freeze.js';
 import { QemuVm } from './qemu.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
@@ -43,6 +45,12 @@ export interface RunHooks {
   admit(row: MachineRow): void;
   /** A lifecycle step took `ms` (metrics). */
   step(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
+  /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/live-copy.ts `copiesLive`). */
+  liveCopy(usedMiB: number, ramPadKb: number): Promise<boolean>;
+  /** A stopped copy of `usedMiB` paused the machine `ms` (what the next choice goes by). */
+  stoppedCopy(ms: number, usedMiB: number): void;
+  /** A live copy failed (logged); a stopped copy is made instead. */
+  liveCopyFailed(row: MachineRow, err: unknown): void;
   /**
    * Cluster mode (machines/placement.ts): a hibernation's files to the object store (an error
    * leaves them only here), and before a wake, the files here (the row with its disk chain as it is here).
@@ -71,7 +79,7 @@ export class MachineRun {
   private session: EgressSession | null = null;
   private metered: Traffic = { bytesOut: 0, bytesIn: 0 };
 
-  constructor(public row: MachineRow, private readonly hooks: RunHooks) {}
+  constructor(public row: MachineRow, readonly hooks: RunHooks) {}
 
   get state(): MachineState { return this.row.state; }
   /** Its sockets, console log and (hibernated) RAM and device state. */
@@ -105,7 +113,7 @@ export class MachineRun {
       const egress = { forward: host.forward, socket: this.session?.socket ?? path.join(this.dir, 'no-egress.sock') };
       this.vm = await QemuVm.launch({
         egress,
-        assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
+        assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, ramPadKb: spec.ramPadKb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
         runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable], userns: host.uid !== 0,
         ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus), runtime: host.runtime,
       });
@@ -184,32 +192,21 @@ export class MachineRun {
    * Freezes RAM, devices and disk at one instant into `into` (its RAM file
    * and state file), then lets the machine go on. The disk's current top
    * becomes read-only (the snapshot's chain); a new overlay takes the writes.
-   * Returns the frozen chain. Milliseconds of pause: that is the fork's cost.
+   * Returns the frozen chain. Milliseconds of pause: that is the fork's cost. A running machine
+   * is copied live (machines/live-copy.ts: it pauses only for the last dirty pages) unless the
+   * server's setting says otherwise (SHELLBASE_MACHINES_LIVE_COPY); a paused one is copied as it stands.
    */
   async freeze(into: { ram: string; state: string }): Promise<string[]> {
     if (this.row.state !== 'running' && this.row.state !== 'paused') throw this.notRunning();
-    const vm = this.vm!;
-    const frozen = [...this.row.spec.disk];
-    const next = this.layout.diskFile(this.row.tenantId, `${this.row.id}-${newId('d')}`);
-    await overlay(frozen[0], next);
-    this.hooks.host.give(next);
-    const wasRunning = this.row.state === 'running';
-    const t0 = performance.now();
-    if (wasRunning) await vm.stop();
-    try {
-      await vm.snapshotDisk(next);
-      this.row.spec.disk = [next, ...frozen];
-      // QEMU writes only inside its own directory; the state moves to the snapshot's after.
-      const state = runFiles(this.dir).frozenState;
-      await vm.saveState(state);
-      renameSync(state, into.state);
-      await copySparse(this.ramFile, into.ram);
-    } finally {
-      if (wasRunning) await vm.cont();
-      this.hooks.step('freeze', performance.now() - t0);
+    const used = usedMiB(this.ramFile);
+    if (this.row.state === 'running' && await this.hooks.liveCopy(used, this.row.spec.ramPadKb ?? 0)) {
+      try {
+        return await freezeLive(this, into);
+      } catch (e) {
+        this.hooks.liveCopyFailed(this.row, e); // and a stopped copy makes it
+      }
     }
-    await this.hooks.save(this.row);
-    return frozen;
+    return freezeStopped(this, into, used);
   }
 
   /**

@@ -14,6 +14,8 @@ import { MachineIo } from './io.js';
 import { MachineDisks } from './storage.js';
 import { admit, hostRoom } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
+import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
+import { qemuBuild } from './qemu.js';
 import { Templates } from './templates.js';
 import { machineView } from './views.js';
 import { Network } from '../core/network.js';
@@ -34,6 +36,9 @@ export class MachineRuns {
   readonly io: MachineIo;
   /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
   readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
+  /** What a stopped copy of a running machine's memory costs here (the live-copy choice goes by it). */
+  readonly copyRate = new CopyRate();
+  private warnedUnsound = false;
 
   protected readonly layout: MachineLayout;
   protected readonly disks: MachineDisks;
@@ -189,6 +194,17 @@ export class MachineRuns {
         }, this.host_!.uid),
         admit: (r) => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
+        liveCopy: async (used, padKb) => {
+          const { liveCopy, pauseMs } = this.deps.config.machines;
+          const sound = liveCopySound(this.host_!.accel.accel, await qemuBuild(), padKb);
+          if (!sound && liveCopy === 'on' && !this.warnedUnsound) {
+            this.warnedUnsound = true;
+            this.deps.log.warn('SHELLBASE_MACHINES_LIVE_COPY=on, but this host\'s QEMU does not track every page a running guest writes (TCG before QEMU 9.0) and the machine was made before its RAM was sized for it: it is copied stopped');
+          }
+          return copiesLive(liveCopy, used, this.copyRate, pauseMs, sound);
+        },
+        stoppedCopy: (ms, used) => this.copyRate.note(ms, used),
+        liveCopyFailed: (r, err) => this.deps.log.warn({ machine: r.id, err }, 'the live copy failed; the machine is copied stopped'),
       });
       this.runs.set(row.id, run);
     }

@@ -11,8 +11,8 @@ import type { MachineRun } from './run.js';
 /** The fields a machine and its snapshots share (and nothing else of either). */
 export function shapeOf(s: MachineShape): MachineShape {
   return {
-    format: 2, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}),
-    memoryMb: s.memoryMb, cpus: s.cpus, diskGb: s.diskGb, idleTimeoutMs: s.idleTimeoutMs, ...(s.network ? { network: s.network } : {}),
+    format: s.ramPadKb ? 3 : 2, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}),
+    memoryMb: s.memoryMb, ...(s.ramPadKb ? { ramPadKb: s.ramPadKb } : {}), cpus: s.cpus, diskGb: s.diskGb, idleTimeoutMs: s.idleTimeoutMs, ...(s.network ? { network: s.network } : {}),
   };
 }
 

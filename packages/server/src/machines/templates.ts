@@ -7,6 +7,7 @@ import { Agent } from './agent.js';
 import { buildDisk, copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from './qemu.js';
+import { ramPadKb } from './live-copy.js';
 import { PRUNED } from './commit.js';
 import { removeTree } from '../util/remove.js';
 
@@ -33,6 +34,8 @@ export interface Template {
   disk: string;
   ram: string;
   state: string;
+  /** KiB of RAM past its MiB (machines/live-copy.ts `ramPadKb`): its machines restore into RAM of that size. */
+  ramPadKb: number;
 }
 
 export interface TemplateSource {
@@ -59,10 +62,16 @@ export class Templates {
 
   async key(src: TemplateSource): Promise<string> {
     const { assets, accel, guest } = this.host;
+    const pad = await this.ramPadKb();
     return createHash('sha256').update(JSON.stringify({
       format: TEMPLATE_FORMAT, layers: src.layers, assets: assets.tag, guest: guest.hash, qemu: await qemuBuild(), type: MACHINE_TYPE,
-      accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus,
+      accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ...(pad ? { ramPadKb: pad } : {}),
     })).digest('hex').slice(0, 16);
+  }
+
+  /** The RAM pad this host's templates (and so their machines) get. */
+  private async ramPadKb(): Promise<number> {
+    return ramPadKb(this.host.accel.accel, await qemuBuild());
   }
 
   /**
@@ -74,15 +83,15 @@ export class Templates {
     const dir = path.join(src.root, await this.key(src));
     this.held.set(dir, (this.held.get(dir) ?? 0) + 1);
     try {
-      return await fn(await this.get(dir, src).catch(failed));
+      return await fn(await this.get(dir, src, await this.ramPadKb()).catch(failed));
     } finally {
       const n = (this.held.get(dir) ?? 1) - 1;
       if (n > 0) this.held.set(dir, n); else this.held.delete(dir);
     }
   }
 
-  private async get(dir: string, src: TemplateSource): Promise<Template> {
-    const at = (d: string): Template => { const f = this.host.layout.templateFiles(d); return { dir: d, disk: f.disk, ram: f.ram, state: f.state }; };
+  private async get(dir: string, src: TemplateSource, ramPadKb: number): Promise<Template> {
+    const at = (d: string): Template => { const f = this.host.layout.templateFiles(d); return { dir: d, disk: f.disk, ram: f.ram, state: f.state, ramPadKb }; };
     const info = this.host.layout.templateFiles(dir).info;
     if (existsSync(info)) {
       const now = new Date();
@@ -91,7 +100,7 @@ export class Templates {
     }
     let p = this.building.get(dir);
     if (!p) {
-      p = this.build(src, dir).then(() => at(dir)).finally(() => this.building.delete(dir));
+      p = this.build(src, dir, ramPadKb).then(() => at(dir)).finally(() => this.building.delete(dir));
       this.building.set(dir, p);
     }
     return p;
@@ -129,7 +138,7 @@ export class Templates {
     return deleted;
   }
 
-  private async build(src: TemplateSource, dir: string): Promise<void> {
+  private async build(src: TemplateSource, dir: string, ramPadKb: number): Promise<void> {
     const started = Date.now();
     const tmp = `${dir}.building-${process.pid}`;
     rmSync(tmp, { recursive: true, force: true });
@@ -149,7 +158,7 @@ export class Templates {
       writeFileSync(ram, ''); // QEMU sizes it; it must exist to be bound into QEMU's confinement
       this.host.give(ram);
       vm = await QemuVm.launch({
-        assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ram, disk: files.disk,
+        assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, ram, disk: files.disk,
         runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus), userns: this.host.uid !== 0,
         runtime: this.host.runtime, egress: { forward: this.host.forward, socket: path.join(tmp, 'no-egress.sock') }, // a template's boot has no network
       });
@@ -169,7 +178,7 @@ export class Templates {
       vm = null;
       await copySparse(ram, files.ram);
       writeFileSync(files.info, JSON.stringify({
-        format: TEMPLATE_FORMAT, layers: src.layers, memoryMb: src.memoryMb, cpus: src.cpus, qemu: await qemuBuild(),
+        format: TEMPLATE_FORMAT, layers: src.layers, memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, qemu: await qemuBuild(),
         accel: this.host.accel.accel, builtAt: new Date().toISOString(), bootMs: Date.now() - started,
       }, null, 2));
       for (const f of [layout.agentSocket(tmp), layout.qmpSocket(tmp)]) rmSync(f, { force: true });

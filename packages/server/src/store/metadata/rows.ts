@@ -228,11 +228,14 @@ export interface ServiceRow {
  * size disks had then: store/metadata/sql/machines.ts) and the optional `network`.
  */
 export interface MachineShape {
-  format: 2;
+  /** 3: may carry `ramPadKb` (older servers refuse it rather than restore into RAM of another size). */
+  format: 2 | 3;
   image: string;
   context?: string;
   version?: string;
   memoryMb: number;
+  /** KiB of RAM past `memoryMb`, where the host's QEMU needs it for a sound live copy (machines/live-copy.ts); absent: none. */
+  ramPadKb?: number;
   cpus: number;
   /** The disk's size as the guest sees it (GiB). */
   diskGb: number;

@@ -6,11 +6,11 @@ import { checkFence } from './fence.js';
 interface MachineRecord { id: string; tenant_id: string; state: string; spec: string; created_at: string }
 interface SnapshotRecord { id: string; tenant_id: string; machine_id: string; spec: string; created_at: string }
 
-/** Reads a machine's or snapshot's spec; format 1 (before disks had sizes: all were 8 GiB) is read as format 2. */
+/** Reads a machine's or snapshot's spec; format 1 (before disks had sizes: all were 8 GiB) is read as format 2; 3 may carry `ramPadKb`. */
 function parse<T extends MachineShape>(what: string, text: string): T {
   const spec = JSON.parse(text) as Omit<T, 'format'> & { format: number; diskGb?: number };
   if (spec.format === 1) return { ...spec, format: 2, diskGb: 8 } as T;
-  if (spec.format !== 2) throw new Error(`${what}: unknown spec format ${String(spec.format)}`);
+  if (spec.format !== 2 && spec.format !== 3) throw new Error(`${what}: unknown spec format ${String(spec.format)}`);
   return spec as T;
 }
 

@@ -1,0 +1,206 @@
+import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { runOk } from '../util/proc.js';
+import { overlay } from './disk.js';
+import type { MachineHost } from './host.js';
+import { runFiles } from './layout.js';
+import { QemuVm } from './qemu.js';
+import { QmpError } from './qmp.js';
+
+/**
+ * The pause QEMU aims for (its `downtime-limit`, ms): it stops the source once the pages still
+ * dirty can be sent within it. A guest that dirties memory faster than it is copied never gets
+ * there, so the limit grows with the passes over memory: [from pass, limit].
+ */
+export const DOWNTIME_BY_PASS: ReadonlyArray<readonly [pass: number, limitMs: number]> = [[1, 10], [4, 30], [6, 100], [8, 300], [10, 2000], [12, 600_000]];
+
+/**
+ * Whether this host's QEMU marks every page a running guest writes, which a live copy relies on.
+ * Under KVM the kernel does. Under TCG, QEMU before 9.0 does not on its fast path: syncing the
+ * dirty bitmap a word at a time clears bits without resetting the TLB entries that let the
+ * guest's writes through unmarked (fixed in 9.0, "physmem: Fix migration dirty bitmap coherency
+ * with TCG memory access"). Measured with 7.2 here: after a completed copy of a 512 MiB guest,
+ * 21-44 pages differed between the stopped source and its copy, and 4 forks in 5 crashed.
+ */
+export function tracksEveryWrite(accel: 'kvm' | 'tcg', qemuBuild: string): boolean {
+  if (accel === 'kvm') return true;
+  const m = /version (\d+)\./.exec(qemuBuild);
+  return m !== null && Number(m[1]) >= 9;
+}
+
+/**
+ * KiB a machine's RAM gets past its MiB where the host's QEMU does not track every write: a RAM
+ * block whose size is not a whole number of 256 KiB is synced page by page, a path that does
+ * reset the TLB (QEMU 7.2 here: 0 pages differed in 4 copies of a guest rewriting 64 MiB at
+ * random, against 30-44 without). Recorded in templates and machines' specs (`ramPadKb`): a
+ * saved state restores only into RAM of its own size.
+ */
+export function ramPadKb(accel: 'kvm' | 'tcg', qemuBuild: string): number {
+  return tracksEveryWrite(accel, qemuBuild) ? 0 : 8;
+}
+
+/** Whether a live copy of a machine with `padKb` of RAM past its MiB is sound on this host. */
+export function liveCopySound(accel: 'kvm' | 'tcg', qemuBuild: string, padKb: number): boolean {
+  return tracksEveryWrite(accel, qemuBuild) || padKb > 0;
+}
+
+/**
+ * Whether a running machine's freeze copies its memory live. Never where the copy would not be
+ * `sound`; `on` and `off` say so; `auto` copies live where a stopped copy of the `usedMiB` its
+ * RAM file holds would pause it longer than `pauseMs` at `rate` (what this host's stopped copies
+ * have cost).
+ */
+export function copiesLive(setting: 'auto' | 'on' | 'off', usedMiB: number, rate: CopyRate, pauseMs: number, sound: boolean): boolean {
+  if (!sound || setting === 'off') return false;
+  return setting === 'on' || usedMiB * rate.msPerMiB > pauseMs;
+}
+
+/** What a stopped copy costs per MiB of RAM in use on this host, from the copies made so far. */
+export class CopyRate {
+  /** Before any copy: the rate measured on a 2-vCPU VM under TCG (docs/performance.md). */
+  msPerMiB = 0.8;
+
+  /** A stopped copy of `usedMiB` paused the machine `ms`; copies too small to tell are ignored. */
+  note(ms: number, usedMiB: number): void {
+    if (usedMiB < 32 || !(ms > 0)) return;
+    this.msPerMiB = 0.7 * this.msPerMiB + 0.3 * (ms / usedMiB);
+  }
+}
+
+/** MiB of a RAM file's pages in use (allocated in the tmpfs; its holes are pages the guest never touched). */
+export function usedMiB(ram: string): number {
+  return (statSync(ram).blocks * 512) / 2 ** 20;
+}
+
+export interface LiveCopy {
+  /** The receiver's run directory (made here, removed after): its sockets, console log and throw-away disk. */
+  dir: string;
+  /** Where the copy's RAM goes: a file the receiver maps shared. */
+  ram: string;
+  /** Where the copy's device state goes (written without RAM, as a stopped freeze writes it). */
+  state: string;
+  /** The top of the source's disk chain; the receiver's disk is a throw-away overlay of it. */
+  top: string;
+  /** Runs while the source is stopped for the last pages (the disk is frozen here, at the same instant). */
+  atSwitchover: () => Promise<void>;
+}
+
+/**
+ * Copies a running QEMU's memory and device state while its guest runs, so the source pauses
+ * only for the last dirty pages and its device state: QEMU's precopy migration to a receiving
+ * QEMU started with the source's command line (its RAM mapped shared from `ram`, `-S` so it
+ * never runs the guest), passes over the pages the guest dirtied until the rest fits the
+ * downtime limit, then `pause-before-switchover` holds the stopped source while `atSwitchover`
+ * runs, device state follows, and the source runs again. The receiver then saves its device
+ * state without RAM (x-ignore-shared) and quits: the same two files a stopped freeze makes.
+ * Returns the source's pause (ms), from QEMU's own STOP and RESUME events.
+ *
+ * The first pass reads every page of the source's RAM, so the source's RAM file is wholly
+ * allocated from then on (its reservation already counts all of it). The copy's pages that
+ * stayed zero are punched out of `ram` before this returns.
+ */
+export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<number> {
+  rmSync(o.dir, { recursive: true, force: true });
+  mkdirSync(o.dir, { mode: 0o700 });
+  host.give(o.dir);
+  writeFileSync(o.ram, '');
+  host.give(o.ram);
+  const disk = path.join(o.dir, 'disk.qcow2');
+  const socket = path.join(o.dir, 'in.sock');
+  const s = source.spec;
+  let receiver: QemuVm | null = null;
+  let stopAt = 0;
+  let resumeAt = 0;
+  const status = new StatusWatch();
+  const unlisten = source.qmp.listen((name, data, at) => {
+    if (name === 'STOP') stopAt = at;
+    else if (name === 'RESUME') resumeAt = at;
+    else if (name === 'MIGRATION') status.see((data as { status: string }).status);
+    else if (name === 'MIGRATION_PASS') {
+      const step = DOWNTIME_BY_PASS.find(([pass]) => pass === (data as { pass: number }).pass);
+      if (step && step[0] > 1) void source.qmp.execute('migrate-set-parameters', { 'downtime-limit': step[1] }).catch(() => undefined);
+    }
+  });
+  let migrating = false;
+  try {
+    await overlay(o.top, disk);
+    host.give(disk);
+    receiver = await QemuVm.launch({
+      ...s, ram: o.ram, disk, runDir: o.dir, incoming: socket, paused: true,
+      readable: [...s.readable, path.dirname(o.top)], writable: [o.dir, o.ram],
+      egress: { forward: s.egress.forward, socket: path.join(o.dir, 'no-egress.sock') },
+      cgroup: host.cgroup(s.memoryMb, 1),
+    });
+    await receiver.setCapabilities({ 'x-ignore-shared': false });
+    await receiver.qmp.execute('migrate-incoming', { uri: `unix:${socket}` });
+    await source.setCapabilities({ 'x-ignore-shared': false, 'pause-before-switchover': true, events: true });
+    await source.qmp.execute('migrate-set-parameters', { 'max-bandwidth': 10_000_000_000, 'downtime-limit': DOWNTIME_BY_PASS[0][1] });
+    await source.qmp.execute('migrate', { uri: `unix:${socket}` });
+    migrating = true;
+    // Either QEMU ending fails the copy (the receiver's end fails the source's migration too).
+    const ended = (vm: QemuVm, who: string) => vm.exited.then((why) => { throw new QmpError(`the live copy's ${who} QEMU ended: ${why}`); });
+    const reach = (want: string) => Promise.race([status.reach(want), ended(source, 'source'), ended(receiver!, 'receiving')]);
+    await reach('pre-switchover');
+    const stopped = performance.now();
+    await o.atSwitchover();
+    await source.qmp.execute('migrate-continue', { state: 'pre-switchover' });
+    await reach('completed');
+    migrating = false;
+    await source.cont();
+    // QEMU's own times of the stop and the resume; failing those, from the stopped source's report on.
+    const pauseMs = resumeAt && stopAt ? resumeAt - stopAt : performance.now() - stopped;
+    await receiver.migration();
+    await receiver.setCapabilities({ 'x-ignore-shared': true });
+    const state = runFiles(o.dir).frozenState;
+    await receiver.saveState(state);
+    await receiver.quit();
+    renameSync(state, o.state);
+    // The receiver read every zero page the source sent, which allocates it in a tmpfs.
+    await runOk('fallocate', ['--dig-holes', o.ram]);
+    return pauseMs;
+  } catch (e) {
+    if (migrating) {
+      await source.qmp.execute('migrate_cancel').catch(() => undefined);
+      await source.migration().catch(() => undefined);
+    }
+    // Whatever stage it failed at, the source goes on running.
+    const st = await source.qmp.execute<{ status: string }>('query-status').catch(() => null);
+    if (st && st.status !== 'running') await source.cont().catch(() => undefined);
+    await receiver?.kill();
+    rmSync(o.ram, { force: true });
+    throw e;
+  } finally {
+    unlisten();
+    status.end();
+    await source.setCapabilities({ 'x-ignore-shared': true, 'pause-before-switchover': false, events: false }).catch(() => undefined);
+    rmSync(o.dir, { recursive: true, force: true });
+  }
+}
+
+/** The source's migration status as its MIGRATION events tell it; `reach` fails on failed or cancelled. */
+class StatusWatch {
+  private seen = new Set<string>();
+  private waiting: { want: string; resolve(): void; reject(e: Error): void } | null = null;
+
+  see(status: string): void {
+    this.seen.add(status);
+    this.check();
+  }
+
+  reach(want: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting = { want, resolve, reject };
+      this.check();
+    });
+  }
+
+  end(): void { this.waiting?.reject(new QmpError('the live copy ended')); this.waiting = null; }
+
+  private check(): void {
+    const w = this.waiting;
+    if (!w) return;
+    if (this.seen.has(w.want)) { this.waiting = null; w.resolve(); return; }
+    const bad = ['failed', 'cancelled'].find((b) => this.seen.has(b));
+    if (bad) { this.waiting = null; w.reject(new QmpError(`the live copy's migration ${bad}`)); }
+  }
+}
