@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { MachineHandle } from '@shellbase/sdk';
@@ -42,8 +42,15 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
       try {
         for (const mode of ['on', 'off'] as const) {
           t.config.machines.liveCopy = mode;
-          const [fork] = await src.fork(1);
+          const forking = src.fork(1);
+          if (mode === 'on') {
+            // The source takes execs while its memory is copied (seconds under TCG).
+            const answered = await Promise.race([src.exec('cat /run/counter').then(() => 'exec'), forking.then(() => 'fork')]);
+            assert.equal(answered, 'exec', 'an exec on the source answers before the live copy ends');
+          }
+          const [fork] = await forking;
           forks.push(fork);
+          assert.equal(t.server.machines.lastCopy, mode === 'on' ? 'live' : 'stopped');
           assert.equal(await digest(fork), sum, `${mode}: the fork has the source's RAM`);
           assert.equal((await fork.exec('cat /root/on-disk')).stdout, 'before\n', `${mode}: and its disk`);
           const [a, b] = [await counter(src), await counter(fork)];
@@ -53,6 +60,12 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
           assert.equal((await src.exec('cat /root/on-disk')).stdout, 'before\n', `${mode}: the fork writes its own disk`);
           if (mode === 'on') assert.ok(t.server.machines.lastStep.freeze > 0, 'the pause is measured from QEMU\'s events');
         }
+        // A fork of a fork (restored from a snapshot that is gone now) copies live too.
+        t.config.machines.liveCopy = 'on';
+        const [grandchild] = await forks[0].fork(1);
+        forks.push(grandchild);
+        assert.equal(t.server.machines.lastCopy, 'live');
+        assert.equal(await digest(grandchild), sum);
         assert.equal(await digest(src), sum);
       } finally {
         for (const f of forks) await f.remove();
@@ -61,6 +74,7 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
       t.config.machines.liveCopy = 'on';
       await src.exec('echo at-snapshot > /dev/shm/mem-only');
       const snap = await src.snapshot();
+      assert.equal(t.server.machines.lastCopy, 'live');
       await src.exec('echo later > /dev/shm/mem-only');
       const [copy] = await t.sb.machines.restore(snap, 1);
       try {
@@ -83,14 +97,18 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
     try {
       const sum = (await src.exec(`${COUNTER}; ${FILL}`)).stdout;
       const forking = src.fork(1);
+      // Killed once the copy is under way (its RAM file has grown past 32 MiB), not while it starts.
+      const ramDir = path.join(t.home, 'machines', 'ram');
       let killed = false;
-      for (let i = 0; i < 600 && !killed; i++) {
-        for (const pid of procs(t.home, `${path.sep}copy${path.sep}`)) { process.kill(Number(pid), 'SIGKILL'); killed = true; }
-        if (!killed) await sleep(20);
+      for (let i = 0; i < 3000 && !killed; i++) {
+        const copying = readdirSync(ramDir).filter((f) => !f.startsWith('m_')).some((f) => { try { return statSync(path.join(ramDir, f)).blocks * 512 > 32 << 20; } catch { return false; } });
+        if (copying) for (const pid of procs(t.home, `${path.sep}copy${path.sep}`)) { process.kill(Number(pid), 'SIGKILL'); killed = true; }
+        if (!killed) await sleep(10);
       }
-      assert.ok(killed, 'the receiving QEMU was found');
+      assert.ok(killed, 'the receiving QEMU was found while it copied');
       const [fork] = await forking;
       try {
+        assert.equal(t.server.machines.lastCopy, 'stopped', 'a stopped copy made the fork');
         assert.equal(await digest(fork), sum, 'the fork has the source\'s RAM');
         assert.equal(procs(t.home, `${path.sep}copy${path.sep}`).length, 0);
         assert.deepEqual(leftovers(t), [], 'no receiver directory or RAM file is left');

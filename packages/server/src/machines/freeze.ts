@@ -3,7 +3,7 @@ import path from 'node:path';
 import { newId } from '../util/ids.js';
 import { copySparse, overlay } from './disk.js';
 import { runFiles } from './layout.js';
-import { copyLive } from './live-copy.js';
+import { copyLive, LiveCopyError, sparsify, usedMiB } from './live-copy.js';
 import type { MachineRun } from './run.js';
 
 /**
@@ -21,30 +21,47 @@ async function nextTop(run: MachineRun): Promise<{ frozen: string[]; next: strin
   return { frozen, next };
 }
 
-/** While it runs (machines/live-copy.ts); the pause holds only the switch to an overlay opened before. */
+/**
+ * While it runs (machines/live-copy.ts); the pause holds only the switch to an overlay opened
+ * before. Throws `LiveCopyError` when the copy did not finish (the caller makes a stopped one).
+ */
 export async function freezeLive(run: MachineRun, into: { ram: string; state: string }): Promise<string[]> {
   const vm = run.vm!;
   const { frozen, next } = await nextTop(run);
-  const node = await vm.openOverlay(next);
+  let node: string | null = null;
   let switched = false;
+  let saved = false;
+  const save = async () => { saved = true; await run.hooks.save(run.row); };
+  run.copying = true;
   try {
+    node = await vm.openOverlay(next);
+    const top = node;
     const pauseMs = await copyLive(run.hooks.host, vm, {
       dir: path.join(run.dir, 'copy'), ram: into.ram, state: into.state, top: frozen[0],
-      atSwitchover: async () => { await vm.useOverlay(node); switched = true; run.row.spec.disk = [next, ...frozen]; },
+      readable: [...new Set(frozen.map((f) => path.dirname(f)))],
+      atSwitchover: async () => { await vm.useOverlay(top); switched = true; run.row.spec.disk = [next, ...frozen]; },
+      resumed: save,
     });
     run.hooks.step('freeze', pauseMs);
     return frozen;
+  } catch (e) {
+    if (!switched) {
+      if (node) await vm.dropOverlay(node).catch(() => undefined);
+      rmSync(next, { force: true });
+    }
+    throw e instanceof LiveCopyError ? e : new LiveCopyError(`the live copy failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   } finally {
+    run.copying = false;
     // QEMU writes to `next` once switched, whatever happened after.
-    if (switched) await run.hooks.save(run.row);
-    else { await vm.dropOverlay(node).catch(() => undefined); rmSync(next, { force: true }); }
+    if (switched && !saved) await save();
   }
 }
 
 /** Stopped for the copy of the RAM it uses (~0.8 ms per MiB here), then let go on if it ran. */
-export async function freezeStopped(run: MachineRun, into: { ram: string; state: string }, used: number): Promise<string[]> {
+export async function freezeStopped(run: MachineRun, into: { ram: string; state: string }): Promise<string[]> {
   const vm = run.vm!;
   const { frozen, next } = await nextTop(run);
+  const used = usedMiB(run.ramFile);
   const wasRunning = run.row.state === 'running';
   const t0 = performance.now();
   if (wasRunning) await vm.stop();
@@ -66,5 +83,7 @@ export async function freezeStopped(run: MachineRun, into: { ram: string; state:
     if (switched) await run.hooks.save(run.row);
     else rmSync(next, { force: true });
   }
+  // A RAM file a live copy read whole holds zero pages as data: the copy keeps them out.
+  if (used >= run.row.spec.memoryMb * 0.9) await sparsify(into.ram);
   return frozen;
 }

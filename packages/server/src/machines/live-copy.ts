@@ -67,6 +67,11 @@ export class CopyRate {
   }
 }
 
+/** Punches the zero pages of a RAM file out (into holes: no memory in a tmpfs). */
+export async function sparsify(ram: string): Promise<void> {
+  await runOk('fallocate', ['--dig-holes', ram]);
+}
+
 /** MiB of a RAM file's pages in use (allocated in the tmpfs; its holes are pages the guest never touched). */
 export function usedMiB(ram: string): number {
   return (statSync(ram).blocks * 512) / 2 ** 20;
@@ -81,9 +86,16 @@ export interface LiveCopy {
   state: string;
   /** The top of the source's disk chain; the receiver's disk is a throw-away overlay of it. */
   top: string;
+  /** Directories of the chain's files (the receiver reads them; the source's own launch list may name ones gone since). */
+  readable: string[];
   /** Runs while the source is stopped for the last pages (the disk is frozen here, at the same instant). */
   atSwitchover: () => Promise<void>;
+  /** Runs once the source runs again (its row is saved here: it writes to the new overlay). */
+  resumed: () => Promise<void>;
 }
+
+/** A live copy that did not finish (the source runs on; a stopped copy can be made instead). */
+export class LiveCopyError extends Error {}
 
 /**
  * Copies a running QEMU's memory and device state while its guest runs, so the source pauses
@@ -100,6 +112,14 @@ export interface LiveCopy {
  * stayed zero are punched out of `ram` before this returns.
  */
 export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<number> {
+  try {
+    return await copy(host, source, o);
+  } catch (e) {
+    throw new LiveCopyError(`the live copy failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+}
+
+async function copy(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<number> {
   rmSync(o.dir, { recursive: true, force: true });
   mkdirSync(o.dir, { mode: 0o700 });
   host.give(o.dir);
@@ -113,11 +133,12 @@ export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): 
   let resumeAt = 0;
   const status = new StatusWatch();
   const unlisten = source.qmp.listen((name, data, at) => {
+    const d = (data ?? {}) as { status?: unknown; pass?: unknown };
     if (name === 'STOP') stopAt = at;
     else if (name === 'RESUME') resumeAt = at;
-    else if (name === 'MIGRATION') status.see((data as { status: string }).status);
+    else if (name === 'MIGRATION' && typeof d.status === 'string') status.see(d.status);
     else if (name === 'MIGRATION_PASS') {
-      const step = DOWNTIME_BY_PASS.find(([pass]) => pass === (data as { pass: number }).pass);
+      const step = DOWNTIME_BY_PASS.find(([pass]) => pass === d.pass);
       if (step && step[0] > 1) void source.qmp.execute('migrate-set-parameters', { 'downtime-limit': step[1] }).catch(() => undefined);
     }
   });
@@ -127,7 +148,7 @@ export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): 
     host.give(disk);
     receiver = await QemuVm.launch({
       ...s, ram: o.ram, disk, runDir: o.dir, incoming: socket, paused: true,
-      readable: [...s.readable, path.dirname(o.top)], writable: [o.dir, o.ram],
+      readable: o.readable, writable: [o.dir, o.ram],
       egress: { forward: s.egress.forward, socket: path.join(o.dir, 'no-egress.sock') },
       cgroup: host.cgroup(s.memoryMb, 1),
     });
@@ -139,24 +160,26 @@ export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): 
     migrating = true;
     // Either QEMU ending fails the copy (the receiver's end fails the source's migration too).
     const ended = (vm: QemuVm, who: string) => vm.exited.then((why) => { throw new QmpError(`the live copy's ${who} QEMU ended: ${why}`); });
-    const reach = (want: string) => Promise.race([status.reach(want), ended(source, 'source'), ended(receiver!, 'receiving')]);
-    await reach('pre-switchover');
+    const reach = (want: string, ms: number) => Promise.race([status.reach(want), ended(source, 'source'), ended(receiver!, 'receiving'), deadline(ms, want)]);
+    // The passes move every page at least once: minutes for the largest machines under TCG.
+    await reach('pre-switchover', 120_000 + s.memoryMb * 100);
     const stopped = performance.now();
     await o.atSwitchover();
     await source.qmp.execute('migrate-continue', { state: 'pre-switchover' });
-    await reach('completed');
+    // The source is stopped until then: the last pages and device state, or a cancel that lets it run.
+    await reach('completed', 30_000);
     migrating = false;
-    await source.cont();
+    await contAfterMigration(source);
+    await o.resumed();
     // QEMU's own times of the stop and the resume; failing those, from the stopped source's report on.
     const pauseMs = resumeAt && stopAt ? resumeAt - stopAt : performance.now() - stopped;
     await receiver.migration();
-    await receiver.setCapabilities({ 'x-ignore-shared': true });
     const state = runFiles(o.dir).frozenState;
     await receiver.saveState(state);
     await receiver.quit();
     renameSync(state, o.state);
     // The receiver read every zero page the source sent, which allocates it in a tmpfs.
-    await runOk('fallocate', ['--dig-holes', o.ram]);
+    await sparsify(o.ram);
     return pauseMs;
   } catch (e) {
     if (migrating) {
@@ -165,7 +188,7 @@ export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): 
     }
     // Whatever stage it failed at, the source goes on running.
     const st = await source.qmp.execute<{ status: string }>('query-status').catch(() => null);
-    if (st && st.status !== 'running') await source.cont().catch(() => undefined);
+    if (st && st.status !== 'running') await contAfterMigration(source).catch(() => undefined);
     await receiver?.kill();
     rmSync(o.ram, { force: true });
     throw e;
@@ -174,6 +197,27 @@ export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): 
     status.end();
     await source.setCapabilities({ 'x-ignore-shared': true, 'pause-before-switchover': false, events: false }).catch(() => undefined);
     rmSync(o.dir, { recursive: true, force: true });
+  }
+}
+
+/** Rejects after `ms`: a copy that stalls (a receiver that stops reading) is cancelled. */
+function deadline(ms: number, what: string): Promise<never> {
+  return new Promise((_, reject) => { setTimeout(() => reject(new QmpError(`no ${what} after ${ms} ms`)), ms).unref(); });
+}
+
+/**
+ * `cont` on a QEMU whose outgoing migration ended: QEMU reports `completed` a moment before it
+ * leaves `finish-migrate`, and refuses `cont` until then ("Migration is not finalized yet").
+ */
+async function contAfterMigration(vm: QemuVm): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await vm.cont();
+      return;
+    } catch (e) {
+      if (i >= 2000 || !(e instanceof QmpError) || !/not finalized/i.test(e.message)) throw e;
+      await new Promise((r) => setTimeout(r, 1));
+    }
   }
 }
 

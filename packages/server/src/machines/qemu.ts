@@ -159,6 +159,8 @@ export class QemuVm {
 
   /** Writes device state (RAM stays in the shared file: x-ignore-shared) while the VM is stopped. */
   async saveState(file: string): Promise<void> {
+    // As every save needs them, whatever a live copy (machines/live-copy.ts) left set.
+    await this.setCapabilities({ 'x-ignore-shared': true, 'pause-before-switchover': false });
     await this.qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
     await this.migration();
   }

@@ -98,7 +98,9 @@ export class Qmp {
       if (msg.event) {
         this.onEvent(msg.event, msg.data);
         const at = msg.timestamp ? msg.timestamp.seconds * 1000 + msg.timestamp.microseconds / 1000 : Date.now();
-        for (const l of this.listeners) l(msg.event, msg.data, at);
+        for (const l of this.listeners) {
+          try { l(msg.event, msg.data, at); } catch { /* a listener's fault is its own: the replies go on */ }
+        }
         continue;
       }
       const w = typeof msg.id === 'number' ? this.waiting.get(msg.id) : undefined;

@@ -7,7 +7,7 @@ import { newId } from '../util/ids.js';
 import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
-import { usedMiB } from './live-copy.js';
+import { LiveCopyError, usedMiB } from './live-copy.js';
 import { freezeLive, freezeStopped } from './freeze.js';
 import { QemuVm } from './qemu.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
@@ -51,6 +51,8 @@ export interface RunHooks {
   stoppedCopy(ms: number, usedMiB: number): void;
   /** A live copy failed (logged); a stopped copy is made instead. */
   liveCopyFailed(row: MachineRow, err: unknown): void;
+  /** A freeze copied the machine this way (what the tests and the bench check). */
+  copied(how: 'live' | 'stopped'): void;
   /**
    * Cluster mode (machines/placement.ts): a hibernation's files to the object store (an error
    * leaves them only here), and before a wake, the files here (the row with its disk chain as it is here).
@@ -78,6 +80,8 @@ export class MachineRun {
   /** The way out of the running QEMU process, and how much of its traffic is metered already. */
   private session: EgressSession | null = null;
   private metered: Traffic = { bytesOut: 0, bytesIn: 0 };
+  /** A live copy is under way (machines/freeze.ts): the machine runs and takes users meanwhile. */
+  copying = false;
 
   constructor(public row: MachineRow, readonly hooks: RunHooks) {}
 
@@ -151,8 +155,10 @@ export class MachineRun {
     const release = this.lease.acquire();
     try {
       // Behind any lifecycle step in progress (a hibernation that began just before this call ends
-      // first, then this wakes the machine again).
-      await this.serial(() => (this.row.state === 'hibernated' ? this.wake() : Promise.resolve()));
+      // first, then this wakes the machine again); a live copy lets the machine run, and its users.
+      if (!(this.copying && this.row.state === 'running')) {
+        await this.serial(() => (this.row.state === 'hibernated' ? this.wake() : Promise.resolve()));
+      }
       if (this.row.state !== 'running') throw this.notRunning();
     } catch (e) {
       release();
@@ -198,15 +204,19 @@ export class MachineRun {
    */
   async freeze(into: { ram: string; state: string }): Promise<string[]> {
     if (this.row.state !== 'running' && this.row.state !== 'paused') throw this.notRunning();
-    const used = usedMiB(this.ramFile);
-    if (this.row.state === 'running' && await this.hooks.liveCopy(used, this.row.spec.ramPadKb ?? 0)) {
+    if (this.row.state === 'running' && await this.hooks.liveCopy(usedMiB(this.ramFile), this.row.spec.ramPadKb ?? 0)) {
       try {
-        return await freezeLive(this, into);
+        const frozen = await freezeLive(this, into);
+        this.hooks.copied('live');
+        return frozen;
       } catch (e) {
+        if (!(e instanceof LiveCopyError)) throw e;
         this.hooks.liveCopyFailed(this.row, e); // and a stopped copy makes it
       }
     }
-    return freezeStopped(this, into, used);
+    const frozen = await freezeStopped(this, into);
+    this.hooks.copied('stopped');
+    return frozen;
   }
 
   /**

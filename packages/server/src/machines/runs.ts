@@ -39,6 +39,8 @@ export class MachineRuns {
   /** What a stopped copy of a running machine's memory costs here (the live-copy choice goes by it). */
   readonly copyRate = new CopyRate();
   private warnedUnsound = false;
+  /** How the last freeze copied its machine. */
+  lastCopy: 'live' | 'stopped' | null = null;
 
   protected readonly layout: MachineLayout;
   protected readonly disks: MachineDisks;
@@ -205,6 +207,7 @@ export class MachineRuns {
         },
         stoppedCopy: (ms, used) => this.copyRate.note(ms, used),
         liveCopyFailed: (r, err) => this.deps.log.warn({ machine: r.id, err }, 'the live copy failed; the machine is copied stopped'),
+        copied: (how) => { this.lastCopy = how; },
       });
       this.runs.set(row.id, run);
     }
