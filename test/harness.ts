@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
@@ -46,6 +46,16 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}): Pr
     },
   };
   return t;
+}
+
+/** Pids of the QEMU processes whose command line names `home` (a test server's) and each of `parts`. */
+export function qemuProcesses(home: string, ...parts: string[]): string[] {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      return cmd.startsWith('qemu-system') && [home, ...parts].every((x) => cmd.includes(x));
+    } catch { return false; }
+  });
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import type { MachineHandle } from '@shellbase/sdk';
 import { ramPadKb } from '../packages/server/src/machines/live-copy.ts';
 import { qemuBuild } from '../packages/server/src/machines/qemu.ts';
-import { sleep, startTestServer, type TestServer } from './harness.ts';
+import { qemuProcesses, sleep, startTestServer, type TestServer } from './harness.ts';
 
 // Forks and snapshots of a running machine by live copy (machines/live-copy.ts), against the
 // stopped copy they replace: the same memory, the same disk instant, and the source running on.
@@ -18,10 +18,6 @@ const counter = async (m: MachineHandle) => Number((await m.exec('cat /run/count
 /** 48 MiB of random bytes in the guest's RAM only, and their digest. */
 const FILL = 'dd if=/dev/urandom of=/dev/shm/blob bs=1M count=48 status=none && md5sum < /dev/shm/blob';
 const digest = async (m: MachineHandle) => (await m.exec('md5sum < /dev/shm/blob')).stdout;
-/** Processes of this server's home whose command line holds `part`. */
-const procs = (home: string, part: string) => readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-  try { const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8'); return cmd.startsWith('qemu-system') && cmd.includes(home) && cmd.includes(part); } catch { return false; }
-});
 
 describe('machines: live copy', { timeout: 900_000 }, () => {
   let t: TestServer;
@@ -33,7 +29,7 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
     try {
       // Where this host's QEMU needs it, the machine's RAM is padded (512 MiB and 8 KiB here).
       const pad = ramPadKb(t.server.machines.accel()!.accel, await qemuBuild());
-      const [qemu] = procs(t.home, `${src.id}.ram`);
+      const [qemu] = qemuProcesses(t.home, `${src.id}.ram`);
       assert.ok(qemu, 'the machine\'s QEMU is found');
       assert.ok(readFileSync(`/proc/${qemu}/cmdline`, 'utf8').split('\0').includes(pad ? `${512 * 1024 + pad}K` : '512M'), `RAM of 512 MiB and ${pad} KiB`);
       const sum = (await src.exec(`${COUNTER}; echo before > /root/on-disk; sync; ${FILL}`)).stdout;
@@ -102,7 +98,7 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
       let killed = false;
       for (let i = 0; i < 3000 && !killed; i++) {
         const copying = readdirSync(ramDir).filter((f) => !f.startsWith('m_')).some((f) => { try { return statSync(path.join(ramDir, f)).blocks * 512 > 32 << 20; } catch { return false; } });
-        if (copying) for (const pid of procs(t.home, `${path.sep}copy${path.sep}`)) { process.kill(Number(pid), 'SIGKILL'); killed = true; }
+        if (copying) for (const pid of qemuProcesses(t.home, `${path.sep}copy${path.sep}`)) { process.kill(Number(pid), 'SIGKILL'); killed = true; }
         if (!killed) await sleep(10);
       }
       assert.ok(killed, 'the receiving QEMU was found while it copied');
@@ -110,7 +106,7 @@ describe('machines: live copy', { timeout: 900_000 }, () => {
       try {
         assert.equal(t.server.machines.lastCopy, 'stopped', 'a stopped copy made the fork');
         assert.equal(await digest(fork), sum, 'the fork has the source\'s RAM');
-        assert.equal(procs(t.home, `${path.sep}copy${path.sep}`).length, 0);
+        assert.equal(qemuProcesses(t.home, `${path.sep}copy${path.sep}`).length, 0);
         assert.deepEqual(leftovers(t), [], 'no receiver directory or RAM file is left');
         const a = await counter(src);
         await sleep(500);

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import pino from 'pino';
 import { startServer } from '@shellbase/server';
 import { Shellbase, type MachineHandle } from '@shellbase/sdk';
-import { sleep, spawnServer, startTestServer, type TestServer } from './harness.ts';
+import { qemuProcesses, sleep, spawnServer, startTestServer, type TestServer } from './harness.ts';
 
 // Machines under TCG (no working KVM here): a restore takes seconds, not milliseconds. At most two
 // VMs run at once. The first create on a fresh host builds the debian template (one boot, ~30-60 s).
@@ -17,9 +17,7 @@ const run = promisify(execFile);
 const COUNTER = "setsid -f sh -c 'i=0; while true; do i=$((i+1)); echo $i > /run/counter; sleep 0.1; done' >/dev/null 2>&1";
 const counter = async (m: MachineHandle) => Number((await m.exec('cat /run/counter')).stdout.trim());
 /** QEMU processes serving this test server's home. */
-const qemus = (home: string) => readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-  try { const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8'); return cmd.startsWith('qemu-system') && cmd.includes(home); } catch { return false; }
-});
+const qemus = (home: string) => qemuProcesses(home);
 
 describe('machines', { timeout: 900_000 }, () => {
   let t: TestServer;

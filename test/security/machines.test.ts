@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { startTestServer, type TestServer } from '../harness.ts';
+import { qemuProcesses, startTestServer, type TestServer } from '../harness.ts';
 
 /** The QEMU process of this server's one running machine (its inner pid, inside bwrap). */
 function qemuPid(home: string): string {
-  const pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-    try { const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8'); return cmd.startsWith('qemu-system') && cmd.includes(home); } catch { return false; }
-  });
+  const pids = qemuProcesses(home);
   assert.equal(pids.length, 1);
   return pids[0];
 }
