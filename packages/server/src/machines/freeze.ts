@@ -31,7 +31,8 @@ export async function freezeLive(run: MachineRun, into: { ram: string; state: st
   let node: string | null = null;
   let switched = false;
   let saved = false;
-  const save = async () => { saved = true; await run.hooks.save(run.row); };
+  let saveFailed: unknown = null;
+  const save = async () => { saved = true; await run.hooks.save(run.row).catch((e: unknown) => { saveFailed = e; throw e; }); };
   run.copying = true;
   try {
     node = await vm.openOverlay(next);
@@ -49,6 +50,8 @@ export async function freezeLive(run: MachineRun, into: { ram: string; state: st
       if (node) await vm.dropOverlay(node).catch(() => undefined);
       rmSync(next, { force: true });
     }
+    // A row that cannot be written is no copy's fault: no stopped copy follows.
+    if (saveFailed) throw saveFailed;
     throw e instanceof LiveCopyError ? e : new LiveCopyError(`the live copy failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   } finally {
     run.copying = false;
@@ -64,9 +67,10 @@ export async function freezeStopped(run: MachineRun, into: { ram: string; state:
   const used = usedMiB(run.ramFile);
   const wasRunning = run.row.state === 'running';
   const t0 = performance.now();
-  if (wasRunning) await vm.stop();
+  let stopped = false;
   let switched = false;
   try {
+    if (wasRunning) { await vm.stop(); stopped = true; }
     await vm.snapshotDisk(next);
     switched = true;
     run.row.spec.disk = [next, ...frozen];
@@ -76,7 +80,7 @@ export async function freezeStopped(run: MachineRun, into: { ram: string; state:
     renameSync(state, into.state);
     await copySparse(run.ramFile, into.ram);
   } finally {
-    if (wasRunning) await vm.cont();
+    if (stopped) await vm.cont();
     const ms = performance.now() - t0;
     run.hooks.step('freeze', ms);
     if (wasRunning) run.hooks.stoppedCopy(ms, used);

@@ -12,7 +12,7 @@ import { QmpError } from './qmp.js';
  * dirty can be sent within it. A guest that dirties memory faster than it is copied never gets
  * there, so the limit grows with the passes over memory: [from pass, limit].
  */
-export const DOWNTIME_BY_PASS: ReadonlyArray<readonly [pass: number, limitMs: number]> = [[1, 10], [4, 30], [6, 100], [8, 300], [10, 2000], [12, 600_000]];
+export const DOWNTIME_BY_PASS: ReadonlyArray<readonly [pass: number, limitMs: number]> = [[1, 10], [4, 30], [6, 100], [8, 300], [10, 2000], [12, 20_000]];
 
 /**
  * Whether this host's QEMU marks every page a running guest writes, which a live copy relies on.
@@ -131,6 +131,12 @@ async function copy(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<num
   let receiver: QemuVm | null = null;
   let stopAt = 0;
   let resumeAt = 0;
+  let limit = DOWNTIME_BY_PASS[0][1];
+  const timers: NodeJS.Timeout[] = [];
+  /** Rejects after `ms`: a copy that stalls (a receiver that stops reading) is cancelled. */
+  const deadline = (ms: number, what: string) => new Promise<never>((_, reject) => {
+    timers.push(setTimeout(() => reject(new QmpError(`no ${what} after ${ms} ms`)), ms));
+  });
   const status = new StatusWatch();
   const unlisten = source.qmp.listen((name, data, at) => {
     const d = (data ?? {}) as { status?: unknown; pass?: unknown };
@@ -139,7 +145,10 @@ async function copy(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<num
     else if (name === 'MIGRATION' && typeof d.status === 'string') status.see(d.status);
     else if (name === 'MIGRATION_PASS') {
       const step = DOWNTIME_BY_PASS.find(([pass]) => pass === d.pass);
-      if (step && step[0] > 1) void source.qmp.execute('migrate-set-parameters', { 'downtime-limit': step[1] }).catch(() => undefined);
+      if (step && step[0] > 1) {
+        limit = step[1];
+        void source.qmp.execute('migrate-set-parameters', { 'downtime-limit': limit }).catch(() => undefined);
+      }
     }
   });
   let migrating = false;
@@ -160,22 +169,23 @@ async function copy(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<num
     migrating = true;
     // Either QEMU ending fails the copy (the receiver's end fails the source's migration too).
     const ended = (vm: QemuVm, who: string) => vm.exited.then((why) => { throw new QmpError(`the live copy's ${who} QEMU ended: ${why}`); });
-    const reach = (want: string, ms: number) => Promise.race([status.reach(want), ended(source, 'source'), ended(receiver!, 'receiving'), deadline(ms, want)]);
+    const eitherEnded = Promise.race([ended(source, 'source'), ended(receiver, 'receiving')]);
+    const reach = (want: string, ms: number) => Promise.race([status.reach(want), eitherEnded, deadline(ms, want)]);
     // The passes move every page at least once: minutes for the largest machines under TCG.
     await reach('pre-switchover', 120_000 + s.memoryMb * 100);
     const stopped = performance.now();
     await o.atSwitchover();
     await source.qmp.execute('migrate-continue', { state: 'pre-switchover' });
-    // The source is stopped until then: the last pages and device state, or a cancel that lets it run.
-    await reach('completed', 30_000);
+    // The source is stopped until then: the last pages (within the downtime limit) and device state, or a cancel that lets it run.
+    await reach('completed', limit + 30_000);
     migrating = false;
     await contAfterMigration(source);
     await o.resumed();
     // QEMU's own times of the stop and the resume; failing those, from the stopped source's report on.
     const pauseMs = resumeAt && stopAt ? resumeAt - stopAt : performance.now() - stopped;
-    await receiver.migration();
     const state = runFiles(o.dir).frozenState;
-    await receiver.saveState(state);
+    const rx = receiver;
+    await Promise.race([(async () => { await rx.migration(); await rx.saveState(state); })(), ended(rx, 'receiving'), deadline(120_000, 'state from the receiver')]);
     await receiver.quit();
     renameSync(state, o.state);
     // The receiver read every zero page the source sent, which allocates it in a tmpfs.
@@ -194,15 +204,11 @@ async function copy(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<num
     throw e;
   } finally {
     unlisten();
+    for (const t of timers) clearTimeout(t);
     status.end();
     await source.setCapabilities({ 'x-ignore-shared': true, 'pause-before-switchover': false, events: false }).catch(() => undefined);
     rmSync(o.dir, { recursive: true, force: true });
   }
-}
-
-/** Rejects after `ms`: a copy that stalls (a receiver that stops reading) is cancelled. */
-function deadline(ms: number, what: string): Promise<never> {
-  return new Promise((_, reject) => { setTimeout(() => reject(new QmpError(`no ${what} after ${ms} ms`)), ms).unref(); });
 }
 
 /**

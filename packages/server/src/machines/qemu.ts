@@ -103,9 +103,12 @@ export function qemuArgs(spec: LaunchSpec): string[] {
 export class QemuVm {
   private readonly bridges: Bridge[] = [];
 
+  /** False once the process ended. */
+  alive = true;
+
   private constructor(readonly spec: LaunchSpec, private readonly proc: Spawned, readonly qmp: Qmp, readonly netnsPid: number, readonly exited: Promise<string>) {
     // However it ends (asked to, killed, or the guest powered off): bridges down, cgroup released.
-    void exited.then(() => this.cleanup());
+    void exited.then(() => { this.alive = false; return this.cleanup(); });
   }
 
   private cleaned: Promise<void> | null = null;

@@ -94,10 +94,14 @@ export class MachineRun {
 
   /** Runs lifecycle steps one after another. */
   serial<T>(step: () => Promise<T>): Promise<T> {
-    const next = this.chain.then(step, step);
+    this.queued++;
+    const next = this.chain.then(step, step).finally(() => { this.queued--; });
     this.chain = next.catch(() => undefined);
     return next;
   }
+
+  /** Lifecycle steps running or waiting in `serial`. */
+  private queued = 0;
 
   /** Restores the machine from `src` onto a disk whose writable top is `row.spec.disk[0]`. */
   async restore(src: RestoreSource): Promise<void> {
@@ -156,7 +160,7 @@ export class MachineRun {
     try {
       // Behind any lifecycle step in progress (a hibernation that began just before this call ends
       // first, then this wakes the machine again); a live copy lets the machine run, and its users.
-      if (!(this.copying && this.row.state === 'running')) {
+      if (!(this.copying && this.queued === 1 && this.row.state === 'running')) {
         await this.serial(() => (this.row.state === 'hibernated' ? this.wake() : Promise.resolve()));
       }
       if (this.row.state !== 'running') throw this.notRunning();
@@ -210,7 +214,7 @@ export class MachineRun {
         this.hooks.copied('live');
         return frozen;
       } catch (e) {
-        if (!(e instanceof LiveCopyError)) throw e;
+        if (!(e instanceof LiveCopyError) || !this.vm?.alive) throw e;
         this.hooks.liveCopyFailed(this.row, e); // and a stopped copy makes it
       }
     }
