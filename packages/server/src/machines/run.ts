@@ -3,7 +3,6 @@ import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
 import type { MachineRow, MachineSpec, StoredMachineFiles } from '../store/metadata/types.js';
-import { newId } from '../util/ids.js';
 import { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
@@ -12,7 +11,6 @@ import { freezeLive, freezeStopped } from './freeze.js';
 import { QemuVm } from './qemu.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
-import { runFiles } from './layout.js';
 import type { EgressSession, Traffic } from '../net/egress.js';
 
 /**
