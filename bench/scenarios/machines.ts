@@ -1,5 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import type { MachineHandle } from '@shellbase/sdk';
 import { latency, value, type Bench } from '../lib.ts';
 
 /**
@@ -35,12 +36,7 @@ export async function machines(b: Bench): Promise<void> {
       for (const kind of ['idle', 'busy'] as const) {
         // Busy: 100 MiB of files in RAM (/dev/shm) and a process waiting, on top of systemd's own.
         if (kind === 'busy') await src.exec('dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1');
-        const t1 = performance.now();
-        const [fork] = await src.fork(1);
-        await fork.exec('true');
-        runs[kind].ready.push(performance.now() - t1);
-        runs[kind].pause.push(t.server.machines.lastStep.freeze);
-        await fork.remove();
+        await timedFork(b, src, runs[kind]);
       }
     } finally {
       await src.remove();
@@ -70,12 +66,7 @@ async function liveCopy(b: Bench, accel: string): Promise<void> {
       for (let i = 0; i < n; i++) {
         for (const mode of ['on', 'off'] as const) {
           t.config.machines.liveCopy = mode;
-          const t1 = performance.now();
-          const [fork] = await src.fork(1);
-          await fork.exec('true');
-          runs[mode].ready.push(performance.now() - t1);
-          runs[mode].pause.push(t.server.machines.lastStep.freeze);
-          await fork.remove();
+          await timedFork(b, src, runs[mode]);
         }
       }
       for (const mode of ['on', 'off'] as const) {
@@ -88,4 +79,14 @@ async function liveCopy(b: Bench, accel: string): Promise<void> {
     t.config.machines.liveCopy = 'auto';
     await src.remove();
   }
+}
+
+/** One fork of `src`: the call until the fork answers exec (`ready`) and the source's pause; the fork is removed. */
+async function timedFork(b: Bench, src: MachineHandle, into: { pause: number[]; ready: number[] }): Promise<void> {
+  const t1 = performance.now();
+  const [fork] = await src.fork(1);
+  await fork.exec('true');
+  into.ready.push(performance.now() - t1);
+  into.pause.push(b.t.server.machines.lastStep.freeze);
+  await fork.remove();
 }

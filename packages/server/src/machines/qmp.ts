@@ -12,7 +12,7 @@ export type QmpListener = (name: string, data: unknown, atMs: number) => void;
 /**
  * A client of QEMU's machine protocol (JSON lines over a Unix socket): one
  * command at a time in flight is not required; replies are matched by id.
- * Events are passed to `onEvent`.
+ * Events go to the functions given to `listen`.
  */
 export class Qmp {
   private readonly waiting = new Map<number, Waiting>();
@@ -21,7 +21,7 @@ export class Qmp {
   private closed: Error | null = null;
   private readonly listeners = new Set<QmpListener>();
 
-  private constructor(private readonly socket: Socket, private readonly onEvent: (name: string, data: unknown) => void) {
+  private constructor(private readonly socket: Socket) {
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => this.onData(chunk));
     socket.on('error', (e) => this.fail(e));
@@ -29,7 +29,7 @@ export class Qmp {
   }
 
   /** Connects (retrying while QEMU creates the socket), reads the greeting, negotiates capabilities. */
-  static async connect(socketPath: string, timeoutMs: number, onEvent: (name: string, data: unknown) => void = () => undefined): Promise<Qmp> {
+  static async connect(socketPath: string, timeoutMs: number): Promise<Qmp> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
@@ -51,7 +51,7 @@ export class Qmp {
         await greeted.catch((e) => { socket.destroy(); throw e; });
         socket.removeAllListeners('error');
         socket.removeAllListeners('close');
-        const qmp = new Qmp(socket, onEvent);
+        const qmp = new Qmp(socket);
         await qmp.execute('qmp_capabilities');
         return qmp;
       } catch (e) {
@@ -96,7 +96,6 @@ export class Qmp {
       let msg: { id?: number; return?: unknown; error?: { class: string; desc: string }; event?: string; data?: unknown; timestamp?: { seconds: number; microseconds: number } };
       try { msg = JSON.parse(line); } catch { continue; }
       if (msg.event) {
-        this.onEvent(msg.event, msg.data);
         const at = msg.timestamp ? msg.timestamp.seconds * 1000 + msg.timestamp.microseconds / 1000 : Date.now();
         for (const l of this.listeners) {
           try { l(msg.event, msg.data, at); } catch { /* a listener's fault is its own: the replies go on */ }
