@@ -167,6 +167,20 @@ describe('console: a browser session', () => {
     await list.evaluate((el) => { el.scrollTop = el.scrollHeight; });
     await list.getByRole('button', { name: /10000/ }).waitFor();
     await step('many-files');
+
+    // The head moves (an agent writes elsewhere): the listing is read again without being emptied.
+    await list.evaluate((el) => {
+      const w = window as unknown as { labels: string[] };
+      w.labels = [];
+      new MutationObserver(() => w.labels.push(el.getAttribute('aria-label') ?? '')).observe(el, { attributes: true, attributeFilter: ['aria-label'] });
+    });
+    assert.equal((await api('POST', '/v1/contexts/demo/exec', { command: 'echo moved > /root/moved.txt' })).json.committed, true);
+    const head = (await api('GET', '/v1/contexts/demo')).json.head as string;
+    const relisted = page.waitForResponse((r) => r.url().includes('/v1/contexts/demo/files/root/many') && r.status() === 200, { timeout: 15_000 });
+    await page.locator(`code[title="${head}"]`).waitFor({ timeout: 15_000 });
+    await relisted;
+    assert.deepEqual(await page.evaluate(() => (window as unknown as { labels: string[] }).labels), [], 'the list kept its entries');
+    await list.getByRole('button', { name: /10000/ }).waitFor({ timeout: 5000 });
   });
 
   test('fork, write on the fork, merge it back: the graph draws both lanes and the merge', async () => {

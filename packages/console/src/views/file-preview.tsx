@@ -42,7 +42,7 @@ export function FilePreview({ ctx, version, head, atHead, dir, entry, onClose, o
       if (lang) p.html = hl.highlightLines(text.split('\n'), lang);
     }
     return p;
-  }, [ctx, path, version, head]);
+  }, [ctx, path, version], [head]);
   useEffect(() => () => { const p = preview.data; if (p?.kind === 'image') URL.revokeObjectURL(p.url); }, [preview.data]);
 
   const [editing, setEditing] = useState(entry === null);

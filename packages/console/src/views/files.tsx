@@ -27,7 +27,7 @@ export function FilesView({ ctx, version, path, onChanged }: { ctx: Context; ver
   // Without a version the calls read the head as the server has it (ctx.head may lag a moment behind).
   const at = version;
   const atHead = version === undefined || version === ctx.head;
-  const dir = useAsync(() => Api.list(ctx.name, path, at), [ctx.name, path, at, ctx.head]);
+  const dir = useAsync(() => Api.list(ctx.name, path, at), [ctx.name, path, at], [ctx.head]);
   // A selection belongs to the directory (and version) it was made in.
   const here = `${ctx.name}\n${path}\n${version ?? ''}`;
   const [sel, setSel] = useState<{ here: string; entry: DirEntry | null } | null>(null);
