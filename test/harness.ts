@@ -21,6 +21,9 @@ export interface TestServer {
 export async function startTestServer(overrides: Partial<ServerConfig> = {}): Promise<TestServer> {
   const home = mkdtempSync(path.join(tmpdir(), 'shellbase-test-'));
   const config = loadConfig({ home, port: 0, gatewayPort: 0, host: '127.0.0.1', storeSizeGb: 16, ...overrides });
+  // Machine tests count QEMU processes and files exactly: no machines restored ahead unless a test
+  // asks (test/machines-ready.test.ts does; the bench runs with the server's default).
+  if (process.env.SHELLBASE_MACHINES_READY === undefined) config.machines.readyPerTemplate = 0;
   const server = await startServer(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const key = readFileSync(server.adminKeyFile, 'utf8').trim();
   const sb = new Shellbase({ url: server.url, apiKey: key });
@@ -65,7 +68,7 @@ const CLI = path.resolve('packages/cli/dist/main.js');
 /** A server in its own process, so that it can be killed with SIGKILL. */
 export async function spawnServer(home: string, opts: { ownGroup?: boolean; env?: Record<string, string> } = {}): Promise<{ child: ChildProcess; sb: Shellbase }> {
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0'], {
-    env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', ...opts.env },
+    env: { SHELLBASE_MACHINES_READY: '0', ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', ...opts.env },
     stdio: ['ignore', 'ignore', 'pipe'], detached: opts.ownGroup ?? false,
   });
   let err = '';

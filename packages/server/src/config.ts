@@ -182,6 +182,13 @@ export interface MachinesConfig {
   liveCopy: 'auto' | 'on' | 'off';
   /** `auto`'s bound on a stopped copy's pause (SHELLBASE_MACHINES_PAUSE_MS, default 250). */
   pauseMs: number;
+  /**
+   * Machines restored ahead per hot template (SHELLBASE_MACHINES_READY, default 1; 0: none): a
+   * create from that template takes one instead of restoring (machines/ready.ts).
+   */
+  readyPerTemplate: number;
+  /** A template is hot this long after a create used it (SHELLBASE_MACHINES_READY_IDLE_MS, default 10 min). */
+  readyIdleMs: number;
 }
 
 const env = process.env;
@@ -190,6 +197,15 @@ const num = (name: string, fallback: number, from: Record<string, string | undef
   if (v === undefined || v === '') return fallback;
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, not ${JSON.stringify(v)}`);
+  return n;
+};
+
+/** A whole number, 0 or more. */
+const count = (name: string, fallback: number): number => {
+  const v = env[name];
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number (0 or more), not ${JSON.stringify(v)}`);
   return n;
 };
 
@@ -261,6 +277,8 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       templateIdleMs: num('SHELLBASE_MACHINES_TEMPLATE_IDLE_MS', 86_400_000),
       liveCopy: liveCopySetting(env.SHELLBASE_MACHINES_LIVE_COPY),
       pauseMs: num('SHELLBASE_MACHINES_PAUSE_MS', 250),
+      readyPerTemplate: count('SHELLBASE_MACHINES_READY', 1),
+      readyIdleMs: num('SHELLBASE_MACHINES_READY_IDLE_MS', 600_000),
     },
     egress: {
       default: egressDefault(env.SHELLBASE_EGRESS),

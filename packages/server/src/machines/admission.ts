@@ -8,20 +8,26 @@ import type { MachineRun } from './run.js';
 const live = (runs: readonly MachineRun[]) => runs.filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
 
 /** Refuses `count` more machines of `memoryMb` over the tenant's `runningMachines`, the host's cap or its memory budget. */
-export function admit(config: ServerConfig, runs: readonly MachineRun[], caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): void {
+export function admit(config: ServerConfig, runs: readonly MachineRun[], caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number, held?: Held): void {
   const { runningMachines } = quotasOf(config, caller);
   const mine = live(runs).filter((r) => r.row.tenantId === caller.tenantId).length;
   if (mine + count > runningMachines) throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves)');
-  hostRoom(config.machines, runs, memoryMb, count);
+  hostRoom(config.machines, runs, memoryMb, count, held);
 }
 
-/** Refuses a start that would pass the host's cap on machines or its memory budget (a wake checks only this). */
-export function hostRoom(m: MachinesConfig, runs: readonly MachineRun[], memoryMb: number, count: number): void {
+/** What the host holds besides machines: ready VMs (machines/ready.ts), counted as machines are. */
+export interface Held { count: number; memoryMb: number }
+
+/**
+ * Refuses a start that would pass the host's cap on machines or its memory budget, `held` counted
+ * as running (a wake checks only this).
+ */
+export function hostRoom(m: MachinesConfig, runs: readonly MachineRun[], memoryMb: number, count: number, held: Held = { count: 0, memoryMb: 0 }): void {
   const running = live(runs);
-  if (running.length + count > m.maxRunning) {
+  if (running.length + held.count + count > m.maxRunning) {
     throw new ShellbaseError('limit_exceeded', `this host runs at most ${m.maxRunning} machines at once`, { details: { limit: m.maxRunning }, hint: 'try again when machines hibernate, or stop some' });
   }
-  const used = running.reduce((s, r) => s + r.row.spec.memoryMb, 0);
+  const used = running.reduce((s, r) => s + r.row.spec.memoryMb, held.memoryMb);
   if (used + memoryMb * count > m.memoryBudgetMb) {
     throw new ShellbaseError('limit_exceeded', `the host's machine memory budget (${m.memoryBudgetMb} MiB) has ${m.memoryBudgetMb - used} MiB left; ${memoryMb * count} MiB asked`, {
       details: { budgetMb: m.memoryBudgetMb, usedMb: used }, hint: 'ask for less memory or fewer copies, or stop machines first',

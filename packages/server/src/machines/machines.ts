@@ -15,6 +15,7 @@ import { MachineRun } from './run.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
+import type { Template } from './templates.js';
 
 /**
  * Machines: made from a template or a snapshot (none boots in a caller's path), forked, snapshotted
@@ -59,11 +60,15 @@ export class Machines extends MachineRuns {
     const root = this.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
     const slots = await this.admit(caller, memoryMb, 1);
+    let used: Template | null = null;
     const run = await this.templates!.use({ root, layers: version.layers, memoryMb, cpus }, async (tpl) => {
-      const id = newId('m');
+      used = tpl;
+      // A machine restored ahead for this template (machines/ready.ts) has its id and disk already.
+      const ready = this.ready?.take(caller.tenantId, tpl) ?? null;
+      const id = ready?.id ?? newId('m');
       host.disksDir(caller.tenantId);
-      const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
-      await overlay(tpl.disk, disk);
+      const disk = ready?.disk ?? this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
+      if (!ready) await overlay(tpl.disk, disk);
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
         spec: {
@@ -72,8 +77,10 @@ export class Machines extends MachineRuns {
           diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
         },
       };
-      return this.start(row, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
+      return this.start(row, ready ?? { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
     }, built).finally(() => slots?.done());
+    // The template is hot: the next create from it finds a machine ready.
+    if (used) this.ready?.used(caller.tenantId, used, memoryMb, cpus);
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
     if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
     return this.toMachine(run);

@@ -1,17 +1,21 @@
-import { existsSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
 import type { MachineRow, MachineSpec, StoredMachineFiles } from '../store/metadata/types.js';
-import { Agent } from './agent.js';
+import type { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import { LiveCopyError, usedMiB } from './live-copy.js';
 import { freezeLive, freezeStopped } from './freeze.js';
-import { QemuVm } from './qemu.js';
+import type { QemuVm } from './qemu.js';
+import { restoreVm, type RestoreSource } from './restore.js';
+import type { ReadyVm } from './ready.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
 import type { EgressSession, Traffic } from '../net/egress.js';
+
+export type { RestoreSource } from './restore.js';
 
 /**
  * Run in the guest after its disk grew to $1 sectors: waits until the kernel sees them (the
@@ -21,28 +25,21 @@ const GROW_ROOT = `for i in $(seq 200); do [ "$(cat /sys/block/vda/size)" -ge "$
 [ "$(cat /sys/block/vda/size)" -ge "$1" ] || { echo "the guest still sees $(cat /sys/block/vda/size) sectors of $1" >&2; exit 1; }
 resize2fs /dev/vda`;
 
-/** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
-export interface RestoreSource {
-  ram: string;
-  /** The RAM file is a throw-away copy this machine may take (a rename, not a copy). */
-  takeRam?: boolean;
-  state: string;
-  /** Directories QEMU must read (the frozen disk chain's files, the state file). */
-  readable: string[];
-}
-
 export interface RunHooks {
   host: MachineHost;
   /** Persists the row (state and spec). */
   save(row: MachineRow): Promise<void>;
   /** A segment of running time ended: meter it (of its wall time, `activeMs` had a user; bytes through the egress proxy). */
   meter(row: MachineRow, wallMs: number, cpuMs: number, extra: { activeMs: number } & Traffic): Promise<void>;
-  /** The egress session of one QEMU process (the machine's policy as it stands now). */
-  egress(row: MachineRow): Promise<EgressSession>;
+  /**
+   * The egress session of one QEMU process (the machine's policy as it stands now): `ahead`, a
+   * ready VM's session opened before it had an owner, given its spec; else a new one.
+   */
+  egress(row: MachineRow, ahead?: EgressSession): Promise<EgressSession>;
   /** Whether another machine may run now (throws 429 otherwise). */
   admit(row: MachineRow): void;
   /** A lifecycle step took `ms` (metrics). */
-  step(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
+  step(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
   /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/live-copy.ts `copiesLive`). */
   liveCopy(usedMiB: number, ramPadKb: number): Promise<boolean>;
   /** A stopped copy of `usedMiB` paused the machine `ms` (what the next choice goes by). */
@@ -103,48 +100,55 @@ export class MachineRun {
 
   /** Restores the machine from `src` onto a disk whose writable top is `row.spec.disk[0]`. */
   async restore(src: RestoreSource): Promise<void> {
-    const { host } = this.hooks;
     const t0 = performance.now();
-    if (src.takeRam) renameSync(src.ram, this.ramFile);
-    else await copySparse(src.ram, this.ramFile);
-    host.give(this.ramFile);
-    host.give(this.row.spec.disk[0]);
-    const spec = this.row.spec;
-    const disks = host.disksDir(this.row.tenantId);
-    // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
-    const chain = spec.disk.map((d) => path.dirname(d)).filter((d) => d !== disks);
     try {
       this.session = await this.hooks.egress(this.row);
       this.metered = { bytesOut: 0, bytesIn: 0 };
-      const egress = { forward: host.forward, socket: this.session?.socket ?? path.join(this.dir, 'no-egress.sock') };
-      this.vm = await QemuVm.launch({
-        egress,
-        assets: host.assets, accel: host.accel.accel, memoryMb: spec.memoryMb, ramPadKb: spec.ramPadKb, cpus: spec.cpus, ram: this.ramFile, disk: spec.disk[0],
-        runDir: this.dir, writable: [disks, this.dir, this.ramFile], readable: [...chain, ...src.readable], userns: host.uid !== 0,
-        ports: spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(spec.memoryMb, spec.cpus), runtime: host.runtime,
-      });
-      await this.vm.loadState(src.state);
-      await this.vm.cont();
-      void this.vm.exited.then(() => this.onExit());
-      await this.vm.bridge(this.layout.agentSocket(this.dir), host.agentPort);
-      for (const p of spec.ports) await this.vm.bridge(this.portSocket(p.port), p.port);
-      this.agent = new Agent(this.layout.agentSocket(this.dir));
-      await this.agent.settle();
+      ({ vm: this.vm, agent: this.agent } = await restoreVm(this.hooks.host, this.row, src, this.session?.socket ?? path.join(this.dir, 'no-egress.sock')));
     } catch (e) {
-      await this.vm?.kill();
-      this.vm = null;
-      this.agent?.close();
-      this.agent = null;
       await this.session?.close().catch(() => undefined);
+      this.session = null;
+      throw e;
+    }
+    await this.started(t0, 'restore');
+  }
+
+  /**
+   * Takes over `ready` (machines/ready.ts), restored from this machine's template for its id,
+   * tenant and disk: its egress session gets the machine's policy, its CPUs run again, and the
+   * guest settles (clock to now, fresh entropy) as after any restore.
+   */
+  async adopt(ready: ReadyVm): Promise<void> {
+    const t0 = performance.now();
+    this.vm = ready.vm;
+    this.agent = ready.agent;
+    try {
+      this.session = await this.hooks.egress(this.row, ready.session);
+      this.metered = { bytesOut: 0, bytesIn: 0 };
+      await ready.vm.cont();
+      await ready.agent.settle();
+    } catch (e) {
+      await ready.vm.kill();
+      ready.agent.close();
+      this.vm = null;
+      this.agent = null;
+      await ready.session.close().catch(() => undefined);
       this.session = null;
       rmSync(this.ramFile, { force: true });
       throw e;
     }
+    await this.started(t0, 'adopt');
+  }
+
+  /** A restored or adopted QEMU runs as this machine from now on. */
+  private async started(t0: number, step: 'restore' | 'adopt'): Promise<void> {
+    const vm = this.vm!;
+    void vm.exited.then(() => this.onExit());
     this.since = Date.now();
-    this.cpuAtStart = this.vm.cpuMs();
+    this.cpuAtStart = vm.cpuMs();
     await this.go('restored');
-    this.hooks.step('restore', performance.now() - t0);
-    this.lease.watch(spec.idleTimeoutMs, () => {
+    this.hooks.step(step, performance.now() - t0);
+    this.lease.watch(this.row.spec.idleTimeoutMs, () => {
       void this.serial(() => (this.row.state === 'running' && !this.lease.inUse ? this.hibernate() : Promise.resolve())).catch(() => undefined);
     });
   }

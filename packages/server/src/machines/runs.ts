@@ -17,6 +17,7 @@ import { MachineRun, type RestoreSource } from './run.js';
 import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
 import { qemuBuild } from './qemu.js';
 import { Templates } from './templates.js';
+import { ReadyPool, type ReadyVm } from './ready.js';
 import { machineView } from './views.js';
 import { Network } from '../core/network.js';
 import type { BlobStore } from '../store/blobs/types.js';
@@ -32,15 +33,21 @@ export class MachineRuns {
   protected host_: MachineHost | null = null;
   protected opening: Promise<MachineHost> | null = null;
   protected templates: Templates | null = null;
+  /** Machines restored ahead for hot templates (machines/ready.ts). */
+  protected ready: ReadyPool | null = null;
   protected readonly runs = new Map<string, MachineRun>();
   readonly io: MachineIo;
   /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
-  readonly lastStep = { restore: 0, freeze: 0, hibernate: 0 };
+  readonly lastStep = { restore: 0, adopt: 0, freeze: 0, hibernate: 0 };
   /** What a stopped copy of a running machine's memory costs here (the live-copy choice goes by it). */
   readonly copyRate = new CopyRate();
   private warnedUnsound = false;
   /** How the last freeze copied its machine. */
   lastCopy: 'live' | 'stopped' | null = null;
+  /** Creates that took a ready VM and that found none; ready VMs waiting now (tests and the bench read them). */
+  get readyStats(): { taken: number; missed: number; ready: number } {
+    return { taken: this.ready?.counts.taken ?? 0, missed: this.ready?.counts.missed ?? 0, ready: this.ready?.waiting ?? 0 };
+  }
 
   protected readonly layout: MachineLayout;
   protected readonly disks: MachineDisks;
@@ -103,6 +110,8 @@ export class MachineRuns {
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
       }
     }
+    const swept = await this.disks.sweep();
+    if (swept > 0) this.deps.log.info({ files: swept }, 'removed what a crash left of machines that have no row (ready machines, cut-short creates and forks)');
   }
 
   /** The accelerator machines use (healthz), null while the machine assets are not built. */
@@ -119,7 +128,12 @@ export class MachineRuns {
     }
     this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime,
       forward: this.deps.forwarder.installed() })
-      .then((h) => { this.host_ = h; this.templates = new Templates(h, layers, log); return h; })
+      .then((h) => {
+        this.host_ = h;
+        this.templates = new Templates(h, layers, log);
+        this.ready = new ReadyPool({ host: h, egress: this.deps.egress, templates: this.templates, config: config.machines, log, room: (mb) => this.hasRoom(mb) });
+        return h;
+      })
       .finally(() => { this.opening = null; });
     return this.opening;
   }
@@ -141,14 +155,25 @@ export class MachineRuns {
     return fetched + await this.templates.collect(names.map((t) => this.layout.templatesDir(t)), inUse, this.deps.config.machines.templateIdleMs);
   }
 
-  /** Inserts the row and restores the machine (on this worker, with one of `slots`); on failure nothing of it is left. */
-  protected async start(row: MachineRow, src: RestoreSource, slots: Reservation | null): Promise<MachineRun> {
-    await this.place?.take(row.id);
-    slots?.bind(row.id);
-    await this.deps.metadata.machines.create(row);
+  /**
+   * Inserts the row and restores the machine from `src`, or takes over a ready VM made for it (on
+   * this worker, with one of `slots`); on failure nothing of it is left.
+   */
+  protected async start(row: MachineRow, src: RestoreSource | ReadyVm, slots: Reservation | null): Promise<MachineRun> {
+    const ready = 'vm' in src ? src : null;
+    // Its creator holds the template until this returns; then the row's disk chain names it.
+    ready?.release();
+    try {
+      await this.place?.take(row.id);
+      slots?.bind(row.id);
+      await this.deps.metadata.machines.create(row);
+    } catch (e) {
+      if (ready) await this.ready?.discard(ready);
+      throw e;
+    }
     const run = this.runOf(row);
     try {
-      await run.serial(() => run.restore(src));
+      await run.serial(() => (ready ? run.adopt(ready) : run.restore(src as RestoreSource)));
     } catch (e) {
       await this.discard(run);
       if (e instanceof ShellbaseError) throw e;
@@ -172,8 +197,29 @@ export class MachineRuns {
    * unless a machine took them).
    */
   protected async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<Reservation | null> {
-    admit(this.deps.config, this.localRuns(), caller, memoryMb, count);
+    this.withRoom(() => admit(this.deps.config, this.localRuns(), caller, memoryMb, count, this.ready?.held));
     return this.place ? this.place.reserve(caller, count) : null;
+  }
+
+  /** Runs an admission check; one the ready VMs' room would let through is tried again without them (they end). */
+  private withRoom(check: () => void): void {
+    try {
+      check();
+    } catch (e) {
+      if (!this.ready?.held.count || !(e instanceof ShellbaseError) || e.code !== 'limit_exceeded') throw e;
+      this.ready.dropAll();
+      check();
+    }
+  }
+
+  /** Whether the host has room for two more machines of `memoryMb` on top of its machines and ready VMs. */
+  private hasRoom(memoryMb: number): boolean {
+    try {
+      hostRoom(this.deps.config.machines, this.localRuns(), memoryMb, 2, this.ready?.held);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   protected runOf(row: MachineRow): MachineRun {
@@ -191,10 +237,13 @@ export class MachineRuns {
           });
         },
         // A session even for "none" (it refuses every connection): a running machine's policy may widen (setNetwork).
-        egress: async (r) => this.deps.egress.open({
-          tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine', policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network),
-        }, this.host_!.uid),
-        admit: (r) => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1),
+        egress: async (r, ahead) => {
+          const spec = { tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine' as const, policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network) };
+          if (!ahead) return this.deps.egress.open(spec, this.host_!.uid);
+          ahead.assign(spec);
+          return ahead;
+        },
+        admit: (r) => this.withRoom(() => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1, this.ready?.held)),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
         liveCopy: async (used, padKb) => {
           const { liveCopy, pauseMs } = this.deps.config.machines;
@@ -308,6 +357,7 @@ export class MachineRuns {
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
   async close(): Promise<void> {
+    await this.ready?.close();
     await Promise.all(this.localRuns().map((r) => r.serial(async () => {
       if (r.state === 'paused') await r.resume();
       if (r.state === 'running') await r.hibernate();

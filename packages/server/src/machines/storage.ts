@@ -62,6 +62,27 @@ export class MachineDisks {
     return n;
   }
 
+  /**
+   * The embedded default's start (nothing is being made): what a crash left of machines that have
+   * no row — run directories and disk files no chain names (ready VMs', machines/ready.ts, and
+   * those of creates and forks cut short). Returns how many went.
+   */
+  async sweep(): Promise<number> {
+    const named = await this.chainFiles();
+    const ids = new Set((await this.deps.metadata.machines.list()).map((m) => m.id));
+    let n = 0;
+    for (const id of list(this.layout.runRoot)) {
+      if (!ids.has(id)) { rmSync(this.layout.runDir(id), { recursive: true, force: true }); n++; }
+    }
+    for (const tenant of list(this.layout.tenantsDir)) {
+      const disks = this.layout.disksDir(tenant);
+      for (const f of list(disks).map((d) => path.join(disks, d))) {
+        if (f.endsWith('.qcow2') && !named.has(f)) { rmSync(f, { force: true }); n++; }
+      }
+    }
+    return n;
+  }
+
   /** Every file the disk chains of machines and snapshots name (of one tenant, or of all). */
   async chainFiles(tenantId?: string): Promise<Set<string>> {
     const files = new Set<string>();

@@ -81,13 +81,24 @@ export class Templates {
    */
   async use<T>(src: TemplateSource, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
     const dir = path.join(src.root, await this.key(src));
-    this.held.set(dir, (this.held.get(dir) ?? 0) + 1);
+    const release = this.hold(dir);
     try {
       return await fn(await this.get(dir, src, await this.ramPadKb()).catch(failed));
     } finally {
+      release();
+    }
+  }
+
+  /** Keeps the template in `dir` from being collected until the returned function is called (once). */
+  hold(dir: string): () => void {
+    this.held.set(dir, (this.held.get(dir) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
       const n = (this.held.get(dir) ?? 1) - 1;
       if (n > 0) this.held.set(dir, n); else this.held.delete(dir);
-    }
+    };
   }
 
   private async get(dir: string, src: TemplateSource, ramPadKb: number): Promise<Template> {

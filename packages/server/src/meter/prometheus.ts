@@ -16,7 +16,7 @@ export class PrometheusMeter implements Meter {
     buckets: [0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300], registers: [this.registry],
   });
   private readonly machineSteps = new Histogram({
-    name: 'shellbase_machine_step_seconds', help: 'Machine restores (to a running guest), freezes (the source\'s pause in a fork or snapshot) and hibernations.',
+    name: 'shellbase_machine_step_seconds', help: 'Machine restores (to a running guest), adoptions of ready VMs by creates, freezes (the source\'s pause in a fork or snapshot) and hibernations.',
     labelNames: ['step'] as const, buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30], registers: [this.registry],
   });
   private readonly files = new Counter({
@@ -105,7 +105,7 @@ export class PrometheusMeter implements Meter {
     this.queryDuration.observe(wallMs / 1000);
   }
 
-  machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void {
+  machineStep(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void {
     this.machineSteps.observe({ step }, ms / 1000);
   }
 

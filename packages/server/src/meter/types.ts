@@ -12,8 +12,11 @@ export interface Meter {
   fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void;
   squashed(layers: number): void;
   gcRan(result: GcResult): void;
-  /** A machine lifecycle step ended: how long it took (a freeze is the pause a fork or snapshot costs its source). */
-  machineStep(step: 'restore' | 'freeze' | 'hibernate', ms: number): void;
+  /**
+   * A machine lifecycle step ended: how long it took (a freeze is the pause a fork or snapshot
+   * costs its source; an adopt, a create's take-over of a ready VM).
+   */
+  machineStep(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
   /** A service run or machine segment ended: its wall time and the active part of it (the rest is idle, the platform's). */
   runEnded(kind: 'service' | 'machine', wallMs: number, activeMs: number): void;
   /** A connection through the egress proxy ended (or was refused): what made it and the bytes it moved. */

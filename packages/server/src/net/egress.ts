@@ -133,6 +133,14 @@ export class Egress {
     return s;
   }
 
+  /**
+   * A session with no spec yet, for a QEMU launched before it knows its machine's (a ready VM,
+   * machines/ready.ts): it refuses every connection until `assign`.
+   */
+  ahead(owner: number): Promise<EgressSession> {
+    return this.fresh(owner);
+  }
+
   private readonly spares: EgressSession[] = [];
   private sparing = 0;
   private closing = false;
@@ -190,7 +198,7 @@ export class Egress {
     const session = this.sessions.get(sessionId);
     let ask: Ask;
     try {
-      if (!session) throw new BadAsk('no such session', Buffer.alloc(0));
+      if (!session?.assigned) throw new BadAsk('no such session', Buffer.alloc(0));
       ask = parseAsk(head);
     } catch (e) {
       this.plane.deny(id, e instanceof BadAsk ? e.answer : Buffer.alloc(0));
@@ -275,6 +283,8 @@ export class EgressSession {
     if (!this.spec_) throw new Error(`egress session ${this.id} has no spec yet`);
     return this.spec_;
   }
+
+  get assigned(): boolean { return this.spec_ !== null; }
 
   assign(spec: SessionSpec): void {
     if (this.spec_) throw new Error(`egress session ${this.id} was already given`);
