@@ -22,6 +22,8 @@ import { warm } from './scenarios/warm.ts';
 const quick = process.argv.includes('--quick');
 const started = performance.now();
 const t = await startTestServer({ storeSizeGb: 32 });
+// The server's default, not the tests' (which count QEMU processes): machines restored ahead per hot template.
+t.config.machines.readyPerTemplate = loadConfig().machines.readyPerTemplate;
 const b: Bench = { t, quick, n: quick ? 20 : 100, rows: [], baselines: new Map() };
 try {
   const rootfs = imageInfo(loadConfig().cache, 'debian').rootfs;

@@ -13,6 +13,7 @@ import { latency, value, type Bench } from '../lib.ts';
 export async function machines(b: Bench): Promise<void> {
   const { t } = b;
   const n = b.quick ? 3 : 10;
+  t.config.machines.readyPerTemplate = 0; // `creates` turns it on for its own rows
   const warm = await t.sb.machines.create(); // builds the template on a fresh host
   await warm.remove();
   const accel = t.server.machines.accel()?.accel ?? 'none';
