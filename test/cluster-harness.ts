@@ -45,6 +45,8 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
       const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0',
         '--metadata', database, '--blobs', `s3://${s3.bucket}/${PREFIX}`, '--s3-endpoint', env.SHELLBASE_S3_ENDPOINT ?? s3.endpoint], {
         env: {
+          // No machines restored ahead (tests count QEMU processes), unless the caller's environment asks.
+          SHELLBASE_MACHINES_READY: '0',
           ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', SHELLBASE_LOG_LEVEL: 'warn', SHELLBASE_HEARTBEAT_MS: '300',
           AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1', ...env,
         },

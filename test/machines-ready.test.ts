@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { MachineHandle } from '@shellbase/sdk';
+import { Shellbase, type MachineHandle } from '@shellbase/sdk';
 import { qemuProcesses, sleep, spawnServer, startTestServer, type TestServer } from './harness.ts';
 
 /**
@@ -39,6 +39,16 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
   const untilReady = async (n: number) => {
     for (let i = 0; stats().ready !== n; i++) { assert.ok(i < 600, `${n} ready machines after 60 s (${JSON.stringify(stats())})`); await sleep(100); }
   };
+  /** Every template goes cold: no ready machine is left (each test starts with none). */
+  const cool = async () => {
+    const idle = t.config.machines.readyIdleMs;
+    t.config.machines.readyIdleMs = 1;
+    try {
+      for (let i = 0; stats().ready !== 0 || qemuProcesses(t.home).length !== 0; i++) { assert.ok(i < 600, `templates cold after 60 s (${JSON.stringify(stats())})`); await sleep(100); }
+    } finally {
+      t.config.machines.readyIdleMs = idle;
+    }
+  };
   const out = async (m: MachineHandle, command: string) => {
     const r = await m.exec(command, { timeoutMs: 60_000 });
     assert.equal(r.exitCode, 0, `${command}: ${r.stdout}${r.stderr}`);
@@ -54,7 +64,7 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
     return { qemu: cmd(pid), jail: cmd(ppid), status };
   };
 
-  test('a create from a hot template takes a machine restored ahead: the same files, confinement and systemd as a restored one; its own clock, entropy and egress policy', async () => {
+  test('a create from a hot template takes a machine restored ahead: the same files, confinement and systemd as a restored one; its own clock and egress policy; another tenant\'s create does not get it', async () => {
     const restored = await t.sb.machines.create();
     const ms: MachineHandle[] = [restored];
     try {
@@ -63,12 +73,18 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
       const qemus = qemuProcesses(t.home).length;
       assert.equal(qemus, 2, 'the ready machine is a QEMU of its own');
 
+      // Another tenant's create from the same image restores its own (and makes the image hot for it).
+      const bob = new Shellbase({ url: t.server.url, apiKey: (await t.http('POST', '/v1/tenants', { body: { name: 'bob' } })).json.apiKey });
+      const theirs = await bob.machines.create();
+      assert.deepEqual([stats().taken, stats().missed], [0, 2], 'bob\'s create did not take the admin\'s ready machine');
+      await theirs.remove();
+      await untilReady(2); // the admin's and bob's
       await sleep(6_000); // the ready machine's clock stood still this long: the take sets it to now
       const before = Date.now();
       const ready = await t.sb.machines.create();
       ms.push(ready);
       assert.equal(stats().taken, 1, 'the second create took the ready machine');
-      await untilReady(1); // made again for the next create
+      await untilReady(2); // made again for the next create
       const none = await t.sb.machines.create({ network: { egress: 'none' } });
       ms.push(none);
       assert.equal(stats().taken, 2);
@@ -78,8 +94,6 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
       assert.deepEqual(confinement(ready.id), confinement(restored.id), 'QEMU confined as a restored machine\'s');
       const clock = Number(await out(ready, 'date +%s%3N'));
       assert.ok(Math.abs(clock - Date.now()) < 4_000 && clock >= before - 1_000, `the guest's clock is now (${clock} vs ${Date.now()})`);
-      const entropy = await Promise.all(ms.map((m) => out(m, 'head -c 16 /dev/urandom | od -An -tx1')));
-      assert.equal(new Set(entropy).size, 3, `each machine's own random state: ${entropy.join(' ')}`);
 
       const url = `http://api.example.test:${port}/hi`;
       assert.equal(await out(ready, `curl -sS ${url}`), 'upstream says hi to /hi\n', 'the ready machine\'s session got its (public) policy');
@@ -90,24 +104,40 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
       assert.equal(await out(fork, 'cat /etc/hostname && echo forked'), `${(await out(ready, 'cat /etc/hostname'))}forked\n`);
     } finally {
       for (const m of ms) await m.remove().catch(() => undefined);
+      await cool();
     }
   });
 
-  test('a ready machine gives its room to a start that needs it, and ends once its template is cold; none is left behind', async () => {
+  test('a create at the budget\'s edge takes the ready machine; one over a tenant\'s quota leaves it; a fork that needs its room ends it; a cold template\'s ends too; none is left behind', async () => {
     const a = await t.sb.machines.create();
+    const tight = async (f: () => Promise<void>) => {
+      const { memoryBudgetMb: budget } = t.config.machines;
+      const { runningMachines } = t.config.quotas;
+      t.config.machines.memoryBudgetMb = 1100; // a and one more machine of 512 MiB, not a third
+      try { await f(); } finally { t.config.machines.memoryBudgetMb = budget; t.config.quotas.runningMachines = runningMachines; }
+    };
     try {
       await untilReady(1);
-      const budget = t.config.machines.memoryBudgetMb;
-      t.config.machines.memoryBudgetMb = 1100; // a and one more machine of 512 MiB: not the ready one too
-      try {
-        const missed = stats().missed;
+      await tight(async () => {
+        const taken = stats().taken;
         const b = await t.sb.machines.create();
-        assert.equal(stats().missed, missed + 1, 'the ready machine gave its room up, and b was restored');
-        assert.equal(await out(b, 'echo b'), 'b\n');
+        assert.equal(stats().taken, taken + 1, 'admission did not count the ready machine b took twice');
         await b.remove();
-      } finally {
-        t.config.machines.memoryBudgetMb = budget;
-      }
+      });
+      // None was made after b (no room for it and one more): the next create makes one again.
+      assert.equal(stats().ready, 0);
+      await t.sb.machines.create().then((c) => c.remove());
+      await untilReady(1);
+      await tight(async () => {
+        t.config.quotas.runningMachines = 1;
+        await assert.rejects(t.sb.machines.create(), (e: Error & { code?: string }) => e.code === 'limit_exceeded' && /runningMachines/.test(e.message));
+        assert.equal(stats().ready, 1, 'a create over the tenant\'s quota leaves the ready machine be');
+        t.config.quotas.runningMachines = 4;
+        const [fork] = await a.fork(1);
+        assert.equal(stats().ready, 0, 'the fork needed the ready machine\'s room: it ended');
+        assert.equal(await out(fork, 'echo fork'), 'fork\n');
+        await fork.remove();
+      });
       await t.sb.machines.create().then((c) => c.remove()); // hot again: one is made
       await untilReady(1);
       const idle = t.config.machines.readyIdleMs;
@@ -120,6 +150,9 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
       for (let i = 0; qemuProcesses(t.home).length !== 1; i++) { assert.ok(i < 100, 'the cold template\'s ready QEMU ended'); await sleep(100); }
       assert.deepEqual(readdirSync(path.join(t.home, 'machines', 'run')), [a.id], 'only a\'s run directory');
       assert.deepEqual(readdirSync(path.join(t.home, 'machines', 'ram')), [`${a.id}.ram`], 'only a\'s RAM file');
+      const disks = readdirSync(path.join(t.home, 'machines', 'tenants', 't_admin', 'disks'));
+      assert.ok(disks.every((f) => f.startsWith(`${a.id}-`)), `only a's disk files: ${disks.join(' ')}`);
+      assert.equal(readdirSync(path.join(t.home, 'egress')).filter((d) => d.startsWith('e_')).length, 1, 'only a\'s egress session');
     } finally {
       await a.remove();
     }
@@ -130,19 +163,31 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
     try {
       let s = await spawnServer(home, { env: { SHELLBASE_MACHINES_READY: '1' } });
       const m = await s.sb.machines.create();
+      await m.exec('echo kept > /root/kept');
+      const snap = await m.snapshot();
+      const h = await s.sb.machines.create();
+      await h.exec('echo asleep > /root/asleep');
+      await h.hibernate();
       for (let i = 0; qemuProcesses(home).length < 2; i++) { assert.ok(i < 600, 'a ready machine after 60 s'); await sleep(100); }
       s.child.kill('SIGKILL');
       await new Promise((r) => s.child.once('exit', r));
       for (let i = 0; qemuProcesses(home).length > 0; i++) { assert.ok(i < 100, 'QEMU dies with the server'); await sleep(100); }
       const disks = path.join(home, 'machines', 'tenants', 't_admin', 'disks');
-      assert.equal(readdirSync(path.join(home, 'machines', 'run')).length, 2, 'm\'s run directory and the ready machine\'s');
-      assert.equal(readdirSync(disks).length, 2);
+      const run = path.join(home, 'machines', 'run');
+      const before = { run: readdirSync(run).sort(), disks: readdirSync(disks).sort() };
+      const ready = before.run.filter((d) => d !== m.id && d !== h.id);
+      assert.equal(ready.length, 1, `m's, h's and the ready machine's run directories: ${before.run.join(' ')}`);
+      assert.equal(before.disks.filter((f) => f.startsWith(`${ready[0]}-`)).length, 1, 'and the ready machine\'s disk');
       s = await spawnServer(home, { env: { SHELLBASE_MACHINES_READY: '0' } });
       try {
         assert.equal((await s.sb.machines.get(m.id).info()).state, 'stopped', 'a crash stops a machine');
-        assert.deepEqual(readdirSync(path.join(home, 'machines', 'run')), [m.id], 'the ready machine\'s run directory is gone');
-        assert.equal(readdirSync(disks).length, 1, 'and its disk');
-        await s.sb.machines.get(m.id).remove();
+        assert.deepEqual(readdirSync(run).sort(), before.run.filter((d) => d !== ready[0]), 'only the ready machine\'s run directory is gone');
+        assert.deepEqual(readdirSync(disks).sort(), before.disks.filter((f) => !f.startsWith(`${ready[0]}-`)), 'and only its disk');
+        assert.equal((await s.sb.machines.get(h.id).exec('cat /root/asleep')).stdout, 'asleep\n', 'the hibernated machine wakes');
+        const [copy] = await s.sb.machines.restore(snap, 1);
+        assert.equal((await copy.exec('cat /root/kept')).stdout, 'kept\n', 'the snapshot restores');
+        for (const x of [copy!, s.sb.machines.get(h.id), s.sb.machines.get(m.id)]) await x.remove();
+        await s.sb.machines.deleteSnapshot(snap);
       } finally {
         s.child.kill('SIGTERM');
         await new Promise((r) => s.child.once('exit', r));

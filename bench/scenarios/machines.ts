@@ -53,7 +53,8 @@ export async function machines(b: Bench): Promise<void> {
  * Issue 23: a create restores the template's machine (ready VMs off), or takes one restored ahead
  * for the hot template (machines/ready.ts, the default: the pool is full again before each
  * create, as between a busy template's creates). The create call alone, and it with a first exec.
- * Ready VMs stay off after, so the forks measured next share the host with nothing.
+ * Ready VMs are off after (the one left ready waits paused: no CPU), so the forks measured next
+ * share the CPUs with nothing.
  */
 async function creates(b: Bench, accel: string, n: number): Promise<void> {
   const { t } = b;

@@ -7,12 +7,11 @@ import type { MachineRun } from './run.js';
 /** Machines that hold memory and count against the caps: running, paused, or starting. */
 const live = (runs: readonly MachineRun[]) => runs.filter((r) => r.state === 'running' || r.state === 'paused' || r.state === 'starting');
 
-/** Refuses `count` more machines of `memoryMb` over the tenant's `runningMachines`, the host's cap or its memory budget. */
-export function admit(config: ServerConfig, runs: readonly MachineRun[], caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number, held?: Held): void {
+/** Refuses `count` more machines over the tenant's `runningMachines` (the host's room is `hostRoom`'s). */
+export function tenantRoom(config: ServerConfig, runs: readonly MachineRun[], caller: Pick<Caller, 'tenantId' | 'quotas'>, count: number): void {
   const { runningMachines } = quotasOf(config, caller);
   const mine = live(runs).filter((r) => r.row.tenantId === caller.tenantId).length;
   if (mine + count > runningMachines) throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves)');
-  hostRoom(config.machines, runs, memoryMb, count, held);
 }
 
 /** What the host holds besides machines: ready VMs (machines/ready.ts), counted as machines are. */

@@ -59,16 +59,20 @@ export class Machines extends MachineRuns {
     if (!shared) host.tenantDir(caller.tenantId);
     const root = this.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
-    const slots = await this.admit(caller, memoryMb, 1);
-    let used: Template | null = null;
-    const run = await this.templates!.use({ root, layers: version.layers, memoryMb, cpus }, async (tpl) => {
+    const src = { root, layers: version.layers, memoryMb, cpus };
+    // A machine restored ahead for this template (machines/ready.ts) has its id and disk already;
+    // taken before admission, so admission does not count it twice.
+    let ready = this.ready?.take(caller.tenantId, await this.templates!.dir(src)) ?? null;
+    const slots = await this.admit(caller, memoryMb, 1).catch((e: unknown) => { if (ready) this.ready!.putBack(ready); throw e; });
+    let used: Template | null = null as Template | null;
+    const run = await this.templates!.use(src, async (tpl) => {
       used = tpl;
-      // A machine restored ahead for this template (machines/ready.ts) has its id and disk already.
-      const ready = this.ready?.take(caller.tenantId, tpl) ?? null;
       const id = ready?.id ?? newId('m');
-      host.disksDir(caller.tenantId);
       const disk = ready?.disk ?? this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
-      if (!ready) await overlay(tpl.disk, disk);
+      if (!ready) {
+        host.disksDir(caller.tenantId);
+        await overlay(tpl.disk, disk);
+      }
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
         spec: {
@@ -77,8 +81,13 @@ export class Machines extends MachineRuns {
           diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
         },
       };
-      return this.start(row, ready ?? { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
-    }, built).finally(() => slots?.done());
+      const taken = ready;
+      ready = null; // `start` owns it from here
+      return this.start(row, taken ?? { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
+    }, built).finally(() => {
+      slots?.done();
+      if (ready) this.ready!.putBack(ready); // the template could not be had
+    });
     // The template is hot: the next create from it finds a machine ready.
     if (used) this.ready?.used(caller.tenantId, used, memoryMb, cpus);
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).

@@ -39,26 +39,35 @@ interface Hot {
   cpus: number;
   lastUsed: number;
   ready: ReadyVm[];
+  /** VMs being made (whatever their epoch): they hold memory until made and handed out or discarded. */
   making: number;
-  /** Bumped by `dropAll`: a VM whose making began before is discarded once made. */
+  /** Bumped by `dropAll`: a VM whose making began before is discarded (its making stops at its next step). */
   epoch: number;
 }
 
 /** How often templates gone cold are looked for. */
 const SWEEP_MS = 5_000;
 
+/** A making stopped on purpose (the pool closed, or `dropAll`): not worth a warning. */
+class Abandoned extends Error {}
+
 /**
  * Ready VMs per hot template (SHELLBASE_MACHINES_READY of them; 0: none). A template is hot for
  * `readyIdleMs` after a create used it; then its ready VMs end. Each ready VM is one machine's
  * (its id, tenant and disk are fixed when it is made) and is taken once. A ready VM is made only
  * where the host has room for it and one more machine of its size, counts against the host's
- * caps as a machine does (`held`), and gives its room up when a start needs it (`dropAll`).
- * They live in this process only: a server's start removes what a crash left of them.
+ * caps as a machine does (`held`: ready, being made, or ending), and gives its room up when a
+ * start needs it (`dropAll`). They live in this process only: a server's start removes what a
+ * crash left of them.
  */
 export class ReadyPool {
   private readonly hot = new Map<string, Hot>();
   private readonly timer: NodeJS.Timeout;
   private closed = false;
+  /** Makings under way (each up to its VM handed out or discarded). */
+  private readonly inflight = new Set<Promise<void>>();
+  /** VMs being discarded: their memory is held until their QEMU has ended. */
+  private readonly dying = { count: 0, memoryMb: 0 };
   /** Ready VMs taken by creates, and creates that found none (tests and metrics read them). */
   readonly counts = { taken: 0, missed: 0 };
 
@@ -74,20 +83,37 @@ export class ReadyPool {
     this.timer = setInterval(() => this.sweep(), SWEEP_MS).unref();
   }
 
-  private static key(tenantId: string, tpl: Template): string { return `${tenantId}\n${tpl.dir}`; }
+  private static key(tenantId: string, templateDir: string): string { return `${tenantId}\n${templateDir}`; }
 
-  /** A ready VM of `tenantId` for `tpl` (the caller now owns it and calls its `release`), or null. */
-  take(tenantId: string, tpl: Template): ReadyVm | null {
-    const hot = this.hot.get(ReadyPool.key(tenantId, tpl));
-    const vm = hot?.ready.shift() ?? null;
+  /**
+   * A ready VM of `tenantId` for the template in `templateDir` (the caller now owns it: it goes to
+   * `start`, or back with `putBack`), or null. One whose QEMU ended meanwhile is discarded.
+   */
+  take(tenantId: string, templateDir: string): ReadyVm | null {
+    const hot = this.hot.get(ReadyPool.key(tenantId, templateDir));
+    let vm: ReadyVm | null = null;
+    while (hot && !vm) {
+      const next = hot.ready.shift();
+      if (!next) break;
+      if (next.vm.alive) vm = next; else this.discardSoon(next);
+    }
     if (vm) this.counts.taken++; else this.counts.missed++;
     return vm;
+  }
+
+  /** A VM `take` gave that its create did not use (it was refused): ready again, or discarded. */
+  putBack(r: ReadyVm): void {
+    this.counts.taken--;
+    this.counts.missed++;
+    const hot = this.hot.get(ReadyPool.key(r.tenantId, r.template.dir));
+    if (this.closed || !hot || !r.vm.alive) this.discardSoon(r);
+    else hot.ready.unshift(r);
   }
 
   /** A create used `tpl` for `tenantId`: the template is hot from now, and its ready VMs are made again. */
   used(tenantId: string, tpl: Template, memoryMb: number, cpus: number): void {
     if (this.closed || this.o.config.readyPerTemplate === 0) return;
-    const key = ReadyPool.key(tenantId, tpl);
+    const key = ReadyPool.key(tenantId, tpl.dir);
     let hot = this.hot.get(key);
     if (!hot) {
       hot = { tenantId, template: tpl, memoryMb, cpus, lastUsed: 0, ready: [], making: 0, epoch: 0 };
@@ -97,10 +123,9 @@ export class ReadyPool {
     this.fill(key, hot);
   }
 
-  /** Ready VMs, and those being made, with their memory: what admission counts as held. */
+  /** Ready VMs, those being made and those ending, with their memory: what admission counts as held. */
   get held(): { count: number; memoryMb: number } {
-    let count = 0;
-    let memoryMb = 0;
+    let { count, memoryMb } = this.dying;
     for (const h of this.hot.values()) {
       const n = h.ready.length + h.making;
       count += n;
@@ -117,68 +142,84 @@ export class ReadyPool {
   }
 
   /**
-   * Every ready VM ends (a start needs their room): out of the pool and its count at once, their
-   * processes end meanwhile (those being made, as soon as they are).
+   * Every ready VM ends (a start needs their room), and every making stops at its next step;
+   * resolves once all of their QEMUs have ended, so `held` is then what is left.
    */
-  dropAll(): void {
+  async dropAll(): Promise<void> {
+    const ending: Promise<void>[] = [];
     for (const h of this.hot.values()) {
-      for (const r of h.ready.splice(0)) void this.discard(r);
-      h.making = 0;
       h.epoch++;
+      for (const r of h.ready.splice(0)) ending.push(this.discard(r));
     }
+    await Promise.allSettled([...ending, ...this.inflight]);
   }
 
-  /** Server shutdown: nothing more is made, and every ready VM ends. */
+  /** Server shutdown: nothing more is made, and every ready VM ends (makings under way stop and are waited for). */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
-    const all = [...this.hot.values()].flatMap((h) => h.ready.splice(0));
+    await this.dropAll();
     this.hot.clear();
-    await Promise.all(all.map((r) => this.discard(r)));
   }
 
   /** A ready VM not taken: its process, session and files end. */
   async discard(r: ReadyVm): Promise<void> {
-    r.release();
-    await r.vm.kill().catch(() => undefined);
-    r.agent.close();
-    await r.session.close().catch(() => undefined);
-    const { layout } = this.o.host;
-    for (const f of [layout.ramFile(r.id), r.disk]) rmSync(f, { force: true });
-    rmSync(layout.runDir(r.id), { recursive: true, force: true });
+    this.dying.count++;
+    this.dying.memoryMb += r.memoryMb;
+    try {
+      r.release();
+      await r.vm.kill().catch(() => undefined);
+      r.agent.close();
+      await r.session.close().catch(() => undefined);
+      const { layout } = this.o.host;
+      for (const f of [layout.ramFile(r.id), r.disk]) rmSync(f, { force: true });
+      rmSync(layout.runDir(r.id), { recursive: true, force: true });
+    } finally {
+      this.dying.count--;
+      this.dying.memoryMb -= r.memoryMb;
+    }
+  }
+
+  private discardSoon(r: ReadyVm): void {
+    this.discard(r).catch((err: unknown) => this.o.log.warn({ err, machine: r.id }, 'a ready machine\'s files could not all be removed'));
   }
 
   private fill(key: string, hot: Hot): void {
     while (!this.closed && this.hot.get(key) === hot && hot.ready.length + hot.making < this.o.config.readyPerTemplate && this.o.room(hot.memoryMb)) {
       const epoch = hot.epoch;
       hot.making++;
-      this.make(hot).then((r) => {
-        if (hot.epoch !== epoch) { void this.discard(r); return; }
-        hot.making--;
-        if (this.closed || this.hot.get(key) !== hot) void this.discard(r);
-        else hot.ready.push(r);
-      }, (err: unknown) => {
-        if (hot.epoch === epoch) hot.making--;
-        this.o.log.warn({ err, template: hot.template.dir }, 'a ready machine could not be made');
-      });
+      const made = this.make(hot, epoch).then(
+        (r) => {
+          if (this.closed || hot.epoch !== epoch || this.hot.get(key) !== hot) return this.discard(r);
+          hot.ready.push(r);
+        },
+        (err: unknown) => { if (!(err instanceof Abandoned)) this.o.log.warn({ err, template: hot.template.dir }, 'a ready machine could not be made'); },
+      ).catch((err: unknown) => this.o.log.warn({ err, template: hot.template.dir }, 'a ready machine\'s files could not all be removed'))
+        .finally(() => { hot.making--; this.inflight.delete(made); });
+      this.inflight.add(made);
     }
   }
 
-  private async make(hot: Hot): Promise<ReadyVm> {
+  /** Restores a VM for `hot`, runs a first `bash` in it and stops it; stops early (`Abandoned`) once the pool closes or `dropAll` runs. */
+  private async make(hot: Hot, epoch: number): Promise<ReadyVm> {
     const { host, egress, templates } = this.o;
     const { tenantId, template: tpl, memoryMb, cpus } = hot;
+    const goOn = () => { if (this.closed || hot.epoch !== epoch) throw new Abandoned('the ready machine is no longer wanted'); };
     const id = newId('m');
     const release = templates.hold(tpl.dir);
-    host.disksDir(tenantId);
     const disk = host.layout.diskFile(tenantId, `${id}-${newId('d')}`);
     let session: EgressSession | null = null;
     try {
+      host.disksDir(tenantId);
       await overlay(tpl.disk, disk);
+      goOn();
       session = await egress.ahead(host.uid);
+      goOn();
       const spec = { memoryMb, cpus, disk: [disk, tpl.disk], ports: [], ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}) };
       const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, session.socket);
       const r: ReadyVm = { id, tenantId, template: tpl, memoryMb, cpus, disk, vm, agent, session, release };
       try {
+        goOn();
         const warm = await agent.run({ argv: ['bash', '-c', 'true'], timeoutMs: 30_000, outputBytes: 1024 });
         if (warm.exitCode !== 0) throw new Error(`a first command in the ready machine failed: ${warm.stderr.toString().trim()}`);
         await vm.stop();
@@ -190,19 +231,19 @@ export class ReadyPool {
     } catch (e) {
       release();
       await session?.close().catch(() => undefined);
-      rmSync(disk, { force: true });
+      for (const f of [disk, host.layout.ramFile(id)]) rmSync(f, { force: true });
       rmSync(host.layout.runDir(id), { recursive: true, force: true });
       throw e;
     }
   }
 
-  /** Templates no create used for `readyIdleMs` are no longer hot: their ready VMs end. */
+  /** Templates no create used for `readyIdleMs` are no longer hot: their ready VMs end (once none is being made). */
   private sweep(): void {
     const now = Date.now();
     for (const [key, hot] of this.hot) {
-      if (now - hot.lastUsed < this.o.config.readyIdleMs) continue;
+      if (now - hot.lastUsed < this.o.config.readyIdleMs || hot.making > 0) continue;
       this.hot.delete(key);
-      for (const r of hot.ready.splice(0)) void this.discard(r);
+      for (const r of hot.ready.splice(0)) this.discardSoon(r);
     }
   }
 }

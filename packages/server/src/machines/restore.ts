@@ -40,16 +40,16 @@ export async function restoreVm(host: MachineHost, m: RestoreTarget, src: Restor
   const { layout } = host;
   const ram = layout.ramFile(m.id);
   const dir = host.runDir(m.id);
-  if (src.takeRam) renameSync(src.ram, ram);
-  else await copySparse(src.ram, ram);
-  host.give(ram);
-  host.give(m.spec.disk[0]!);
-  const disks = host.disksDir(m.tenantId);
-  // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
-  const chain = m.spec.disk.map((d) => path.dirname(d)).filter((d) => d !== disks);
   let vm: QemuVm | null = null;
   let agent: Agent | null = null;
   try {
+    if (src.takeRam) renameSync(src.ram, ram);
+    else await copySparse(src.ram, ram);
+    host.give(ram);
+    host.give(m.spec.disk[0]!);
+    const disks = host.disksDir(m.tenantId);
+    // The frozen part of the chain (templates, other machines' frozen layers) is read-only to this QEMU.
+    const chain = m.spec.disk.map((d) => path.dirname(d)).filter((d) => d !== disks);
     vm = await QemuVm.launch({
       egress: { forward: host.forward, socket: egressSocket },
       assets: host.assets, accel: host.accel.accel, memoryMb: m.spec.memoryMb, ramPadKb: m.spec.ramPadKb, cpus: m.spec.cpus, ram, disk: m.spec.disk[0]!,

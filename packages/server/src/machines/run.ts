@@ -36,8 +36,8 @@ export interface RunHooks {
    * ready VM's session opened before it had an owner, given its spec; else a new one.
    */
   egress(row: MachineRow, ahead?: EgressSession): Promise<EgressSession>;
-  /** Whether another machine may run now (throws 429 otherwise). */
-  admit(row: MachineRow): void;
+  /** Whether another machine may run now (throws 429 otherwise; ready VMs may end to make room). */
+  admit(row: MachineRow): Promise<void>;
   /** A lifecycle step took `ms` (metrics). */
   step(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
   /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/live-copy.ts `copiesLive`). */
@@ -275,7 +275,7 @@ export class MachineRun {
   private async wake(): Promise<void> {
     if (this.row.state !== 'hibernated') return;
     const saved = this.layout.hibernation(this.row.id);
-    this.hooks.admit(this.row);
+    await this.hooks.admit(this.row);
     if (this.hooks.unstow) {
       this.hooks.host.runDir(this.row.id);
       this.hooks.host.disksDir(this.row.tenantId);

@@ -12,7 +12,7 @@ import { MachineLayout, runFiles } from './layout.js';
 import { readConsoleTail } from './console-log.js';
 import { MachineIo } from './io.js';
 import { MachineDisks } from './storage.js';
-import { admit, hostRoom } from './admission.js';
+import { hostRoom, tenantRoom, type Held } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
 import { qemuBuild } from './qemu.js';
@@ -197,21 +197,26 @@ export class MachineRuns {
    * unless a machine took them).
    */
   protected async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<Reservation | null> {
-    this.withRoom(() => admit(this.deps.config, this.localRuns(), caller, memoryMb, count, this.ready?.held));
+    tenantRoom(this.deps.config, this.localRuns(), caller, count);
+    await this.withRoom(memoryMb, count);
     return this.place ? this.place.reserve(caller, count) : null;
   }
 
-  /** Runs an admission check; one the ready VMs' room would let through is tried again without them (they end). */
-  private withRoom(check: () => void): void {
+  /**
+   * Refuses `count` more machines of `memoryMb` past the host's cap or memory budget. One that
+   * would fit without the ready VMs (machines/ready.ts) ends them first and is let through.
+   */
+  private async withRoom(memoryMb: number, count: number): Promise<void> {
+    const check = (held?: Held) => hostRoom(this.deps.config.machines, this.localRuns(), memoryMb, count, held);
     try {
-      check();
+      check(this.ready?.held);
     } catch (e) {
-      if (!this.ready?.held.count || !(e instanceof ShellbaseError) || e.code !== 'limit_exceeded') throw e;
-      this.ready.dropAll();
-      check();
+      if (!this.ready?.held.count) throw e;
+      check(); // throws if even without them it would not fit: they stay
+      await this.ready.dropAll();
+      check(this.ready.held);
     }
   }
-
   /** Whether the host has room for two more machines of `memoryMb` on top of its machines and ready VMs. */
   private hasRoom(memoryMb: number): boolean {
     try {
@@ -243,7 +248,7 @@ export class MachineRuns {
           ahead.assign(spec);
           return ahead;
         },
-        admit: (r) => this.withRoom(() => hostRoom(this.deps.config.machines, this.localRuns(), r.spec.memoryMb, 1, this.ready?.held)),
+        admit: (r) => this.withRoom(r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
         liveCopy: async (used, padKb) => {
           const { liveCopy, pauseMs } = this.deps.config.machines;

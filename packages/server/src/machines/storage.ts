@@ -64,20 +64,22 @@ export class MachineDisks {
 
   /**
    * The embedded default's start (nothing is being made): what a crash left of machines that have
-   * no row — run directories and disk files no chain names (ready VMs', machines/ready.ts, and
-   * those of creates and forks cut short). Returns how many went.
+   * no row — their run directories, and disk files named after them (`ID-d_….qcow2`) that no
+   * machine's or snapshot's chain names (by file name: a moved home keeps its files): ready VMs'
+   * (machines/ready.ts), and those of creates cut short. Returns how many went.
    */
   async sweep(): Promise<number> {
-    const named = await this.chainFiles();
     const ids = new Set((await this.deps.metadata.machines.list()).map((m) => m.id));
+    const named = new Set([...await this.chainFiles()].map((f) => path.basename(f)));
     let n = 0;
     for (const id of list(this.layout.runRoot)) {
-      if (!ids.has(id)) { rmSync(this.layout.runDir(id), { recursive: true, force: true }); n++; }
+      if (/^m_[a-z0-9]+$/.test(id) && !ids.has(id)) { rmSync(this.layout.runDir(id), { recursive: true, force: true }); n++; }
     }
     for (const tenant of list(this.layout.tenantsDir)) {
       const disks = this.layout.disksDir(tenant);
-      for (const f of list(disks).map((d) => path.join(disks, d))) {
-        if (f.endsWith('.qcow2') && !named.has(f)) { rmSync(f, { force: true }); n++; }
+      for (const name of list(disks)) {
+        const owner = /^(m_[a-z0-9]+)-d_[a-z0-9]+\.qcow2$/.exec(name)?.[1];
+        if (owner && !ids.has(owner) && !named.has(name)) { rmSync(path.join(disks, name), { force: true }); n++; }
       }
     }
     return n;

@@ -79,8 +79,13 @@ export class Templates {
    * at a time; a failed build goes to `failed`). The template counts as used now, and is not
    * collected while `fn` runs.
    */
+  /** Where the template of `src` is (or will be once built). */
+  async dir(src: TemplateSource): Promise<string> {
+    return path.join(src.root, await this.key(src));
+  }
+
   async use<T>(src: TemplateSource, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
-    const dir = path.join(src.root, await this.key(src));
+    const dir = await this.dir(src);
     const release = this.hold(dir);
     try {
       return await fn(await this.get(dir, src, await this.ramPadKb()).catch(failed));

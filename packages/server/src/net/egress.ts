@@ -138,6 +138,7 @@ export class Egress {
    * machines/ready.ts): it refuses every connection until `assign`.
    */
   ahead(owner: number): Promise<EgressSession> {
+    if (this.closing) return Promise.reject(new Error('the egress proxy is closing'));
     return this.fresh(owner);
   }
 
