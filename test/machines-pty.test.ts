@@ -63,9 +63,11 @@ describe('machines: hibernate, console, pty', { timeout: 900_000 }, () => {
     assert.match(out, /27 91/);
     assert.match(out, /\/dev\/pts\/\d+/);
     pty.resize(120, 33);
-    await sleep(200);
+    // The resize reaches the guest's terminal on its own way: ask again until it shows (a loaded TCG guest may take a while).
     const sized = until(pty, /33 120/);
-    pty.write('stty size\r');
+    let shown = false;
+    void sized.then(() => { shown = true; }, () => undefined);
+    for (let i = 0; i < 60 && !shown; i++) { pty.write('stty size\r'); await sleep(500); }
     await sized;
     // A write larger than one message may be (1 MiB) goes in pieces: 1.5 MiB of lines, counted by cat.
     const reading = until(pty, /paste-ready-2/);

@@ -63,7 +63,7 @@ export class Machines extends MachineRuns {
     // A machine restored ahead for this template (machines/ready.ts) has its id and disk already;
     // taken before admission, so admission does not count it twice.
     let ready = this.ready?.take(caller.tenantId, await this.templates!.dir(src)) ?? null;
-    const slots = await this.admit(caller, memoryMb, 1).catch((e: unknown) => { if (ready) this.ready!.putBack(ready); throw e; });
+    const slots = await this.admit(caller, memoryMb, 1, ready).catch((e: unknown) => { if (ready) this.ready!.putBack(ready); throw e; });
     let used: Template | null = null as Template | null;
     const run = await this.templates!.use(src, async (tpl) => {
       used = tpl;

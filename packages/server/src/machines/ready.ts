@@ -68,6 +68,11 @@ export class ReadyPool {
   private readonly inflight = new Set<Promise<void>>();
   /** VMs being discarded: their memory is held until their QEMU has ended. */
   private readonly dying = { count: 0, memoryMb: 0 };
+  private readonly discarding = new Set<Promise<void>>();
+  /** VMs taken and not yet a machine's run (`handed`) or back (`putBack`), with the epoch they were taken in. */
+  private readonly lent = new Map<ReadyVm, number>();
+  /** Starts waiting in `dropAll` for room: nothing is made meanwhile. */
+  private blocked = 0;
   /** Ready VMs taken by creates, and creates that found none (tests and metrics read them). */
   readonly counts = { taken: 0, missed: 0 };
 
@@ -97,16 +102,24 @@ export class ReadyPool {
       if (!next) break;
       if (next.vm.alive) vm = next; else this.discardSoon(next);
     }
-    if (vm) this.counts.taken++; else this.counts.missed++;
+    if (vm) { this.counts.taken++; this.lent.set(vm, hot!.epoch); } else this.counts.missed++;
     return vm;
   }
 
-  /** A VM `take` gave that its create did not use (it was refused): ready again, or discarded. */
+  /** A VM `take` gave is a machine's now (or is being discarded as one): no longer the pool's to count. */
+  handed(r: ReadyVm): void { this.lent.delete(r); }
+
+  /**
+   * A VM `take` gave that its create did not use (it was refused): ready again, unless the pool
+   * dropped its VMs meanwhile, has its count already, or it died.
+   */
   putBack(r: ReadyVm): void {
+    const epoch = this.lent.get(r);
+    this.lent.delete(r);
     this.counts.taken--;
     this.counts.missed++;
     const hot = this.hot.get(ReadyPool.key(r.tenantId, r.template.dir));
-    if (this.closed || !hot || !r.vm.alive) this.discardSoon(r);
+    if (this.closed || !hot || hot.epoch !== epoch || !r.vm.alive || hot.ready.length + hot.making >= this.o.config.readyPerTemplate) this.discardSoon(r);
     else hot.ready.unshift(r);
   }
 
@@ -123,9 +136,17 @@ export class ReadyPool {
     this.fill(key, hot);
   }
 
-  /** Ready VMs, those being made and those ending, with their memory: what admission counts as held. */
-  get held(): { count: number; memoryMb: number } {
+  /**
+   * Ready VMs, those being made, taken (not yet a machine's run) and ending, with their memory:
+   * what admission counts as held. `own`: the VM the asking create took (it needs no more room).
+   */
+  held(own?: ReadyVm | null): { count: number; memoryMb: number } {
     let { count, memoryMb } = this.dying;
+    for (const r of this.lent.keys()) {
+      if (r === own) continue;
+      count++;
+      memoryMb += r.memoryMb;
+    }
     for (const h of this.hot.values()) {
       const n = h.ready.length + h.making;
       count += n;
@@ -146,12 +167,16 @@ export class ReadyPool {
    * resolves once all of their QEMUs have ended, so `held` is then what is left.
    */
   async dropAll(): Promise<void> {
-    const ending: Promise<void>[] = [];
-    for (const h of this.hot.values()) {
-      h.epoch++;
-      for (const r of h.ready.splice(0)) ending.push(this.discard(r));
+    this.blocked++;
+    try {
+      for (const h of this.hot.values()) {
+        h.epoch++;
+        for (const r of h.ready.splice(0)) this.discardSoon(r);
+      }
+      await Promise.allSettled([...this.discarding, ...this.inflight]);
+    } finally {
+      this.blocked--;
     }
-    await Promise.allSettled([...ending, ...this.inflight]);
   }
 
   /** Server shutdown: nothing more is made, and every ready VM ends (makings under way stop and are waited for). */
@@ -163,7 +188,14 @@ export class ReadyPool {
   }
 
   /** A ready VM not taken: its process, session and files end. */
-  async discard(r: ReadyVm): Promise<void> {
+  discard(r: ReadyVm): Promise<void> {
+    this.lent.delete(r);
+    const p = this.end(r).finally(() => this.discarding.delete(p));
+    this.discarding.add(p);
+    return p;
+  }
+
+  private async end(r: ReadyVm): Promise<void> {
     this.dying.count++;
     this.dying.memoryMb += r.memoryMb;
     try {
@@ -185,7 +217,7 @@ export class ReadyPool {
   }
 
   private fill(key: string, hot: Hot): void {
-    while (!this.closed && this.hot.get(key) === hot && hot.ready.length + hot.making < this.o.config.readyPerTemplate && this.o.room(hot.memoryMb)) {
+    while (!this.closed && this.blocked === 0 && this.hot.get(key) === hot && hot.ready.length + hot.making < this.o.config.readyPerTemplate && this.o.room(hot.memoryMb)) {
       const epoch = hot.epoch;
       hot.making++;
       const made = this.make(hot, epoch).then(
@@ -216,7 +248,7 @@ export class ReadyPool {
       session = await egress.ahead(host.uid);
       goOn();
       const spec = { memoryMb, cpus, disk: [disk, tpl.disk], ports: [], ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}) };
-      const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, session.socket);
+      const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, session.socket, goOn);
       const r: ReadyVm = { id, tenantId, template: tpl, memoryMb, cpus, disk, vm, agent, session, release };
       try {
         goOn();

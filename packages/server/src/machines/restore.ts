@@ -33,10 +33,10 @@ export interface RestoredVm {
  * Restores machine `m` from `src`: its RAM file copied (or taken), QEMU launched confined over the
  * disk whose writable top is `m.spec.disk[0]`, the device state loaded, the CPUs run, the agent's
  * and the ports' sockets bridged, and the guest settled (clock to now, fresh entropy). The guest's
- * way out is the egress session listening on `egressSocket`. On failure the process and the RAM
- * file are gone.
+ * way out is the egress session listening on `egressSocket`. `goOn` is called between the steps
+ * and may throw to stop there. On failure the process and the RAM file are gone.
  */
-export async function restoreVm(host: MachineHost, m: RestoreTarget, src: RestoreSource, egressSocket: string): Promise<RestoredVm> {
+export async function restoreVm(host: MachineHost, m: RestoreTarget, src: RestoreSource, egressSocket: string, goOn: () => void = () => undefined): Promise<RestoredVm> {
   const { layout } = host;
   const ram = layout.ramFile(m.id);
   const dir = host.runDir(m.id);
@@ -45,6 +45,7 @@ export async function restoreVm(host: MachineHost, m: RestoreTarget, src: Restor
   try {
     if (src.takeRam) renameSync(src.ram, ram);
     else await copySparse(src.ram, ram);
+    goOn();
     host.give(ram);
     host.give(m.spec.disk[0]!);
     const disks = host.disksDir(m.tenantId);
@@ -56,10 +57,13 @@ export async function restoreVm(host: MachineHost, m: RestoreTarget, src: Restor
       runDir: dir, writable: [disks, dir, ram], readable: [...chain, ...src.readable], userns: host.uid !== 0,
       ports: m.spec.ports.map((p) => p.port), incoming: src.state, cgroup: host.cgroup(m.spec.memoryMb, m.spec.cpus), runtime: host.runtime,
     });
+    goOn();
     await vm.loadState(src.state);
+    goOn();
     await vm.cont();
     await vm.bridge(layout.agentSocket(dir), host.agentPort);
     for (const p of m.spec.ports) await vm.bridge(layout.portSocket(dir, p.port), p.port);
+    goOn();
     agent = new Agent(layout.agentSocket(dir));
     await agent.settle();
     return { vm, agent };

@@ -172,6 +172,7 @@ export class MachineRuns {
       throw e;
     }
     const run = this.runOf(row);
+    if (ready) this.ready?.handed(ready); // counted as the run's from here
     try {
       await run.serial(() => (ready ? run.adopt(ready) : run.restore(src as RestoreSource)));
     } catch (e) {
@@ -196,31 +197,32 @@ export class MachineRuns {
    * cluster, also takes the slots of the quota counted over every worker (given back by `done`
    * unless a machine took them).
    */
-  protected async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number): Promise<Reservation | null> {
+  protected async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number, own?: ReadyVm | null): Promise<Reservation | null> {
     tenantRoom(this.deps.config, this.localRuns(), caller, count);
-    await this.withRoom(memoryMb, count);
+    await this.withRoom(memoryMb, count, own);
     return this.place ? this.place.reserve(caller, count) : null;
   }
 
   /**
    * Refuses `count` more machines of `memoryMb` past the host's cap or memory budget. One that
-   * would fit without the ready VMs (machines/ready.ts) ends them first and is let through.
+   * would fit without the ready VMs (machines/ready.ts) ends them first and is let through. `own`:
+   * the ready VM the asking create took, which needs no room of its own.
    */
-  private async withRoom(memoryMb: number, count: number): Promise<void> {
+  private async withRoom(memoryMb: number, count: number, own?: ReadyVm | null): Promise<void> {
     const check = (held?: Held) => hostRoom(this.deps.config.machines, this.localRuns(), memoryMb, count, held);
     try {
-      check(this.ready?.held);
+      check(this.ready?.held(own));
     } catch (e) {
-      if (!this.ready?.held.count) throw e;
+      if (!this.ready?.held(own).count) throw e;
       check(); // throws if even without them it would not fit: they stay
       await this.ready.dropAll();
-      check(this.ready.held);
+      check(this.ready.held(own));
     }
   }
   /** Whether the host has room for two more machines of `memoryMb` on top of its machines and ready VMs. */
   private hasRoom(memoryMb: number): boolean {
     try {
-      hostRoom(this.deps.config.machines, this.localRuns(), memoryMb, 2, this.ready?.held);
+      hostRoom(this.deps.config.machines, this.localRuns(), memoryMb, 2, this.ready?.held());
       return true;
     } catch {
       return false;

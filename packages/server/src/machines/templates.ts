@@ -74,16 +74,16 @@ export class Templates {
     return ramPadKb(this.host.accel.accel, await qemuBuild());
   }
 
-  /**
-   * Runs `fn` with the template for `src`, building it now if there is none (one build per key
-   * at a time; a failed build goes to `failed`). The template counts as used now, and is not
-   * collected while `fn` runs.
-   */
   /** Where the template of `src` is (or will be once built). */
   async dir(src: TemplateSource): Promise<string> {
     return path.join(src.root, await this.key(src));
   }
 
+  /**
+   * Runs `fn` with the template for `src`, building it now if there is none (one build per key
+   * at a time; a failed build goes to `failed`). The template counts as used now, and is not
+   * collected while `fn` runs.
+   */
   async use<T>(src: TemplateSource, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
     const dir = await this.dir(src);
     const release = this.hold(dir);
