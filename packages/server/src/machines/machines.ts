@@ -15,7 +15,6 @@ import { MachineRun } from './run.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
-import type { Template } from './templates.js';
 
 /**
  * Machines: made from a template or a snapshot (none boots in a caller's path), forked, snapshotted
@@ -64,9 +63,7 @@ export class Machines extends MachineRuns {
     // taken before admission, so admission does not count it twice.
     let ready = this.ready?.take(caller.tenantId, await this.templates!.dir(src)) ?? null;
     const slots = await this.admit(caller, memoryMb, 1, ready).catch((e: unknown) => { if (ready) this.ready!.putBack(ready); throw e; });
-    let used: Template | null = null as Template | null;
     const run = await this.templates!.use(src, async (tpl) => {
-      used = tpl;
       const id = ready?.id ?? newId('m');
       const disk = ready?.disk ?? this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
       if (!ready) {
@@ -83,13 +80,14 @@ export class Machines extends MachineRuns {
       };
       const taken = ready;
       ready = null; // `start` owns it from here
-      return this.start(row, taken ?? { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
+      const started = await this.start(row, taken ?? { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
+      // The template is hot: the next create from it finds a machine ready.
+      this.ready?.used(caller.tenantId, tpl, memoryMb, cpus);
+      return started;
     }, built).finally(() => {
       slots?.done();
       if (ready) this.ready!.putBack(ready); // the template could not be had
     });
-    // The template is hot: the next create from it finds a machine ready.
-    if (used) this.ready?.used(caller.tenantId, used, memoryMb, cpus);
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
     if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
     return this.toMachine(run);

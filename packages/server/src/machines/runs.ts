@@ -210,15 +210,17 @@ export class MachineRuns {
    */
   private async withRoom(memoryMb: number, count: number, own?: ReadyVm | null): Promise<void> {
     const check = (held?: Held) => hostRoom(this.deps.config.machines, this.localRuns(), memoryMb, count, held);
+    const held = this.ready?.held(own);
     try {
-      check(this.ready?.held(own));
+      check(held);
     } catch (e) {
-      if (!this.ready?.held(own).count) throw e;
+      if (!this.ready || !held?.count) throw e;
       check(); // throws if even without them it would not fit: they stay
       await this.ready.dropAll();
       check(this.ready.held(own));
     }
   }
+
   /** Whether the host has room for two more machines of `memoryMb` on top of its machines and ready VMs. */
   private hasRoom(memoryMb: number): boolean {
     try {
