@@ -16,7 +16,7 @@
  *       0..COUNT-1 to BASE..BASE+COUNT-1 on the host (after the mount: the
  *       overlay is mounted with the host's privileges). --nofile caps open
  *       files per process (soft and hard). --seccomp-fd leaves the compiled
- *       filter of seccomp.c open as fd N for `bwrap --seccomp N`.
+ *       filter (filter.c, compiled at build time by seccomp.c) open as fd N for `bwrap --seccomp N`.
  *
  *   sbx userns BASE:COUNT -- PROGRAM ARGS...
  *       Only the user namespace of `run --userns`, then execs PROGRAM.
@@ -47,8 +47,8 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "filter.h"
 
-int sandbox_filter_fd(void); /* seccomp.c */
 int cmd_warm(int argc, char **argv); /* warm.c */
 void clear_volatile_marker(const char *work);
 

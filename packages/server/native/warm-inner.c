@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "handover.h"
 #include "warm.h"
+#include "filter.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -174,7 +175,7 @@ static uint64_t cap_bit(const char *name) {
 }
 
 /* The command's process: bubblewrap's last steps before its exec. */
-static void exec_command(const char *cwd, char **env, char **argv, uint64_t caps, const struct warm_filter *filter) {
+static void exec_command(const char *cwd, char **env, char **argv, uint64_t caps) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -190,7 +191,7 @@ static void exec_command(const char *cwd, char **env, char **argv, uint64_t caps
   for (int c = 0; c < 64; c++)
     if ((caps >> c) & 1 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) != 0) warm_die("ambient capabilities");
   environ = env;
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter->prog) != 0) warm_die("seccomp");
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, sandbox_filter()) != 0) warm_die("seccomp");
   execvp(argv[0], argv);
   fprintf(stderr, "bwrap: execvp %s: %s\n", argv[0], strerror(errno));
   _exit(1);
@@ -198,7 +199,7 @@ static void exec_command(const char *cwd, char **env, char **argv, uint64_t caps
 
 /* pid 1 from here on only reaps; like bubblewrap's, it holds no capability, has no_new_privs and
    the seccomp filter, so nothing the command reaches (/proc/1) is less confined than it is. */
-static void confine_self(const struct warm_filter *filter) {
+static void confine_self(void) {
   sigset_t chld; /* and, as in bubblewrap's, SIGCHLD blocked: wait() takes it instead */
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -207,7 +208,7 @@ static void confine_self(const struct warm_filter *filter) {
   struct __user_cap_data_struct none[2] = {{0}, {0}};
   if (syscall(SYS_capset, &h, none) != 0) warm_die("capset");
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) warm_die("no_new_privs");
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter->prog) != 0) warm_die("seccomp");
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, sandbox_filter()) != 0) warm_die("seccomp");
 }
 
 static void __attribute__((noreturn)) exit_as(int status) {
@@ -245,7 +246,7 @@ static void __attribute__((noreturn)) serve_hands(pid_t cmd, int n, const int *f
   }
 }
 
-static void run_job(int go, const struct warm_filter *filter) {
+static void run_job(int go) {
   struct warm_job job;
   if (warm_read_job(go, &job) != 0) _exit(0); /* let go unused */
   close(go);
@@ -312,8 +313,8 @@ static void run_job(int go, const struct warm_filter *filter) {
   if (setsid() < 0) warm_die("setsid");
   pid_t cmd = fork();
   if (cmd < 0) warm_die("fork");
-  if (cmd == 0) exec_command(cwd, env, argv, caps, filter);
-  confine_self(filter);
+  if (cmd == 0) exec_command(cwd, env, argv, caps);
+  confine_self();
   if (nh == 0) {
     for (;;) {
       int status;
@@ -326,10 +327,10 @@ static void run_job(int go, const struct warm_filter *filter) {
   serve_hands(cmd, nh, hand_fds, hand_paths);
 }
 
-void warm_inner(int go, int ready, const char *base, const struct warm_filter *filter) {
+void warm_inner(int go, int ready, const char *base) {
   prepare(go, base);
   if (write(ready, "r", 1) != 1) _exit(125);
   close(ready);
-  run_job(go, filter);
+  run_job(go);
   _exit(1);
 }

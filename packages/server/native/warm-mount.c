@@ -4,7 +4,6 @@
  * pid to a v1 `tasks` file moves it without the global threadgroup lock, like `sbx run`'s "0"),
  * enters the inner's mount namespace and mounts the overlay there with exactly the options of
  * `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's bind of it as `/` adds those today).
- * Also here: the seccomp filter, compiled ahead (seccomp.c) and kept in memory.
  */
 #define _GNU_SOURCE
 #include "warm.h"
@@ -17,19 +16,6 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int sandbox_filter_fd(void); /* seccomp.c */
-
-void warm_compile_filter(struct warm_filter *f) {
-  int fd = sandbox_filter_fd();
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter)) { errno = EINVAL; warm_die("seccomp filter"); }
-  struct sock_filter *code = malloc((size_t)st.st_size);
-  if (!code || warm_read_full(fd, code, (size_t)st.st_size) != 0) warm_die("seccomp filter");
-  close(fd);
-  f->prog.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
-  f->prog.filter = code;
-}
 
 static void write_pid(const char *file, pid_t pid) {
   char buf[32];

@@ -6,7 +6,7 @@
  * Ahead of use, two processes: this one (the "outer", host root, in no new namespace) and its
  * child (the "inner", pid 1 of new user, pid, net, ipc, uts and mount namespaces, uid 0 of the
  * sandboxes' id map, loopback up, hostname `sandbox`, and a tmpfs on DIR holding the sandbox's
- * /proc, /dev and /tmp, made as bubblewrap makes them). The seccomp filter is compiled. The outer
+ * /proc, /dev and /tmp, made as bubblewrap makes them). The seccomp filter is at hand (compiled at build time). The outer
  * then connects to SOCKET, says "ID\n" and waits for one job:
  *
  *   u32 length (little-endian), then NUL-terminated strings:
@@ -141,9 +141,6 @@ int cmd_warm(int argc, char **argv) {
   struct rlimit rl = {.rlim_cur = nofile, .rlim_max = nofile};
   if (setrlimit(RLIMIT_NOFILE, &rl) != 0) warm_die("setrlimit nofile");
 
-  struct warm_filter filter;
-  warm_compile_filter(&filter);
-
   /* go: the outer's byte once the id maps are written, then the job; ready: the inner's byte. */
   int go[2], ready[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0 || pipe2(ready, O_CLOEXEC) != 0) warm_die("socketpair");
@@ -152,7 +149,7 @@ int cmd_warm(int argc, char **argv) {
   if (inner == 0) {
     close(go[0]);
     close(ready[0]);
-    warm_inner(go[1], ready[1], base_dir, &filter); /* never returns */
+    warm_inner(go[1], ready[1], base_dir); /* never returns */
   }
   close(go[1]);
   close(ready[1]);

@@ -4,7 +4,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <linux/filter.h>
 
 #define WARM_MAX_JOB (4u << 20)
 
@@ -15,15 +14,9 @@ struct warm_job {
   int argc;
 };
 
-/* The seccomp filter of seccomp.c, read into memory (the inner loads it before the exec). */
-struct warm_filter {
-  struct sock_fprog prog;
-};
-
 void warm_die(const char *what) __attribute__((noreturn));
 int warm_read_full(int fd, void *buf, size_t n);
 int warm_read_job(int fd, struct warm_job *job);
-void warm_compile_filter(struct warm_filter *f);
 int cmd_warm(int argc, char **argv);
 
 /* warm-mount.c: the outer's part of a job (cgroups, the overlay in the inner's mount namespace). */
@@ -32,5 +25,5 @@ void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns);
 void clear_volatile_marker(const char *work);
 
 /* warm-inner.c: pid 1 of the sandbox, from its birth to the command's end. */
-void warm_inner(int go, int ready, const char *base, const struct warm_filter *filter) __attribute__((noreturn));
+void warm_inner(int go, int ready, const char *base) __attribute__((noreturn));
 #endif
