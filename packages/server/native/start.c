@@ -45,7 +45,9 @@ static void start_plain(struct client *c, uint32_t id, char *payload, uint32_t l
   lseek(in, 0, SEEK_SET);
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) die("pipe2");
-  pid_t pid = fork();
+  /* vfork: the child only sets its descriptors and execs, so this process's page tables are
+     neither copied nor torn down again (a sandbox's start costs one less copy of them). */
+  pid_t pid = vfork();
   if (pid < 0) { uint32_t e = errno; emit(c, id, 'F', &e, 4); close(in); close(out[0]); close(out[1]); close(err[0]); close(err[1]); return; }
   if (pid == 0) {
     sigprocmask(SIG_UNBLOCK, spawn_blocked, NULL);

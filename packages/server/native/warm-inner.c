@@ -174,26 +174,33 @@ static uint64_t cap_bit(const char *name) {
   warm_die(name);
 }
 
+/* The command's process (a vfork child: nothing here may touch what pid 1 goes on using, so
+   failures are written straight to stderr and end it with _exit). */
+static void __attribute__((noreturn)) child_die(const char *what) {
+  dprintf(2, "sbx: %s: %s\n", what, strerror(errno));
+  _exit(125);
+}
+
 /* The command's process: bubblewrap's last steps before its exec. */
-static void exec_command(const char *cwd, char **env, char **argv, uint64_t caps) {
+static void __attribute__((noreturn)) exec_command(const char *cwd, char **env, char **argv, uint64_t caps) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   /* The command's own failures read as bubblewrap words them, so both paths answer alike. */
-  if (chdir(cwd) != 0) { fprintf(stderr, "bwrap: Can't chdir to %s: %s\n", cwd, strerror(errno)); _exit(1); }
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) warm_die("no_new_privs");
+  if (chdir(cwd) != 0) { dprintf(2, "bwrap: Can't chdir to %s: %s\n", cwd, strerror(errno)); _exit(1); }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_die("no_new_privs");
   struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
   struct __user_cap_data_struct d[2] = {
     {.effective = (uint32_t)caps, .permitted = (uint32_t)caps, .inheritable = (uint32_t)caps},
     {.effective = (uint32_t)(caps >> 32), .permitted = (uint32_t)(caps >> 32), .inheritable = (uint32_t)(caps >> 32)},
   };
-  if (syscall(SYS_capset, &h, d) != 0) warm_die("capset");
+  if (syscall(SYS_capset, &h, d) != 0) child_die("capset");
   for (int c = 0; c < 64; c++)
-    if ((caps >> c) & 1 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) != 0) warm_die("ambient capabilities");
+    if ((caps >> c) & 1 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) != 0) child_die("ambient capabilities");
   environ = env;
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, sandbox_filter()) != 0) warm_die("seccomp");
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, sandbox_filter()) != 0) child_die("seccomp");
   execvp(argv[0], argv);
-  fprintf(stderr, "bwrap: execvp %s: %s\n", argv[0], strerror(errno));
+  dprintf(2, "bwrap: execvp %s: %s\n", argv[0], strerror(errno));
   _exit(1);
 }
 
@@ -311,8 +318,9 @@ static void run_job(int go) {
   }
   if (unshare(CLONE_NEWCGROUP) != 0) warm_die("cgroup namespace");
   if (setsid() < 0) warm_die("setsid");
-  pid_t cmd = fork();
-  if (cmd < 0) warm_die("fork");
+  /* vfork: pid 1's pages are neither copied nor torn down again; it waits for the exec. */
+  pid_t cmd = vfork();
+  if (cmd < 0) warm_die("vfork");
   if (cmd == 0) exec_command(cwd, env, argv, caps);
   confine_self();
   if (nh == 0) {
