@@ -1,4 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Machine, MachineConsole } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
@@ -15,6 +16,7 @@ import { MachineDisks } from './storage.js';
 import { hostRoom, tenantRoom, type Held } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
+import { overlay } from './disk.js';
 import { qemuBuild } from './qemu.js';
 import { Templates } from './templates.js';
 import { ReadyPool, type ReadyVm } from './ready.js';
@@ -157,7 +159,8 @@ export class MachineRuns {
 
   /**
    * Inserts the row and restores the machine from `src`, or takes over a ready VM made for it (on
-   * this worker, with one of `slots`); on failure nothing of it is left.
+   * this worker, with one of `slots`); on failure nothing of it is left. A ready VM that cannot be
+   * taken over (its QEMU died after it was handed out) gives way to a restore of its template.
    */
   protected async start(row: MachineRow, src: RestoreSource | ReadyVm, slots: Reservation | null): Promise<MachineRun> {
     const ready = 'vm' in src ? src : null;
@@ -174,13 +177,29 @@ export class MachineRuns {
     const run = this.runOf(row);
     if (ready) this.ready?.handed(ready); // counted as the run's from here
     try {
-      await run.serial(() => (ready ? run.adopt(ready) : run.restore(src as RestoreSource)));
+      await run.serial(() => (ready ? this.adoptOrRestore(run, ready) : run.restore(src as RestoreSource)));
     } catch (e) {
       await this.discard(run);
       if (e instanceof ShellbaseError) throw e;
       throw new ShellbaseError('unavailable', `machine ${row.id} did not start: ${(e as Error).message}`, { hint: 'try again; if it persists, the server log has the reason' });
     }
     return run;
+  }
+
+  /**
+   * Takes over `ready`, or, when that fails, restores its template as a create without one would:
+   * the ready VM's disk holds its guest's writes, so the machine gets a fresh overlay first.
+   */
+  private async adoptOrRestore(run: MachineRun, ready: ReadyVm): Promise<void> {
+    try {
+      await run.adopt(ready);
+    } catch (err) {
+      this.deps.log.warn({ err, machine: run.row.id }, 'a ready machine could not be taken over; restoring its template instead');
+      const { template } = ready;
+      await rm(run.row.spec.disk[0], { force: true });
+      await overlay(template.disk, run.row.spec.disk[0]);
+      await run.restore({ ram: template.ram, state: template.state, readable: [template.dir] });
+    }
   }
 
   protected async discard(run: MachineRun): Promise<void> {
