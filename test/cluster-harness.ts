@@ -27,8 +27,8 @@ export interface TestCluster {
   s3: TestS3;
   database: string;
   workers: ClusterWorkerProcess[];
-  /** A worker; the first one started makes the admin key, later ones use it. `env` may name another S3 endpoint (a relay in front of it). */
-  start(name: string, env?: Record<string, string>): Promise<ClusterWorkerProcess>;
+  /** A worker; the first one started makes the admin key, later ones use it. `env` may name another S3 endpoint (a relay in front of it); `home`, a killed worker's data directory to start over. */
+  start(name: string, env?: Record<string, string>, home?: string): Promise<ClusterWorkerProcess>;
   sql<T extends pg.QueryResultRow>(text: string): Promise<T[]>;
   stop(): Promise<void>;
 }
@@ -40,8 +40,8 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
   let key: string | undefined;
   const c: TestCluster = {
     postgres, s3, database, workers,
-    async start(name, env = {}) {
-      const home = mkdtempSync(path.join(tmpdir(), `shellbase-cluster-${name}-`));
+    async start(name, env = {}, dir?: string) {
+      const home = dir ?? mkdtempSync(path.join(tmpdir(), `shellbase-cluster-${name}-`));
       const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--gateway-port', '0',
         '--metadata', database, '--blobs', `s3://${s3.bucket}/${PREFIX}`, '--s3-endpoint', env.SHELLBASE_S3_ENDPOINT ?? s3.endpoint], {
         env: {

@@ -40,7 +40,8 @@ before(async () => {
   cluster = await startCluster();
   workers = cluster.workers;
   await cluster.start('a');
-  await Promise.all([cluster.start('b'), cluster.start('c'), cluster.start('d')]);
+  // D keeps a machine restored ahead (machines/ready.ts) once a create made its template hot: its crash leaves one behind.
+  await Promise.all([cluster.start('b'), cluster.start('c'), cluster.start('d', { SHELLBASE_MACHINES_READY: '1' })]);
 });
 
 after(async () => {
@@ -128,14 +129,25 @@ test('cluster machines: made through A, used through B and C (passed to A), drai
   assert.equal(qemus(c).length, 0);
 });
 
-test('cluster machines: a running machine whose worker was killed is lost; its snapshot restores on another worker', { timeout: 600_000 }, async () => {
+test('cluster machines: a running machine whose worker was killed is lost; its snapshot restores on another worker; the worker\'s next start removes its ready machine\'s files', { timeout: 600_000 }, async () => {
   const [, b, c, d] = workers;
   const m = await d.sb.machines.create({ memoryMb: 512 });
+  for (let i = 0; qemus(d).length < 2; i++) { assert.ok(i < 600, 'a ready machine on D after 60 s'); await sleep(100); }
+  const readyId = readdirSync(`${d.home}/machines/run`).find((x) => x !== m.id)!;
+  assert.ok(readyId, 'the ready machine\'s run directory');
+  const disks = () => readdirSync(`${d.home}/machines/tenants/t_admin/disks`);
+  assert.ok(disks().some((f) => f.startsWith(`${readyId}-`)), 'the ready machine\'s disk');
   await b.sb.machines.get(m.id).exec('echo before-snapshot > /root/s');
   const snapshot = await b.sb.machines.get(m.id).snapshot();
   await b.sb.machines.get(m.id).exec('echo after-snapshot > /root/s');
   d.child.kill('SIGKILL');
   await exited(d);
+  // Started again over D's data: what the ready machine left goes; the lost machine's stays (it has a row).
+  const again = await cluster.start('d-again', {}, d.home);
+  assert.deepEqual(readdirSync(`${d.home}/machines/run`), [m.id], 'the ready machine\'s run directory went');
+  assert.ok(!disks().some((f) => f.startsWith(`${readyId}-`)) && disks().some((f) => f.startsWith(`${m.id}-`)), `the ready machine's disk went, m's stayed: ${disks().join(' ')}`);
+  again.child.kill('SIGTERM');
+  await exited(again);
   await lapsed(d);
   const info = await c.sb.machines.get(m.id).info();
   assert.equal(info.state, 'lost');

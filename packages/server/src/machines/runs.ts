@@ -99,9 +99,16 @@ export class MachineRuns {
    */
   onTaken(listener: (id: string) => void): void { this.place?.onTaken(listener); }
 
-  /** At start: the host is opened when the assets are built; machines a crash left running are stopped. */
+  /**
+   * At start: the host is opened when the assets are built; what a crash left of machines that
+   * have no row goes (ready VMs, cut-short creates and forks: their QEMUs died with the process);
+   * machines a crash left running are stopped.
+   */
   async open(): Promise<void> {
     if (findAssets(this.deps.config.cache)) await this.host();
+    // Run directories and disk files are this worker's own; a machine without a row is nobody's.
+    const swept = await this.disks.sweep();
+    if (swept > 0) this.deps.log.info({ files: swept }, 'removed what a crash left of machines that have no row (ready machines, cut-short creates and forks)');
     // In a cluster the rows are every worker's, and nothing yet says which worker runs which
     // machine: a worker's start leaves them as they are (docs/deploy.md, what is not shared yet).
     if (this.deps.cluster) return;
@@ -112,8 +119,6 @@ export class MachineRuns {
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
       }
     }
-    const swept = await this.disks.sweep();
-    if (swept > 0) this.deps.log.info({ files: swept }, 'removed what a crash left of machines that have no row (ready machines, cut-short creates and forks)');
   }
 
   /** The accelerator machines use (healthz), null while the machine assets are not built. */
