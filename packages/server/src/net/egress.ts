@@ -170,12 +170,18 @@ export class Egress {
     return s;
   }
 
-  /** Cuts a session's connections (each is logged) and stops answering it. */
+  /**
+   * Cuts a session's connections (each is logged) and stops answering it. Waits for that only when
+   * a connection ever asked through the session: no byte moves before this side allows it, and it
+   * allows only what it read a request for, so a session without one has nothing to count or log
+   * (a request read after this is refused: the session is gone).
+   */
   async closeSession(s: EgressSession): Promise<void> {
-    await this.plane.close(s.id).catch(() => undefined);
+    const closed = this.plane.close(s.id).catch(() => undefined);
+    if (s.asked > 0) await closed;
     this.sessions.delete(s.id);
-    // Nothing reaches the directory any more; its removal need not hold up the query's answer.
-    removeTree(s.dir).catch((err: unknown) => this.o.log.warn({ err, session: s.id }, 'an egress session directory could not be removed'));
+    // Once nothing listens in the directory; its removal need not hold up the query's answer.
+    void closed.then(() => removeTree(s.dir)).catch((err: unknown) => this.o.log.warn({ err, session: s.id }, 'an egress session directory could not be removed'));
   }
 
   /** sbx-egress's process id, once started (diagnostics and tests). */
@@ -198,6 +204,7 @@ export class Egress {
   private async decide(id: number, sessionId: string, head: Buffer): Promise<void> {
     const session = this.sessions.get(sessionId);
     let ask: Ask;
+    if (session) session.asked++;
     try {
       if (!session?.assigned) throw new BadAsk('no such session', Buffer.alloc(0));
       ask = parseAsk(head);
@@ -270,6 +277,8 @@ export class Egress {
 export class EgressSession {
   readonly traffic: Traffic = { bytesOut: 0, bytesIn: 0 };
   open = 0;
+  /** Connections that asked through it (requests read from the data plane). */
+  asked = 0;
   readonly dir: string;
 
   private spec_: SessionSpec | null = null;

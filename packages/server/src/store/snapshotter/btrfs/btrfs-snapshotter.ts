@@ -222,7 +222,9 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
    * then costs no subvolume create or delete).
    */
   private async recycle(scratch: Scratch): Promise<void> {
-    await removeTree(path.join(this.scratchPath(scratch), 'staging'));
+    // Most scratches never had one: a synchronous look costs less than a trip through libuv's pool.
+    const staging = path.join(this.scratchPath(scratch), 'staging');
+    if (existsSync(staging)) await removeTree(staging);
     if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
     else await this.discard(scratch);
   }
