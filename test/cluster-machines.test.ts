@@ -142,6 +142,7 @@ test('cluster machines: a running machine whose worker was killed is lost; its s
   await b.sb.machines.get(m.id).exec('echo after-snapshot > /root/s');
   d.child.kill('SIGKILL');
   await exited(d);
+  for (let i = 0; qemus(d).length > 0; i++) { assert.ok(i < 100, 'D\'s QEMUs die with it'); await sleep(100); }
   // Started again over D's data: what the ready machine left goes; the lost machine's stays (it has a row).
   const again = await cluster.start('d-again', {}, d.home);
   assert.deepEqual(readdirSync(`${d.home}/machines/run`), [m.id], 'the ready machine\'s run directory went');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, rmSync, mkdtempSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, mkdtempSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -111,25 +111,36 @@ describe('machines: ready VMs per hot template', { timeout: 900_000 }, () => {
   test('a ready machine whose QEMU dies after its create took it gives way to a restore of its template: the create still answers', async () => {
     const a = await t.sb.machines.create();
     const ms: MachineHandle[] = [a];
+    let pid: string | undefined;
+    let creating: Promise<MachineHandle> | undefined;
     try {
       await untilReady(1);
-      const [pid] = qemuProcesses(t.home).filter((p) => !qemuProcesses(t.home, `${a.id}.ram`).includes(p));
+      [pid] = qemuProcesses(t.home).filter((p) => !qemuProcesses(t.home, `${a.id}.ram`).includes(p));
       assert.ok(pid, 'the ready machine\'s QEMU');
       const readyId = /\/(m_[a-z0-9]+)\.ram/.exec(readFileSync(`/proc/${pid}/cmdline`, 'utf8'))?.[1];
       assert.ok(readyId, 'the ready machine\'s id, from its RAM file');
+      const readyDisk = readdirSync(path.join(t.home, 'machines', 'tenants', 't_admin', 'disks')).find((f) => f.startsWith(`${readyId}-`));
+      assert.ok(readyDisk, 'the ready machine\'s disk');
+      const readyDiskBorn = statSync(path.join(t.home, 'machines', 'tenants', 't_admin', 'disks', readyDisk)).birthtimeMs;
+      assert.ok(readyDiskBorn > 0, 'the file system keeps birth times');
       // Stopped, it is still alive when taken; killed once taken, its take-over fails half-way.
       process.kill(Number(pid), 'SIGSTOP');
       const taken = stats().taken;
-      const creating = t.sb.machines.create();
+      creating = t.sb.machines.create();
       for (let i = 0; stats().taken === taken; i++) { assert.ok(i < 600, 'the create took the ready machine'); await sleep(20); }
       process.kill(Number(pid), 'SIGKILL');
       const b = await creating;
       ms.push(b);
       assert.equal(b.id, readyId, 'the machine keeps the id its create took');
       const same = 'systemctl is-system-running; cat /etc/os-release | sha256sum; ls -la --time-style=+ /root /etc/systemd/system | sha256sum; hostname';
-      assert.equal(await out(b, same), await out(a, same), 'restored from the template, on a fresh disk');
+      assert.equal(await out(b, same), await out(a, same), 'restored from the template');
+      const disk = readdirSync(path.join(t.home, 'machines', 'tenants', 't_admin', 'disks')).filter((f) => f.startsWith(`${readyId}-`));
+      assert.equal(disk.length, 1, `one disk file of the machine: ${disk.join(' ')}`);
+      assert.ok(statSync(path.join(t.home, 'machines', 'tenants', 't_admin', 'disks', disk[0]!)).birthtimeMs > readyDiskBorn, 'a fresh overlay, not the ready machine\'s');
       assert.ok(!qemuProcesses(t.home).includes(pid), 'the dead ready machine\'s QEMU is gone');
     } finally {
+      if (pid) try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+      await creating?.catch(() => undefined);
       for (const m of ms) await m.remove().catch(() => undefined);
       await cool();
     }

@@ -9,10 +9,11 @@
 #include <unistd.h>
 #include "build/filter.h"
 
+#define FILTER_LEN (sizeof SANDBOX_FILTER / sizeof *SANDBOX_FILTER)
+_Static_assert(FILTER_LEN > 0 && FILTER_LEN <= BPF_MAXINSNS, "the seccomp filter's length");
+
 const struct sock_fprog *sandbox_filter(void) {
-  static struct sock_fprog prog;
-  prog.len = (unsigned short)(sizeof SANDBOX_FILTER / sizeof *SANDBOX_FILTER);
-  prog.filter = (struct sock_filter *)SANDBOX_FILTER;
+  static const struct sock_fprog prog = {.len = (unsigned short)FILTER_LEN, .filter = (struct sock_filter *)SANDBOX_FILTER};
   return &prog;
 }
 

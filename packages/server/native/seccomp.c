@@ -17,7 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Names unknown on this architecture are skipped. Keep docs/security.md in step. */
+/* Names the build machine's libseccomp does not know on this architecture are skipped. Keep
+   docs/security.md in step. */
 static const char *const DENIED[] = {
   /* kernel and machine state */
   "reboot", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",

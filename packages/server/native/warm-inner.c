@@ -5,7 +5,7 @@
  * /tmp` (same file systems, flags, modes, nodes and links). Given its job, it moves them onto the
  * overlay the outer mounted, pivots into it, makes the binds, enters a new cgroup namespace (the
  * outer has moved it into the query's cgroups by then, so the command sees its cgroup as `/`),
- * and forks the command: new session, clean environment, no_new_privs, the sandbox's
+ * and vforks the command: new session, clean environment, no_new_privs, the sandbox's
  * capabilities, the seccomp filter, exec. Like bubblewrap's pid 1, it then drops every
  * capability and takes the filter itself, reaps until the command ends and exits with its
  * status, which ends the pid namespace and whatever is left in it.
@@ -174,20 +174,31 @@ static uint64_t cap_bit(const char *name) {
   warm_die(name);
 }
 
-/* The command's process (a vfork child: nothing here may touch what pid 1 goes on using, so
-   failures are written straight to stderr and end it with _exit). */
+/* The command's process is a vfork child: it shares pid 1's memory until its exec, so it writes
+   its failures with one write(2) from the stack (no stdio, heap or locale) and ends with _exit. */
+static void child_say(const char *a, const char *b, const char *c) {
+  const char *desc = strerrordesc_np(errno);
+  const char *parts[] = {a, b, c, ": ", desc ? desc : "unknown error", "\n"};
+  char buf[1024];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+    for (const char *p = parts[i]; *p && n < sizeof buf - 1; p++) buf[n++] = *p;
+  if (n == sizeof buf - 1) buf[n++] = '\n';
+  (void)!write(2, buf, n);
+}
+
 static void __attribute__((noreturn)) child_die(const char *what) {
-  dprintf(2, "sbx: %s: %s\n", what, strerror(errno));
+  child_say("sbx: ", what, "");
   _exit(125);
 }
 
 /* The command's process: bubblewrap's last steps before its exec. */
-static void __attribute__((noreturn)) exec_command(const char *cwd, char **env, char **argv, uint64_t caps) {
+static void __attribute__((noreturn)) exec_command(const char *cwd, char **argv, uint64_t caps) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   /* The command's own failures read as bubblewrap words them, so both paths answer alike. */
-  if (chdir(cwd) != 0) { dprintf(2, "bwrap: Can't chdir to %s: %s\n", cwd, strerror(errno)); _exit(1); }
+  if (chdir(cwd) != 0) { child_say("bwrap: Can't chdir to ", cwd, ""); _exit(1); }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_die("no_new_privs");
   struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
   struct __user_cap_data_struct d[2] = {
@@ -197,10 +208,9 @@ static void __attribute__((noreturn)) exec_command(const char *cwd, char **env, 
   if (syscall(SYS_capset, &h, d) != 0) child_die("capset");
   for (int c = 0; c < 64; c++)
     if ((caps >> c) & 1 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) != 0) child_die("ambient capabilities");
-  environ = env;
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, sandbox_filter()) != 0) child_die("seccomp");
-  execvp(argv[0], argv);
-  dprintf(2, "bwrap: execvp %s: %s\n", argv[0], strerror(errno));
+  execvp(argv[0], argv); /* searches the PATH of `environ`: the command's, set by pid 1 */
+  child_say("bwrap: execvp ", argv[0], "");
   _exit(1);
 }
 
@@ -318,10 +328,12 @@ static void run_job(int go) {
   }
   if (unshare(CLONE_NEWCGROUP) != 0) warm_die("cgroup namespace");
   if (setsid() < 0) warm_die("setsid");
+  /* The command's environment, set here rather than in the child (pid 1 reads no variable after). */
+  environ = env;
   /* vfork: pid 1's pages are neither copied nor torn down again; it waits for the exec. */
   pid_t cmd = vfork();
   if (cmd < 0) warm_die("vfork");
-  if (cmd == 0) exec_command(cwd, env, argv, caps);
+  if (cmd == 0) exec_command(cwd, argv, caps);
   confine_self();
   if (nh == 0) {
     for (;;) {

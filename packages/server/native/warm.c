@@ -6,7 +6,8 @@
  * Ahead of use, two processes: this one (the "outer", host root, in no new namespace) and its
  * child (the "inner", pid 1 of new user, pid, net, ipc, uts and mount namespaces, uid 0 of the
  * sandboxes' id map, loopback up, hostname `sandbox`, and a tmpfs on DIR holding the sandbox's
- * /proc, /dev and /tmp, made as bubblewrap makes them). The seccomp filter is at hand (compiled at build time). The outer
+ * /proc, /dev and /tmp, made as bubblewrap makes them). The seccomp filter is at hand (built in
+ * at build time). The outer
  * then connects to SOCKET, says "ID\n" and waits for one job:
  *
  *   u32 length (little-endian), then NUL-terminated strings:
@@ -16,7 +17,7 @@
  * The outer moves both processes into the cgroups, enters the inner's mount namespace, mounts
  * the overlay there as `sbx run` does (warm-mount.c), and hands the job to the inner, which moves
  * /proc, /dev and /tmp onto it, makes the binds, pivots into it, enters a new cgroup namespace
- * and starts the command as bubblewrap would (warm-exec.c). The outer exits with the command's
+ * and starts the command as bubblewrap would (warm-inner.c). The outer exits with the command's
  * status; it writes "s" on SOCKET right before the hand-over, so a sandbox that ends without
  * that byte never started its command (the pool then runs it the ordinary way). A closed SOCKET before a job (the pool let the sandbox go) ends both processes; either
  * one's death kills the other (parent-death signals) and with the inner the whole pid namespace.

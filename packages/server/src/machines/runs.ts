@@ -192,13 +192,16 @@ export class MachineRuns {
   }
 
   /**
-   * Takes over `ready`, or, when that fails, restores its template as a create without one would:
-   * the ready VM's disk holds its guest's writes, so the machine gets a fresh overlay first.
+   * Takes over `ready`, or, when the take-over itself fails (adopt ended the ready VM: `run.vm` is
+   * empty again), restores its template as a create without one would: the ready VM's disk holds
+   * its guest's writes, so the machine gets a fresh overlay first. A failure after the ready VM
+   * ran as the machine (its row not saved) is the create's failure, as for a restore.
    */
   private async adoptOrRestore(run: MachineRun, ready: ReadyVm): Promise<void> {
     try {
       await run.adopt(ready);
     } catch (err) {
+      if (run.vm) throw err;
       this.deps.log.warn({ err, machine: run.row.id }, 'a ready machine could not be taken over; restoring its template instead');
       const { template } = ready;
       await rm(run.row.spec.disk[0], { force: true });

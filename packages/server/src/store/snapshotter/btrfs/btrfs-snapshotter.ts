@@ -1,5 +1,5 @@
 import type { Dialer } from '../../../util/dialer.js';
-import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { opendir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
@@ -224,7 +224,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   private async recycle(scratch: Scratch): Promise<void> {
     // Most scratches never had one: a synchronous look costs less than a trip through libuv's pool.
     const staging = path.join(this.scratchPath(scratch), 'staging');
-    if (existsSync(staging)) await removeTree(staging);
+    if (lstatSync(staging, { throwIfNoEntry: false })) await removeTree(staging);
     if (!this.closed && this.pool.length < (this.opts.poolSize ?? 4) * 2) this.pool.push(scratch);
     else await this.discard(scratch);
   }
