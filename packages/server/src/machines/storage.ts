@@ -64,8 +64,9 @@ export class MachineDisks {
 
   /**
    * A server's or cluster worker's start (nothing is being made yet; a worker's run directories
-   * and disks are its own): what a crash left of machines that have no row — their run directories, and disk files named after them (`ID-d_….qcow2`) that no
-   * machine's or snapshot's chain names (by file name: a moved home keeps its files): ready VMs'
+   * and disks are its own): what a crash left of machines that have no row — their run
+   * directories, and disk files named after them (`ID-d_….qcow2`) that no machine's or
+   * snapshot's chain names (by file name: a moved home keeps its files): ready VMs'
    * (machines/ready.ts), and those of creates cut short. Returns how many went.
    */
   async sweep(): Promise<number> {

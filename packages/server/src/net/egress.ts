@@ -180,7 +180,7 @@ export class Egress {
     const closed = this.plane.close(s.id).catch(() => undefined);
     if (s.asked > 0) await closed;
     this.sessions.delete(s.id);
-    // Once nothing listens in the directory; its removal need not hold up the query's answer.
+    // The directory goes once nothing listens in it; its removal need not hold up the answer.
     void closed.then(() => removeTree(s.dir)).catch((err: unknown) => this.o.log.warn({ err, session: s.id }, 'an egress session directory could not be removed'));
   }
 
