@@ -12,6 +12,7 @@ import { isBareImage } from '../images/ids.js';
 import { DISK_GB, overlay } from './disk.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineRun } from './run.js';
+import { templateSource } from './restore.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
@@ -80,7 +81,7 @@ export class Machines extends MachineRuns {
       };
       const taken = ready;
       ready = null; // `start` owns it from here
-      const started = await this.start(row, taken ?? { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, slots);
+      const started = await this.start(row, taken ?? templateSource(tpl), slots);
       // The template is hot: the next create from it finds a machine ready.
       this.ready?.used(caller.tenantId, tpl, memoryMb, cpus);
       return started;

@@ -7,7 +7,7 @@ import type { Agent } from './agent.js';
 import { overlay } from './disk.js';
 import type { MachineHost } from './host.js';
 import type { QemuVm } from './qemu.js';
-import { restoreVm } from './restore.js';
+import { restoreVm, templateSource } from './restore.js';
 import type { Template, Templates } from './templates.js';
 
 /**
@@ -248,7 +248,7 @@ export class ReadyPool {
       session = await egress.ahead(host.uid);
       goOn();
       const spec = { memoryMb, cpus, disk: [disk, tpl.disk], ports: [], ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}) };
-      const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] }, session.socket, goOn);
+      const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, templateSource(tpl), session.socket, goOn);
       const r: ReadyVm = { id, tenantId, template: tpl, memoryMb, cpus, disk, vm, agent, session, release };
       try {
         goOn();

@@ -5,6 +5,7 @@ import { Agent } from './agent.js';
 import { copySparse } from './disk.js';
 import type { MachineHost } from './host.js';
 import { QemuVm } from './qemu.js';
+import type { Template } from './templates.js';
 
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */
 export interface RestoreSource {
@@ -14,6 +15,11 @@ export interface RestoreSource {
   state: string;
   /** Directories QEMU must read (the frozen disk chain's files, the state file). */
   readable: string[];
+}
+
+/** What a restore from template `tpl` reads: its RAM and device state, in its directory. */
+export function templateSource(tpl: Pick<Template, 'ram' | 'state' | 'dir'>): RestoreSource {
+  return { ram: tpl.ram, state: tpl.state, readable: [tpl.dir] };
 }
 
 /** What a restored QEMU is restored as: a machine's id, tenant and the parts of its spec QEMU is launched with. */

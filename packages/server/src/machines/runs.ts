@@ -15,6 +15,7 @@ import { MachineIo } from './io.js';
 import { MachineDisks } from './storage.js';
 import { hostRoom, tenantRoom, type Held } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
+import { templateSource } from './restore.js';
 import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
 import { overlay } from './disk.js';
 import { qemuBuild } from './qemu.js';
@@ -206,7 +207,7 @@ export class MachineRuns {
       const { template } = ready;
       await rm(run.row.spec.disk[0], { force: true });
       await overlay(template.disk, run.row.spec.disk[0]);
-      await run.restore({ ram: template.ram, state: template.state, readable: [template.dir] });
+      await run.restore(templateSource(template));
     }
   }
 
