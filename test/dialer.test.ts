@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, test } from 'node:test';
-import { Dialer, feed } from '../packages/server/src/util/dialer.ts';
+import { Dialer, feed, type DialedProcess, type Direction } from '../packages/server/src/util/dialer.ts';
 import { Spawner } from '../packages/server/src/util/spawner.ts';
 
 // util/dialer.ts: programs started by the spawner whose stdin/stdout is a socket of this process.
@@ -75,4 +75,48 @@ test('feed: a body that fails (even with a code like a reset) kills the program 
   const big = Readable.from((function* () { for (let i = 0; i < 256; i++) yield Buffer.alloc(65536); })());
   const { code } = await feed(dialer, ['sh', '-c', 'head -c 10 >/dev/null; exit 3'], big);
   assert.equal(code, 3);
+});
+
+/** A dialer that notes, in order, when a program is killed and when its connection is ended or closed. */
+class Watched extends Dialer {
+  readonly seen: string[] = [];
+  override async start(argv: string[], direction: Direction): Promise<DialedProcess> {
+    const p = await super.start(argv, direction);
+    const { socket } = p;
+    const end = socket.end.bind(socket);
+    const destroy = socket.destroy.bind(socket);
+    socket.end = ((...a: Parameters<typeof end>) => { this.seen.push('ended'); return end(...a); }) as typeof socket.end;
+    socket.destroy = (e?: Error) => { this.seen.push('closed'); return destroy(e); };
+    return { socket, exited: p.exited, stderr: p.stderr, stdout: p.stdout, kill: () => { this.seen.push('killed'); p.kill(); } };
+  }
+}
+
+test('feed: when the body fails (with an error, or closed before its end) the program is killed before its connection closes: it never reads an end of file', async () => {
+  const watched = new Watched(path.join(dir, 'watched'), spawner);
+  for (const why of [Object.assign(new Error('aborted'), { code: 'ECONNRESET' }), undefined]) {
+    watched.seen.length = 0;
+    // It fails while it is fed (its first read is the pipeline's), not while the program starts.
+    let fed = false;
+    const failing = new Readable({
+      read() {
+        if (fed) return;
+        fed = true;
+        this.push(Buffer.alloc(65536));
+        setTimeout(() => this.destroy(why), 50);
+      },
+    });
+    await assert.rejects(feed(watched, ['cat'], failing), why ? /aborted/ : { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+    assert.equal(watched.seen[0], 'killed', `the kill comes first (${watched.seen.join(', ')})`);
+    assert.ok(!watched.seen.includes('ended'), 'no end of file is sent');
+  }
+});
+
+test('feed: a program that ends with writes still queued to it is its exit code, not a cancelled write', async () => {
+  // The program's stdin stays open in a child that never reads it, so the body's writes wait in
+  // this process when the program ends, and closing the connection cancels them.
+  for (let i = 0; i < 3; i++) {
+    const big = Readable.from((function* () { for (let i = 0; i < 256; i++) yield Buffer.alloc(65536); })());
+    const { code } = await feed(dialer, ['sh', '-c', 'exec 3<&0; sleep 1 <&3 >/dev/null 2>&1 & sleep 0.2; exit 3'], big);
+    assert.equal(code, 3);
+  }
 });

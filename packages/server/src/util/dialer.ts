@@ -88,14 +88,20 @@ export class Dialer {
   }
 }
 
-/** A write that failed because the program at the other end stopped reading (ended, or closed its stdin). */
-export const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
+/**
+ * A write that failed because the program at the other end stopped reading (ended, or closed its
+ * stdin). ECANCELED is a write still queued in this process when its end of the connection was
+ * closed, as it is once the program ended (its writes are then cancelled, not failed).
+ */
+export const stoppedReading = (e: unknown): boolean => ['EPIPE', 'ECONNRESET', 'ECANCELED', 'ERR_STREAM_PREMATURE_CLOSE'].includes((e as NodeJS.ErrnoException).code ?? '');
 
 /**
  * Starts `argv` with `body` as its stdin and waits for its end. A body that fails (a client
  * gone, a layer that does not check out) kills the program, so nothing half-read is taken for
- * whole, and its error is thrown. A program that stops reading is not an error here: its exit
- * code says why. Which of the two came first decides, as a pipeline's failure reaches both.
+ * whole, and its error is thrown: the program is killed the moment the body fails, before its
+ * connection closes, so it never reads an end of file. A program that stops reading is not an
+ * error here, whatever the write to it then gives: its exit code says why. Which of the two came
+ * first decides, as a pipeline's failure reaches both.
  */
 export async function feed(dialer: Dialer, argv: string[], body: Readable): Promise<{ program: DialedProcess; code: number | null }> {
   const held = holdErrors(body); // while the program starts
@@ -108,14 +114,20 @@ export async function feed(dialer: Dialer, argv: string[], body: Readable): Prom
     throw e;
   }
   let failed: unknown = held();
+  let killed = false;
+  const kill = () => { if (!killed) { killed = true; program.kill(); } };
   if (!failed) {
     let origin: 'body' | 'program' | null = null;
     let ended = false;
-    const fromBody = () => { origin ??= 'body'; };
-    const cut = () => { if (!ended) origin ??= 'body'; }; // closed before its end, without an error
+    // A body that fails first kills the program at once, in its own event, before the pipeline
+    // closes the connection (a closed connection is an end of file to the program, which could
+    // then take what it read for whole). A SIGKILL sent leaves the program no further read.
+    const fromBody = () => { if (origin === null) { origin = 'body'; kill(); } };
+    const cut = () => { if (!ended) fromBody(); }; // closed before its end, without an error
     const atEnd = () => { ended = true; };
     const fromProgram = () => { origin ??= 'program'; };
-    body.on('error', fromBody).on('close', cut).on('end', atEnd);
+    // Ahead of the pipeline's own listeners, which close the connection.
+    body.prependListener('error', fromBody).prependListener('close', cut).on('end', atEnd);
     program.socket.on('error', fromProgram);
     // A program that ended stops the wait at once (the body may be idle for long, a slow client).
     void program.exited.then(() => { origin ??= 'program'; program.socket.destroy(); });
@@ -125,7 +137,7 @@ export async function feed(dialer: Dialer, argv: string[], body: Readable): Prom
     body.off('error', fromBody).off('close', cut).off('end', atEnd);
   }
   if (failed) {
-    program.kill();
+    kill(); // before the connection closes
     program.socket.destroy();
     body.on('error', () => undefined).destroy();
     await program.exited;
