@@ -2,10 +2,13 @@
 // set-up's build). Each installs without any registry: the SDK bundles @shellbase/protocol (its only
 // dependency); the CLI bundles every dependency it has (the SDK, the protocol, the MCP SDK, zod and
 // what they need), copied from this checkout's node_modules at the versions the lock file pins.
+// It also writes the Python SDK's pure-Python wheel (scripts/python-wheel.mjs), which pip installs
+// with --no-index into any Python >= 3.11's virtual environment. It prints each file's path.
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { buildWheel } from './python-wheel.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const out = path.join(root, 'dist/packages');
@@ -58,3 +61,4 @@ for (const name of ['@shellbase/sdk', '@shellbase/cli']) {
     rmSync(staging, { recursive: true, force: true });
   }
 }
+console.log(buildWheel({ outDir: out }));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -15,12 +15,14 @@ const env = { ...process.env, PATH: `${path.join(checkout, 'bin')}:${process.env
 describe('the SDK and the CLI install from their tarballs', () => {
   let t: TestServer;
   let tarballs: { sdk: string; cli: string };
+  let wheel: string;
   const dirs: string[] = [];
   before(async () => {
     t = await startTestServer();
     const { stdout } = await run(process.execPath, ['scripts/pack.mjs'], { env });
-    const [sdk, cli] = stdout.trim().split('\n');
+    const [sdk, cli, whl] = stdout.trim().split('\n');
     tarballs = { sdk, cli };
+    wheel = whl;
   });
   after(async () => {
     await t?.close();
@@ -58,6 +60,11 @@ describe('the SDK and the CLI install from their tarballs', () => {
     writeFileSync(path.join(dir, 'agent.ts'), "import { Shellbase } from '@shellbase/sdk';\nconst n: number = (await new Shellbase().context('x').exec('true')).stdout;\n");
     await assert.rejects(run(process.execPath, [path.join(checkout, 'node_modules/typescript/bin/tsc'), '-p', dir], { cwd: dir, env }),
       (e: { stdout: string }) => /TS2322/.test(e.stdout));
+  });
+
+  test('it also writes the Python SDK\'s wheel next to the tarballs (test/python-wheel.test.ts installs it)', () => {
+    assert.equal(wheel, path.join(checkout, 'dist/packages/shellbase-0.1.0-py3-none-any.whl'));
+    assert.ok(existsSync(wheel));
   });
 
   test('the CLI: npm install -g of its tarball brings the shellbase command', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,20 +8,21 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Shellbase } from '@shellbase/sdk';
 import { startTestServer, type TestServer } from './harness.ts';
+// @ts-expect-error: a plain ESM script of the repository, without type declarations
+import { buildWheel } from '../scripts/python-wheel.mjs';
 
 // The Python SDK (packages/python), installed the documented way into a fresh virtual environment
-// (Debian's python3 with its setuptools, no package index), then its unittest suite against a real
-// server. The suite's machine round trip boots a template the first time: allow for it.
+// (its wheel, written by scripts/python-wheel.mjs, with no package index), then its unittest suite
+// against a real server. The suite's machine round trip boots a template the first time: allow for it.
 const run = promisify(execFile);
 const checkout = path.resolve('.');
-const pkg = path.join(checkout, 'packages/python');
 const SYSTEM_PYTHON = '/usr/bin/python3';
 const SUITE_TIMEOUT_MS = 25 * 60_000;
 
 /**
  * TypeScript names whose Python equivalent is named differently (after camelCase -> snake_case):
  * Python says `delete` everywhere (as `contexts.delete` and `context.delete` do in both SDKs), and
- * `upload_tar` is the name issue 22 gives `writeTar`; `import` is a keyword in Python (`images.import_archive`).
+ * `upload_tar` is Python's name for `writeTar`; `import` is a keyword in Python (`images.import_archive`).
  */
 const RENAMED: Record<string, string> = { remove: 'delete', writeTar: 'upload_tar', import: 'import_archive' };
 /** TypeScript members with no Python equivalent, each with the reason (`where.name`). None today. */
@@ -79,30 +80,28 @@ describe('the Python SDK', { timeout: SUITE_TIMEOUT_MS + 5 * 60_000 }, () => {
   let t: TestServer;
   let venv: string;
   let python: string;
-  // What a build leaves in the package directory; removed afterwards unless it was there before.
-  const buildLeftovers = [path.join(pkg, 'build'), path.join(pkg, 'src/shellbase.egg-info')].filter((p) => !existsSync(p));
-  // pip sees no configuration, no wheel directories and no cache: the install can only build the checkout.
+  // pip sees no configuration, no wheel directories and no cache: the install can only take the wheel it is given.
   const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIP_')));
   Object.assign(env, { PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', PIP_CONFIG_FILE: '/dev/null', PIP_NO_CACHE_DIR: '1', PIP_DISABLE_PIP_VERSION_CHECK: '1' });
 
   before(async () => {
     try {
-      await run(SYSTEM_PYTHON, ['-c', 'import sys, ensurepip, setuptools, wheel; assert sys.version_info >= (3, 11)'], { env });
+      await run(SYSTEM_PYTHON, ['-c', 'import sys, ensurepip; assert sys.version_info >= (3, 11)'], { env });
     } catch (e) {
-      throw new Error(`${SYSTEM_PYTHON} (>= 3.11) with venv, setuptools and wheel is needed: apt-get install python3-venv python3-setuptools python3-wheel\n${(e as Error).message}`);
+      throw new Error(`${SYSTEM_PYTHON} (>= 3.11) with venv is needed: apt-get install python3-venv\n${(e as Error).message}`);
     }
     t = await startTestServer();
     venv = mkdtempSync(path.join(tmpdir(), 'shellbase-python-'));
-    await run(SYSTEM_PYTHON, ['-m', 'venv', '--system-site-packages', venv], { env });
+    await run(SYSTEM_PYTHON, ['-m', 'venv', venv], { env });
     python = path.join(venv, 'bin/python');
-    // The documented install: no package index, the system's setuptools as the build backend.
-    await run(path.join(venv, 'bin/pip'), ['install', '--no-build-isolation', '--no-index', pkg], { cwd: venv, env });
+    // The documented install: the wheel `npm run pack` writes, no package index.
+    const wheel = buildWheel({ outDir: path.join(venv, 'dist') });
+    await run(path.join(venv, 'bin/pip'), ['install', '--no-index', wheel], { cwd: venv, env });
   });
 
   after(async () => {
     await t?.close();
     if (venv) rmSync(venv, { recursive: true, force: true });
-    for (const p of buildLeftovers) rmSync(p, { recursive: true, force: true });
   });
 
   test('has an equivalent of every public method of the TypeScript SDK', async () => {
