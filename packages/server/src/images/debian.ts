@@ -6,7 +6,7 @@ import { readFileSync, readdirSync } from 'node:fs';
  */
 export const debianRecipe = {
   name: 'debian',
-  version: 4,
+  version: 5,
   suite: 'bookworm',
   variant: 'minbase',
   include: ['bash', 'coreutils', 'python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils',
@@ -15,7 +15,22 @@ export const debianRecipe = {
     'systemd-sysv', 'udev', 'dbus', 'libnss-myhostname',
     // A server's basics in a machine: modules (the kernel's own are added per machine: machines/kernel-layer.ts),
     // FUSE (fuse-overlayfs: bindfs would pull in FUSE 2, which breaks fuse3), sudo, a firewall, locales and time zones, `ip`, and resize2fs for a disk that grows.
-    'kmod', 'fuse3', 'fuse-overlayfs', 'sudo', 'iptables', 'nftables', 'locales', 'tzdata', 'iproute2', 'netbase', 'e2fsprogs'],
+    'kmod', 'fuse3', 'fuse-overlayfs', 'sudo', 'iptables', 'nftables', 'locales', 'tzdata', 'iproute2', 'netbase', 'e2fsprogs',
+    // What a stock Debian 12 install has beyond minbase and scripts take for granted. AppArmor: the guest
+    // kernel has it on (Debian's default LSM order), and a stock install gets `apparmor` as a Recommends of
+    // its kernel package; without it `dockerd` cannot load its docker-default profile and `docker run`
+    // fails. Its unit loads /etc/apparmor.d when a machine boots; its postinst, run in debootstrap's
+    // chroot, loads nothing into the host's kernel, and queries never start units.
+    'apparmor',
+    // From priority important and the `standard` task, the tools without a daemon: ping, traceroute,
+    // less, file, lsof, wget, nc, ssh/scp, bzip2, envsubst, editors, tab completion. Left out: daemons
+    // that run on a schedule or own the network or the clock (cron, logrotate, systemd-timesyncd,
+    // ifupdown, isc-dhcp-client: the host sets a machine's network and clock, and a machine restored
+    // from its template would fire their jobs at once), dig/host (with libxml2 and ICU, 43 MB: getent
+    // resolves names), lspci (a microVM has no PCI bus), man pages and docs, perl's full module set.
+    // `gpg` is not in the standard task, but adding a vendor's apt repository (`gpg --dearmor`) needs it.
+    'iputils-ping', 'traceroute', 'less', 'file', 'lsof', 'wget', 'netcat-traditional', 'openssh-client', 'bzip2',
+    'gettext-base', 'nano', 'vim-tiny', 'bash-completion', 'gpg'],
   /**
    * Run in the new root (chroot, before ids are shifted): the locale, and the default user `user`
    * (uid and gid 1000, /home/user, bash). Accounts have no passwords, so members of `sudo` need none.

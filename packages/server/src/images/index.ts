@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ShellbaseError } from '../errors.js';
 import { SBX_STORE } from '../util/native.js';
@@ -52,18 +52,33 @@ export function imageRootfs(cache: string, layerId: string): string {
   return path.join(cache, 'images', image.name, image.tag, 'rootfs');
 }
 
+/** Whether a process with this id runs (on this host). */
+function alive(pid: number): boolean {
+  try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; }
+}
+
 /**
  * Builds an image if this recipe has not been built yet. Builds into a
- * temporary directory and renames it into place, so a crash never leaves a
- * half-built image that looks complete.
+ * temporary directory of its own (`VERSION-HASH.building-PID`) and renames it
+ * into place, so a crash never leaves a half-built image that looks complete,
+ * and two processes building the same recipe at once (a set-up and a server's
+ * start) never write into one tree: the first to finish wins, the other's
+ * build is dropped. A build whose process is gone is removed.
  */
 export async function buildImage(cache: string, name: string, progress: (line: string) => void): Promise<ImageInfo> {
   const info = imageInfo(cache, name);
   if (imageBuilt(cache, name)) return info;
   const recipe = recipes[name as ImageName];
   const final = path.dirname(info.rootfs);
-  const tmp = `${final}.building`;
-  rmSync(tmp, { recursive: true, force: true });
+  const tmp = `${final}.building-${process.pid}`;
+  const parent = path.dirname(final);
+  mkdirSync(parent, { recursive: true });
+  for (const entry of readdirSync(parent)) {
+    const m = /^(.*)\.building(?:-(\d+))?$/.exec(entry);
+    if (m && m[1] === path.basename(final) && (m[2] === undefined || m[2] === String(process.pid) || !alive(Number(m[2])))) {
+      rmSync(path.join(parent, entry), { recursive: true, force: true });
+    }
+  }
   mkdirSync(tmp, { recursive: true });
   const mirror = configuredMirror();
   progress(`building image ${name} (${recipe.suite} ${recipe.variant} from ${mirror}); this takes a minute or more`);
@@ -90,8 +105,13 @@ export async function buildImage(cache: string, name: string, progress: (line: s
   progress(`shifting file ownership by ${recipe.idShift} (the sandboxes' user namespace)`);
   await runOk(SBX_STORE, ['shift', rootfs, String(recipe.idShift)]);
   writeFileSync(path.join(tmp, 'recipe.json'), JSON.stringify({ format: 1, ...recipe, builtAt: new Date().toISOString() }, null, 2));
-  rmSync(final, { recursive: true, force: true });
-  renameSync(tmp, final);
+  if (!imageBuilt(cache, name)) rmSync(final, { recursive: true, force: true });
+  try {
+    renameSync(tmp, final);
+  } catch (err) {
+    if (!imageBuilt(cache, name)) throw err;
+    rmSync(tmp, { recursive: true, force: true }); // another process finished the same recipe first
+  }
   progress(`image ${name} ready at ${info.rootfs}`);
   return info;
 }
