@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, RateLimitError, TimeoutError, type FilesystemEvent, type SandboxOpts } from 'e2b';
+import { CommandExitError, FileNotFoundError, InvalidArgumentError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, RateLimitError, TimeoutError, type FilesystemEvent, type SandboxOpts } from 'e2b';
 import { sleep, startTestServer, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server, machines under TCG. One sandbox lives through the
@@ -73,6 +73,9 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     assert.equal((await cat.wait()).stdout, 'hello world\ndone\n');
     // A command's timeout kills it.
     await assert.rejects(sbx.commands.run('sleep 30; echo late', { timeoutMs: 1500 }), TimeoutError);
+    // A timeout above the tenant's maximum (a query's, 1 h here) is refused before anything runs, naming it and the maximum.
+    await assert.rejects(sbx.commands.run('true', { timeoutMs: 2 * 3_600_000 }), (e: unknown) =>
+      e instanceof InvalidArgumentError && /timeoutMs = 7200000 \(2h\) is above this tenant's maximum of 3600000 ms/.test(e.message));
     await until('the timed-out command to be gone', async () => (await sbx.commands.run('pgrep -x sleep || true')).stdout === '');
   });
 

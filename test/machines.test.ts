@@ -51,6 +51,7 @@ describe('machines', { timeout: 900_000 }, () => {
       assert.equal(big.truncated, true);
       const slow = await m.exec('sleep 30; echo late', { timeoutMs: 1000 });
       assert.equal(slow.timedOut, true);
+      assert.deepEqual(slow.limit, { name: 'timeoutMs', value: 1000, max: 3_600_000 }, 'the limit it met, its value and the tenant\'s maximum');
       assert.equal(slow.stdout, '');
       assert.equal((await m.exec('pgrep -c -x sleep || true')).stdout.trim(), '0', 'a timed-out command dies with its children');
       await m.files.write('/srv/data/hello.txt', 'hello machine', { mode: 0o600 });

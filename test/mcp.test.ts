@@ -12,7 +12,7 @@ const CLI = path.resolve('packages/cli/dist/main.js');
 type Content = { content: { type: string; text: string }[]; isError?: boolean };
 const textOf = (r: unknown) => (r as Content).content.map((c) => c.text).join('');
 
-/** The multi-step task of the issue: write a Python file, run it, fork, change the fork, diff the two. */
+/** A multi-step agent task: write a Python file, run it, fork, change the fork, diff the two. */
 async function task(client: Client, ctxArgs: (extra: Record<string, unknown>) => Record<string, unknown>, forkName: string): Promise<void> {
   const call = async (name: string, args: Record<string, unknown>) => {
     const r = await client.callTool({ name, arguments: ctxArgs(args) });
@@ -105,6 +105,14 @@ describe('MCP: shellbase as tools for any agent', () => {
       assert.equal(run.stderr, 'err\n');
       assert.equal(run.committed, true);
       assert.match(run.version, /^v_/);
+      assert.equal(run.limit, undefined);
+      // A command that met its time limit: the text and the fields name the limit, its value, the parameter and the maximum.
+      const slow = await client.callTool({ name: 'exec', arguments: { command: 'sleep 5', timeoutMs: 500 } }) as Content & { structuredContent: Record<string, any> };
+      assert.ok(validate.get('exec')!(slow.structuredContent), JSON.stringify(validate.get('exec')!.errors));
+      assert.match(textOf(slow), /^exit code 137 \(the command timed out after 500ms \(timeoutMs = 500\); pass timeoutMs up to 1h \(3600000 ms, this tenant's maximum\)/);
+      assert.equal(slow.structuredContent.timedOut, true);
+      assert.deepEqual(slow.structuredContent.limit, { name: 'timeoutMs', value: 500, max: 3_600_000 });
+      assert.match(slow.structuredContent.timeoutMessage, /timeoutMs = 500\b.*pass timeoutMs up to 1h/);
       const w = await structured('write_file', { path: '/root/a.txt', content: 'hello' });
       assert.deepEqual([w.path, w.bytes], ['/root/a.txt', 5]);
       assert.equal((await structured('read_file', { path: '/root/a.txt' })).content, 'hello');

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import type { Runtime, SandboxSpec } from '../../packages/server/src/runtime/types.ts';
 import type { Snapshotter } from '../../packages/server/src/store/snapshotter/types.ts';
@@ -49,6 +52,25 @@ export function runtimeConformance(name: string, make: () => Promise<RuntimeFixt
     assert.equal(paths.get('/root/d/e'), 'd');
     assert.equal(paths.get(f.imageFile), 'w', 'a deleted image file is a whiteout');
     assert.equal((await f.snapshotter.reader(layer.layerId)).readAll('root/new').toString(), 'hi\n');
+  });
+
+  withRuntime('overlays show their files above the layers and are never among the writes', async (f, run) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-overlay-'));
+    chmodSync(dir, 0o755); // reached by the sandboxes' root
+    try {
+      mkdirSync(path.join(dir, 'etc/ssl'), { recursive: true });
+      writeFileSync(path.join(dir, 'etc/ssl/extra.pem'), 'from the overlay\n');
+      writeFileSync(path.join(dir, f.imageFile), 'the overlay\'s copy\n');
+      const { r, layer } = await run(`cat /etc/ssl/extra.pem && cat ${f.imageFile} && echo mine > /root/mine`, { overlays: [dir] });
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, 'from the overlay\nthe overlay\'s copy\n', 'the overlay is above the image');
+      assert.ok(layer?.changes.some(([p, type]) => p === '/root/mine' && type === 'f'), 'the command\'s own write is a change');
+      assert.deepEqual(layer.changes.filter(([p]) => p.startsWith('/etc')), [], 'nothing of the overlay is');
+      const { r: without } = await run('cat /etc/ssl/extra.pem');
+      assert.notEqual(without.exitCode, 0, 'absent without the overlay');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   withRuntime('stdin reaches the command; output streams to onOutput', async (_f, run) => {

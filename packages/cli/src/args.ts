@@ -1,3 +1,5 @@
+import { parseDuration } from '@shellbase/protocol';
+
 /**
  * Command lines: `cmd [flags] [positionals] [-- rest...]`. Each command
  * declares what it takes (CommandSpec); anything else is a UsageError that
@@ -84,6 +86,17 @@ export function numberFlag(args: ParsedArgs, name: string, usage: string): numbe
   const n = Number(v);
   if (v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, not ${JSON.stringify(v)}\n\nusage: ${usage}`);
   return n;
+}
+
+/** A time flag in milliseconds: `90s`, `30m`, `2h`, `1h30m`, `1500ms` or a bare number of milliseconds (protocol/durations.ts). */
+export function durationFlag(args: ParsedArgs, name: string, usage: string): number | undefined {
+  const v = flag(args, name);
+  if (v === undefined) return undefined;
+  try {
+    return parseDuration(v);
+  } catch (e) {
+    throw new UsageError(`--${name}: ${(e as Error).message}\n\nusage: ${usage}`);
+  }
 }
 
 /** A runnable command: its spec and what it does. */

@@ -21,6 +21,7 @@ const USAGE = `shellbase ${VERSION}: serverless sandboxes over versioned file sy
 
 ${COMMANDS.map((c) => `  ${c.spec.usage}`).join('\n')}
 
+DURATION: 90s, 30m, 2h, 1h30m, 1500ms, or a number of milliseconds.
 Clients read SHELLBASE_URL (default http://127.0.0.1:7070) and SHELLBASE_API_KEY
 (default: the admin key of a server on this host). \`shellbase CMD --help\` shows one command.`;
 

@@ -119,6 +119,20 @@ export interface ExecLimits {
 
 export type CommitMode = 'always' | 'on-success' | 'never';
 
+/**
+ * The most any tenant's `timeoutMs` may be (24 h): a query's, a machine exec's, a service's
+ * `startTimeoutMs` and an E2B command's. Each tenant's own maximum (its `quotas.timeoutMs`, else
+ * the server's `SHELLBASE_MAX_TIMEOUT_MS`, 1 h by default) is at most this.
+ */
+export const TIMEOUT_CEILING_MS = 86_400_000;
+
+/** The limit that ended a command (now only its time limit): its value for this run, and the most the tenant may ask for. */
+export interface LimitHit {
+  name: 'timeoutMs';
+  value: number;
+  max: number;
+}
+
 export interface ExecRequest {
   command?: string;
   argv?: string[];
@@ -130,6 +144,7 @@ export interface ExecRequest {
   version?: string;
   commit?: CommitMode;
   onConflict?: 'fail' | 'retry';
+  /** Milliseconds before the command is killed (default 60 s; at most the tenant's maximum, 1 h unless the admin set another, never above TIMEOUT_CEILING_MS). */
   timeoutMs?: number;
   limits?: ExecLimits;
   /** Narrows the context's egress policy for this query (docs/api.md, Network). */
@@ -164,6 +179,8 @@ export interface ExecResult {
   conflict?: { paths: string[]; version: string };
   /** How many times `onConflict: "retry"` ran the command again. */
   retries?: number;
+  /** Set when a limit ended the command (with `timedOut`: its `timeoutMs`). */
+  limit?: LimitHit;
   usage: ExecUsage;
 }
 
@@ -304,7 +321,7 @@ export interface CreateServiceRequest {
   port: number;
   env?: Record<string, string>;
   idleTimeoutMs?: number;
-  /** Milliseconds the port has to open after a start (default 30 s). */
+  /** Milliseconds the port has to open after a start (default 30 s; at most the tenant's maximum `timeoutMs`). */
   startTimeoutMs?: number;
   limits?: Omit<ExecLimits, 'timeoutMs' | 'outputBytes'>;
   access?: ServiceAccess;
@@ -377,6 +394,8 @@ export interface MachineExecResult {
   exitCode: number;
   signal?: string;
   timedOut: boolean;
+  /** Set when a limit ended the command (with `timedOut`: its `timeoutMs`). */
+  limit?: LimitHit;
   stdout: string;
   stderr: string;
   truncated: boolean;

@@ -47,6 +47,12 @@ class ExecTest(unittest.TestCase):
         slow = self.ctx.exec("sleep 30", timeout_ms=500)
         self.assertTrue(slow.timed_out)
         self.assertEqual((slow.exit_code, slow.signal), (137, "SIGKILL"))
+        # The result names the limit it met, its value and the tenant's maximum; the message says what to pass.
+        assert slow.limit is not None
+        self.assertEqual((slow.limit.name, slow.limit.value), ("timeoutMs", 500))
+        self.assertGreaterEqual(slow.limit.max, 3_600_000)
+        self.assertRegex(slow.timeout_message or "", r"timeoutMs = 500\b.*pass timeout_ms up to .*this tenant's maximum")
+        self.assertIsNone(r.timeout_message)
 
     def test_at_a_version_fork_versions_and_reset(self) -> None:
         first = self.ctx.exec("echo one > /root/n")

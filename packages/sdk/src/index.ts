@@ -4,8 +4,10 @@ export { MachineHandle, type MachineExecOptions } from './machine.js';
 export { contextOf, type BuildOptions, type ImageProgress, type TarBody } from './images.js';
 export { tar, tarDirectory, type TarInput } from './tar.js';
 export * from './errors.js';
+export { limitMessage } from './limits.js';
+export { TIMEOUT_CEILING_MS, formatDuration, parseDuration } from '@shellbase/protocol';
 export type { LocalTunnel } from './tunnel.js';
 export type { MachinePty, PtyExit } from './pty.js';
-export type { ApiKey, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
+export type { ApiKey, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
   Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
   BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent } from '@shellbase/protocol';

@@ -1,6 +1,6 @@
 import { availableParallelism, totalmem } from 'node:os';
 import path from 'node:path';
-import type { NetworkPolicy } from '@shellbase/protocol';
+import { TIMEOUT_CEILING_MS, type NetworkPolicy } from '@shellbase/protocol';
 import { invalid } from './errors.js';
 import { checkPolicy } from './net/policy.js';
 
@@ -24,7 +24,7 @@ export interface ServerConfig {
   gatewayPort: number;
   /** What a query gets when it asks for nothing. */
   defaults: Limits;
-  /** The most a query may ask for. */
+  /** The most a query may ask for (a tenant's quotas lower these; its `timeoutMs` may also raise its own, up to TIMEOUT_CEILING_MS). */
   maximums: Limits;
   /** Size of the sparse btrfs file that holds the layer store when home is not on btrfs. */
   storeSizeGb: number;
@@ -46,6 +46,13 @@ export interface ServerConfig {
   metadataUrl?: string;
   /** Cluster mode (docs/deploy.md): null for the embedded default (SQLite and this host's disk). */
   cluster: ClusterConfig | null;
+  /**
+   * The host's TLS authorities shown to sandboxes, services, machines and builds (trust/): the
+   * `*.crt` below `hostDir` (SHELLBASE_HOST_CA_DIR, default /usr/local/share/ca-certificates, where
+   * Debian keeps a host's local authorities) and the PEM bundle `extraFile`
+   * (SHELLBASE_EXTRA_CA_FILE); SHELLBASE_EXTRA_CA=off turns it off.
+   */
+  trust: { enabled: boolean; hostDir: string; extraFile?: string };
   /** Serve the API and the gateway over HTTPS (SHELLBASE_TLS_CERT and SHELLBASE_TLS_KEY: PEM files); absent: plain HTTP. */
   tls?: { cert: string; key: string };
 }
@@ -209,6 +216,17 @@ const count = (name: string, fallback: number): number => {
   return n;
 };
 
+function trustFromEnv(): ServerConfig['trust'] {
+  const v = env.SHELLBASE_EXTRA_CA;
+  if (v !== undefined && v !== '' && v !== 'on' && v !== 'off') throw new Error(`SHELLBASE_EXTRA_CA must be on or off, not ${JSON.stringify(v)}`);
+  const file = env.SHELLBASE_EXTRA_CA_FILE;
+  return {
+    enabled: v !== 'off',
+    hostDir: path.resolve(env.SHELLBASE_HOST_CA_DIR || '/usr/local/share/ca-certificates'),
+    ...(file ? { extraFile: path.resolve(file) } : {}),
+  };
+}
+
 function liveCopySetting(v: string | undefined): MachinesConfig['liveCopy'] {
   if (v === undefined || v === '' || v === 'auto') return 'auto';
   if (v === 'on' || v === 'off') return v;
@@ -221,6 +239,16 @@ function accelSetting(v: string | undefined): MachinesConfig['accel'] {
   throw new Error(`SHELLBASE_MACHINE_ACCEL must be auto, kvm or tcg, not ${JSON.stringify(v)}`);
 }
 
+/**
+ * A tenant's maximum `timeoutMs` unless its quotas say otherwise (SHELLBASE_MAX_TIMEOUT_MS, default
+ * 1 h); an admin may set a tenant's up to TIMEOUT_CEILING_MS (24 h), which this may not pass either.
+ */
+function maxTimeoutMs(): number {
+  const ms = num('SHELLBASE_MAX_TIMEOUT_MS', 3_600_000);
+  if (ms > TIMEOUT_CEILING_MS) throw new Error(`SHELLBASE_MAX_TIMEOUT_MS must be at most ${TIMEOUT_CEILING_MS} (24 h), not ${ms}`);
+  return ms;
+}
+
 export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig {
   const defaults: Limits = {
     memoryMb: 1024, pids: 512, cpus: 1, diskMb: 2048, outputBytes: 1 << 20, timeoutMs: 60_000,
@@ -231,7 +259,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
     cpus: num('SHELLBASE_MAX_CPUS', availableParallelism()),
     diskMb: num('SHELLBASE_MAX_DISK_MB', 65536),
     outputBytes: num('SHELLBASE_MAX_OUTPUT_BYTES', 64 << 20),
-    timeoutMs: num('SHELLBASE_MAX_TIMEOUT_MS', 600_000),
+    timeoutMs: maxTimeoutMs(),
   };
   const config: ServerConfig = {
     home: path.resolve(env.SHELLBASE_HOME || '/var/lib/shellbase'),
@@ -288,6 +316,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       maxPerTenant: num('SHELLBASE_EGRESS_MAX_TENANT_CONNECTIONS', 1024),
       logDays: num('SHELLBASE_EGRESS_LOG_DAYS', 7),
     },
+    trust: trustFromEnv(),
     ...(env.SHELLBASE_METADATA?.startsWith('sqlite:') ? { metadataUrl: env.SHELLBASE_METADATA } : {}),
     cluster: overrides.cluster === undefined ? clusterFromEnv() : null,
     ...(tlsFromEnv() ? { tls: tlsFromEnv() } : {}),

@@ -20,6 +20,7 @@ import { startNetwork } from './net/index.js';
 import { GroupSync } from './util/group-sync.js';
 import { SANDBOX_ROOT } from './util/idmap.js';
 import { assertNativeBuilt } from './util/native.js';
+import { HostAuthorities, TrustLayers } from './trust/index.js';
 
 export interface RunningServer {
   url: string;
@@ -88,8 +89,14 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     layers: runner(new GroupSync(() => layers.sync())),
     metadata: runner(new GroupSync(() => metadata.sync())),
   } : { layers: async () => undefined, metadata: async () => undefined };
+  // The host's authorities for sandboxes: made again as needed (nothing of a sandbox survives a restart).
+  rmSync(path.join(config.home, 'trust'), { recursive: true, force: true });
+  const trust = new TrustLayers({
+    authorities: config.trust.enabled ? new HostAuthorities({ hostDir: config.trust.hostDir, extraFile: config.trust.extraFile, log }) : null,
+    snapshotter: layers, dir: path.join(config.home, 'trust'),
+  });
   const deps = {
-    config, metadata, snapshotter: layers, runtime, dialer, log, meter, pins, durability, ...startNetwork(config, metadata.egressLog, meter, log),
+    config, metadata, snapshotter: layers, runtime, dialer, log, meter, pins, durability, trust, ...startNetwork(config, metadata.egressLog, meter, log),
     ...(cluster ? { cluster: cluster.worker, peers: cluster.peers } : {}),
   };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.

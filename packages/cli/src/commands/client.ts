@@ -1,11 +1,11 @@
-import { Shellbase } from '@shellbase/sdk';
-import { flag, numberFlag, UsageError, type Command } from '../args.js';
+import { Shellbase, limitMessage } from '@shellbase/sdk';
+import { durationFlag, flag, numberFlag, UsageError, type Command } from '../args.js';
 import { networkFlag } from './network.js';
 
 /** A client from SHELLBASE_URL and SHELLBASE_API_KEY (or the admin key of a server on this host). */
 export const sb = () => new Shellbase();
 
-const EXEC = 'shellbase exec CTX [--version V] [--timeout MS] [--commit always|on-success|never] [--network none|public|allow:DOMAIN,…] -- CMD...';
+const EXEC = 'shellbase exec CTX [--version V] [--timeout DURATION] [--commit always|on-success|never] [--network none|public|allow:DOMAIN,…] -- CMD...';
 const COMMIT_MODES = ['always', 'on-success', 'never'];
 
 /** Queries, contexts, history listings, tenants, keys, usage and collection: the client commands. */
@@ -23,14 +23,14 @@ export const clientCommands: Command[] = [
       for await (const ev of sb().context(ctx).execStream(command, {
         version: flag(args, 'version'),
         commit: commit as 'always' | 'on-success' | 'never' | undefined,
-        timeoutMs: numberFlag(args, 'timeout', EXEC),
+        timeoutMs: durationFlag(args, 'timeout', EXEC),
         network: networkFlag(args, EXEC),
         signal: abort.signal,
       })) {
         if (ev.type === 'stdout') process.stdout.write(ev.data);
         else if (ev.type === 'stderr') process.stderr.write(ev.data);
         else if (ev.type === 'exit') {
-          if (ev.timedOut) console.error('shellbase: timed out');
+          if (ev.timedOut) console.error(`shellbase: ${limitMessage(ev.limit, '--timeout')}`);
           if (ev.oomKilled) console.error('shellbase: killed: out of memory');
           if (ev.truncated) console.error('shellbase: output truncated');
           if (ev.conflict) console.error(`shellbase: conflict on ${ev.conflict.paths.join(', ')}; work kept as version ${ev.conflict.version}`);

@@ -1,4 +1,5 @@
-import { UsageError, flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
+import { limitMessage } from '@shellbase/sdk';
+import { UsageError, durationFlag, flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
 import { server } from './serve.js';
 import { sb } from './client.js';
 import { networkFlag } from './network.js';
@@ -9,11 +10,11 @@ async function printExec(args: ParsedArgs, usage: string): Promise<number> {
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());
   const m = sb().machines.get(args.positionals[0]);
-  for await (const ev of m.execStream(args.rest.length === 1 ? args.rest[0] : args.rest, { timeoutMs: numberFlag(args, 'timeout', usage), signal: abort.signal })) {
+  for await (const ev of m.execStream(args.rest.length === 1 ? args.rest[0] : args.rest, { timeoutMs: durationFlag(args, 'timeout', usage), signal: abort.signal })) {
     if (ev.type === 'stdout') process.stdout.write(ev.data);
     else if (ev.type === 'stderr') process.stderr.write(ev.data);
     else if (ev.type === 'exit') {
-      if (ev.timedOut) console.error('shellbase: timed out');
+      if (ev.timedOut) console.error(`shellbase: ${limitMessage(ev.limit, '--timeout')}`);
       if (ev.truncated) console.error('shellbase: output truncated');
       return ev.exitCode;
     }
@@ -65,14 +66,14 @@ export const machineCommands: Command[] = [
   {
     name: 'machine create',
     spec: {
-      usage: 'shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--disk-gb GB] [--idle MS] [--network none|public|allow:DOMAIN,…]',
+      usage: 'shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…]',
       flags: { context: 'string', version: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string' },
     },
     async run(args) {
       const u = this.spec.usage;
       const m = await sb().machines.create({
         context: flag(args, 'context'), version: flag(args, 'version'), memoryMb: numberFlag(args, 'memory', u),
-        cpus: numberFlag(args, 'cpus', u), diskGb: numberFlag(args, 'disk-gb', u), idleTimeoutMs: numberFlag(args, 'idle', u),
+        cpus: numberFlag(args, 'cpus', u), diskGb: numberFlag(args, 'disk-gb', u), idleTimeoutMs: durationFlag(args, 'idle', u),
         network: networkFlag(args, u),
       });
       console.log(m.id);
@@ -99,7 +100,7 @@ export const machineCommands: Command[] = [
   },
   {
     name: 'machine exec',
-    spec: { usage: 'shellbase machine exec ID [--timeout MS] -- CMD...', flags: { timeout: 'string' }, ...ID, rest: 'required' },
+    spec: { usage: 'shellbase machine exec ID [--timeout DURATION] -- CMD...', flags: { timeout: 'string' }, ...ID, rest: 'required' },
     run(args) { return printExec(args, this.spec.usage); },
   },
   {

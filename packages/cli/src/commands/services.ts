@@ -1,9 +1,9 @@
-import { flag, numberFlag, UsageError, type Command } from '../args.js';
+import { durationFlag, flag, numberFlag, UsageError, type Command } from '../args.js';
 import type { ServiceShare } from '@shellbase/sdk';
 import { networkFlag } from './network.js';
 import { sb } from './client.js';
 
-const SERVE_APP = 'shellbase serve-app CTX NAME --port P [--idle MS] [--start-timeout MS] [--access url|key] [--network POLICY] [--share tenant|CTX,…] -- CMD...';
+const SERVE_APP = 'shellbase serve-app CTX NAME --port P [--idle DURATION] [--start-timeout DURATION] [--access url|key] [--network POLICY] [--share tenant|CTX,…] -- CMD...';
 const SHARE = 'shellbase services share CTX NAME --with tenant|CTX,…|none';
 
 /** `tenant`, `none` (null) or a comma-separated list of contexts. */
@@ -22,8 +22,8 @@ export const serviceCommands: Command[] = [
       const [ctx, name] = args.positionals;
       const port = numberFlag(args, 'port', SERVE_APP);
       if (port === undefined) throw new UsageError(`--port is required\n\nusage: ${SERVE_APP}`);
-      const idle = numberFlag(args, 'idle', SERVE_APP);
-      const start = numberFlag(args, 'start-timeout', SERVE_APP);
+      const idle = durationFlag(args, 'idle', SERVE_APP);
+      const start = durationFlag(args, 'start-timeout', SERVE_APP);
       const access = flag(args, 'access');
       if (access !== undefined && access !== 'url' && access !== 'key') throw new UsageError(`--access is url or key\n\nusage: ${SERVE_APP}`);
       const network = networkFlag(args, SERVE_APP);

@@ -1,7 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { Shellbase } from '@shellbase/sdk';
+import { TIMEOUT_CEILING_MS, limitMessage, type Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
-import { TEXT_LIMIT, commandOutput, cut, fitted, guarded } from './result.js';
+import { TEXT_LIMIT, commandOutput, cut, fitted, guarded, limitFields } from './result.js';
 
 const machineId = z.string().min(1).max(128).describe('The machine\'s id (m_...)');
 
@@ -34,7 +34,7 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
     title: 'Run a command in a machine',
     description: 'Runs a shell command (bash -c, as root in /root) in a running machine; background processes keep running after it returns. '
       + `Returns the exit code, stdout and stderr. Output past ${TEXT_LIMIT} bytes is cut; the full output is then saved in the machine and the result says where.`,
-    inputSchema: { machine: machineId, command: z.string().min(1), timeoutMs: z.number().int().min(1).max(600_000).optional(), stdin: z.string().optional() },
+    inputSchema: { machine: machineId, command: z.string().min(1), timeoutMs: z.number().int().min(1).max(TIMEOUT_CEILING_MS).optional(), stdin: z.string().optional() },
     outputSchema: { ...commandOutput, truncated: z.boolean() },
   }, async (a) => guarded(async () => {
     const m = sb.machines.get(a.machine);
@@ -42,8 +42,8 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
     const out = await fitted(`--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`, (file, text) => m.files.write(file, text),
       'read parts of it with machine_exec (sed -n, tail)');
     return {
-      text: `exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}\n${out.text}`,
-      structured: { exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, truncated: r.truncated, ...(out.file ? { outputFile: out.file } : {}) },
+      text: `exit code ${r.exitCode}${r.timedOut ? ` (${limitMessage(r.limit)})` : ''}\n${out.text}`,
+      structured: { exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, ...limitFields(r), truncated: r.truncated, ...(out.file ? { outputFile: out.file } : {}) },
     };
   }));
 

@@ -1,4 +1,4 @@
-import { ShellbaseError } from '@shellbase/sdk';
+import { ShellbaseError, limitMessage, type LimitHit } from '@shellbase/sdk';
 import { z } from 'zod';
 
 /** What a model gets back at most per tool call; the rest is saved or paged. */
@@ -10,8 +10,17 @@ export const commandOutput = {
   stdout: z.string().describe(`At most ${TEXT_LIMIT} characters; outputFile has all of it when it was longer`),
   stderr: z.string(),
   timedOut: z.boolean(),
+  limit: z.object({ name: z.literal('timeoutMs'), value: z.number().int(), max: z.number().int() }).optional()
+    .describe('With timedOut: the time limit it met (value, ms) and the most this tenant may pass as timeoutMs (max)'),
+  timeoutMessage: z.string().optional().describe('With timedOut: which limit ended it and how to give it longer'),
   outputFile: z.string().optional().describe('Where the whole output was saved when it was cut'),
 };
+
+/** A timed-out command's limit and what to do about it, as structured fields (nothing otherwise). */
+export function limitFields(r: { timedOut: boolean; limit?: LimitHit }): { limit?: LimitHit; timeoutMessage?: string } {
+  if (!r.timedOut) return {};
+  return { ...(r.limit ? { limit: r.limit } : {}), timeoutMessage: limitMessage(r.limit) };
+}
 
 /** A tool's answer: prose for the model, and the same facts as fields (the tool's outputSchema). */
 export interface ToolAnswer<S extends Record<string, unknown> = Record<string, unknown>> {

@@ -1,9 +1,9 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { Shellbase } from '@shellbase/sdk';
+import { TIMEOUT_CEILING_MS, limitMessage, type Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
 import { registerMachineTools } from './machine-tools.js';
 import { registerBuildTools } from './build-tools.js';
-import { TEXT_LIMIT, commandOutput, cut, fitted, guarded } from './result.js';
+import { TEXT_LIMIT, commandOutput, cut, fitted, guarded, limitFields } from './result.js';
 
 
 /**
@@ -28,7 +28,8 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
     inputSchema: {
       ...ctxArg, command: z.string().min(1).describe('The command, run with bash -c in /root'),
       version: version.describe('Run over this past version instead of the head (its changes still commit to the head)'),
-      timeoutMs: z.number().int().min(1).max(600_000).optional().describe('Kill the command after this long (default 60 s)'),
+      timeoutMs: z.number().int().min(1).max(TIMEOUT_CEILING_MS).optional()
+        .describe('Kill the command after this many milliseconds (default 60 s; at most the tenant\'s maximum, 1 h unless the admin raised it, up to 24 h)'),
       stdin: z.string().optional(),
     },
     outputSchema: {
@@ -42,7 +43,7 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
   }, async (a) => guarded(async () => {
     const ctx = ctxOf(a);
     const r = await ctx.exec(a.command, { version: a.version, timeoutMs: a.timeoutMs, stdin: a.stdin });
-    const parts = [`exit code ${r.exitCode}${r.timedOut ? ' (timed out)' : ''}${r.oomKilled ? ' (out of memory)' : ''}`];
+    const parts = [`exit code ${r.exitCode}${r.timedOut ? ` (${limitMessage(r.limit)})` : ''}${r.oomKilled ? ' (out of memory)' : ''}`];
     const out = await fitted(`--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`, async (file, text) => { await ctx.files.write(file, text); }, 'read it with read_file and offset');
     parts.push(out.text);
     if (r.truncated) parts.push('[the command wrote more than the output cap; the rest was dropped: redirect to a file and read it with read_file]');
@@ -51,7 +52,7 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
     return {
       text: parts.join('\n'),
       structured: {
-        exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, oomKilled: r.oomKilled, truncated: r.truncated,
+        exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, ...limitFields(r), oomKilled: r.oomKilled, truncated: r.truncated,
         version: r.version, committed: r.committed, ...(out.file ? { outputFile: out.file } : {}), ...(r.conflict ? { conflict: r.conflict } : {}),
       },
     };

@@ -30,6 +30,7 @@ from .errors import (
     UnavailableError,
 )
 from .images import BuildStream, Dockerignore, Images, tar_context
+from .limits import TIMEOUT_CEILING_MS, LimitHit
 from .machines import MachineFiles, MachineHandle, Machines
 from .pty import MachinePty, PtyExit
 from .streams import EventStream, ExecStream, MachineExecStream
@@ -98,11 +99,11 @@ __all__ = [
     "ConnectionKind", "Context", "ContextFiles", "ContextHandle", "ContextNetwork", "ContextNetworking", "ContextServices",
     "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry", "ErrorCode", "EventStream",
     "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort", "FailedPreconditionError",
-    "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError", "LimitExceededError", "Limits",
+    "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError", "LimitExceededError", "LimitHit", "Limits",
     "LocalTunnel", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
     "MachineConsole", "MachineFiles", "MachineHandle", "MachineLimits", "MachinePort", "MachinePty", "MachineSnapshot", "Machines", "NetworkConnection", "PtyExit",
     "NetworkPolicy", "NoEgress", "NotFoundError", "OnConflict", "OutputEvent", "PayloadTooLargeError", "PublicEgress",
     "QuotaError", "Response", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare", "Shellbase",
-    "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "Tenant", "TenantChange", "Tenants",
+    "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "TIMEOUT_CEILING_MS", "Tenant", "TenantChange", "Tenants",
     "UnauthorizedError", "UnavailableError", "Usage", "UsageItem", "Version", "VersionCause", "__version__",
 ]

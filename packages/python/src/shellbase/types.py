@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, TypedDict, Union
 
+from .limits import LimitHit, timeout_message
+
 CommitMode = Literal["always", "on-success", "never"]
 OnConflict = Literal["fail", "retry"]
 FileType = Literal["file", "dir", "symlink", "other"]
@@ -175,11 +177,18 @@ class ExecExit:
     conflict: Conflict | None = None
     #: How many times `on_conflict="retry"` ran the command again.
     retries: int = 0
+    #: With `timed_out`: the limit it met (`timeoutMs`), its value and the tenant's maximum.
+    limit: LimitHit | None = None
 
     @property
     def ok(self) -> bool:
         """Exit code 0 and no conflict."""
         return self.exit_code == 0 and self.conflict is None
+
+    @property
+    def timeout_message(self) -> str | None:
+        """With `timed_out`: which limit ended it, its value, and how far `timeout_ms` may go for this tenant."""
+        return timeout_message(self.timed_out, self.limit)
 
 
 @dataclass(frozen=True)
@@ -388,10 +397,17 @@ class MachineExit:
     truncated: bool
     usage: MachineUsage = field(default_factory=MachineUsage)
     signal: str | None = None
+    #: With `timed_out`: the limit it met (`timeoutMs`), its value and the tenant's maximum.
+    limit: LimitHit | None = None
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def timeout_message(self) -> str | None:
+        """With `timed_out`: which limit ended it, its value, and how far `timeout_ms` may go for this tenant."""
+        return timeout_message(self.timed_out, self.limit)
 
 
 @dataclass(frozen=True)

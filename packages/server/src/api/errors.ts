@@ -11,8 +11,10 @@ export function toShellbaseError(err: unknown): ShellbaseError {
     const field = `${fe.validationContext ?? 'body'}${first?.instancePath ?? ''}`.replace(/\//g, '.');
     const extra = first?.params?.additionalProperty;
     const message = extra ? `unknown field ${JSON.stringify(extra)} in ${field}` : `${field} ${first?.message ?? 'is invalid'}`;
+    // A schema's maximum (such as a time limit's ceiling) is named as a resolved limit's is.
+    const max = first?.params?.comparison === '<=' && typeof first.params.limit === 'number' ? first.params.limit : undefined;
     return new ShellbaseError('invalid_argument', message, {
-      details: { field, ...(extra ? { unknownField: extra } : {}) },
+      details: { field, ...(extra ? { unknownField: extra } : {}), ...(max !== undefined ? { max } : {}) },
       hint: extra ? 'remove the field: see GET /v1/openapi.json for the request schema' : 'see GET /v1/openapi.json for the request schema',
     });
   }

@@ -1,4 +1,4 @@
-import { VERSION_CAUSE_KINDS } from '@shellbase/protocol';
+import { TIMEOUT_CEILING_MS, VERSION_CAUSE_KINDS } from '@shellbase/protocol';
 import { Type, type Static } from 'typebox';
 
 /** TypeBox schemas of HTTP API v1: request validation and the OpenAPI document come from these (api/wire-check.ts holds them to packages/protocol). */
@@ -77,6 +77,12 @@ export const ExecLimits = Type.Object({
   diskMb: Type.Optional(Type.Number()), outputBytes: Type.Optional(Type.Number()),
 }, strict);
 
+/** A time limit in milliseconds: the schema stops only what no tenant may ask for (its own maximum is checked by core/validate.ts). */
+export const TimeoutMs = Type.Number({ maximum: TIMEOUT_CEILING_MS });
+
+/** Which limit ended a command, its value, and the most the tenant may ask for. */
+export const LimitHit = Type.Object({ name: Type.Literal('timeoutMs'), value: Type.Number(), max: Type.Number() });
+
 export const ExecBody = Type.Object({
   command: Type.Optional(Type.String({ maxLength: 1 << 20 })),
   argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 4096 })),
@@ -87,7 +93,7 @@ export const ExecBody = Type.Object({
   version: Type.Optional(VersionId),
   commit: Type.Optional(Type.Union([Type.Literal('always'), Type.Literal('on-success'), Type.Literal('never')])),
   onConflict: Type.Optional(Type.Union([Type.Literal('fail'), Type.Literal('retry')])),
-  timeoutMs: Type.Optional(Type.Number()),
+  timeoutMs: Type.Optional(TimeoutMs),
   limits: Type.Optional(ExecLimits),
   network: Type.Optional(NetworkPolicyIn),
 }, strict);
@@ -107,6 +113,7 @@ export const ExecResult = Type.Object({
   committed: Type.Boolean(),
   conflict: Type.Optional(Type.Object({ paths: Type.Array(Type.String()), version: Type.String() })),
   retries: Type.Optional(Type.Integer()),
+  limit: Type.Optional(LimitHit),
   usage: Type.Object({
     cpuMs: Type.Number(), wallMs: Type.Number(), memoryPeakBytes: Type.Number(), bytesWritten: Type.Number(),
     egressBytes: Type.Optional(Type.Number()), ingressBytes: Type.Optional(Type.Number()),

@@ -11,6 +11,7 @@ import type { Egress } from '../net/egress.js';
 import type { Forwarder } from '../net/forwarder.js';
 import type { Cluster } from './cluster.js';
 import type { Peers } from './peers.js';
+import type { TrustLayers } from '../trust/index.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
 export interface Caller {
@@ -56,6 +57,8 @@ export interface Deps {
   egress: Egress;
   /** sbx-forward in the data directory: ports on a sandbox's 127.0.0.1 that reach the server. */
   forwarder: Forwarder;
+  /** The host's TLS authorities as an overlay for sandboxes and machines (trust/); absent: none. */
+  trust?: TrustLayers;
   /** The other workers, in cluster mode (core/cluster.ts); absent in the embedded default. */
   cluster?: Cluster;
   /** Proofs and connections between workers, in cluster mode (core/peers.ts). */

@@ -1,3 +1,4 @@
+import { TIMEOUT_CEILING_MS, formatDuration } from '@shellbase/protocol';
 import type { Limits, ServerConfig } from '../config.js';
 import { ShellbaseError, invalid } from '../errors.js';
 import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
@@ -18,7 +19,10 @@ export interface Quotas {
   runningMachines: number;
   /** Cores all the tenant's sandboxes may use together. */
   tenantCpus: number;
-  /** The most one query may ask for (never above the server's maximums). */
+  /**
+   * The most one query may ask for: never above the server's maximums, except `timeoutMs`, which
+   * the tenant's own quota sets (above or below the server's, at most TIMEOUT_CEILING_MS).
+   */
   maximums: Limits;
 }
 
@@ -26,6 +30,7 @@ export function quotasOf(config: ServerConfig, caller: Pick<Caller, 'quotas'>): 
   const own = caller.quotas ?? {};
   const maximums = { ...config.maximums };
   for (const k of LIMIT_KEYS) if (own[k] !== undefined) maximums[k] = Math.min(maximums[k], own[k]!);
+  if (own.timeoutMs !== undefined) maximums.timeoutMs = Math.min(own.timeoutMs, TIMEOUT_CEILING_MS);
   return {
     contexts: own.contexts ?? config.quotas.contexts,
     storedBytes: own.storedBytes ?? config.quotas.storedBytes,
@@ -47,8 +52,17 @@ export function checkQuotas(q: Record<string, unknown>, config: ServerConfig): T
     } else if (typeof v !== 'number' || !(v > 0)) {
       throw invalid(`quota ${k} must be a positive number`, `pass quotas.${k} > 0`);
     }
-    const max = (config.maximums as unknown as Record<string, number>)[k];
-    if (max !== undefined && v > max) throw invalid(`quota ${k} = ${v} is above the server's maximum`, `pass quotas.${k} ≤ ${max}`);
+    if (k === 'timeoutMs') {
+      // A tenant's time limit may be above the server's default maximum, up to the ceiling.
+      if (!Number.isInteger(v)) throw invalid(`quota timeoutMs = ${v} is not a whole number of milliseconds`, 'pass quotas.timeoutMs in whole milliseconds', { field: 'quotas.timeoutMs', value: v });
+      if (v > TIMEOUT_CEILING_MS) {
+        throw invalid(`quota timeoutMs = ${v} is above the most a tenant may be allowed (${TIMEOUT_CEILING_MS} ms, ${formatDuration(TIMEOUT_CEILING_MS)})`,
+          `pass quotas.timeoutMs ≤ ${TIMEOUT_CEILING_MS}`, { field: 'quotas.timeoutMs', value: v, max: TIMEOUT_CEILING_MS });
+      }
+    } else {
+      const max = (config.maximums as unknown as Record<string, number>)[k];
+      if (max !== undefined && v > max) throw invalid(`quota ${k} = ${v} is above the server's maximum`, `pass quotas.${k} ≤ ${max}`, { field: `quotas.${k}`, value: v, max });
+    }
     (out as Record<string, number>)[k] = v;
   }
   return out;

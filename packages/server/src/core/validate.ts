@@ -1,4 +1,4 @@
-import type { ExecLimits } from '@shellbase/protocol';
+import { TIMEOUT_CEILING_MS, formatDuration, type ExecLimits } from '@shellbase/protocol';
 import type { Limits } from '../config.js';
 import { invalid } from '../errors.js';
 
@@ -15,7 +15,7 @@ export function checkName(name: string, what = 'context'): string {
 
 const LIMIT_KEYS = ['memoryMb', 'pids', 'cpus', 'diskMb', 'outputBytes'] as const;
 
-/** Fills a request's limits from the defaults and refuses any above the server's maximums. */
+/** Fills a request's limits from the defaults and refuses any above `max` (the tenant's maximums). */
 export function resolveLimits(asked: ExecLimits | undefined, timeoutMs: number | undefined, defaults: Limits, max: Limits): Limits {
   const out: Limits = { ...defaults };
   // A tenant's ceilings may be below the server's defaults.
@@ -30,14 +30,22 @@ export function resolveLimits(asked: ExecLimits | undefined, timeoutMs: number |
     }
     out[key] = v;
   }
-  if (timeoutMs !== undefined) {
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > max.timeoutMs) {
-      throw invalid(`timeoutMs = ${timeoutMs} is out of range`, `pass timeoutMs between 1 and ${max.timeoutMs}`,
-        { field: 'timeoutMs', max: max.timeoutMs });
-    }
-    out.timeoutMs = timeoutMs;
-  }
+  if (timeoutMs !== undefined) out.timeoutMs = checkTimeout('timeoutMs', timeoutMs, max.timeoutMs);
   return out;
+}
+
+/**
+ * A time limit in milliseconds: a whole number from `min` to `max` (the tenant's maximum
+ * `timeoutMs`), or a 400 that names the field, the value and that maximum (details: field, value, min, max).
+ */
+export function checkTimeout(field: string, v: number, max: number, min = 1): number {
+  if (Number.isInteger(v) && v >= min && v <= max) return v;
+  const details = { field, value: v, min, max };
+  if (!Number.isInteger(v) || v < min) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max} (milliseconds)`, details);
+  const raise = max < TIMEOUT_CEILING_MS
+    ? `; an admin may raise the tenant's quotas.timeoutMs up to ${TIMEOUT_CEILING_MS} (${formatDuration(TIMEOUT_CEILING_MS)})` : '';
+  throw invalid(`${field} = ${v} (${formatDuration(v)}) is above this tenant's maximum of ${max} ms (${formatDuration(max)})`,
+    `pass ${field} between ${min} and ${max}${raise}`, details);
 }
 
 /** A cwd inside the sandbox: absolute, no NUL, no `..` segments. */

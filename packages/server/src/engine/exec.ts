@@ -132,7 +132,7 @@ export class ExecRunner {
         if (session) traffic = await session.close();
       }
       const { run, layer, bytesWritten, refused } = ran;
-      const result = resultOf(run, base.id, bytesWritten, limits);
+      const result = resultOf(run, base.id, bytesWritten, limits, quotas.maximums.timeoutMs);
       if (traffic) Object.assign(result.usage, { egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn });
       const row: UsageRow = {
         tenantId: caller.tenantId, context: name, kind: 'query', createdAt: new Date().toISOString(), cpuMs: run.cpuMs,
@@ -207,8 +207,12 @@ export class ExecRunner {
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
     let run: SandboxResult;
     try {
+      const mount = await layers.mounts(base.layers, scratch);
+      // The host's authorities above the layers (never among the writes), their variables under the command's.
+      const trust = await this.deps.trust?.forLayers(base.layers);
       run = await runtime.run({
-        mount: await layers.mounts(base.layers, scratch), argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, env: spec.env,
+        mount, argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, env: trust ? { ...trust.env, ...spec.env } : spec.env,
+        ...(trust ? { overlays: [trust.dir] } : {}),
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });
@@ -245,7 +249,8 @@ function wantsCommit(mode: string, run: SandboxResult): boolean {
   return true;
 }
 
-function resultOf(run: SandboxResult, baseId: string, bytesWritten: number, limits: Limits): ExecResult {
+/** `maxTimeoutMs`: the tenant's maximum, which a timed-out result names beside the limit it met. */
+function resultOf(run: SandboxResult, baseId: string, bytesWritten: number, limits: Limits, maxTimeoutMs: number): ExecResult {
   const result: ExecResult = {
     exitCode: run.exitCode,
     timedOut: run.timedOut,
@@ -259,6 +264,7 @@ function resultOf(run: SandboxResult, baseId: string, bytesWritten: number, limi
     usage: { cpuMs: run.cpuMs, wallMs: run.wallMs, memoryPeakBytes: run.memoryPeakBytes, bytesWritten },
   };
   if (run.signal) result.signal = run.signal;
+  if (run.timedOut) result.limit = { name: 'timeoutMs', value: limits.timeoutMs, max: maxTimeoutMs };
   if (run.stderr.includes('Disk quota exceeded') || bytesWritten >= limits.diskMb * 1024 * 1024 * 0.95) {
     result.diskLimitHit = true;
   }

@@ -42,7 +42,8 @@ type Exec = ContextAccess['exec'];
  * travel, and they commit as a query's writes do (over the context's head,
  * rebased past other writers, or a conflict that loses nothing).
  */
-export async function commitMachine(caller: Caller, run: MachineRun, context: string, exec: Exec): Promise<string> {
+/** `timeoutMs`: how long applying the changes in a query of the context may take. */
+export async function commitMachine(caller: Caller, run: MachineRun, context: string, exec: Exec, timeoutMs: number): Promise<string> {
   const r = await run.agent!.run({ argv: ['bash', '-c', COLLECT], timeoutMs: 600_000, outputBytes: MAX_COMMIT_BYTES });
   if (r.truncated) throw new ShellbaseError('payload_too_large', `machine ${run.row.id} changed more than ${MAX_COMMIT_BYTES} bytes`, { hint: 'commit less at once: copy what matters into a context with the files API' });
   if (r.exitCode !== 0) {
@@ -50,7 +51,7 @@ export async function commitMachine(caller: Caller, run: MachineRun, context: st
     throw new ShellbaseError('failed_precondition', `collecting the changes of machine ${run.row.id} failed: ${reason}`, { hint: 'create the machine again to commit it' });
   }
   const cause: VersionCause = { kind: 'machine', command: `commit of machine ${run.row.id}` };
-  const applied = await exec(caller, context, { argv: ['sh', '-c', APPLY], timeoutMs: 600_000, commit: 'on-success' }, { stdin: r.stdout, cause });
+  const applied = await exec(caller, context, { argv: ['sh', '-c', APPLY], timeoutMs, commit: 'on-success' }, { stdin: r.stdout, cause });
   if (applied.exitCode !== 0) {
     throw new ShellbaseError('failed_precondition', `applying the changes of machine ${run.row.id} to ${context} failed: ${applied.stderr.trim().slice(-500)}`, {
       hint: 'the context is unchanged; check that it has room (diskMb) for the machine\'s changes',

@@ -35,6 +35,11 @@ const MAX_FILE_BYTES = 64 << 20;
 export class MachineIo {
   constructor(private readonly running: Running, private readonly config: ServerConfig) {}
 
+  /** The longest time limit the tenant's commands may have (its maximum `timeoutMs`): E2B commands are held to it too. */
+  maxTimeoutMs(caller: Caller): number {
+    return quotasOf(this.config, caller).maximums.timeoutMs;
+  }
+
   async exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void }): Promise<MachineExecResult> {
     const argv = checkCommand(req);
     // A query's defaults and the tenant's ceilings; output is capped at 1 byte or more.
@@ -45,7 +50,8 @@ export class MachineIo {
     const cwd = req.cwd === undefined ? '/root' : checkCwd(req.cwd);
     const { run, release } = await this.running(caller, id);
     try {
-      return await run.agent!.exec({ argv, stdin: req.stdin, env, cwd, timeoutMs, outputBytes, signal: hooks.signal, onOutput: hooks.onOutput });
+      const r = await run.agent!.exec({ argv, stdin: req.stdin, env, cwd, timeoutMs, outputBytes, signal: hooks.signal, onOutput: hooks.onOutput });
+      return r.timedOut ? { ...r, limit: { name: 'timeoutMs', value: timeoutMs, max: maximums.timeoutMs } } : r;
     } catch (e) {
       throw this.lost(run, e);
     } finally {

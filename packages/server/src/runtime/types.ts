@@ -51,6 +51,12 @@ export interface SandboxSpec {
   /** Host paths to show inside, below /tmp (which is not part of the context). */
   binds?: { source: string; target: string; readOnly?: boolean }[];
   /**
+   * Host directories in overlay format (ids as layers store them) stacked above the mount's
+   * layers, top first: the command sees their files, and they are never part of its writes
+   * (the host's TLS authorities: trust/).
+   */
+  overlays?: readonly string[];
+  /**
    * `PORT>SOCKET` ports on the sandbox's 127.0.0.1, listening before the command starts, whose
    * connections are handed whole (SCM_RIGHTS) to the Unix SOCKET (a path inside, among `binds`):
    * the egress proxy's. A warm sandbox's pid 1 serves them; a cold one runs `forwarder`

@@ -3,7 +3,7 @@ import { Type, type Static } from 'typebox';
 import type { Machines as MachineOps } from '../../machines/machines.js';
 import { MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_PROTOCOL, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
-import { ExecLimits, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
+import { ExecLimits, LimitHit, NetworkPolicy, NetworkPolicyIn, TimeoutMs, errorResponses, oneOf } from '../schemas.js';
 import { respondExec } from './exec.js';
 
 const strict = { additionalProperties: false } as const;
@@ -31,11 +31,11 @@ const ExecBody = Type.Object({
   stdin: Type.Optional(Type.String()),
   env: Type.Optional(Type.Record(Type.String(), Type.String())),
   cwd: Type.Optional(Type.String({ maxLength: 4096 })),
-  timeoutMs: Type.Optional(Type.Number()),
+  timeoutMs: Type.Optional(TimeoutMs),
   limits: Type.Optional(Type.Pick(ExecLimits, ['outputBytes'])),
 }, strict);
 export const ExecResult = Type.Object({
-  exitCode: Type.Integer(), signal: Type.Optional(Type.String()), timedOut: Type.Boolean(),
+  exitCode: Type.Integer(), signal: Type.Optional(Type.String()), timedOut: Type.Boolean(), limit: Type.Optional(LimitHit),
   stdout: Type.String(), stderr: Type.String(), truncated: Type.Boolean(), usage: Type.Object({ wallMs: Type.Number() }),
 });
 export const ConsoleTail = Type.Object({ lines: Type.Array(Type.String()), truncated: Type.Boolean(), size: Type.Integer() }, { $id: 'MachineConsole' });

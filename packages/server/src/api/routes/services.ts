@@ -5,7 +5,7 @@ import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError } from '../../errors.js';
 import { TUNNEL_PROTOCOL } from '../tunnel.js';
 import { forwardRequest } from '../forward.js';
-import { SERVICE_ACCESS, SERVICE_STATES } from '@shellbase/protocol';
+import { SERVICE_ACCESS, SERVICE_STATES, TIMEOUT_CEILING_MS } from '@shellbase/protocol';
 import { Name, NetworkPolicy, NetworkPolicyIn, errorResponses, oneOf } from '../schemas.js';
 
 const strict = { additionalProperties: false } as const;
@@ -25,7 +25,7 @@ export const CreateServiceBody = Type.Object({
   port: Type.Integer(),
   env: Type.Optional(Type.Record(Type.String(), Type.String())),
   idleTimeoutMs: Type.Optional(Type.Integer()),
-  startTimeoutMs: Type.Optional(Type.Integer()),
+  startTimeoutMs: Type.Optional(Type.Integer({ maximum: TIMEOUT_CEILING_MS })),
   limits: Type.Optional(Type.Object({
     memoryMb: Type.Optional(Type.Number()), pids: Type.Optional(Type.Number()), cpus: Type.Optional(Type.Number()), diskMb: Type.Optional(Type.Number()),
   }, strict)),

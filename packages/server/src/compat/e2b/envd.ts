@@ -13,6 +13,8 @@ export interface EnvdCall {
   sandbox: Sandbox;
   /** The user the call acts as (`Authorization: Basic base64(user:)`, else the default user). */
   user: string;
+  /** The longest timeout a command may ask for (the tenant's maximum `timeoutMs`). */
+  maxTimeoutMs: number;
   /** Runs `fn` with the machine's agent, holding the machine awake until it settles. */
   withAgent<T>(fn: (agent: Agent) => Promise<T>): Promise<T>;
 }
@@ -78,7 +80,7 @@ export class Envd {
       if (sandbox.row.state === 'stopped') throw new NoSandbox(`sandbox ${sandboxId} was stopped`);
       const c = caller;
       const call: EnvdCall = {
-        caller: c, sandbox, user: userOf(req, url),
+        caller: c, sandbox, user: userOf(req, url), maxTimeoutMs: this.machines.io.maxTimeoutMs(c),
         withAgent: async (fn) => {
           // Traffic resumes a sandbox paused with autoResume: it runs (and times out) again.
           if (this.sandboxes.isPaused(sandbox)) await this.sandboxes.connect(c, sandboxId, 300);

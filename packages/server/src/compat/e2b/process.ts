@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { constants } from 'node:os';
+import { formatDuration } from '@shellbase/protocol';
+import { checkTimeout } from '../../core/validate.js';
 import type { Agent } from '../../machines/agent.js';
 import { SpawnerRequestError, type Attached, type Exit } from '../../util/spawner.js';
 import { bytesField, ConnectError, timeoutOf, type ServerStream } from './connect.js';
@@ -91,7 +93,8 @@ function endEvent(exit: Exit): object {
  * client is still there, and the stream ends with deadline_exceeded; a connection to a running
  * process (Connect, no `kill`) lets go then. A client that goes away detaches.
  */
-async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { onStdout(c: Buffer): void; onStderr(c: Buffer): void }) => Promise<Attached>, pty: boolean, kill: (() => void) | null): Promise<void> {
+async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { onStdout(c: Buffer): void; onStderr(c: Buffer): void }) => Promise<Attached>, pty: boolean, kill: (() => void) | null,
+  maxTimeoutMs?: number): Promise<void> {
   const data = (kind: string) => (c: Buffer) => stream.send({ event: { data: { [pty ? 'pty' : kind]: c.toString('base64') } } });
   const p = await open({ onStdout: data('stdout'), onStderr: data('stderr') });
   stream.send({ event: { start: { pid: await p.pid } } });
@@ -110,12 +113,19 @@ async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { on
     const exit = await p.exited;
     if (exit.detached) return;
     clearTimeout(deadline);
-    if (expired) { stream.end(new ConnectError('deadline_exceeded', `the process ran past the call's timeout of ${timeout} ms`)); return; }
+    if (expired) { stream.end(new ConnectError('deadline_exceeded', expiredMessage(timeout!, maxTimeoutMs))); return; }
     stream.send({ event: { end: endEvent(exit) } });
     stream.end();
   } finally {
     clearInterval(ping);
   }
+}
+
+/** What a command killed at its deadline is told: the limit, its value and (for a started command) the most it may ask for. */
+function expiredMessage(timeout: number, max: number | undefined): string {
+  const ran = `the process ran past the call's timeout of ${timeout} ms (${formatDuration(timeout)})`;
+  if (max === undefined) return ran;
+  return `${ran}, its timeoutMs; pass timeoutMs up to ${max} (${formatDuration(max)}, this tenant's maximum) to give it longer, or 0 for none`;
 }
 
 /** Kills the process started with `nonce` in its label, if it still runs (its pid may be anyone's later). */
@@ -137,10 +147,13 @@ async function start(call: EnvdCall, msg: Record<string, unknown>, stream: Serve
   const tag = msg.tag === undefined ? undefined : str(msg.tag, 'tag');
   const pty = ptySize(msg.pty);
   const label: ProcessLabel = { cmd, args, envs, ...(cwd ? { cwd } : {}), ...(tag ? { tag } : {}), ...(pty ? { pty: true } : {}), nonce: randomUUID() };
+  // A command's timeout (Connect-Timeout-Ms) is held to the tenant's maximum, as a query's; none (0) leaves it to the sandbox's lifetime.
+  const timeout = timeoutOf(req);
+  if (timeout !== undefined) checkTimeout('timeoutMs', timeout, call.maxTimeoutMs);
   await call.withAgent((agent) => follow(req, stream, (h) => startAs(agent, {
     argv: [cmd, ...args], user: call.user, ...(cwd ? { cwd } : {}), env: { ...call.sandbox.e2b.envs, ...envs },
     stdin: msg.stdin === true, ...(pty ? { pty } : {}), label: Buffer.from(JSON.stringify(label)),
-  }, h), pty !== undefined, killer(agent, label.nonce!)));
+  }, h), pty !== undefined, killer(agent, label.nonce!), call.maxTimeoutMs));
 }
 
 async function connect(call: EnvdCall, msg: Record<string, unknown>, stream: ServerStream, req: IncomingMessage): Promise<void> {

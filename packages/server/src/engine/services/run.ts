@@ -10,6 +10,7 @@ import type { Committer } from '../commit.js';
 import type { Hold } from '../../core/pins.js';
 import type { Deps } from '../../core/deps.js';
 import { resolveLimits } from '../../core/validate.js';
+import type { Limits } from '../../config.js';
 import { mergeForwarding, type Forwarding } from '../../net/forwarder.js';
 import type { EgressSession } from '../../net/egress.js';
 import { proxyEnv } from '../../net/proxy-env.js';
@@ -35,9 +36,10 @@ export interface RunContext {
   socketPath: string;
   /**
    * Throws (429) when the tenant may not run one more service now; else the cores its sandboxes
-   * share, and in a cluster the lease the run holds (its writes commit only while it still does).
+   * share, the most a sandbox of the tenant may ask for (its quotas over the server's), and in a
+   * cluster the lease the run holds (its writes commit only while it still does).
    */
-  admit(): Promise<{ tenantCpus: number; fence?: LeaseFence }>;
+  admit(): Promise<{ tenantCpus: number; maximums: Limits; fence?: LeaseFence }>;
   /** The context's other services on 127.0.0.1 inside this one's sandbox. */
   forwarding(): Promise<Forwarding | null>;
   /** An egress session under the service's effective policy (null: none). */
@@ -111,7 +113,7 @@ export class ServiceRun implements PortTarget {
   private async start(): Promise<void> {
     const { deps, log } = this.ctx;
     const { spec } = this.row;
-    const { tenantCpus, fence } = await this.ctx.admit();
+    const { tenantCpus, maximums, fence } = await this.ctx.admit();
     this.fence = fence;
     this.go('wake');
     const hold = deps.pins.hold();
@@ -121,7 +123,7 @@ export class ServiceRun implements PortTarget {
     let launched = false;
     try {
       const base = await this.ctx.head(hold);
-      const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, deps.config.maximums);
+      const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, maximums);
       deps.snapshotter.ensure?.(base.layers).catch(() => undefined);
       scratch = await deps.snapshotter.prepare({ diskMb: limits.diskMb });
       this.session = await this.ctx.egress();
@@ -132,9 +134,11 @@ export class ServiceRun implements PortTarget {
       this.abort = new AbortController();
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
+      const mount = await deps.snapshotter.mounts(base.layers, scratch);
+      const trust = await deps.trust?.forLayers(base.layers);
       this.ended = deps.runtime.run({
-        mount: await deps.snapshotter.mounts(base.layers, scratch), argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd,
-        env: this.session ? { ...proxyEnv(), ...as.env } : as.env, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
+        mount, argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd, ...(trust ? { overlays: [trust.dir] } : {}),
+        env: { ...trust?.env, ...(this.session ? { ...proxyEnv(), ...as.env } : as.env) }, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });

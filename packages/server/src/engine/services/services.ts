@@ -11,7 +11,7 @@ import type { Hold } from '../../core/pins.js';
 import { durably, type Caller, type Deps } from '../../core/deps.js';
 import { overQuota, quotasOf } from '../../core/quotas.js';
 import { newToken, gatewayUrls } from '../../util/tokens.js';
-import { checkEnv, checkName, checkRange, resolveLimits } from '../../core/validate.js';
+import { checkEnv, checkName, checkRange, checkTimeout, resolveLimits } from '../../core/validate.js';
 import { ContextForwarding, type Forwarding } from './forwarding.js';
 import { checkShare, ServiceLinks } from './links.js';
 import { ServiceLog } from './log.js';
@@ -134,8 +134,9 @@ export class Services {
       throw invalid('nothing to run', 'pass command as a string (run by bash -c) or a non-empty array (argv)');
     }
     const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? DEFAULT_IDLE_MS, 100, 86_400_000);
-    const startTimeoutMs = checkRange('startTimeoutMs', req.startTimeoutMs ?? DEFAULT_START_MS, 100, 600_000);
-    resolveLimits(req.limits, undefined, config.defaults, config.maximums); // refuses what a query may not ask for
+    const maxStartMs = quotasOf(config, caller).maximums.timeoutMs;
+    const startTimeoutMs = checkTimeout('startTimeoutMs', req.startTimeoutMs ?? Math.min(DEFAULT_START_MS, maxStartMs), maxStartMs, 100);
+    resolveLimits(req.limits, undefined, config.defaults, quotasOf(config, caller).maximums); // refuses what a query of the tenant may not ask for
     const access = req.access ?? 'url';
     if (!(SERVICE_ACCESS as readonly string[]).includes(access)) throw invalid(`access must be ${SERVICE_ACCESS.join(' or ')}`, '"key" makes the gateway want the tenant\'s API key as well as the URL');
     await this.lookups.getOrCreateContext(caller, context);
@@ -245,7 +246,7 @@ export class Services {
         runAs: (hold, base, argv, fromString) => this.lookups.runAs(caller(hold), row.context, base, argv, fromString, { env: row.spec.env }),
         admit: async () => {
           const tenant = await this.deps.metadata.tenants.get(row.tenantId);
-          const { runningServices, tenantCpus } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
+          const { runningServices, tenantCpus, maximums } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
           const awake = [...this.runs.values()].filter((r) => r.row.tenantId === row.tenantId && r.state !== 'sleeping').length;
           const over = () => overQuota('runningServices', runningServices, 'stop services you do not need (they also sleep when idle), or ask the admin for a higher quota');
           if (awake >= runningServices) throw over();
@@ -261,9 +262,9 @@ export class Services {
               await cluster.unclaim('service', row.token);
               throw over();
             }
-            return { tenantCpus, fence: { kind: 'service', key: row.token, worker: cluster.workerId, epoch: lease.epoch } };
+            return { tenantCpus, maximums, fence: { kind: 'service', key: row.token, worker: cluster.workerId, epoch: lease.epoch } };
           }
-          return { tenantCpus };
+          return { tenantCpus, maximums };
         },
         slept: async () => {
           const cluster = this.deps.cluster;

@@ -7,6 +7,7 @@ import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
 import { HAS_CURL } from '../../util/curl.js';
 import type { Readable } from 'node:stream';
+import type { MountSpec } from '../../store/snapshotter/types.js';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, RemoteBlob, Runtime, SandboxResult, SandboxSpec, SandboxUser, UnpackOptions, UnpackedLayer } from '../types.js';
 import type { Dialer } from '../../util/dialer.js';
 import { bridge, gunzipConfined, hasIgzip, jail, runHelper, unpackLayerConfined, unpackTar } from './helpers.js';
@@ -152,7 +153,7 @@ export class BwrapRuntime implements Runtime {
     };
     // Warm: sandboxes without stdin that nobody watches start (services need the cold path's pid).
     const warm = this.warm && !stream && !spec.onStart && !spec.stdin?.length
-      ? this.warm.take(warmJob({ mount: spec.mount, joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
+      ? this.warm.take(warmJob({ mount: withOverlays(spec), joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
       : null;
     let spawned = warm ? warm.spawned : this.startCold(spec, cgroup, handlers);
     spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });
@@ -218,13 +219,19 @@ export class BwrapRuntime implements Runtime {
   /** `sbx run` mounts the overlay in a private mount namespace and execs bwrap. */
   private startCold(spec: SandboxSpec, cgroup: Cgroup, handlers: SpawnHandlers): Spawned {
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
+    const mount = withOverlays(spec);
     const args = ['run'];
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
-    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', spec.mount.chdir, '--lower', spec.mount.lower, '--upper', spec.mount.upper,
-      '--work', spec.mount.work, '--merged', spec.mount.merged, '--', 'bwrap',
+    args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', mount.chdir, '--lower', mount.lower, '--upper', mount.upper,
+      '--work', mount.work, '--merged', mount.merged, '--', 'bwrap',
       ...bwrapArgs({ merged, ...this.commandLine(spec, false), env: spec.env, cwd: spec.cwd }));
     return spawner.start([SBX, ...args], spec.stdin, handlers);
   }
+}
+
+/** The sandbox's mount with its overlays (absolute paths) above the layers. */
+function withOverlays(spec: SandboxSpec): MountSpec {
+  return spec.overlays?.length ? { ...spec.mount, lower: [...spec.overlays, spec.mount.lower].join(':') } : spec.mount;
 }
 
 /** Where `sbx-user` appears inside a sandbox (its private /tmp). */

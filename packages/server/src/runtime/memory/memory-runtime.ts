@@ -1,3 +1,5 @@
+import { lstatSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { MemorySnapshotter, MergedTree } from '../../store/snapshotter/memory/memory-snapshotter.js';
 import type { Spawned } from '../../util/spawner.js';
@@ -6,7 +8,7 @@ import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, 
 import { parseScript, type Command } from './script.js';
 import { invalid } from '../../errors.js';
 import { normalizeTarPath, readTar } from '../../images/oci/tar.js';
-import { dirNode, fileNode, find, parentOf } from '../../store/snapshotter/memory/tree.js';
+import { dirNode, fileNode, find, parentOf, type Node } from '../../store/snapshotter/memory/tree.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
 
 const unsupported = (what: string) => new Error(`the in-memory runtime does not ${what} (use the bwrap runtime)`);
@@ -27,7 +29,7 @@ export class MemoryRuntime implements Runtime {
 
   async run(spec: SandboxSpec): Promise<SandboxResult> {
     const started = performance.now();
-    const tree = this.snapshotter.merged(spec.mount);
+    const tree = this.snapshotter.merged(spec.mount, (spec.overlays ?? []).map(hostTree));
     const out = { stdout: '', stderr: '', truncated: false };
     const emit = (stream: 'stdout' | 'stderr', text: string) => {
       const room = spec.limits.outputBytes - Buffer.byteLength(out[stream]);
@@ -202,4 +204,17 @@ async function runOne(cmd: Command, env: Env): Promise<number> {
     }
   } else env.emit('stdout', stdout);
   return status;
+}
+
+/** A host directory in overlay format as an in-memory layer (files, directories and symlinks; owners as stored). */
+function hostTree(dir: string): Node {
+  const s = lstatSync(dir);
+  const attrs = { mode: s.mode & 0o7777, uid: s.uid, gid: s.gid, atimeMs: s.atimeMs, mtimeMs: s.mtimeMs };
+  if (s.isDirectory()) {
+    const node = dirNode(attrs);
+    for (const name of readdirSync(dir)) node.children!.set(name, hostTree(path.join(dir, name)));
+    return node;
+  }
+  if (s.isSymbolicLink()) return { ...fileNode(Buffer.alloc(0), attrs), kind: 'symlink', data: undefined, target: readlinkSync(dir) };
+  return fileNode(readFileSync(dir), attrs);
 }

@@ -55,12 +55,12 @@ export class MemorySnapshotter implements Snapshotter {
     return { chdir: 'memory', lower: JSON.stringify([...layers].reverse()), upper: scratch.id, work: '', merged: '' };
   }
 
-  /** The merged tree a mount describes, for the in-memory runtime. */
-  merged(spec: MountSpec): MergedTree {
+  /** The merged tree a mount describes, for the in-memory runtime, with `above` over its layers (top first). */
+  merged(spec: MountSpec, above: readonly Node[] = []): MergedTree {
     const s = this.scratches.get(spec.upper);
     if (!s) throw new Error(`no scratch ${spec.upper}`);
     const lowers = (JSON.parse(spec.lower) as string[]).map((id) => this.layers.get(id)!.root);
-    return new MergedTree(s.tree, lowers, s.scratch.diskMb * 2 ** 20);
+    return new MergedTree(s.tree, [...above, ...lowers], s.scratch.diskMb * 2 ** 20);
   }
 
   private take(scratch: Scratch) {
