@@ -37,7 +37,8 @@ export class Agent {
   /** The agent's process table (frames of util/spawner.ts): starts with options, attach, input, signals, list. */
   readonly spawner: Spawner;
 
-  constructor(socketPath: string) {
+  /** `env`: what every command gets under its own (a machine's `guestEnv`: the host's authorities). */
+  constructor(socketPath: string, private readonly env: Record<string, string> = {}) {
     const open: OpenChannel = (onData, onClose) => {
       const s = connect(socketPath);
       s.setNoDelay(true);
@@ -62,7 +63,7 @@ export class Agent {
     const dropping = [false, false];
     const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')];
     const names = ['stdout', 'stderr'] as const;
-    const env = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...GUEST_PROXY_ENV, ...req.env };
+    const env = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8', ...GUEST_PROXY_ENV, ...this.env, ...req.env };
     const argv = ['/usr/bin/env', '-i', '-C', req.cwd ?? '/root', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...req.argv];
     // Up to the cap, kept (a copy: the frame's buffer is not ours to hold); with the first byte past
     // it, the guest's agent is told to stop sending that stream.
@@ -103,7 +104,7 @@ export class Agent {
   terminal(size: { cols: number; rows: number }, onOutput: (chunk: Buffer) => void): Attached {
     return this.spawner.startWith({
       argv: ['/bin/sh', '-c', 'exec "${SHELL:-/bin/sh}" -l'], user: 'root',
-      env: { TERM: 'xterm-256color', LANG: 'C.UTF-8', ...GUEST_PROXY_ENV }, pty: size,
+      env: { TERM: 'xterm-256color', LANG: 'C.UTF-8', ...GUEST_PROXY_ENV, ...this.env }, pty: size,
     }, { onStdout: onOutput, onStderr: onOutput });
   }
 

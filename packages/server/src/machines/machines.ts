@@ -13,6 +13,7 @@ import { DISK_GB, overlay } from './disk.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineRun } from './run.js';
 import { templateSource } from './restore.js';
+import { quotasOf } from '../core/quotas.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
@@ -75,7 +76,7 @@ export class Machines extends MachineRuns {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
         spec: {
           format: tpl.ramPadKb ? 3 : 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
-          ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}),
+          ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}), ...(Object.keys(tpl.env).length ? { guestEnv: tpl.env } : {}),
           diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
         },
       };
@@ -272,7 +273,9 @@ export class Machines extends MachineRuns {
     const run = await this.runFor(caller, id);
     const release = await run.acquire();
     try {
-      return { version: await commitMachine(caller, run, context, this.contexts.exec) };
+      // Ten minutes to apply the changes, or the tenant's most when that is less.
+      const timeoutMs = Math.min(600_000, quotasOf(this.deps.config, caller).maximums.timeoutMs);
+      return { version: await commitMachine(caller, run, context, this.contexts.exec, timeoutMs) };
     } finally {
       release();
     }

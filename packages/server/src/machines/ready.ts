@@ -247,7 +247,7 @@ export class ReadyPool {
       goOn();
       session = await egress.ahead(host.uid);
       goOn();
-      const spec = { memoryMb, cpus, disk: [disk, tpl.disk], ports: [], ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}) };
+      const spec = { memoryMb, cpus, disk: [disk, tpl.disk], ports: [], ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}), guestEnv: tpl.env };
       const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, templateSource(tpl), session.socket, goOn);
       const r: ReadyVm = { id, tenantId, template: tpl, memoryMb, cpus, disk, vm, agent, session, release };
       try {

@@ -26,7 +26,7 @@ export function templateSource(tpl: Pick<Template, 'ram' | 'state' | 'dir'>): Re
 export interface RestoreTarget {
   id: string;
   tenantId: string;
-  spec: Pick<MachineSpec, 'memoryMb' | 'ramPadKb' | 'cpus' | 'disk' | 'ports'>;
+  spec: Pick<MachineSpec, 'memoryMb' | 'ramPadKb' | 'cpus' | 'disk' | 'ports' | 'guestEnv'>;
 }
 
 /** A restored QEMU whose guest answers its agent, its CPUs running. */
@@ -70,7 +70,7 @@ export async function restoreVm(host: MachineHost, m: RestoreTarget, src: Restor
     await vm.bridge(layout.agentSocket(dir), host.agentPort);
     for (const p of m.spec.ports) await vm.bridge(layout.portSocket(dir, p.port), p.port);
     goOn();
-    agent = new Agent(layout.agentSocket(dir));
+    agent = new Agent(layout.agentSocket(dir), m.spec.guestEnv);
     await agent.settle();
     return { vm, agent };
   } catch (e) {

@@ -138,7 +138,7 @@ export class MachineRuns {
       forward: this.deps.forwarder.installed() })
       .then((h) => {
         this.host_ = h;
-        this.templates = new Templates(h, layers, log);
+        this.templates = new Templates(h, layers, log, this.deps.trust);
         this.ready = new ReadyPool({ host: h, egress: this.deps.egress, templates: this.templates, config: config.machines, log, room: (mb) => this.hasRoom(mb) });
         return h;
       })

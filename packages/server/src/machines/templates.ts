@@ -10,6 +10,7 @@ import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from './qemu.js';
 import { ramPadKb } from './live-copy.js';
 import { PRUNED } from './commit.js';
 import { removeTree } from '../util/remove.js';
+import type { TrustLayers, TrustOverlay } from '../trust/index.js';
 
 /** Bump when what a template holds or how it is made changes (4: the kernel layer on its disk). */
 const TEMPLATE_FORMAT = 4;
@@ -36,6 +37,8 @@ export interface Template {
   state: string;
   /** KiB of RAM past its MiB (machines/live-copy.ts `ramPadKb`): its machines restore into RAM of that size. */
   ramPadKb: number;
+  /** Variables its machines' commands get (the host's authorities on its disk: trust/); empty when none. */
+  env: Record<string, string>;
 }
 
 export interface TemplateSource {
@@ -58,14 +61,16 @@ export class Templates {
   /** Templates handed out whose machine may not have its metadata row yet (never collected). */
   private readonly held = new Map<string, number>();
 
-  constructor(private readonly host: MachineHost, private readonly layers: Snapshotter, private readonly log: Logger) {}
+  /** `trust`: the host's authorities, stacked on every template's disk (a change of them makes new templates). */
+  constructor(private readonly host: MachineHost, private readonly layers: Snapshotter, private readonly log: Logger, private readonly trust?: TrustLayers) {}
 
   async key(src: TemplateSource): Promise<string> {
     const { assets, accel, guest } = this.host;
     const pad = await this.ramPadKb();
+    const trust = await this.trust?.forLayers(src.layers);
     return createHash('sha256').update(JSON.stringify({
       format: TEMPLATE_FORMAT, layers: src.layers, assets: assets.tag, guest: guest.hash, qemu: await qemuBuild(), type: MACHINE_TYPE,
-      accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ...(pad ? { ramPadKb: pad } : {}),
+      accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ...(pad ? { ramPadKb: pad } : {}), ...(trust ? { trust: trust.key } : {}),
     })).digest('hex').slice(0, 16);
   }
 
@@ -88,7 +93,8 @@ export class Templates {
     const dir = await this.dir(src);
     const release = this.hold(dir);
     try {
-      return await fn(await this.get(dir, src, await this.ramPadKb()).catch(failed));
+      const trust = (await this.trust?.forLayers(src.layers)) ?? null;
+      return await fn(await this.get(dir, src, await this.ramPadKb(), trust).catch(failed));
     } finally {
       release();
     }
@@ -106,8 +112,11 @@ export class Templates {
     };
   }
 
-  private async get(dir: string, src: TemplateSource, ramPadKb: number): Promise<Template> {
-    const at = (d: string): Template => { const f = this.host.layout.templateFiles(d); return { dir: d, disk: f.disk, ram: f.ram, state: f.state, ramPadKb }; };
+  private async get(dir: string, src: TemplateSource, ramPadKb: number, trust: TrustOverlay | null): Promise<Template> {
+    const at = (d: string): Template => {
+      const f = this.host.layout.templateFiles(d);
+      return { dir: d, disk: f.disk, ram: f.ram, state: f.state, ramPadKb, env: trust?.env ?? {} };
+    };
     const info = this.host.layout.templateFiles(dir).info;
     if (existsSync(info)) {
       const now = new Date();
@@ -116,7 +125,7 @@ export class Templates {
     }
     let p = this.building.get(dir);
     if (!p) {
-      p = this.build(src, dir, ramPadKb).then(() => at(dir)).finally(() => this.building.delete(dir));
+      p = this.build(src, dir, ramPadKb, trust).then(() => at(dir)).finally(() => this.building.delete(dir));
       this.building.set(dir, p);
     }
     return p;
@@ -154,7 +163,7 @@ export class Templates {
     return deleted;
   }
 
-  private async build(src: TemplateSource, dir: string, ramPadKb: number): Promise<void> {
+  private async build(src: TemplateSource, dir: string, ramPadKb: number, trust: TrustOverlay | null): Promise<void> {
     const started = Date.now();
     const tmp = `${dir}.building-${process.pid}`;
     rmSync(tmp, { recursive: true, force: true });
@@ -166,7 +175,8 @@ export class Templates {
     this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
     let vm: QemuVm | null = null;
     try {
-      await buildDisk(this.layers, this.host.runtime, src.layers, [this.host.guest.dir, this.host.assets.layer], files.base, layout.buildDir);
+      const above = [...(trust ? [trust.dir] : []), this.host.guest.dir, this.host.assets.layer];
+      await buildDisk(this.layers, this.host.runtime, src.layers, above, files.base, layout.buildDir);
       // Relative: the chain must survive the rename below.
       chmodSync(files.base, 0o644); // every machine's QEMU reads it
       await overlay(path.basename(files.base), files.disk, tmp);

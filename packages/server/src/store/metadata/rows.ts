@@ -242,6 +242,11 @@ export interface MachineShape {
   idleTimeoutMs: number;
   /** The request's narrowing of the egress policy (absent: its context's, or its tenant's). */
   network?: NetworkPolicy;
+  /**
+   * Variables every command its agent runs gets, under the command's own: those of the host's
+   * authorities its disk was made with (trust/). Forks and snapshots keep them with the disk.
+   */
+  guestEnv?: Record<string, string>;
 }
 
 /** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
