@@ -1,7 +1,7 @@
-// bin/node --import tsx bench/cluster.ts [--quick]: cluster mode on this one host (issue 18's
-// performance section). A worker over Postgres and the S3 API of test/s3.ts against the embedded
+// bin/node --import tsx bench/cluster.ts [--quick]: cluster mode on this one host (docs/performance.md,
+// Cluster mode). A worker over Postgres and the S3 API of test/s3.ts against the embedded
 // server; fresh workers for the first query on a context they have never seen. Figures
-// are printed (ratios against the embedded server where the issue asks for one); nothing is
+// are printed (ratios against the embedded server where a goal is set against it); nothing is
 // asserted. Postgres counts statements with pg_stat_statements: each is one round trip. The
 // embedded server and the warm worker take turns query by query; the cold first query is run on
 // several fresh workers, and the p50 of each figure over them is reported (a single query is

@@ -1,4 +1,4 @@
-// A pull taken apart (issue 19): one run each of the pieces a pull is made of, against the same
+// A pull taken apart: one run each of the pieces a pull is made of, against the same
 // loopback registry and the same image, to see where the time goes. Not part of `npm run bench`:
 //   bin/node --import tsx bench/pull-profile.ts [MB]
 import { execFile } from 'node:child_process';

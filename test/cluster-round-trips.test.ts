@@ -36,7 +36,7 @@ async function per(w: Worker, n: number, fn: (i: number) => Promise<unknown>): P
   return ((await trips(w)) - before) / n;
 }
 
-test('cluster round trips: a read-only query costs 3, a committing one 5 (the issue\'s goals: at most 3 and 5)', async () => {
+test('cluster round trips: a read-only query costs 3, a committing one 5 (the goals: at most 3 and 5)', async () => {
   const ctx = a.sb.context('trips');
   await ctx.exec('true'); // made, and the key looked up once
   // Admission (a quota slot), the context with its head and services, the slot's release with the usage row.

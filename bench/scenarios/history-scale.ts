@@ -125,7 +125,7 @@ async function measure(b: Bench, label: string, home: string, probeCommits: numb
 }
 
 /**
- * Scenario 12 (issue 26): a server over a store of 1,000,000 versions across 1,000 contexts
+ * Scenario 12, history at scale: a server over a store of 1,000,000 versions across 1,000 contexts
  * (100,000 across 100 with --quick), made straight in the metadata database, against a server
  * over an empty store: query and commit p50 (goal ≤ 1.1×), resident memory (goal ≤ 1.2×), a
  * collection pass (its time, and the worst event-loop delay meanwhile), a usage report, start-up.

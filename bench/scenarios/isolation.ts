@@ -13,7 +13,7 @@ const ATTACKS: [string, string, Record<string, number>][] = [
 /**
  * Scenario 9, noisy neighbours: a tenant's `true` queries while another tenant runs a fork bomb,
  * a memory bomb, an output flood, a disk fill and a cpu burn at once, each within its limits,
- * against the same queries on an idle server. The issue's bar is 2×.
+ * against the same queries on an idle server. The goal is 2×.
  */
 export async function isolation(b: Bench): Promise<void> {
   const { t } = b;

@@ -27,7 +27,7 @@ export async function machines(b: Bench): Promise<void> {
 
   await creates(b, accel, n);
 
-  // These rows are the stopped copy's, as measured since the first round (auto would choose by size).
+  // These rows are the stopped copy's, comparable with earlier results (auto would choose by size).
   t.config.machines.liveCopy = 'off';
   const runs = { idle: { pause: [] as number[], ready: [] as number[] }, busy: { pause: [] as number[], ready: [] as number[] } };
   for (let i = 0; i < n; i++) {
@@ -50,7 +50,7 @@ export async function machines(b: Bench): Promise<void> {
 }
 
 /**
- * Issue 23: a create restores the template's machine (ready VMs off), or takes one restored ahead
+ * A create restores the template's machine (ready VMs off), or takes one restored ahead
  * for the hot template (machines/ready.ts, the default: the pool is full again before each
  * create, as between a busy template's creates). The create call alone, and it with a first exec.
  * Ready VMs are off after (the one left ready waits paused: no CPU), so the forks measured next
@@ -85,7 +85,7 @@ async function creates(b: Bench, accel: string, n: number): Promise<void> {
 }
 
 /**
- * Issue 23: a 1 GiB machine with 100 and then 800 MiB more in use (a tmpfs in the guest), forked
+ * A 1 GiB machine with 100 and then 800 MiB more in use (a tmpfs in the guest), forked
  * by a live copy and by a stopped one in turn: the source's pause (QEMU's STOP to RESUME for a
  * live copy) and the fork call until the fork answers exec.
  */

@@ -8,7 +8,7 @@ import { startTestServer, type TestServer } from '../../test/harness.ts';
 import { httpClient, latency, pct, value, type Bench } from '../lib.ts';
 
 /**
- * Scenario 14: queries in sandboxes made ahead (the warm pool, issue 23) against the same
+ * Scenario 14: queries in sandboxes made ahead (the warm pool) against the same
  * queries started cold (a second server with `warm: false`) and a bare bwrap start, all in
  * rounds that alternate, so that the machine's drift hits each alike. Then parallel queries on
  * one context on both servers, the peer just-bash (in-process, simulated) against the same

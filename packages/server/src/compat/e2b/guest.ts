@@ -8,7 +8,7 @@ import { ConnectError, type ConnectCode } from './connect.js';
 export const DEFAULT_USER = 'user';
 
 /**
- * Made in the guest when the image lacks it (the debian image gains it with issue 25): with
+ * Made in the guest when the image lacks it (the debian image has it): with
  * uid 1000 when free, and a sudoers line where sudo is installed. Idempotent, and safe to race.
  */
 const MAKE_DEFAULT_USER = `id -u ${DEFAULT_USER} >/dev/null 2>&1 && exit 0
