@@ -31,8 +31,14 @@ int blob_open(unsigned long long most, void (*stop_children)(void)) {
   return p[0];
 }
 
-/* Ends the process from the thread: a line for the server on stdout (one write), or a message. */
+static int failing;
+
+int blob_failing(void) { return __atomic_load_n(&failing, __ATOMIC_SEQ_CST); }
+
+/* Ends the process from the thread: a line for the server on stdout (one write), or a message.
+   Marked first: the children it stops end the main thread's reading, which must not answer for them. */
 static void fail(int code, const char *line) {
+  __atomic_store_n(&failing, 1, __ATOMIC_SEQ_CST);
   if (code == 65) { if (write(1, line, strlen(line)) < 0) { /* nobody to tell */ } }
   else fprintf(stderr, "sbx-tarcheck: %s\n", line);
   stop();

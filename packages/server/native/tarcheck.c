@@ -73,6 +73,7 @@ static void report_got(void) {
 /* A failed layer's end: how far the blob got, the reports out, the children killed. _exit, not
    exit: the pump thread may still be hashing, and exit's handlers would free what it uses. */
 static void finish(int code) {
+  if (blob && blob_failing()) for (;;) pause(); /* the pump is ending the process with its own answer */
   report_got();
   fflush(stdout);
   stop_children();
@@ -102,6 +103,7 @@ static void bad(const char *fmt, ...) {
 }
 
 static void die(const char *what) {
+  if (blob && blob_failing()) for (;;) pause();
   fprintf(stderr, "sbx-tarcheck: %s: %s\n", what, strerror(errno));
   fflush(stdout);
   stop_children();
