@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { isImportedLayer } from '../../packages/server/src/images/ids.ts';
+import { isImportedLayer } from '../../packages/server/src/store/layer-ids.ts';
 import type { EntryAttrs, LayerReader, Scratch, ScratchWriter, Snapshotter } from '../../packages/server/src/store/snapshotter/types.ts';
 
 const ROOT: EntryAttrs = { mode: 0o755, uid: 100_000, gid: 100_000 };

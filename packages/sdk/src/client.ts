@@ -6,6 +6,9 @@ import { build, buildStream, imagesApi, type BuildOptions } from './images.js';
 import { ConnectionError, errorFromBody } from './errors.js';
 import { openTunnel } from './tunnel.js';
 import type { Socket } from 'node:net';
+import { keepApiKey, type RequestOptions, type Transport } from './transport.js';
+
+export type { RequestOptions } from './transport.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:7070';
 
@@ -16,21 +19,6 @@ export interface ShellbaseOptions {
   apiKey?: string;
 }
 
-export interface RequestOptions {
-  body?: unknown;
-  /** A body sent as bytes (application/octet-stream), whole or streamed. */
-  raw?: string | Uint8Array | AsyncIterable<Uint8Array>;
-  headers?: Record<string, string>;
-  accept?: string;
-  signal?: AbortSignal;
-  /** Query parameters; an array repeats its parameter. */
-  query?: Record<string, string | number | string[] | undefined>;
-}
-
-/** Each client's key, for the SDK's own modules that open connections themselves (pty.ts); not part of the class's surface. */
-const KEYS = new WeakMap<Shellbase, string | undefined>();
-export const apiKeyOf = (sb: Shellbase): string | undefined => KEYS.get(sb);
-
 function defaultKey(): string | undefined {
   if (process.env.SHELLBASE_API_KEY) return process.env.SHELLBASE_API_KEY;
   const file = `${process.env.SHELLBASE_HOME || '/var/lib/shellbase'}/admin.key`;
@@ -38,7 +26,7 @@ function defaultKey(): string | undefined {
 }
 
 /** The shellbase client: `new Shellbase().context('demo').exec('ls')`. */
-export class Shellbase {
+export class Shellbase implements Transport {
   readonly url: string;
   private readonly apiKey?: string;
 
@@ -50,7 +38,7 @@ export class Shellbase {
     this.urlSource = options.url !== undefined ? 'the url option' : fromEnv !== undefined ? 'SHELLBASE_URL' : 'the default';
     this.url = (options.url ?? fromEnv ?? DEFAULT_URL).replace(/\/+$/, '');
     this.apiKey = options.apiKey ?? defaultKey();
-    KEYS.set(this, this.apiKey);
+    keepApiKey(this, this.apiKey);
   }
 
   /** A handle on a context; nothing is sent until it is used (exec creates it if missing). */

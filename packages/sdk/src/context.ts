@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import type { Context, ContextDefaults, ContextNetwork, CreateServiceRequest, NetworkConnection, NetworkPolicy, ServiceShare, DiffResult, DirEntry, ExecEvent, ExecRequest, ExecResult, FileStat, Service, Version } from '@shellbase/protocol';
-import type { Shellbase } from './client.js';
+import type { Transport } from './transport.js';
 import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 import { listenTunnel, type LocalTunnel } from './tunnel.js';
 
@@ -8,7 +8,7 @@ export type ExecOptions = Omit<ExecRequest, 'command' | 'argv'> & { signal?: Abo
 
 /** A context, optionally pinned to a version (`at`), as the SDK sees it. */
 export class ContextHandle {
-  constructor(private readonly sb: Shellbase, readonly name: string, readonly pinnedVersion?: string) {}
+  constructor(private readonly sb: Transport, readonly name: string, readonly pinnedVersion?: string) {}
 
   private path(suffix = ''): string {
     return `/v1/contexts/${encodeURIComponent(this.name)}${suffix}`;

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseDockerignore, type BuildEvent, type BuildResult, type Image, type ImageEvent } from '@shellbase/protocol';
-import type { Shellbase } from './client.js';
+import type { Transport } from './transport.js';
 import { ndjson } from './ndjson.js';
 import { tarDirectory } from './tar.js';
 
@@ -35,7 +35,7 @@ export function contextOf(dir: string, dockerfile = 'Dockerfile'): AsyncIterable
 }
 
 /** `sb.images`: OCI images of the caller's tenant. */
-export function imagesApi(sb: Shellbase) {
+export function imagesApi(sb: Transport) {
   const events = async function* <E extends { type: string }>(res: Response): AsyncGenerator<E> { yield* ndjson<E>(res); };
   return {
     /** Pulls an image from its registry (`insecure`: plain HTTP; loopback registries always are). */
@@ -67,7 +67,7 @@ export function imagesApi(sb: Shellbase) {
 }
 
 /** Builds a Dockerfile into a context, yielding its steps, RUN output, then `result`. */
-export async function* buildStream(sb: Shellbase, o: BuildOptions): AsyncGenerator<BuildEvent> {
+export async function* buildStream(sb: Transport, o: BuildOptions): AsyncGenerator<BuildEvent> {
   const body = typeof o.context === 'string' ? contextOf(o.context, o.dockerfile) : o.context;
   const res = await sb.request('POST', '/v1/builds', {
     raw: body, accept: 'application/x-ndjson', signal: o.signal,
@@ -80,7 +80,7 @@ export async function* buildStream(sb: Shellbase, o: BuildOptions): AsyncGenerat
 }
 
 /** Builds a Dockerfile into a context and resolves with its steps; `onEvent` sees the stream as it comes. */
-export async function build(sb: Shellbase, o: BuildOptions & { onEvent?: (e: BuildEvent) => void }): Promise<BuildResult> {
+export async function build(sb: Transport, o: BuildOptions & { onEvent?: (e: BuildEvent) => void }): Promise<BuildResult> {
   for await (const e of buildStream(sb, o)) {
     o.onEvent?.(e);
     if (e.type === 'result') return { context: e.context, version: e.version, steps: e.steps };

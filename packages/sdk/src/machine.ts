@@ -1,5 +1,5 @@
 import type { CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
-import { apiKeyOf, type Shellbase } from './client.js';
+import { apiKeyOf, type Transport } from './transport.js';
 import { openPty, type MachinePty } from './pty.js';
 import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 
@@ -7,7 +7,7 @@ export type MachineExecOptions = Omit<MachineExecRequest, 'command' | 'argv'> & 
 
 /** A machine (microVM) by id, as the SDK sees it. */
 export class MachineHandle {
-  constructor(private readonly sb: Shellbase, readonly id: string) {}
+  constructor(private readonly sb: Transport, readonly id: string) {}
 
   private path(suffix = ''): string {
     return `/v1/machines/${encodeURIComponent(this.id)}${suffix}`;
@@ -90,7 +90,7 @@ export class MachineHandle {
 const absolute = (p: string) => (p.startsWith('/') ? p : `/${p}`).split('/').map((s) => encodeURIComponent(s)).join('/');
 
 /** `sb.machines`: create, get, list, restore snapshots. */
-export function machinesApi(sb: Shellbase) {
+export function machinesApi(sb: Transport) {
   return {
     create: async (req: CreateMachineRequest = {}): Promise<MachineHandle> => new MachineHandle(sb, (await sb.json<Machine>('POST', '/v1/machines', { body: req })).id),
     get: (id: string): MachineHandle => new MachineHandle(sb, id),

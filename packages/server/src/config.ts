@@ -3,6 +3,9 @@ import path from 'node:path';
 import { TIMEOUT_CEILING_MS, type NetworkPolicy } from '@shellbase/protocol';
 import { invalid } from './errors.js';
 import { checkPolicy } from './net/policy.js';
+import type { EgressConfig } from './net/settings.js';
+
+export type { EgressConfig } from './net/settings.js';
 
 /** A query's resource limits, all present. */
 export interface Limits {
@@ -130,19 +133,6 @@ function locality(e: Record<string, string | undefined>): number | null {
   return on === 'on' ? num('SHELLBASE_LOCALITY_MAX_LOAD', 16, e) : null;
 }
 
-export interface EgressConfig {
-  /** The policy of tenants that have none of their own (SHELLBASE_EGRESS: none, public, or allow:a.com,*.b.com). */
-  default: NetworkPolicy;
-  /** Private ranges the admin lets sandboxes reach (SHELLBASE_EGRESS_ALLOW_CIDRS, comma-separated). */
-  allowCidrs: string[];
-  /** Names the proxy resolves to given addresses before asking DNS (SHELLBASE_EGRESS_HOSTS: name=address,…; tests and split-horizon setups). */
-  hosts: Record<string, string>;
-  /** Connections open at once through the proxy, per sandbox and per tenant. */
-  maxPerSandbox: number;
-  maxPerTenant: number;
-  /** Days the egress audit log keeps a connection (SHELLBASE_EGRESS_LOG_DAYS; garbage collection trims it). */
-  logDays: number;
-}
 
 function egressDefault(v: string | undefined): NetworkPolicy {
   if (v === undefined || v === '' || v === 'public') return { egress: 'public' };

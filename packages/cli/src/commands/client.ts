@@ -1,6 +1,6 @@
 import { Shellbase, limitMessage } from '@shellbase/sdk';
 import { durationFlag, flag, numberFlag, UsageError, type Command } from '../args.js';
-import { networkFlag } from './network.js';
+import { networkFlag } from './policy.js';
 
 /** A client from SHELLBASE_URL and SHELLBASE_API_KEY (or the admin key of a server on this host). */
 export const sb = () => new Shellbase();

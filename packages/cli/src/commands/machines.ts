@@ -2,7 +2,7 @@ import { limitMessage } from '@shellbase/sdk';
 import { UsageError, durationFlag, flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
 import { server } from './serve.js';
 import { sb } from './client.js';
-import { networkFlag } from './network.js';
+import { networkFlag } from './policy.js';
 
 const ID = { positionals: [1, 1] as [number, number] };
 

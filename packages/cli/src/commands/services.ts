@@ -1,6 +1,6 @@
 import { durationFlag, flag, numberFlag, UsageError, type Command } from '../args.js';
 import type { ServiceShare } from '@shellbase/sdk';
-import { networkFlag } from './network.js';
+import { networkFlag } from './policy.js';
 import { sb } from './client.js';
 
 const SERVE_APP = 'shellbase serve-app CTX NAME --port P [--idle DURATION] [--start-timeout DURATION] [--access url|key] [--network POLICY] [--share tenant|CTX,…] -- CMD...';

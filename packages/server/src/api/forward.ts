@@ -3,7 +3,7 @@ import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { FORWARDED, type Peers } from '../core/peers.js';
 import { ShellbaseError } from '../errors.js';
-import { failUpgrade, HOP_BY_HOP } from './gateway.js';
+import { failUpgrade, HOP_BY_HOP } from './http-relay.js';
 
 // Cluster mode: a request for a target another worker runs is passed to that worker as it came
 // (its Host, path and API key, which the receiving worker checks again), with this worker's proof

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { FORWARDED, type Peers } from '../core/peers.js';
 import type { PortTarget } from '../util/pipe.js';
 import { forwardedHere, forwardRequest, forwardUpgrade } from './forward.js';
+import { HOP_BY_HOP, failUpgrade, toError } from './http-relay.js';
 import { ShellbaseError, notFound } from '../errors.js';
 
 /** Which service a request is for: `{token}.localhost[:port]` or the `/s/{token}/` prefix. */
@@ -15,8 +16,6 @@ export function route(host: string | undefined, url: string): { token: string; p
   if (byPath) return { token: byPath[1], path: byPath[2]?.startsWith('/') ? byPath[2] : `/${byPath[2] ?? ''}` };
   return null;
 }
-
-export const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'];
 
 /**
  * The gateway: one HTTP server for every service and every exposed machine
@@ -135,13 +134,6 @@ export class PortProxy {
   close(): void { for (const a of this.agents.values()) a.destroy(); }
 }
 
-/** An upgrade that cannot be passed through: the error, and the socket closes. */
-export function failUpgrade(socket: Duplex, err: unknown): void {
-  const e = toError(err);
-  // Destroyed once written: the socket is paused, so it would never read the client's end.
-  socket.once('finish', () => socket.destroy());
-  socket.end(`HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: e.toBody() })}`);
-}
 
 /** Who an `Authorization` header's API key belongs to (throws 401 for a missing or unknown key). */
 export type Authenticate = (authorization: string | undefined) => Promise<{ tenantId: string; admin: boolean }>;
@@ -159,8 +151,4 @@ export async function checkKey(req: IncomingMessage, run: PortTarget, authentica
   if (who.tenantId !== run.owner.tenantId && !who.admin) {
     throw new ShellbaseError('forbidden', `this API key is not of ${run.name}'s tenant`, { hint: 'use a key of the tenant that owns it' });
   }
-}
-
-function toError(err: unknown): ShellbaseError {
-  return err instanceof ShellbaseError ? err : new ShellbaseError('internal', 'internal error', { cause: err });
 }

@@ -1,7 +1,8 @@
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import swagger from '@fastify/swagger';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer, type ServerOptions as TlsOptions } from 'node:https';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -12,7 +13,6 @@ import type { Caller } from '../core/deps.js';
 import type { Peers } from '../core/peers.js';
 import { forwardedHere } from './forward.js';
 import { internalTunnels } from './internal-tunnel.js';
-import type { E2bCompat } from '../compat/e2b/index.js';
 import { ShellbaseError } from '../errors.js';
 import { consoleRoutes } from './console.js';
 import { routeQueries, type Locality } from './locality.js';
@@ -45,11 +45,19 @@ export const BODY_LIMIT = 10 * 1024 * 1024;
 /** Request line and headers together; more is 431. */
 export const MAX_HEADER_BYTES = 16 * 1024;
 
+/** Another API on the API's port: it says which requests (and upgrades) are its own, and serves them. */
+export interface FrontDoor {
+  claims(req: IncomingMessage): boolean;
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  /** Takes an upgrade that is its own (true), or leaves it (false). */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+}
+
 export interface ApiOptions {
   engine: Engine;
   machines: Machines;
-  /** The E2B-compatible API, served on the same port (compat/e2b: it claims its own requests). */
-  e2b?: E2bCompat;
+  /** Another API served on the same port, which claims its own requests (compat/e2b: E2B's). */
+  e2b?: FrontDoor;
   log: Logger;
   metrics: Registry;
   http: ServerConfig['http'];

@@ -2,7 +2,7 @@ import type { Context, ContextDefaults, ExecRequest, ExecResult, GcResult, Versi
 import path from 'node:path';
 import { ShellbaseError, notFound } from '../errors.js';
 import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
-import { imageVersionId, parseImageLayer } from '../images/ids.js';
+import { imageVersionId, parseImageLayer } from '../store/layer-ids.js';
 import type { ContextRow, NewVersion, ServiceRow, VersionRow } from '../store/metadata/types.js';
 import { Committer } from './commit.js';
 import type { ContextAccess, ExecHooks } from '../core/contexts.js';

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, w
 import path from 'node:path';
 import { ShellbaseError } from '../errors.js';
 import { SBX_STORE } from '../util/native.js';
-import { imageLayerId, parseImageLayer } from './ids.js';
+import { imageLayerId, parseImageLayer } from '../store/layer-ids.js';
 import { run, runOk } from '../util/proc.js';
 import { configuredMirror, debianRecipe } from './debian.js';
 
@@ -13,7 +13,7 @@ import { configuredMirror, debianRecipe } from './debian.js';
  * layer of every version made from it; its id names the recipe it came from.
  */
 export interface ImageInfo {
-  /** Layer id of the image, e.g. `image:debian:1-ab12cd34` (images/ids.ts). */
+  /** Layer id of the image, e.g. `image:debian:1-ab12cd34` (store/layer-ids.ts). */
   layerId: string;
   name: string;
   /** Its build: the recipe's version and hash. */

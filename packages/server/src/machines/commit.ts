@@ -2,7 +2,8 @@ import type { VersionCause } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
 import type { Caller } from '../core/deps.js';
 import type { ContextAccess } from '../core/contexts.js';
-import type { MachineRun } from './run.js';
+import type { MachineRow } from '../store/metadata/types.js';
+import type { Agent } from './agent.js';
 
 /** Paths a machine's commit leaves out: kernel file systems, run-time state, scratch, shellbase's own. */
 const SKIPPED = ['/proc', '/sys', '/dev', '/run', '/tmp', '/var/lib/shellbase', '/lost+found'];
@@ -43,7 +44,7 @@ type Exec = ContextAccess['exec'];
  * rebased past other writers, or a conflict that loses nothing).
  */
 /** `timeoutMs`: how long applying the changes in a query of the context may take. */
-export async function commitMachine(caller: Caller, run: MachineRun, context: string, exec: Exec, timeoutMs: number): Promise<string> {
+export async function commitMachine(caller: Caller, run: { row: MachineRow; agent: Agent | null }, context: string, exec: Exec, timeoutMs: number): Promise<string> {
   const r = await run.agent!.run({ argv: ['bash', '-c', COLLECT], timeoutMs: 600_000, outputBytes: MAX_COMMIT_BYTES });
   if (r.truncated) throw new ShellbaseError('payload_too_large', `machine ${run.row.id} changed more than ${MAX_COMMIT_BYTES} bytes`, { hint: 'commit less at once: copy what matters into a context with the files API' });
   if (r.exitCode !== 0) {

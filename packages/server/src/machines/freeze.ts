@@ -4,7 +4,20 @@ import { newId } from '../util/ids.js';
 import { copySparse, overlay } from './disk.js';
 import { runFiles } from './layout.js';
 import { copyLive, LiveCopyError, sparsify, usedMiB } from './live-copy.js';
-import type { MachineRun } from './run.js';
+import type { MachineRow } from '../store/metadata/types.js';
+import type { QemuVm } from './qemu.js';
+import type { RunHooks } from './run-hooks.js';
+
+/** What a freeze reads and changes of a machine's run (machines/run.ts `MachineRun`). */
+export interface FreezingRun {
+  row: MachineRow;
+  vm: QemuVm | null;
+  readonly dir: string;
+  readonly ramFile: string;
+  /** Set while a live copy runs: the machine takes users meanwhile. */
+  copying: boolean;
+  readonly hooks: Pick<RunHooks, 'host' | 'save' | 'step' | 'stoppedCopy'>;
+}
 
 /**
  * The two ways `MachineRun.freeze` copies a machine: both leave a RAM file and device state saved
@@ -13,7 +26,7 @@ import type { MachineRun } from './run.js';
  */
 
 /** The disk as it stands (to be frozen) and a new overlay of its top, to take the writes from the freeze on. */
-async function nextTop(run: MachineRun): Promise<{ frozen: string[]; next: string }> {
+async function nextTop(run: FreezingRun): Promise<{ frozen: string[]; next: string }> {
   const frozen = [...run.row.spec.disk];
   const next = run.hooks.host.layout.diskFile(run.row.tenantId, `${run.row.id}-${newId('d')}`);
   await overlay(frozen[0], next);
@@ -25,7 +38,7 @@ async function nextTop(run: MachineRun): Promise<{ frozen: string[]; next: strin
  * While it runs (machines/live-copy.ts); the pause holds only the switch to an overlay opened
  * before. Throws `LiveCopyError` when the copy did not finish (the caller makes a stopped one).
  */
-export async function freezeLive(run: MachineRun, into: { ram: string; state: string }): Promise<string[]> {
+export async function freezeLive(run: FreezingRun, into: { ram: string; state: string }): Promise<string[]> {
   const vm = run.vm!;
   const { frozen, next } = await nextTop(run);
   let node: string | null = null;
@@ -61,7 +74,7 @@ export async function freezeLive(run: MachineRun, into: { ram: string; state: st
 }
 
 /** Stopped for the copy of the RAM it uses (~0.8 ms per MiB here), then let go on if it ran. */
-export async function freezeStopped(run: MachineRun, into: { ram: string; state: string }): Promise<string[]> {
+export async function freezeStopped(run: FreezingRun, into: { ram: string; state: string }): Promise<string[]> {
   const vm = run.vm!;
   const { frozen, next } = await nextTop(run);
   const used = usedMiB(run.ramFile);

@@ -8,7 +8,7 @@ import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
 import type { E2bSandboxSpec, MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
-import { isBareImage } from '../images/ids.js';
+import { isBareImage } from '../store/layer-ids.js';
 import { DISK_GB, overlay } from './disk.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineRun } from './run.js';

@@ -2,10 +2,9 @@ import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
-import type { MachineRow, MachineSpec, StoredMachineFiles } from '../store/metadata/types.js';
+import type { MachineRow, MachineSpec } from '../store/metadata/types.js';
 import type { Agent } from './agent.js';
 import { copySparse, overlay } from './disk.js';
-import type { MachineHost } from './host.js';
 import { LiveCopyError, usedMiB } from './live-copy.js';
 import { freezeLive, freezeStopped } from './freeze.js';
 import type { QemuVm } from './qemu.js';
@@ -13,9 +12,11 @@ import { restoreVm, type RestoreSource } from './restore.js';
 import type { ReadyVm } from './ready.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
+import type { RunHooks } from './run-hooks.js';
 import type { EgressSession, Traffic } from '../net/egress.js';
 
 export type { RestoreSource } from './restore.js';
+export type { RunHooks } from './run-hooks.js';
 
 /**
  * Run in the guest after its disk grew to $1 sectors: waits until the kernel sees them (the
@@ -25,38 +26,6 @@ const GROW_ROOT = `for i in $(seq 200); do [ "$(cat /sys/block/vda/size)" -ge "$
 [ "$(cat /sys/block/vda/size)" -ge "$1" ] || { echo "the guest still sees $(cat /sys/block/vda/size) sectors of $1" >&2; exit 1; }
 resize2fs /dev/vda`;
 
-export interface RunHooks {
-  host: MachineHost;
-  /** Persists the row (state and spec). */
-  save(row: MachineRow): Promise<void>;
-  /** A segment of running time ended: meter it (of its wall time, `activeMs` had a user; bytes through the egress proxy). */
-  meter(row: MachineRow, wallMs: number, cpuMs: number, extra: { activeMs: number } & Traffic): Promise<void>;
-  /**
-   * The egress session of one QEMU process (the machine's policy as it stands now): `ahead`, a
-   * ready VM's session opened before it had an owner, given its spec; else a new one.
-   */
-  egress(row: MachineRow, ahead?: EgressSession): Promise<EgressSession>;
-  /** Whether another machine may run now (throws 429 otherwise; ready VMs may end to make room). */
-  admit(row: MachineRow): Promise<void>;
-  /** A lifecycle step took `ms` (metrics). */
-  step(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
-  /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/live-copy.ts `copiesLive`). */
-  liveCopy(usedMiB: number, ramPadKb: number): Promise<boolean>;
-  /** A stopped copy of `usedMiB` paused the machine `ms` (what the next choice goes by). */
-  stoppedCopy(ms: number, usedMiB: number): void;
-  /** A live copy failed (logged); a stopped copy is made instead. */
-  liveCopyFailed(row: MachineRow, err: unknown): void;
-  /** A freeze copied the machine this way (what the tests and the bench check). */
-  copied(how: 'live' | 'stopped'): void;
-  /**
-   * Cluster mode (machines/placement.ts): a hibernation's files to the object store (an error
-   * leaves them only here), and before a wake, the files here (the row with its disk chain as it is here).
-   */
-  stow?(row: MachineRow, saved: { ram: string; state: string }): Promise<StoredMachineFiles>;
-  unstow?(row: MachineRow, saved: { ram: string; state: string }): Promise<MachineRow>;
-  /** The stow's failure (logged: the machine stays hibernated on this worker only). */
-  stowFailed?(row: MachineRow, err: unknown): void;
-}
 
 /**
  * One machine's process and lifecycle: starting → running ⇄ paused,

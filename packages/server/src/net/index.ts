@@ -1,7 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { ServerConfig } from '../config.js';
+import type { EgressConfig } from './settings.js';
 import type { Meter } from '../meter/types.js';
 import type { EgressLogRepository } from '../store/metadata/types.js';
 import { AddressRules } from './addresses.js';
@@ -17,7 +17,7 @@ export { Forwarder } from './forwarder.js';
  * sockets under `$HOME/egress`) and the forwarder binary sandboxes run first
  * (`$HOME/bin/sbx-forward`).
  */
-export function startNetwork(config: ServerConfig, log: EgressLogRepository, meter: Meter, logger: Logger): { egress: Egress; forwarder: Forwarder } {
+export function startNetwork(config: { home: string; egress: EgressConfig }, log: EgressLogRepository, meter: Meter, logger: Logger): { egress: Egress; forwarder: Forwarder } {
   const { egress: e } = config;
   const audit = new EgressAudit(log, meter, logger);
   const egress = new Egress({

@@ -1,4 +1,4 @@
-import { invalid } from '../../errors.js';
+import { invalid } from '../errors.js';
 
 /**
  * A streaming reader of tar archives (POSIX ustar, pax extended headers, GNU

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { parseDockerignore, type Dockerignore } from '@shellbase/protocol';
 import { ShellbaseError, invalid } from '../../errors.js';
-import { readTar } from '../../images/oci/tar.js';
+import { readTar } from '../../util/tar.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
 import type { Entry, VersionView } from '../files/view.js';
 import { syntaxError } from './dockerfile.js';

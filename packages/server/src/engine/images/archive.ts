@@ -4,11 +4,11 @@ import { Readable } from 'node:stream';
 import { invalid } from '../../errors.js';
 import { formatImageRef, parseImageRef } from '../../images/ids.js';
 import { isIndex, parseConfig, parseJson, parseManifest, pickPlatform, type Descriptor } from '../../images/oci/manifest.js';
-import { normalizeTarPath, readTar } from '../../images/oci/tar.js';
+import { normalizeTarPath, readTar } from '../../util/tar.js';
 import { LocalBlobStore } from '../../store/blobs/local/local-blobs.js';
 import type { BlobInfo } from '../../store/blobs/types.js';
 import { newId } from '../../util/ids.js';
-import type { ImageSource } from './images.js';
+import type { ImageSource } from './source.js';
 import type { Progress } from './layers.js';
 import { removeTree } from '../../util/remove.js';
 

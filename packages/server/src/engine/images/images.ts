@@ -4,14 +4,14 @@ import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import { durably, type Caller, type Deps } from '../../core/deps.js';
 import { IMAGE_NAMES } from '../../images/index.js';
 import { formatImageRef, parseImageRef, type ImageRef } from '../../images/ids.js';
-import { layerCompression, type Descriptor } from '../../images/oci/manifest.js';
+import { layerCompression } from '../../images/oci/manifest.js';
 import type { LayerExpectation } from '../../images/oci/unpack.js';
-import type { ImageRow, NewVersion, StoredImageConfig, VersionRow } from '../../store/metadata/types.js';
-import type { RemoteBlob } from '../../runtime/types.js';
+import type { ImageRow, NewVersion, VersionRow } from '../../store/metadata/types.js';
 import { newId } from '../../util/ids.js';
 import { importArchive } from './archive.js';
 import { EMPTY_LAYER, ImportedLayers, type Progress } from './layers.js';
 import { fetchRemote } from './pull.js';
+import type { ImageSource } from './source.js';
 
 /** The most layers an image may have: its contexts' chains must stay mountable (engine/squash.ts). */
 export const MAX_IMAGE_LAYERS = 64;
@@ -20,19 +20,6 @@ export const MAX_IMAGE_LAYERS = 64;
  * mostly waiting on the others; four measured faster than three on two vCPUs: docs/performance.md).
  */
 const PARALLEL_LAYERS = 4;
-
-/** What an image is made of, wherever it came from (a registry, an archive). */
-export interface ImageSource {
-  ref: string;
-  /** The digest of its (platform) manifest. */
-  digest: string;
-  config: StoredImageConfig;
-  /** Its layers' blobs, bottom first, with the config's diff_ids. */
-  layers: Descriptor[];
-  open(d: Descriptor): Promise<AsyncIterable<Buffer>>;
-  /** Where a layer's blob is, for a runtime that fetches it itself (a registry's). */
-  locate?(d: Descriptor): Promise<RemoteBlob>;
-}
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;

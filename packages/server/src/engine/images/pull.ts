@@ -2,7 +2,7 @@ import { formatImageRef, type ImageRef } from '../../images/ids.js';
 import { isIndex, parseConfig, parseJson, parseManifest, pickPlatform, type Descriptor } from '../../images/oci/manifest.js';
 import { RegistryClient, type RegistryOptions } from '../../images/oci/registry.js';
 import { invalid } from '../../errors.js';
-import type { ImageSource } from './images.js';
+import type { ImageSource } from './source.js';
 import type { Progress } from './layers.js';
 
 /**

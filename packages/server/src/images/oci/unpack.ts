@@ -6,7 +6,7 @@ import { ShellbaseError, invalid } from '../../errors.js';
 import type { Dropped, RemoteBlob, Runtime } from '../../runtime/types.js';
 import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
 import { withFetchRetries } from '../../util/curl.js';
-import { TAR_END, normalizeTarPath, readTar, tarPadding } from './tar.js';
+import { TAR_END, normalizeTarPath, readTar, tarPadding } from '../../util/tar.js';
 
 /** What a layer's bytes must be: its blob's digest and size as a manifest lists them, and its diff_id. */
 export interface LayerExpectation {

@@ -7,7 +7,7 @@ import type { Cgroup, CgroupLimits } from '../cgroups/types.js';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec } from '../types.js';
 import { parseScript, type Command } from './script.js';
 import { invalid } from '../../errors.js';
-import { normalizeTarPath, readTar } from '../../images/oci/tar.js';
+import { normalizeTarPath, readTar } from '../../util/tar.js';
 import { dirNode, fileNode, find, parentOf, type Node } from '../../store/snapshotter/memory/tree.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
 

@@ -7,7 +7,7 @@ import type { BlobLocation } from '../blobs/types.js';
  *
  * - A **layer** is an immutable tree in overlayfs format (a whiteout hides a
  *   path of the layers below, an opaque directory hides all of a directory
- *   below), named by a layer id. Image layers (images/ids.ts) come from the
+ *   below), named by a layer id. Image layers (store/layer-ids.ts) come from the
  *   image cache; every other layer is the snapshotter's own.
  * - A **scratch** is a fresh, writable tree with a disk limit, where one
  *   sandbox (or a writer without a sandbox) writes. `commit` turns a scratch
@@ -157,7 +157,7 @@ export interface Snapshotter {
    * dropped when NAME is in the layer too: a whiteout hides lower layers only), and
    * `.wh..wh..opq` makes its directory opaque; both names are removed. Unlike `commit`, an
    * empty scratch is a layer too (an OCI layer may change nothing). Its id is an imported
-   * layer's (images/ids.ts).
+   * layer's (store/layer-ids.ts).
    */
   commitImport(scratch: Scratch): Promise<CommittedLayer>;
   /** Drops a scratch without making a layer and says how many bytes of file data it held. */

@@ -4,7 +4,7 @@ import { opendir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { newId } from '../../../util/ids.js';
 import { SBX_STORE } from '../../../util/native.js';
-import { isImageLayer, newImportedLayerId } from '../../../images/ids.js';
+import { isImageLayer, newImportedLayerId } from '../../layer-ids.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer, type ScanResult } from './scan.js';
 import { storeOp, storeServer } from './store-server.js';

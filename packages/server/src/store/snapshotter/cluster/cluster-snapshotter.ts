@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import { ShellbaseError } from '../../../errors.js';
-import { isImageLayer } from '../../../images/ids.js';
+import { isImageLayer } from '../../layer-ids.js';
 import { CAN_FETCH, LAYER_PACK_FORMAT, LOCATION_TTL_S, fetchMayPass } from '../../blobs/pack.js';
 import type { BlobStore } from '../../blobs/types.js';
 import { withFetchRetries } from '../../../util/curl.js';

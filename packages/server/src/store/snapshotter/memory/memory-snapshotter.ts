@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { isImageLayer, newImportedLayerId } from '../../../images/ids.js';
+import { isImageLayer, newImportedLayerId } from '../../layer-ids.js';
 import { planWhiteouts } from '../oci-whiteouts.js';
 import { newId } from '../../../util/ids.js';
 import type { Change, CommittedLayer, EntryAttrs, LayerReader, LayerStat, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
