@@ -3,11 +3,14 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import type { Runtime, SandboxSpec } from '../../packages/server/src/runtime/types.ts';
+import { Readable } from 'node:stream';
+import { tar } from '../../packages/sdk/src/tar.ts';
+import type { ArchiveUnpacking, SandboxRuntime, SandboxSpec } from '../../packages/server/src/runtime/types.ts';
 import type { Snapshotter } from '../../packages/server/src/store/snapshotter/types.ts';
 
 export interface RuntimeFixture {
-  runtime: Runtime;
+  /** Every runtime has sandboxes and tar unpacking (HostPrograms are the bwrap runtime's, tested by services and machines). */
+  runtime: SandboxRuntime & ArchiveUnpacking;
   /** The snapshotter whose mounts the runtime performs. */
   snapshotter: Snapshotter;
   /** An image layer to run over, and a file it holds (a path inside, and relative for its reader). */
@@ -24,7 +27,7 @@ const LIMITS = { memoryMb: 256, pids: 64, cpus: 1, outputBytes: 1 << 20, timeout
  * (runtime/memory/script.ts), which real shells understand alike.
  */
 export function runtimeConformance(name: string, make: () => Promise<RuntimeFixture>) {
-  const withRuntime = (title: string, fn: (f: RuntimeFixture, run: (command: string, extra?: Partial<SandboxSpec>) => Promise<{ r: Awaited<ReturnType<Runtime['run']>>; layer: Awaited<ReturnType<Snapshotter['commit']>> }>) => Promise<void>) =>
+  const withRuntime = (title: string, fn: (f: RuntimeFixture, run: (command: string, extra?: Partial<SandboxSpec>) => Promise<{ r: Awaited<ReturnType<SandboxRuntime['run']>>; layer: Awaited<ReturnType<Snapshotter['commit']>> }>) => Promise<void>) =>
     test(`${name}: ${title}`, async () => {
       const f = await make();
       const run = async (command: string, extra: Partial<SandboxSpec> = {}) => {
@@ -71,6 +74,22 @@ export function runtimeConformance(name: string, make: () => Promise<RuntimeFixt
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  withRuntime('unpackTar: a tar stream\'s files, directories and links land in the scratch, owned as a sandbox sees them', async (f) => {
+    const scratch = await f.snapshotter.prepare({ diskMb: 64 });
+    const body = tar([
+      { path: 'srv', type: 'dir', mode: 0o755 },
+      { path: 'srv/app.py', data: 'print(1)\n', mode: 0o640, uid: 1000, gid: 1000 },
+      { path: 'srv/latest', type: 'symlink', linkname: 'app.py' },
+    ]);
+    await f.runtime.unpackTar(Readable.from([body]), f.snapshotter.writer(scratch).tree());
+    const layer = await f.snapshotter.commitImport(scratch);
+    const r = await f.snapshotter.reader(layer.layerId);
+    assert.equal(r.readAll('srv/app.py').toString(), 'print(1)\n');
+    assert.equal(r.readlink('srv/latest'), 'app.py');
+    const st = r.stat('srv/app.py')!;
+    assert.deepEqual([st.kind, st.mode, st.uid, st.gid], ['file', 0o640, 101_000, 101_000], 'uid 1000 inside is 101000 on the host');
   });
 
   withRuntime('stdin reaches the command; output streams to onOutput', async (_f, run) => {

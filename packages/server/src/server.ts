@@ -96,7 +96,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     snapshotter: layers, dir: path.join(config.home, 'trust'),
   });
   const deps = {
-    config, metadata, snapshotter: layers, runtime, dialer, log, meter, pins, durability, trust, ...startNetwork(config, metadata.egressLog, meter, log),
+    config, metadata, snapshotter: layers, runtime, host: runtime, dialer, log, meter, pins, durability, trust, ...startNetwork(config, metadata.egressLog, meter, log),
     ...(cluster ? { cluster: cluster.worker, peers: cluster.peers } : {}),
   };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.

@@ -4,7 +4,7 @@ import type { ServerConfig } from '../config.js';
 import type { Snapshotter } from '../store/snapshotter/types.js';
 import type { MetadataStore, TenantQuotas } from '../store/metadata/types.js';
 import type { Meter } from '../meter/types.js';
-import type { Runtime } from '../runtime/types.js';
+import type { ArchiveUnpacking, HostPrograms, SandboxRuntime } from '../runtime/types.js';
 import type { Hold, Pins } from './pins.js';
 import type { NetworkPolicy } from '@shellbase/protocol';
 import type { Egress } from '../net/egress.js';
@@ -46,7 +46,10 @@ export interface Deps {
   config: ServerConfig;
   metadata: MetadataStore;
   snapshotter: Snapshotter;
-  runtime: Runtime;
+  /** Sandboxes and tar unpacking: every runtime has them. */
+  runtime: SandboxRuntime & ArchiveUnpacking;
+  /** Bridges, helpers, jails and cgroups beside the sandboxes (services' ports, machines); absent in the fast tier. */
+  host?: HostPrograms;
   /** Streams to and from programs the spawner starts, so the server never forks (util/dialer.ts). */
   dialer: Dialer;
   log: Logger;

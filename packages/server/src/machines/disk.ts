@@ -3,7 +3,7 @@ import { chownSync, existsSync, lchownSync, mkdirSync, readFileSync, renameSync,
 import path from 'node:path';
 import type { Snapshotter } from '../store/snapshotter/types.js';
 import { SANDBOX_ROOT } from '../util/idmap.js';
-import type { Runtime } from '../runtime/index.js';
+import type { HostPrograms } from '../runtime/index.js';
 import { SBX_SPAWNER, SBX_STORE } from '../util/native.js';
 import { runOk } from '../util/proc.js';
 import { GUEST_AGENT } from './agent.js';
@@ -114,7 +114,7 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.
  */
-export async function buildDisk(layers: Snapshotter, runtime: Runtime, versionLayers: readonly string[], above: readonly string[], out: string, staging: string): Promise<void> {
+export async function buildDisk(layers: Snapshotter, runtime: HostPrograms, versionLayers: readonly string[], above: readonly string[], out: string, staging: string): Promise<void> {
   const scratch = await layers.prepare({ diskMb: 64 });
   // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
   mkdirSync(staging, { recursive: true, mode: 0o711 });

@@ -1,7 +1,7 @@
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { MACHINE_ROOT } from '../util/idmap.js';
-import type { Runtime, Cgroup } from '../runtime/index.js';
+import type { HostPrograms, Cgroup } from '../runtime/index.js';
 import { runOk, run } from '../util/proc.js';
 import { chooseAccel, type AccelChoice } from './accel.js';
 import type { MachineAssets } from './assets.js';
@@ -35,7 +35,7 @@ export class MachineHost {
     readonly assets: MachineAssets,
     readonly accel: AccelChoice,
     readonly layout: MachineLayout,
-    readonly runtime: Runtime,
+    readonly runtime: HostPrograms,
     guest: { dir: string; hash: string },
     /** sbx-forward, which QEMU's guestfwd runs to hand a guest's connection to its egress session. */
     readonly forward: string,
@@ -49,7 +49,7 @@ export class MachineHost {
     if (this.uid !== 0) chownSync(file, this.uid, this.uid);
   }
 
-  static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: Runtime; forward: string }): Promise<MachineHost> {
+  static async open(o: { home: string; cache: string; assets: MachineAssets; accel: 'auto' | Accel; budgetMb: number; runtime: HostPrograms; forward: string }): Promise<MachineHost> {
     const layout = new MachineLayout(o.home, o.cache);
     const accel = await chooseAccel(layout, o.assets, o.accel);
     const guest = guestLayer(layout);

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { innerPid, type Bridge, type Cgroup, type Runtime } from '../runtime/index.js';
+import { innerPid, type Bridge, type Cgroup, type HostPrograms } from '../runtime/index.js';
 import { runOk } from '../util/proc.js';
 import type { Spawned } from '../util/spawner.js';
 import { HTTP_PROXY_PORT, SOCKS_PORT } from '../net/egress.js';
@@ -55,7 +55,7 @@ export interface LaunchSpec {
   paused?: boolean;
   cgroup?: Cgroup;
   /** Starts QEMU confined, and its port bridges. */
-  runtime: Runtime;
+  runtime: HostPrograms;
   /**
    * The guest's one way out: connections to 10.0.2.100:3128 and :1080 run `forward --hand-stdin
    * socket` (QEMU's guestfwd, per connection), which hands them to the machine's egress session.

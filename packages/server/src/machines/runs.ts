@@ -127,8 +127,13 @@ export class MachineRuns {
 
   protected host(): Promise<MachineHost> {
     if (this.host_) return Promise.resolve(this.host_);
-    const { config, runtime, log, snapshotter: layers } = this.deps;
+    const { config, host: runtime, log, snapshotter: layers } = this.deps;
     const assets = findAssets(config.cache);
+    if (!runtime) {
+      return Promise.reject(new ShellbaseError('failed_precondition', 'machines need a runtime with jails, bridges and helpers (bwrap)', {
+        hint: 'run the server with its bwrap runtime',
+      }));
+    }
     if (!assets) {
       return Promise.reject(new ShellbaseError('failed_precondition', 'machine assets (kernel, initramfs) are not built on this host', {
         hint: 'run `npm run setup` (or `shellbase machine assets`) first',

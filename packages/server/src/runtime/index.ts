@@ -1,4 +1,4 @@
-export type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, RunningSandbox, SandboxLimits, SandboxResult, SandboxSpec } from './types.js';
+export type { ArchiveUnpacking, Bridge, BridgeSpec, HelperSpec, HostPrograms, JailSpec, Runtime, RunningSandbox, SandboxLimits, SandboxResult, SandboxRuntime, SandboxSpec } from './types.js';
 export { BwrapRuntime, innerPid } from './bwrap/bwrap-runtime.js';
 export type { Cgroup } from './cgroups/types.js';
 export { cgroupDriver } from './cgroups/index.js';

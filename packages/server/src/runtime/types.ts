@@ -170,36 +170,58 @@ export interface UnpackedLayer {
   dropped: Dropped;
 }
 
-export interface Runtime {
+/**
+ * Sandboxes: one command in a fresh sandbox over a mount the snapshotter described (queries,
+ * services, build steps). Every backend has them (bwrap; in memory for the fast tier).
+ */
+export interface SandboxRuntime {
   run(spec: SandboxSpec): Promise<SandboxResult>;
-  /** A cgroup with these limits for a process the runtime does not start itself (a machine's QEMU). */
-  cgroup(limits: CgroupLimits): Cgroup;
-  /** Unpacks a tar stream into a directory the snapshotter described (`into.source`), confined. */
+  /** Kills and removes whatever sandboxes a crashed server left behind. */
+  recover(): Promise<number>;
+  /** Releases what the runtime holds on the host (its parent cgroups). */
+  close(): Promise<void>;
+}
+
+/**
+ * Archives into a directory the snapshotter described (`into.source`): a tar stream as every
+ * backend unpacks it, and an image's layer whole where the backend has confined programs for it.
+ */
+export interface ArchiveUnpacking {
+  /** Unpacks a tar stream, confined (files keep the owners a sandbox would give them). */
   unpackTar(body: Readable, into: { source: string }): Promise<void>;
   /**
-   * A gzip stream decompressed by a confined program, or null where the runtime has none
-   * (the caller decompresses in its own process then). A stream the program refuses throws.
+   * A gzip stream decompressed by a confined program; absent (or null: the program is not
+   * installed) where the backend has none, and the caller decompresses in its own process. A
+   * stream the program refuses throws.
    */
-  gunzip(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null;
+  gunzip?(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> | null;
   /**
-   * Unpacks an image's layer as sent (`body`, compressed as said) into a directory the
-   * snapshotter described, with every step confined beside the tar that unpacks it:
-   * decompression, the tar stream's digest (its diff_id), device nodes and FIFOs dropped, a
-   * member with `..` refusing the layer (a 400). Null where the runtime has no such program:
-   * the caller does the steps itself. A `RemoteBlob` (only where `fetchesLayers`) is fetched
-   * by the runtime's own program, and hashed there too (`blob` in the result).
+   * Unpacks an image's layer as sent (`body`, compressed as said), with every step confined
+   * beside the tar that unpacks it: decompression, the tar stream's digest (its diff_id), device
+   * nodes and FIFOs dropped, a member with `..` refusing the layer (a 400). Absent (or null) where
+   * the backend has no such program: the caller does the steps itself. A `RemoteBlob` (only where
+   * `fetchesLayers`) is fetched by the backend's own program, and hashed there too (`blob`).
    */
-  unpackLayer(body: Readable | RemoteBlob, compression: LayerCompression, into: { source: string }, opts?: UnpackOptions): Promise<UnpackedLayer> | null;
+  unpackLayer?(body: Readable | RemoteBlob, compression: LayerCompression, into: { source: string }, opts?: UnpackOptions): Promise<UnpackedLayer> | null;
   /** Whether `unpackLayer` takes a `RemoteBlob`. */
   readonly fetchesLayers: boolean;
+}
+
+/**
+ * Programs on the host beside the sandboxes, confined by the same means: what services (a bridge
+ * into a sandbox's network) and machines (cgroups, a helper over a layer stack, jails) need. Only
+ * a backend that runs real sandboxes has them (bwrap).
+ */
+export interface HostPrograms {
+  /** A cgroup with these limits for a process the runtime does not start itself (a machine's QEMU). */
+  cgroup(limits: CgroupLimits): Cgroup;
   /** Runs a helper tool over a layer stack, as the sandboxes' root; throws if it fails. */
   runHelper(spec: HelperSpec): Promise<void>;
   /** Bridges a host Unix socket into a network namespace. */
   bridge(spec: BridgeSpec): Bridge;
   /** Starts a confined long-running program. */
   jail(spec: JailSpec, handlers: { onStderr(chunk: Buffer): void }): Spawned;
-  /** Kills and removes whatever sandboxes a crashed server left behind. */
-  recover(): Promise<number>;
-  /** Releases what the runtime holds on the host (its parent cgroups). */
-  close(): Promise<void>;
 }
+
+/** A runtime with every capability (bwrap). */
+export type Runtime = SandboxRuntime & ArchiveUnpacking & HostPrograms;

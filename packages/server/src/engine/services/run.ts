@@ -2,7 +2,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import type { ServiceState } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
-import type { Bridge, RunningSandbox, SandboxResult } from '../../runtime/types.js';
+import type { Bridge, HostPrograms, RunningSandbox, SandboxResult } from '../../runtime/types.js';
 import type { Scratch } from '../../store/snapshotter/types.js';
 import type { LeaseFence, ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import { pipeThrough, type PortTarget } from '../../util/pipe.js';
@@ -113,6 +113,7 @@ export class ServiceRun implements PortTarget {
   private async start(): Promise<void> {
     const { deps, log } = this.ctx;
     const { spec } = this.row;
+    this.host();
     const { tenantCpus, maximums, fence } = await this.ctx.admit();
     this.fence = fence;
     this.go('wake');
@@ -174,9 +175,16 @@ export class ServiceRun implements PortTarget {
     }
   }
 
+  /** The host's programs services need (a bridge into the sandbox's network); absent in the fast tier. */
+  private host(): HostPrograms {
+    const { host } = this.ctx.deps;
+    if (!host) throw new ShellbaseError('failed_precondition', 'services need a runtime that bridges into sandboxes (bwrap)', { hint: 'run the server with its bwrap runtime' });
+    return host;
+  }
+
   private startBridge(inner: number, target: string): void {
     rmSync(this.ctx.socketPath, { force: true });
-    this.bridge = this.ctx.deps.runtime.bridge({
+    this.bridge = this.host().bridge({
       netnsPid: inner, socketPath: this.ctx.socketPath, target, backlog: 1024,
       onError: (text) => this.ctx.log.append(`--- shellbase: bridge: ${text}`),
     });

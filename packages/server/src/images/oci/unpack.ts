@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { Dropped, RemoteBlob, Runtime } from '../../runtime/types.js';
+import type { ArchiveUnpacking, Dropped, RemoteBlob } from '../../runtime/types.js';
 import type { CommittedLayer, Snapshotter } from '../../store/snapshotter/types.js';
 import { withFetchRetries } from '../../util/curl.js';
 import { TAR_END, normalizeTarPath, readTar, tarPadding } from '../../util/tar.js';
@@ -37,9 +37,9 @@ const DECOMPRESSED_CHUNK = 256 << 10;
  * The layer's tar stream, decompressed (gzip by the runtime's confined program where it has
  * one); a corrupt stream is the layer's fault (400), not the server's.
  */
-async function* decompressed(source: AsyncIterable<Buffer>, compression: LayerExpectation['compression'], runtime: Runtime): AsyncGenerator<Buffer> {
+async function* decompressed(source: AsyncIterable<Buffer>, compression: LayerExpectation['compression'], runtime: ArchiveUnpacking): AsyncGenerator<Buffer> {
   if (compression === 'none') { yield* source; return; }
-  const outside = compression === 'gzip' ? runtime.gunzip(source) : null;
+  const outside = compression === 'gzip' ? runtime.gunzip?.(source) ?? null : null;
   if (outside) {
     try {
       yield* outside;
@@ -124,7 +124,7 @@ function check(what: string, expected: string, actual: string): void {
  * opened (or located) while the scratch is made. A runtime's fetch that failed for a reason
  * that may pass is tried again (FETCH_ATTEMPTS in all).
  */
-export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, source: LayerSource, expect: LayerExpectation,
+export async function unpackLayer(snapshotter: Snapshotter, runtime: ArchiveUnpacking, source: LayerSource, expect: LayerExpectation,
   opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
   const remote = runtime.fetchesLayers && source.locate !== undefined;
   const opened: Promise<AsyncIterable<Buffer> | RemoteBlob> = remote ? source.locate!() : source.open();
@@ -143,7 +143,7 @@ export async function unpackLayer(snapshotter: Snapshotter, runtime: Runtime, so
   }, (e) => e instanceof ShellbaseError && e.code === 'unavailable' && e.details?.mayPass === true);
 }
 
-async function unpackOnce(snapshotter: Snapshotter, runtime: Runtime, opened: Promise<AsyncIterable<Buffer> | RemoteBlob>, remote: boolean,
+async function unpackOnce(snapshotter: Snapshotter, runtime: ArchiveUnpacking, opened: Promise<AsyncIterable<Buffer> | RemoteBlob>, remote: boolean,
   expect: LayerExpectation, opts: UnpackOptions): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
   const blob = createHash('sha256');
   const plain = createHash('sha256');
@@ -158,8 +158,8 @@ async function unpackOnce(snapshotter: Snapshotter, runtime: Runtime, opened: Pr
     const into = snapshotter.writer(scratch).tree();
     // Fetched by the runtime (it hashes the blob too), or read here and hashed as it passes.
     const sent = remote ? null : hashed(await opened as AsyncIterable<Buffer>, blob, counted, expect.size);
-    const whole = sent ? runtime.unpackLayer(Readable.from(sent), expect.compression, into)
-      : runtime.unpackLayer(await opened as RemoteBlob, expect.compression, into, { blobMax: expect.size, onBytes: counted });
+    const whole = sent ? runtime.unpackLayer?.(Readable.from(sent), expect.compression, into) ?? null
+      : runtime.unpackLayer?.(await opened as RemoteBlob, expect.compression, into, { blobMax: expect.size, onBytes: counted }) ?? null;
     if (whole) {
       const r = await whole;
       if (!sent && !r.blob) throw new Error('the runtime fetched a layer without hashing it');
@@ -200,7 +200,7 @@ async function discardBody(body: AsyncIterable<Buffer>): Promise<void> {
 }
 
 /** Reads a layer through and checks both digests, keeping nothing (proof of its content before a stored copy is shared). */
-export async function verifyLayer(runtime: Runtime, body: AsyncIterable<Buffer>, expect: LayerExpectation, onBytes?: (n: number) => void): Promise<void> {
+export async function verifyLayer(runtime: ArchiveUnpacking, body: AsyncIterable<Buffer>, expect: LayerExpectation, onBytes?: (n: number) => void): Promise<void> {
   const blob = createHash('sha256');
   const plain = createHash('sha256');
   const sent = hashed(body, blob, (n) => onBytes?.(n), expect.size);

@@ -2,16 +2,13 @@ import { lstatSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { MemorySnapshotter, MergedTree } from '../../store/snapshotter/memory/memory-snapshotter.js';
-import type { Spawned } from '../../util/spawner.js';
-import type { Cgroup, CgroupLimits } from '../cgroups/types.js';
-import type { Bridge, BridgeSpec, HelperSpec, JailSpec, Runtime, SandboxResult, SandboxSpec } from '../types.js';
+import type { ArchiveUnpacking, SandboxResult, SandboxRuntime, SandboxSpec } from '../types.js';
 import { parseScript, type Command } from './script.js';
 import { invalid } from '../../errors.js';
 import { normalizeTarPath, readTar } from '../../util/tar.js';
 import { dirNode, fileNode, find, parentOf, type Node } from '../../store/snapshotter/memory/tree.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
 
-const unsupported = (what: string) => new Error(`the in-memory runtime does not ${what} (use the bwrap runtime)`);
 
 /** An exit of a command the interpreter runs. */
 class Exit extends Error { constructor(readonly code: number) { super(`exit ${code}`); } }
@@ -21,10 +18,10 @@ class Exit extends Error { constructor(readonly code: number) { super(`exit ${co
  * small shell language (runtime/memory/script.ts: echo, cat, rm, mkdir, cp,
  * ls, test, sleep, exit, true, false; `;`, `&&`, `||`, `>`, `>>`, `>&2`)
  * against the mount's merged tree, with overlayfs' write rules. It passes the
- * runtime's conformance suite; helpers that need a host (tar, bridges, QEMU)
- * are the bwrap runtime's only.
+ * runtime's conformance suites (sandboxes, tar unpacking); programs that need a host
+ * (bridges, helpers, jails: HostPrograms) are the bwrap runtime's only.
  */
-export class MemoryRuntime implements Runtime {
+export class MemoryRuntime implements SandboxRuntime, ArchiveUnpacking {
   constructor(private readonly snapshotter: MemorySnapshotter) {}
 
   async run(spec: SandboxSpec): Promise<SandboxResult> {
@@ -66,12 +63,8 @@ export class MemoryRuntime implements Runtime {
     };
   }
 
-  cgroup(_limits: CgroupLimits): Cgroup { throw unsupported('make cgroups'); }
-  /** No program: the caller decompresses in process. */
-  gunzip(_body: AsyncIterable<Buffer>): null { return null; }
-  /** No program: the caller unpacks step by step. */
+  /** No programs of its own: a layer is decompressed and checked in process, then unpackTar'ed. */
   readonly fetchesLayers = false;
-  unpackLayer(): null { return null; }
   /**
    * Unpacks as the bwrap runtime's GNU tar does, into the scratch tree the description names:
    * owners shifted as a sandbox maps them, a leading `/` dropped; members with `..` and device
@@ -107,9 +100,6 @@ export class MemoryRuntime implements Runtime {
       dir.children!.set(name, { ...src });
     }
   }
-  async runHelper(_spec: HelperSpec): Promise<void> { throw unsupported('run helper tools'); }
-  bridge(_spec: BridgeSpec): Bridge { throw unsupported('bridge network namespaces'); }
-  jail(_spec: JailSpec): Spawned { throw unsupported('start confined programs'); }
   async recover(): Promise<number> { return 0; }
   async close(): Promise<void> {}
 }
