@@ -161,30 +161,24 @@ export function zip(entries) {
     if (data.length > 0xfffffffe || offset > 0xfffffffe) throw new Error(`${name}: too large for a zip without zip64`);
     const flags = /^[\x00-\x7f]*$/.test(name) ? 0 : 0x0800; // bit 11: the name is UTF-8
     const crc = crc32(data);
-    const local = Buffer.alloc(30);
+    // The fields both headers have, in the same order: from "version needed to extract" to the name's length.
+    const shared = (b, at) => {
+      b.writeUInt16LE(20, at); // version needed to extract: 2.0 (deflate)
+      b.writeUInt16LE(flags, at + 2);
+      b.writeUInt16LE(method, at + 4);
+      b.writeUInt16LE(DOS_TIME, at + 6);
+      b.writeUInt16LE(DOS_DATE, at + 8);
+      b.writeUInt32LE(crc, at + 10);
+      b.writeUInt32LE(body.length, at + 14);
+      b.writeUInt32LE(data.length, at + 18);
+      b.writeUInt16LE(nameBytes.length, at + 22);
+      return b;
+    };
+    const local = shared(Buffer.alloc(30), 4); // then no extra field (0)
     local.writeUInt32LE(0x04034b50, 0);
-    local.writeUInt16LE(20, 4); // version needed to extract: 2.0 (deflate)
-    local.writeUInt16LE(flags, 6);
-    local.writeUInt16LE(method, 8);
-    local.writeUInt16LE(DOS_TIME, 10);
-    local.writeUInt16LE(DOS_DATE, 12);
-    local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(body.length, 18);
-    local.writeUInt32LE(data.length, 22);
-    local.writeUInt16LE(nameBytes.length, 26);
-    local.writeUInt16LE(0, 28); // no extra field
-    const central = Buffer.alloc(46);
+    const central = shared(Buffer.alloc(46), 6);
     central.writeUInt32LE(0x02014b50, 0);
     central.writeUInt16LE((3 << 8) | 20, 4); // made by: Unix, so the external attributes hold the mode
-    central.writeUInt16LE(20, 6);
-    central.writeUInt16LE(flags, 8);
-    central.writeUInt16LE(method, 10);
-    central.writeUInt16LE(DOS_TIME, 12);
-    central.writeUInt16LE(DOS_DATE, 14);
-    central.writeUInt32LE(crc, 16);
-    central.writeUInt32LE(body.length, 20);
-    central.writeUInt32LE(data.length, 24);
-    central.writeUInt16LE(nameBytes.length, 28);
     // extra length, comment length, disk number, internal attributes: all 0
     central.writeUInt32LE(((0o100644 << 16) >>> 0), 38);
     central.writeUInt32LE(offset, 42);

@@ -288,6 +288,15 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.equal(await md.machines.get('t2', 'm_1'), null, 'another tenant sees nothing');
     assert.deepEqual(await md.machines.find('m_1'), row, 'found by id alone');
     assert.equal(await md.machines.find('m_none'), null);
+    // Another API's record rides in `extensions`; one written as a top-level `e2b` (before the slot) reads from there.
+    const record = { format: 1, accessToken: 'a' };
+    await md.machines.create({ ...row, id: 'm_ext', spec: { ...row.spec, ports: [], extensions: { e2b: record, other: 1 } } });
+    assert.deepEqual((await md.machines.find('m_ext'))?.spec.extensions, { e2b: record, other: 1 });
+    await md.machines.create({ ...row, id: 'm_old', spec: { ...row.spec, ports: [], e2b: record } as never });
+    const legacy = await md.machines.find('m_old');
+    assert.deepEqual([legacy?.spec.extensions, 'e2b' in (legacy?.spec ?? {})], [{ e2b: record }, false]);
+    await md.machines.delete('t1', 'm_ext');
+    await md.machines.delete('t1', 'm_old');
     assert.deepEqual((await md.machines.byPortToken('p1'))?.port, 80);
     const moved = { ...row, state: 'running' as const, spec: { ...row.spec, ports: [{ port: 8080, token: 'p2' }] } };
     await md.machines.update(moved);

@@ -130,3 +130,15 @@ test('packages import only the packages below them, and never another package\'s
   }
   assert.deepEqual(wrong, []);
 });
+
+test('front doors (compat/) reach the server through the engine and machines: no store, no Deps', () => {
+  const compat = path.join(root, 'packages/server/src/compat');
+  const store = path.join(root, 'packages/server/src/store');
+  const wrong: string[] = [];
+  for (const [file, { files }] of graph) {
+    if (!file.startsWith(compat + path.sep)) continue;
+    for (const target of files) if (target.startsWith(store + path.sep)) wrong.push(`${path.relative(root, file)} imports ${path.relative(root, target)}`);
+    if (/\bDeps\b/.test(readFileSync(file, 'utf8'))) wrong.push(`${path.relative(root, file)} names Deps`);
+  }
+  assert.deepEqual(wrong, []);
+});

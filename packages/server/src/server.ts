@@ -106,7 +106,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     collect: () => machines!.collectTemplates(),
   });
   machines = new Machines(deps, engine.contextAccess(), cluster?.blobs);
-  const e2b = new E2bCompat(engine, machines, deps, log);
+  const e2b = new E2bCompat(engine, machines, { ...(deps.cluster ? { cluster: deps.cluster } : {}), ...(deps.peers ? { peers: deps.peers } : {}) }, log);
   try {
     await engine.recover();
     await runtime.start();

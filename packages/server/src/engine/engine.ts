@@ -141,6 +141,16 @@ export class Engine {
     return { ...who, hold: this.deps.pins.hold() };
   }
 
+  /**
+   * A caller acting for a tenant without its key (background work another API does for it:
+   * E2B sandboxes' timers), with a fresh hold; not_found when the tenant is gone.
+   */
+  async callerFor(tenantId: string): Promise<Caller> {
+    const tenant = await this.deps.metadata.tenants.get(tenantId);
+    if (!tenant) throw new ShellbaseError('not_found', `tenant ${tenantId} is gone`);
+    return { tenantId, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}), hold: this.deps.pins.hold() };
+  }
+
   /** What peer subsystems (machines) use of contexts. */
   contextAccess(): ContextAccess {
     return {

@@ -6,13 +6,14 @@ import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { durably, type Caller } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
-import type { E2bSandboxSpec, MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../store/layer-ids.js';
 import { DISK_GB, overlay } from './disk.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineRun } from './run.js';
 import { templateSource } from './restore.js';
+import { withExtensions } from './extensions.js';
 import { quotasOf } from '../core/quotas.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
 import { checkPolicy } from '../net/policy.js';
@@ -24,12 +25,12 @@ import { MachineRuns } from './runs.js';
  * `io` runs commands and file calls in them. Their runs and lifecycle are MachineRuns' (runs.ts).
  */
 export class Machines extends MachineRuns {
-  /** `extra`: fields kept in its spec for another API (compat/e2b). */
-  create(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'> = {}): Promise<Machine> {
-    return durably(this.deps.durability, () => this.createNow(caller, req, extra));
+  /** `extensions`: what another API keeps about it (MachineSpec `extensions`; compat/e2b). */
+  create(caller: Caller, req: CreateMachineRequest, extensions?: Record<string, unknown>): Promise<Machine> {
+    return durably(this.deps.durability, () => this.createNow(caller, req, extensions));
   }
 
-  private async createNow(caller: Caller, req: CreateMachineRequest, extra: Pick<MachineSpec, 'e2b'>): Promise<Machine> {
+  private async createNow(caller: Caller, req: CreateMachineRequest, extensions: Record<string, unknown> | undefined): Promise<Machine> {
     const m = this.deps.config.machines;
     const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
     const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
@@ -77,7 +78,7 @@ export class Machines extends MachineRuns {
         spec: {
           format: tpl.ramPadKb ? 3 : 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
           ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}), ...(Object.keys(tpl.env).length ? { guestEnv: tpl.env } : {}),
-          diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...extra,
+          diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...(extensions ? { extensions } : {}),
         },
       };
       const taken = ready;
@@ -238,13 +239,12 @@ export class Machines extends MachineRuns {
     return this.io.portTarget(await this.runFor(caller, id), port);
   }
 
-  /** Sets (or, undefined, drops) the E2B-compatible API's record of a machine. */
-  setE2b(caller: Caller, id: string, e2b: E2bSandboxSpec | undefined): Promise<void> {
+  /** Sets (or, undefined, drops) what another API keeps about a machine under `name` (MachineSpec `extensions`). */
+  setExtension(caller: Caller, id: string, name: string, value: unknown): Promise<void> {
     return durably(this.deps.durability, async () => {
       const run = await this.runFor(caller, id);
       await run.serial(async () => {
-        const { e2b: _old, ...spec } = run.row.spec;
-        run.row = { ...run.row, spec: e2b ? { ...spec, e2b } : spec };
+        run.row = { ...run.row, spec: withExtensions(run.row.spec, { [name]: value }) };
         await this.write(run.row);
       });
     });

@@ -13,6 +13,7 @@ import type { ReadyVm } from './ready.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
 import type { RunHooks } from './run-hooks.js';
+import { withExtensions } from './extensions.js';
 import type { EgressSession, Traffic } from '../net/egress.js';
 
 export type { RestoreSource } from './restore.js';
@@ -214,8 +215,8 @@ export class MachineRun {
     }
   }
 
-  /** RAM and device state to the machine's directory, QEMU ended, memory freed; `record` is written with the hibernated state. */
-  async hibernate(record: Pick<MachineSpec, 'e2b'> = {}): Promise<void> {
+  /** RAM and device state to the machine's directory, QEMU ended, memory freed; `extensions`' changes are written with the hibernated state. */
+  async hibernate(extensions?: Record<string, unknown>): Promise<void> {
     if (this.row.state === 'hibernated') return;
     MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'hibernate');
     const vm = this.vm!;
@@ -236,7 +237,7 @@ export class MachineRun {
         this.hooks.stowFailed?.(this.row, err);
       }
     }
-    this.row = { ...this.row, spec: { ...this.row.spec, ...record } };
+    this.row = { ...this.row, spec: extensions ? withExtensions(this.row.spec, extensions) : this.row.spec };
     await this.go('hibernate');
     this.hooks.step('hibernate', performance.now() - t0);
   }

@@ -5,7 +5,7 @@ import type { Machine, MachineConsole } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
-import type { E2bSandboxSpec, MachineRow } from '../store/metadata/types.js';
+import type { MachineRow } from '../store/metadata/types.js';
 import type { AccelChoice } from './accel.js';
 import { findAssets } from './assets.js';
 import { MachineHost } from './host.js';
@@ -16,6 +16,7 @@ import { MachineDisks } from './storage.js';
 import { hostRoom, tenantRoom, type Held } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { templateSource } from './restore.js';
+import { withExtensions } from './extensions.js';
 import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
 import { overlay } from './disk.js';
 import { qemuBuild } from './qemu.js';
@@ -348,15 +349,16 @@ export class MachineRuns {
 
   async pause(caller: Caller, id: string): Promise<Machine> { return this.step(caller, id, (r) => r.pause()); }
   /**
-   * Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it. `e2b`: the
-   * E2B API's record, written with the hibernated state (in a cluster, before the lease is given
-   * up, so no worker finds the sandbox hibernated and not yet paused).
+   * Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it.
+   * `extensions`: changes of what another API keeps about it (compat/e2b: paused), written with
+   * the hibernated state (in a cluster, before the lease is given up, so no worker finds the
+   * sandbox hibernated and not yet paused).
    */
-  async hibernate(caller: Caller, id: string, e2b?: E2bSandboxSpec): Promise<Machine> {
+  async hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>): Promise<Machine> {
     return this.step(caller, id, async (r) => {
-      if (r.state !== 'hibernated') return r.hibernate(e2b && { e2b });
-      if (!e2b) return;
-      const next = { ...r.row, spec: { ...r.row.spec, e2b } };
+      if (r.state !== 'hibernated') return r.hibernate(extensions);
+      if (!extensions) return;
+      const next = { ...r.row, spec: withExtensions(r.row.spec, extensions) };
       await this.write(next);
       r.row = next;
     });
@@ -396,6 +398,12 @@ export class MachineRuns {
   }
 
   async rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.row(caller, id); }
+
+  /** Any tenant's machine by id, as the store has it (cluster mode: one another worker made); null when there is none. */
+  async find(id: string): Promise<MachineRow | null> {
+    const row = await this.deps.metadata.machines.find(id);
+    return row && this.current(row);
+  }
 
   /** Server shutdown: running and paused machines hibernate (their memory goes to disk), then the RAM directory goes. */
   async close(): Promise<void> {

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../../core/deps.js';
 import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { Machines } from '../../machines/machines.js';
+import type { Machines } from '../../machines/index.js';
 import { BASE_TEMPLATE, timeoutSeconds, type Sandbox, type Sandboxes } from './sandboxes.js';
 import { sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
 import { e2bNetworkView, e2bPolicy } from './network.js';

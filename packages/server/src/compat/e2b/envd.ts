@@ -1,8 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../../core/deps.js';
-import type { Agent } from '../../machines/agent.js';
-import type { Machines } from '../../machines/machines.js';
+import type { Agent, Machines } from '../../machines/index.js';
 import { ConnectError, readMessage, readMessages, sendUnary, sendUnaryError, ServerStream } from './connect.js';
 import { DEFAULT_USER } from './guest.js';
 import type { Sandbox, Sandboxes } from './sandboxes.js';

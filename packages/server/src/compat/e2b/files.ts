@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createGunzip, createGzip } from 'node:zlib';
-import { GUEST_AGENT } from '../../machines/agent.js';
+import { GUEST_AGENT } from '../../machines/index.js';
 import { ConnectError, toConnectError, type ConnectCode } from './connect.js';
 import type { EnvdCall, HttpRoute } from './envd.js';
 import { fsError, fsOp, startAs, type GuestEntry } from './guest.js';

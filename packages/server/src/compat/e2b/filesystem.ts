@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { StringDecoder } from 'node:string_decoder';
-import { GUEST_AGENT, type Agent } from '../../machines/agent.js';
+import { GUEST_AGENT, type Agent } from '../../machines/index.js';
 import type { Attached } from '../../util/spawner.js';
 import { ConnectError, timeoutOf, type ServerStream } from './connect.js';
 import type { EnvdCall, Service } from './envd.js';

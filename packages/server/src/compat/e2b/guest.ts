@@ -1,6 +1,5 @@
 import { constants } from 'node:os';
-import type { Agent } from '../../machines/agent.js';
-import { GUEST_AGENT } from '../../machines/agent.js';
+import { GUEST_AGENT, type Agent } from '../../machines/index.js';
 import { StartError, errnoName, type Attached, type SpawnHandlers, type StartOptions } from '../../util/spawner.js';
 import { ConnectError, type ConnectCode } from './connect.js';
 

@@ -4,11 +4,12 @@ import type { Logger } from 'pino';
 import { forwardedHere, forwardRequest, forwardUpgrade } from '../../api/forward.js';
 import { PortProxy, checkKey } from '../../api/gateway.js';
 import { failUpgrade } from '../../api/http-relay.js';
-import type { Caller, Deps } from '../../core/deps.js';
+import type { Caller } from '../../core/deps.js';
+import type { Cluster } from '../../core/cluster.js';
 import type { Peers } from '../../core/peers.js';
 import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError } from '../../errors.js';
-import type { Machines } from '../../machines/machines.js';
+import type { Machines } from '../../machines/index.js';
 import { ControlPlane, isControlPath } from './control.js';
 import { Envd, type PassOn } from './envd.js';
 import { fileRoutes, signedBy } from './files.js';
@@ -49,9 +50,17 @@ export class E2bCompat {
   private readonly proxy: PortProxy;
   private readonly peers: Peers | undefined;
 
-  constructor(private readonly engine: Engine, private readonly machines: Machines, deps: Pick<Deps, 'metadata' | 'pins' | 'cluster' | 'peers'>, private readonly log: Logger) {
-    this.sandboxes = new Sandboxes(machines, { ...deps, log });
-    this.peers = deps.peers;
+  /** `o.cluster` and `o.peers`: cluster mode (locks, and proofs for requests passed to the worker that runs a sandbox). */
+  constructor(private readonly engine: Engine, private readonly machines: Machines, o: { cluster?: Pick<Cluster, 'exclusive'>; peers?: Peers }, private readonly log: Logger) {
+    this.sandboxes = new Sandboxes(machines, {
+      log, ...(o.cluster ? { cluster: o.cluster } : {}),
+      callerFor: (tenantId) => engine.callerFor(tenantId),
+      hasContext: (caller, name) => engine.getContext(caller, name).then(() => true, (e: unknown) => {
+        if (e instanceof ShellbaseError && e.code === 'not_found') return false;
+        throw e;
+      }),
+    });
+    this.peers = o.peers;
     this.control = new ControlPlane(engine, this.sandboxes, machines);
     this.envd = new Envd(this.sandboxes, machines, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
     this.proxy = new PortProxy(log);

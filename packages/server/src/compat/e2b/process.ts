@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { constants } from 'node:os';
 import { formatDuration } from '@shellbase/protocol';
 import { checkTimeout } from '../../core/validate.js';
-import type { Agent } from '../../machines/agent.js';
+import type { Agent } from '../../machines/index.js';
 import { SpawnerRequestError, type Attached, type Exit } from '../../util/spawner.js';
 import { bytesField, ConnectError, timeoutOf, type ServerStream } from './connect.js';
 import type { EnvdCall, Service } from './envd.js';

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { NetworkPolicy } from '@shellbase/protocol';
-import type { Caller, Deps } from '../../core/deps.js';
+import type { Logger } from 'pino';
+import type { Caller } from '../../core/deps.js';
+import type { Cluster } from '../../core/cluster.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { IMAGE_NAMES } from '../../images/index.js';
-import type { Machines } from '../../machines/machines.js';
-import type { E2bSandboxSpec, MachineRow } from '../../store/metadata/types.js';
+import type { MachineRow, Machines } from '../../machines/index.js';
+import { E2B_EXTENSION, asExtension, e2bOf, type E2bSandboxSpec } from './record.js';
 import { KeyedLock } from '../../util/keyed-lock.js';
 
 /** A sandbox: a machine the E2B-compatible API made, and what it keeps about it. */
@@ -35,6 +37,17 @@ const SWEEP_MS = 15_000;
 /** At most one reload of every sandbox's token per this long (a signature no known token made). */
 const RELOAD_MS = 1_000;
 
+/** What the sandboxes need of the server beside machines (server.ts gives them). */
+export interface SandboxesOptions {
+  log: Logger;
+  /** Cluster mode: locks shared by the workers (absent in the embedded default). */
+  cluster?: Pick<Cluster, 'exclusive'>;
+  /** A caller acting for a tenant, with a fresh hold (not_found when the tenant is gone). */
+  callerFor(tenantId: string): Promise<Caller>;
+  /** Whether the caller has a context of that name (a template that names one). */
+  hasContext(caller: Caller, name: string): Promise<boolean>;
+}
+
 /**
  * E2B sandboxes over machines. The sandbox id is the machine id, so the shellbase API and CLI
  * (fork, commit, exec) work on it; the sandbox's own fields live in the machine's spec (`e2b`).
@@ -62,12 +75,13 @@ export class Sandboxes {
   private reloading: Promise<void> | null = null;
   private reloadedAt = 0;
 
-  constructor(private readonly machines: Machines, private readonly deps: Pick<Deps, 'metadata' | 'pins' | 'log' | 'cluster'>) {}
+  constructor(private readonly machines: Machines, private readonly deps: SandboxesOptions) {}
 
   async open(): Promise<void> {
     const clustered = this.deps.cluster !== undefined;
     for (const row of await this.machines.rows()) {
-      if (row.spec.e2b) this.know(row.id, row.tenantId, row.spec.e2b, !clustered);
+      const e2b = e2bOf(row);
+      if (e2b) this.know(row.id, row.tenantId, e2b, !clustered);
     }
     if (!clustered) return;
     this.machines.onTaken((id) => { void this.adopt(id); });
@@ -86,9 +100,10 @@ export class Sandboxes {
   async tenantOf(id: string): Promise<string | undefined> {
     const known = this.owners.get(id);
     if (known !== undefined || !this.deps.cluster || !/^m_[a-z0-9]{1,64}$/.test(id)) return known;
-    const row = await this.deps.metadata.machines.find(id);
-    if (!row?.spec.e2b) return undefined;
-    this.know(row.id, row.tenantId, row.spec.e2b, false);
+    const row = await this.machines.find(id);
+    const e2b = row && e2bOf(row);
+    if (!row || !e2b) return undefined;
+    this.know(row.id, row.tenantId, e2b, false);
     return row.tenantId;
   }
 
@@ -115,9 +130,10 @@ export class Sandboxes {
   private learn(rows: MachineRow[]): void {
     const ids = new Set<string>();
     for (const row of rows) {
-      if (!row.spec.e2b) continue;
+      const e2b = e2bOf(row);
+      if (!e2b) continue;
       ids.add(row.id);
-      this.know(row.id, row.tenantId, row.spec.e2b, false);
+      this.know(row.id, row.tenantId, e2b, false);
     }
     for (const id of this.owners.keys()) {
       if (!ids.has(id)) { this.owners.delete(id); this.tokens.delete(id); }
@@ -134,33 +150,33 @@ export class Sandboxes {
   /** Cluster mode: a machine's lease was taken here; if it is a sandbox that runs, its timer is this worker's now. */
   private async adopt(id: string): Promise<void> {
     try {
-      const row = await this.deps.metadata.machines.find(id);
+      const row = await this.machines.find(id);
       // Not yet in the store: a sandbox being made here, whose maker arms its timer.
-      if (!row?.spec.e2b) return;
-      this.know(row.id, row.tenantId, row.spec.e2b, false);
-      if (!row.spec.e2b.paused && !this.timers.has(id)) this.schedule(id, row.tenantId, row.spec.e2b);
+      const e2b = row && e2bOf(row);
+      if (!row || !e2b) return;
+      this.know(row.id, row.tenantId, e2b, false);
+      if (!e2b.paused && !this.timers.has(id)) this.schedule(id, row.tenantId, e2b);
     } catch (err) {
       this.deps.log.error({ err, sandbox: id }, 'arming the timeout of an E2B sandbox woken here failed');
     }
   }
 
   /** A caller acting for the tenant that owns a sandbox (envd traffic, timers). Release its hold when done. */
-  async callerFor(tenantId: string): Promise<Caller> {
-    const tenant = await this.deps.metadata.tenants.get(tenantId);
-    if (!tenant) throw new ShellbaseError('not_found', 'the sandbox\'s tenant is gone');
-    return { tenantId, admin: tenant.admin, ...(tenant.quotas ? { quotas: tenant.quotas } : {}), hold: this.deps.pins.hold() };
+  callerFor(tenantId: string): Promise<Caller> {
+    return this.deps.callerFor(tenantId);
   }
 
   async get(caller: Caller, id: string): Promise<Sandbox> {
     const notFound = () => new ShellbaseError('not_found', `sandbox ${JSON.stringify(id)} not found`, { details: { sandbox: id } });
     if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound();
     const row = await this.machines.rowOf(caller, id).catch((e: unknown) => { throw e instanceof ShellbaseError && e.code === 'not_found' ? notFound() : e; });
-    if (!row.spec.e2b) throw notFound();
-    return { row, e2b: row.spec.e2b };
+    const e2b = e2bOf(row);
+    if (!e2b) throw notFound();
+    return { row, e2b };
   }
 
   async list(caller: Caller): Promise<Sandbox[]> {
-    return (await this.machines.rows(caller.tenantId)).flatMap((row) => (row.spec.e2b ? [{ row, e2b: row.spec.e2b }] : []));
+    return (await this.machines.rows(caller.tenantId)).flatMap((row) => { const e2b = e2bOf(row); return e2b ? [{ row, e2b }] : []; });
   }
 
   /** `base` is the debian image; an image's name, that image; a snapshot id, that snapshot; anything else, a context of the caller. */
@@ -171,14 +187,14 @@ export class Sandboxes {
     if (isSnapshot(t)) {
       if (req.network) throw invalid('a snapshot keeps the network rules it was taken with', 'leave the network options unset for a snapshot template');
       [{ id }] = await this.machines.restore(caller, t, 1);
-      await this.machines.setE2b(caller, id, e2b);
+      await this.machines.setExtension(caller, id, E2B_EXTENSION, e2b);
     } else {
       const image = t === BASE_TEMPLATE ? 'debian' : (IMAGE_NAMES as string[]).includes(t) ? t : null;
-      if (image === null && !(await this.deps.metadata.contexts.get(caller.tenantId, t))) {
+      if (image === null && !(await this.deps.hasContext(caller, t))) {
         throw new ShellbaseError('not_found', `template ${JSON.stringify(t)} not found`, { hint: 'name base, an image, one of your contexts, or a snapshot id' });
       }
       const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
-      ({ id } = await this.machines.create(caller, source, { e2b }));
+      ({ id } = await this.machines.create(caller, source, asExtension(e2b)));
     }
     this.know(id, caller.tenantId, e2b, true);
     return this.get(caller, id);
@@ -198,7 +214,7 @@ export class Sandboxes {
     return this.lock.run(id, async () => {
       const s = await this.get(caller, id);
       const e2b = await change(s);
-      await this.machines.setE2b(caller, id, e2b);
+      await this.machines.setExtension(caller, id, E2B_EXTENSION, e2b);
       this.schedule(id, caller.tenantId, e2b);
       return { row: s.row, e2b };
     });
@@ -238,8 +254,8 @@ export class Sandboxes {
         const e2b = { ...s.e2b, paused: true };
         // A machine that lost its memory (a stopped one, or in a cluster a lost one) has none to keep.
         const { state } = await this.machines.get(caller, id);
-        if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id, e2b);
-        else await this.machines.setE2b(caller, id, e2b);
+        if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id, asExtension(e2b));
+        else await this.machines.setExtension(caller, id, E2B_EXTENSION, e2b);
         this.schedule(id, caller.tenantId, e2b);
         return true;
       });
@@ -269,7 +285,7 @@ export class Sandboxes {
     const out: Sandbox[] = [];
     for (const m of copies) {
       const e2b = this.record({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
-      await this.machines.setE2b(caller, m.id, e2b);
+      await this.machines.setExtension(caller, m.id, E2B_EXTENSION, e2b);
       this.know(m.id, caller.tenantId, e2b, true);
       out.push(await this.get(caller, m.id));
     }
@@ -339,7 +355,7 @@ export class Sandboxes {
         const rows = await this.machines.rows();
         this.learn(rows);
         for (const row of rows) {
-          const e2b = row.spec.e2b;
+          const e2b = e2bOf(row);
           if (!e2b || e2b.paused || this.timers.has(row.id) || Date.parse(e2b.endAt) > Date.now()) continue;
           await this.expire(row.id, row.tenantId);
         }

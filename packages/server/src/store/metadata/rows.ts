@@ -257,8 +257,12 @@ export interface MachineSpec extends MachineShape {
   disk: string[];
   /** Exposed guest ports; each token names one in gateway URLs; `access: "key"` wants the tenant's API key too. */
   ports: { port: number; token: string; access?: 'key' }[];
-  /** What the E2B-compatible API keeps about a machine it made (compat/e2b); forks do not inherit it. */
-  e2b?: E2bSandboxSpec;
+  /**
+   * What other APIs keep about the machine, by the API's name (compat/e2b keeps E2B's sandbox
+   * under `e2b`, in a format of its own): stored with the row and never read by the machines core;
+   * forks, snapshots and restores do not inherit it.
+   */
+  extensions?: Record<string, unknown>;
   /** Cluster mode, while it is hibernated: its memory and disk in the object store (any worker restores it). */
   stored?: StoredMachineFiles;
 }
@@ -284,28 +288,6 @@ export interface StoredMachineFiles {
   disk: StoredFile[];
 }
 
-/** An E2B sandbox's own fields (compat/e2b), persisted with its machine. */
-export interface E2bSandboxSpec {
-  format: 1;
-  /** The template id it was created from, as the caller named it. */
-  templateId: string;
-  metadata: Record<string, string>;
-  /** Environment of every process started through envd (a request's own env over it). */
-  envs: Record<string, string>;
-  startedAt: string;
-  /** When its timeout runs out (ISO time); a paused sandbox keeps it but nothing happens then. */
-  endAt: string;
-  /** What the end of its timeout does: delete it, or pause it (hibernate, memory kept). */
-  onTimeout: 'kill' | 'pause';
-  /** Envd traffic resumes it when paused. */
-  autoResume: boolean;
-  /** Paused through the E2B API (its machine hibernated): envd traffic does not wake it unless autoResume. */
-  paused: boolean;
-  /** Sent by the SDK as X-Access-Token on envd traffic. */
-  accessToken: string;
-  /** Required on traffic to its ports (header e2b-traffic-access-token) when set: allowPublicTraffic was false. */
-  trafficToken?: string;
-}
 
 export type MachineRowState = MachineState;
 

@@ -6,9 +6,17 @@ import { checkFence } from './fence.js';
 interface MachineRecord { id: string; tenant_id: string; state: string; spec: string; created_at: string }
 interface SnapshotRecord { id: string; tenant_id: string; machine_id: string; spec: string; created_at: string }
 
-/** Reads a machine's or snapshot's spec; format 1 (before disks had sizes: all were 8 GiB) is read as format 2; 3 may carry `ramPadKb`. */
+/**
+ * Reads a machine's or snapshot's spec; format 1 (before disks had sizes: all were 8 GiB) is read as format 2; 3 may carry
+ * `ramPadKb`. A top-level `e2b` (rows written before `extensions`) is read as `extensions.e2b`.
+ */
 function parse<T extends MachineShape>(what: string, text: string): T {
-  const spec = JSON.parse(text) as Omit<T, 'format'> & { format: number; diskGb?: number };
+  const spec = JSON.parse(text) as Omit<T, 'format'> & { format: number; diskGb?: number; e2b?: unknown; extensions?: Record<string, unknown> };
+  // Rows written before the extensions slot kept the E2B API's record as `e2b`: read it where it is now.
+  if (spec.e2b !== undefined) {
+    spec.extensions = { ...spec.extensions, e2b: spec.e2b };
+    delete spec.e2b;
+  }
   if (spec.format === 1) return { ...spec, format: 2, diskGb: 8 } as T;
   if (spec.format !== 2 && spec.format !== 3) throw new Error(`${what}: unknown spec format ${String(spec.format)}`);
   return spec as T;
