@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { MachineLayout } from '../packages/server/src/machines/layout.ts';
-import { MachineStowage } from '../packages/server/src/machines/stowage.ts';
+import { MachineStowage } from '../packages/server/src/machines/storage/stowage.ts';
 import { Dialer } from '../packages/server/src/util/dialer.ts';
 import { startS3 } from '../test/s3.ts';
 

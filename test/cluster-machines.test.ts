@@ -40,7 +40,7 @@ before(async () => {
   cluster = await startCluster();
   workers = cluster.workers;
   await cluster.start('a');
-  // D keeps a machine restored ahead (machines/ready.ts) once a create made its template hot: its crash leaves one behind.
+  // D keeps a machine restored ahead (machines/pool/ready.ts) once a create made its template hot: its crash leaves one behind.
   await Promise.all([cluster.start('b'), cluster.start('c'), cluster.start('d', { SHELLBASE_MACHINES_READY: '1' })]);
 });
 

@@ -10,14 +10,14 @@ import { LocalBlobStore } from '../packages/server/src/store/blobs/index.ts';
 import type { BlobStore } from '../packages/server/src/store/blobs/types.ts';
 import { ShellbaseError } from '../packages/server/src/errors.ts';
 import { MachineLayout } from '../packages/server/src/machines/layout.ts';
-import { MachineStowage } from '../packages/server/src/machines/stowage.ts';
-import { MachineDisks } from '../packages/server/src/machines/storage.ts';
+import { MachineStowage } from '../packages/server/src/machines/storage/stowage.ts';
+import { MachineDisks } from '../packages/server/src/machines/storage/storage.ts';
 import { startS3 } from './s3.ts';
 import { Dialer } from '../packages/server/src/util/dialer.ts';
 
-// Machines' files in a cluster: in the object store (machines/stowage.ts), with real qcow2 chains
+// Machines' files in a cluster: in the object store (machines/storage/stowage.ts), with real qcow2 chains
 // (qemu-img, qemu-io) and GNU tar over a local blob store (what one worker stores, another
-// fetches), and what a worker keeps of them locally (machines/storage.ts, collectStray).
+// fetches), and what a worker keeps of them locally (machines/storage/storage.ts, collectStray).
 let root: string;
 let blobs: BlobStore;
 let puts = 0;

@@ -3,11 +3,11 @@ import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { MachineHandle } from '@shellbase/sdk';
-import { ramPadKb } from '../packages/server/src/machines/live-copy.ts';
-import { qemuBuild } from '../packages/server/src/machines/qemu.ts';
+import { ramPadKb } from '../packages/server/src/machines/vm/live-copy.ts';
+import { qemuBuild } from '../packages/server/src/machines/vm/qemu.ts';
 import { qemuProcesses, sleep, startTestServer, type TestServer } from './harness.ts';
 
-// Forks and snapshots of a running machine by live copy (machines/live-copy.ts), against the
+// Forks and snapshots of a running machine by live copy (machines/vm/live-copy.ts), against the
 // stopped copy they replace: the same memory, the same disk instant, and the source running on.
 // That needs a QEMU that marks every page the guest writes: KVM, TCG from QEMU 9.0, or (TCG with
 // Debian 12's QEMU 7.2 here) a machine whose RAM is padded off a 256 KiB boundary, as this

@@ -9,7 +9,7 @@ import { Shellbase, type MachineHandle } from '@shellbase/sdk';
 import { qemuProcesses, sleep, spawnServer, startTestServer, type TestServer } from './harness.ts';
 
 /**
- * A create from a hot template takes a machine restored ahead (machines/ready.ts)
+ * A create from a hot template takes a machine restored ahead (machines/pool/ready.ts)
  * instead of restoring one. What it gets must be what a restore gives: the template's files, a
  * clock of now, its own entropy, QEMU confined alike, the machine's own egress policy. At most
  * three VMs at once; the template is booted once under TCG.

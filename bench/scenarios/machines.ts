@@ -51,7 +51,7 @@ export async function machines(b: Bench): Promise<void> {
 
 /**
  * A create restores the template's machine (ready VMs off), or takes one restored ahead
- * for the hot template (machines/ready.ts, the default: the pool is full again before each
+ * for the hot template (machines/pool/ready.ts, the default: the pool is full again before each
  * create, as between a busy template's creates). The create call alone, and it with a first exec.
  * Ready VMs are off after (the one left ready waits paused: no CPU), so the forks measured next
  * share the CPUs with nothing.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { copiesLive, CopyRate, liveCopySound, ramPadKb } from '../../packages/server/src/machines/live-copy.ts';
+import { copiesLive, CopyRate, liveCopySound, ramPadKb } from '../../packages/server/src/machines/vm/live-copy.ts';
 
 test('live copy: on and off say so; auto copies live where a stopped copy would pause longer than the bound', () => {
   const rate = new CopyRate();

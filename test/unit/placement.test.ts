@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import type { Cluster, LeaseKind } from '../../packages/server/src/core/cluster.ts';
 import { MachineLayout } from '../../packages/server/src/machines/layout.ts';
 import { MachinePlacement } from '../../packages/server/src/machines/placement.ts';
-import type { MachineStowage } from '../../packages/server/src/machines/stowage.ts';
+import type { MachineStowage } from '../../packages/server/src/machines/storage/stowage.ts';
 import type { MachineRow, MetadataStore } from '../../packages/server/src/store/metadata/types.ts';
 import type { ServerConfig } from '../../packages/server/src/config.ts';
 

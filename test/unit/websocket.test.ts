@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { acceptWebSocket, isWebSocketRequest, offeredProtocols } from '../../packages/server/src/util/websocket.ts';
-import { readConsoleTail } from '../../packages/server/src/machines/console-log.ts';
+import { readConsoleTail } from '../../packages/server/src/machines/vm/console-log.ts';
 
 // The server side of RFC 6455 (util/websocket.ts) against Node's own WebSocket client, and raw
 // frames a conforming client would never send.

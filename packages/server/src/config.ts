@@ -171,17 +171,17 @@ export interface MachinesConfig {
   templateIdleMs: number;
   /**
    * How a fork or snapshot of a running machine copies its memory (SHELLBASE_MACHINES_LIVE_COPY):
-   * `on`, while it runs (machines/live-copy.ts: a pause of tens of ms, a copy of all of its memory);
+   * `on`, while it runs (machines/vm/live-copy.ts: a pause of tens of ms, a copy of all of its memory);
    * `off`, stopped for the copy of the memory it uses; `auto` (the default), live where a stopped
    * copy would pause it longer than `pauseMs`. Never where the copy would miss pages the guest
-   * writes (machines/live-copy.ts `liveCopySound`).
+   * writes (machines/vm/live-copy.ts `liveCopySound`).
    */
   liveCopy: 'auto' | 'on' | 'off';
   /** `auto`'s bound on a stopped copy's pause (SHELLBASE_MACHINES_PAUSE_MS, default 250). */
   pauseMs: number;
   /**
    * Machines restored ahead per hot template (SHELLBASE_MACHINES_READY, default 1; 0: none): a
-   * create from that template takes one instead of restoring (machines/ready.ts).
+   * create from that template takes one instead of restoring (machines/pool/ready.ts).
    */
   readyPerTemplate: number;
   /** A template is hot this long after a create used it (SHELLBASE_MACHINES_READY_IDLE_MS, default 10 min). */

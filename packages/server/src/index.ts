@@ -1,7 +1,7 @@
 export { clusterFromEnv, loadConfig, tlsFromEnv, type ClusterConfig, type Limits, type ServerConfig } from './config.js';
 export { startServer, type RunningServer } from './server.js';
 export { buildImage, imageBuilt, imageInfo, imageRootfs, IMAGE_NAMES } from './images/index.js';
-export { buildAssets } from './machines/assets.js';
+export { buildAssets } from './machines/vm/assets.js';
 export { Engine } from './engine/engine.js';
 export { ShellbaseError } from './errors.js';
 export { SANDBOX_CAPS } from './runtime/index.js';

@@ -13,7 +13,7 @@ export const debianRecipe = {
     // Machines boot the same tree: systemd as PID 1, udev for its device units (queries never start them),
     // D-Bus for timedatectl, localectl and hostnamectl; the host's own name resolves without DNS (sudo asks).
     'systemd-sysv', 'udev', 'dbus', 'libnss-myhostname',
-    // A server's basics in a machine: modules (the kernel's own are added per machine: machines/kernel-layer.ts),
+    // A server's basics in a machine: modules (the kernel's own are added per machine: machines/vm/kernel-layer.ts),
     // FUSE (fuse-overlayfs: bindfs would pull in FUSE 2, which breaks fuse3), sudo, a firewall, locales and time zones, `ip`, and resize2fs for a disk that grows.
     'kmod', 'fuse3', 'fuse-overlayfs', 'sudo', 'iptables', 'nftables', 'locales', 'tzdata', 'iproute2', 'netbase', 'e2fsprogs',
     // What a stock Debian 12 install has beyond minbase and scripts take for granted. AppArmor: the guest

@@ -14,7 +14,7 @@ export function tenantRoom(config: ServerConfig, runs: readonly MachineRun[], ca
   if (mine + count > runningMachines) throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves)');
 }
 
-/** What the host holds besides machines: ready VMs (machines/ready.ts), counted as machines are. */
+/** What the host holds besides machines: ready VMs (machines/pool/ready.ts), counted as machines are. */
 export interface Held { count: number; memoryMb: number }
 
 /**

@@ -3,10 +3,10 @@ import path from 'node:path';
 import { MACHINE_ROOT } from '../util/idmap.js';
 import type { HostPrograms, Cgroup } from '../runtime/index.js';
 import { runOk, run } from '../util/proc.js';
-import { chooseAccel, type AccelChoice } from './accel.js';
-import type { MachineAssets } from './assets.js';
-import { guestLayer } from './disk.js';
-import { AGENT_PORT, type Accel } from './qemu.js';
+import { chooseAccel, type AccelChoice } from './vm/accel.js';
+import type { MachineAssets } from './vm/assets.js';
+import { guestLayer } from './storage/disk.js';
+import { AGENT_PORT, type Accel } from './vm/qemu.js';
 import { MachineLayout } from './layout.js';
 
 /**
@@ -54,7 +54,7 @@ export class MachineHost {
     const accel = await chooseAccel(layout, o.assets, o.accel);
     const guest = guestLayer(layout);
     const { root, ramDir } = layout;
-    // Passable (not listable) by the sandboxes' root: disks are made from `build/` (machines/disk.ts).
+    // Passable (not listable) by the sandboxes' root: disks are made from `build/` (machines/storage/disk.ts).
     mkdirSync(root, { recursive: true, mode: 0o711 });
     chmodSync(root, 0o711);
     // Passable by QEMU's uid (which owns the RAM files in it), not listable.

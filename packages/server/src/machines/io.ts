@@ -5,7 +5,7 @@ import type { Caller } from '../core/deps.js';
 import { quotasOf } from '../core/quotas.js';
 import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../core/validate.js';
 import { pipeThrough, type PortTarget } from '../util/pipe.js';
-import type { Agent } from './agent.js';
+import type { Agent } from './vm/agent.js';
 import { ChannelClosedError, type Exit } from '../util/spawner.js';
 import type { MachineRun } from './run.js';
 

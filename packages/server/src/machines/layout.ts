@@ -11,7 +11,7 @@ import path from 'node:path';
  * - `tenants/T/disks/`: qcow2 files of machines' disk chains; `tenants/T/snapshots/S/`: a
  *   snapshot's `ram` and `state.bin`; `tenants/T/templates/KEY/`: templates of the tenant's versions.
  * - `build/`: where disks are made before they move into a template.
- * - `blobs/` (cluster mode, machines/stowage.ts): `DIGEST/NAME`, frozen disk files fetched from the
+ * - `blobs/` (cluster mode, machines/storage/stowage.ts): `DIGEST/NAME`, frozen disk files fetched from the
  *   object store; `known/`, the blobs files here were stored as; `tmp/`, packs being made.
  *
  * In `$SHELLBASE_CACHE/machines/` (shared by servers on the host): `assets/` (kernel, initramfs),

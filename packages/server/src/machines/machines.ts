@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
-import { commitMachine } from './commit.js';
+import { commitMachine } from './storage/commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { durably, type Caller } from '../core/deps.js';
 import { checkName, checkRange } from '../core/validate.js';
@@ -9,13 +9,13 @@ import { gatewayUrls, newToken } from '../util/tokens.js';
 import type { MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../store/layer-ids.js';
-import { DISK_GB, overlay } from './disk.js';
+import { DISK_GB, overlay } from './storage/disk.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineRun } from './run.js';
-import { templateSource } from './restore.js';
+import { templateSource } from './pool/restore.js';
 import { withExtensions } from './extensions.js';
 import { quotasOf } from '../core/quotas.js';
-import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './snapshots.js';
+import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './storage/snapshots.js';
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
 
@@ -62,7 +62,7 @@ export class Machines extends MachineRuns {
     const root = this.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
     const src = { root, layers: version.layers, memoryMb, cpus };
-    // A machine restored ahead for this template (machines/ready.ts) has its id and disk already;
+    // A machine restored ahead for this template (machines/pool/ready.ts) has its id and disk already;
     // taken before admission, so admission does not count it twice.
     let ready = this.ready?.take(caller.tenantId, await this.templates!.dir(src)) ?? null;
     const slots = await this.admit(caller, memoryMb, 1, ready).catch((e: unknown) => { if (ready) this.ready!.putBack(ready); throw e; });

@@ -10,7 +10,7 @@ import type { LeaseFence, MachineRow, MetadataStore, SnapshotRow, StoredMachineF
 import { newId } from '../util/ids.js';
 import type { MachineLayout } from './layout.js';
 import type { MachineRun, RunHooks } from './run.js';
-import type { MachineStowage } from './stowage.js';
+import type { MachineStowage } from './storage/stowage.js';
 
 /** States in which a machine holds memory on the worker that runs it. */
 const LIVE = new Set(['starting', 'running', 'paused']);
@@ -28,7 +28,7 @@ export interface Reservation {
  * Machines across the workers of a cluster. A machine that holds memory runs on one worker, which
  * holds its lease (kind `machine`, key its id); calls that land elsewhere are passed there
  * (api/machine-forward.ts). Hibernating stores its memory and disk in the object store
- * (machines/stowage.ts) and gives the lease up, so the next call on any worker restores it there.
+ * (machines/storage/stowage.ts) and gives the lease up, so the next call on any worker restores it there.
  * A machine whose lease-holder died while it held memory is `lost`; the lease's epoch fences its
  * row: a worker whose lease was taken over (taken for gone after a pause or a partition) writes
  * nothing more of it, and ends its QEMU when its heartbeat finds out. `runningMachines` is counted

@@ -18,7 +18,7 @@ export interface RunHooks {
   admit(row: MachineRow): Promise<void>;
   /** A lifecycle step took `ms` (metrics). */
   step(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
-  /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/live-copy.ts `copiesLive`). */
+  /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/vm/live-copy.ts `copiesLive`). */
   liveCopy(usedMiB: number, ramPadKb: number): Promise<boolean>;
   /** A stopped copy of `usedMiB` paused the machine `ms` (what the next choice goes by). */
   stoppedCopy(ms: number, usedMiB: number): void;

@@ -3,20 +3,20 @@ import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
 import type { MachineRow, MachineSpec } from '../store/metadata/types.js';
-import type { Agent } from './agent.js';
-import { copySparse, overlay } from './disk.js';
-import { LiveCopyError, usedMiB } from './live-copy.js';
-import { freezeLive, freezeStopped } from './freeze.js';
-import type { QemuVm } from './qemu.js';
-import { restoreVm, type RestoreSource } from './restore.js';
-import type { ReadyVm } from './ready.js';
+import type { Agent } from './vm/agent.js';
+import { copySparse, overlay } from './storage/disk.js';
+import { LiveCopyError, usedMiB } from './vm/live-copy.js';
+import { freezeLive, freezeStopped } from './storage/freeze.js';
+import type { QemuVm } from './vm/qemu.js';
+import { restoreVm, type RestoreSource } from './pool/restore.js';
+import type { ReadyVm } from './pool/ready.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
 import type { RunHooks } from './run-hooks.js';
 import { withExtensions } from './extensions.js';
 import type { EgressSession, Traffic } from '../net/egress.js';
 
-export type { RestoreSource } from './restore.js';
+export type { RestoreSource } from './pool/restore.js';
 export type { RunHooks } from './run-hooks.js';
 
 /**
@@ -45,7 +45,7 @@ export class MachineRun {
   /** The way out of the running QEMU process, and how much of its traffic is metered already. */
   private session: EgressSession | null = null;
   private metered: Traffic = { bytesOut: 0, bytesIn: 0 };
-  /** A live copy is under way (machines/freeze.ts): the machine runs and takes users meanwhile. */
+  /** A live copy is under way (machines/storage/freeze.ts): the machine runs and takes users meanwhile. */
   copying = false;
 
   constructor(public row: MachineRow, readonly hooks: RunHooks) {}
@@ -84,7 +84,7 @@ export class MachineRun {
   }
 
   /**
-   * Takes over `ready` (machines/ready.ts), restored from this machine's template for its id,
+   * Takes over `ready` (machines/pool/ready.ts), restored from this machine's template for its id,
    * tenant and disk: its egress session gets the machine's policy, its CPUs run again, and the
    * guest settles (clock to now, fresh entropy) as after any restore.
    */
@@ -175,7 +175,7 @@ export class MachineRun {
    * and state file), then lets the machine go on. The disk's current top
    * becomes read-only (the snapshot's chain); a new overlay takes the writes.
    * Returns the frozen chain. Milliseconds of pause: that is the fork's cost. A running machine
-   * is copied live (machines/live-copy.ts: it pauses only for the last dirty pages) unless the
+   * is copied live (machines/vm/live-copy.ts: it pauses only for the last dirty pages) unless the
    * server's setting says otherwise (SHELLBASE_MACHINES_LIVE_COPY); a paused one is copied as it stands.
    */
   async freeze(into: { ram: string; state: string }): Promise<string[]> {

@@ -6,27 +6,27 @@ import type { ContextAccess } from '../core/contexts.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import type { MachineRow } from '../store/metadata/types.js';
-import type { AccelChoice } from './accel.js';
-import { findAssets } from './assets.js';
+import type { AccelChoice } from './vm/accel.js';
+import { findAssets } from './vm/assets.js';
 import { MachineHost } from './host.js';
 import { MachineLayout, runFiles } from './layout.js';
-import { readConsoleTail } from './console-log.js';
+import { readConsoleTail } from './vm/console-log.js';
 import { MachineIo } from './io.js';
-import { MachineDisks } from './storage.js';
+import { MachineDisks } from './storage/storage.js';
 import { hostRoom, tenantRoom, type Held } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
-import { templateSource } from './restore.js';
+import { templateSource } from './pool/restore.js';
 import { withExtensions } from './extensions.js';
-import { copiesLive, CopyRate, liveCopySound } from './live-copy.js';
-import { overlay } from './disk.js';
-import { qemuBuild } from './qemu.js';
-import { Templates } from './templates.js';
-import { ReadyPool, type ReadyVm } from './ready.js';
+import { copiesLive, CopyRate, liveCopySound } from './vm/live-copy.js';
+import { overlay } from './storage/disk.js';
+import { qemuBuild } from './vm/qemu.js';
+import { Templates } from './pool/templates.js';
+import { ReadyPool, type ReadyVm } from './pool/ready.js';
 import { machineView } from './views.js';
 import { Network } from '../core/network.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import { MachinePlacement, type Reservation } from './placement.js';
-import { MachineStowage } from './stowage.js';
+import { MachineStowage } from './storage/stowage.js';
 
 /**
  * Machines' runs: rows in the metadata store, one MachineRun per machine while the server lives,
@@ -37,7 +37,7 @@ export class MachineRuns {
   protected host_: MachineHost | null = null;
   protected opening: Promise<MachineHost> | null = null;
   protected templates: Templates | null = null;
-  /** Machines restored ahead for hot templates (machines/ready.ts). */
+  /** Machines restored ahead for hot templates (machines/pool/ready.ts). */
   protected ready: ReadyPool | null = null;
   protected readonly runs = new Map<string, MachineRun>();
   readonly io: MachineIo;
@@ -153,7 +153,7 @@ export class MachineRuns {
   }
 
   /**
-   * Garbage collection of templates of tenants' versions (machines/templates.ts, `collect`): those
+   * Garbage collection of templates of tenants' versions (machines/pool/templates.ts, `collect`): those
    * no machine or snapshot stands on, unused for `templateIdleMs`. Images' templates live in the
    * cache, which other servers on the host may share: they stay.
    */
@@ -239,7 +239,7 @@ export class MachineRuns {
 
   /**
    * Refuses `count` more machines of `memoryMb` past the host's cap or memory budget. One that
-   * would fit without the ready VMs (machines/ready.ts) ends them first and is let through. `own`:
+   * would fit without the ready VMs (machines/pool/ready.ts) ends them first and is let through. `own`:
    * the ready VM the asking create took, which needs no room of its own.
    */
   private async withRoom(memoryMb: number, count: number, own?: ReadyVm | null): Promise<void> {

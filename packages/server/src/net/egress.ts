@@ -135,7 +135,7 @@ export class Egress {
 
   /**
    * A session with no spec yet, for a QEMU launched before it knows its machine's (a ready VM,
-   * machines/ready.ts): it refuses every connection until `assign`.
+   * machines/pool/ready.ts): it refuses every connection until `assign`.
    */
   ahead(owner: number): Promise<EgressSession> {
     if (this.closing) return Promise.reject(new Error('the egress proxy is closing'));

@@ -234,7 +234,7 @@ export interface MachineShape {
   context?: string;
   version?: string;
   memoryMb: number;
-  /** KiB of RAM past `memoryMb`, where the host's QEMU needs it for a sound live copy (machines/live-copy.ts); absent: none. */
+  /** KiB of RAM past `memoryMb`, where the host's QEMU needs it for a sound live copy (machines/vm/live-copy.ts); absent: none. */
   ramPadKb?: number;
   cpus: number;
   /** The disk's size as the guest sees it (GiB). */

@@ -1,8 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { runOk } from '../util/proc.js';
+import { runOk } from '../../util/proc.js';
 import { buildKernelLayer } from './kernel-layer.js';
-import { MachineLayout } from './layout.js';
+import { MachineLayout } from '../layout.js';
 
 /**
  * What every machine boots from, built once per host into the cache
@@ -10,7 +10,7 @@ import { MachineLayout } from './layout.js';
  * uncompressed `vmlinux` (QEMU enters it through PVH, skipping ~4 s of
  * decompression under TCG), an initramfs of busybox plus the modules the
  * root disk and the network need, and the kernel layer (`layer/`: every module
- * and the kernel's config, stacked on every machine's disk: machines/kernel-layer.ts).
+ * and the kernel's config, stacked on every machine's disk: machines/vm/kernel-layer.ts).
  * The kernel package is unpacked, never installed on the host.
  */
 export interface MachineAssets {

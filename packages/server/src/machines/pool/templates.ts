@@ -2,15 +2,15 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Snapshotter } from '../store/snapshotter/types.js';
-import { Agent } from './agent.js';
-import { buildDisk, copySparse, overlay } from './disk.js';
-import type { MachineHost } from './host.js';
-import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from './qemu.js';
-import { ramPadKb } from './live-copy.js';
-import { PRUNED } from './commit.js';
-import { removeTree } from '../util/remove.js';
-import type { TrustLayers, TrustOverlay } from '../trust/index.js';
+import type { Snapshotter } from '../../store/snapshotter/types.js';
+import { Agent } from '../vm/agent.js';
+import { buildDisk, copySparse, overlay } from '../storage/disk.js';
+import type { MachineHost } from '../host.js';
+import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from '../vm/qemu.js';
+import { ramPadKb } from '../vm/live-copy.js';
+import { PRUNED } from '../storage/commit.js';
+import { removeTree } from '../../util/remove.js';
+import type { TrustLayers, TrustOverlay } from '../../trust/index.js';
 
 /** Bump when what a template holds or how it is made changes (4: the kernel layer on its disk). */
 const TEMPLATE_FORMAT = 4;
@@ -20,7 +20,7 @@ const BOOT_TIMEOUT_MS = 300_000;
 /**
  * Run in the template's guest before it is frozen: the paths of the booted
  * disk (sorted, NUL-separated) and a time stamp. A machine's commit sends what
- * changed after the stamp and what of the list is gone (machines/commit.ts).
+ * changed after the stamp and what of the list is gone (machines/storage/commit.ts).
  */
 export const RECORD_BASE = `set -e
 mkdir -p /var/lib/shellbase
@@ -35,7 +35,7 @@ export interface Template {
   disk: string;
   ram: string;
   state: string;
-  /** KiB of RAM past its MiB (machines/live-copy.ts `ramPadKb`): its machines restore into RAM of that size. */
+  /** KiB of RAM past its MiB (machines/vm/live-copy.ts `ramPadKb`): its machines restore into RAM of that size. */
   ramPadKb: number;
   /** Variables its machines' commands get (the host's authorities on its disk: trust/); empty when none. */
   env: Record<string, string>;

@@ -1,9 +1,9 @@
 import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { runOk } from '../util/proc.js';
-import { overlay } from './disk.js';
-import type { MachineHost } from './host.js';
-import { runFiles } from './layout.js';
+import { runOk } from '../../util/proc.js';
+import { overlay } from '../storage/disk.js';
+import type { MachineHost } from '../host.js';
+import { runFiles } from '../layout.js';
 import { QemuVm } from './qemu.js';
 import { QmpError } from './qmp.js';
 

@@ -1,7 +1,7 @@
 import { readdirSync, rmSync, statSync, type Dirent } from 'node:fs';
 import path from 'node:path';
-import type { Deps } from '../core/deps.js';
-import type { MachineLayout } from './layout.js';
+import type { Deps } from '../../core/deps.js';
+import type { MachineLayout } from '../layout.js';
 
 function list(dir: string): string[] {
   try { return readdirSync(dir); } catch { return []; }
@@ -67,7 +67,7 @@ export class MachineDisks {
    * and disks are its own): what a crash left of machines that have no row — their run
    * directories, and disk files named after them (`ID-d_….qcow2`) that no machine's or
    * snapshot's chain names (by file name: a moved home keeps its files): ready VMs'
-   * (machines/ready.ts), and those of creates cut short. Returns how many went.
+   * (machines/pool/ready.ts), and those of creates cut short. Returns how many went.
    */
   async sweep(): Promise<number> {
     const ids = new Set((await this.deps.metadata.machines.list()).map((m) => m.id));

@@ -1,17 +1,17 @@
-import type { Dialer } from '../util/dialer.js';
+import type { Dialer } from '../../util/dialer.js';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { ShellbaseError } from '../errors.js';
-import { CAN_FETCH, LOCATION_TTL_S, fetchMayPass, packLayer, unpackLayer } from '../store/blobs/pack.js';
-import { withFetchRetries } from '../util/curl.js';
-import type { BlobStore } from '../store/blobs/types.js';
-import type { StoredFile, StoredMachineFiles } from '../store/metadata/types.js';
-import { newId } from '../util/ids.js';
-import { runOk } from '../util/proc.js';
+import { ShellbaseError } from '../../errors.js';
+import { CAN_FETCH, LOCATION_TTL_S, fetchMayPass, packLayer, unpackLayer } from '../../store/blobs/pack.js';
+import { withFetchRetries } from '../../util/curl.js';
+import type { BlobStore } from '../../store/blobs/types.js';
+import type { StoredFile, StoredMachineFiles } from '../../store/metadata/types.js';
+import { newId } from '../../util/ids.js';
+import { runOk } from '../../util/proc.js';
 import { copySparse } from './disk.js';
-import type { MachineLayout } from './layout.js';
+import type { MachineLayout } from '../layout.js';
 
 /** A machine's files on this worker: its RAM file, device state, and disk chain (writable top first). */
 export interface LocalMachineFiles {

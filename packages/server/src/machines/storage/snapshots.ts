@@ -1,12 +1,12 @@
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineSnapshot } from '@shellbase/protocol';
-import { ShellbaseError } from '../errors.js';
-import type { MachineShape, SnapshotRow } from '../store/metadata/types.js';
-import { newId } from '../util/ids.js';
-import type { MachineHost } from './host.js';
-import { MACHINE_TYPE, qemuBuild } from './qemu.js';
-import type { MachineRun } from './run.js';
+import { ShellbaseError } from '../../errors.js';
+import type { MachineShape, SnapshotRow } from '../../store/metadata/types.js';
+import { newId } from '../../util/ids.js';
+import type { MachineHost } from '../host.js';
+import { MACHINE_TYPE, qemuBuild } from '../vm/qemu.js';
+import type { MachineRun } from '../run.js';
 
 /** The fields a machine and its snapshots share (and nothing else of either). */
 export function shapeOf(s: MachineShape): MachineShape {

@@ -1,6 +1,6 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, type MachineConsole } from '@shellbase/protocol';
-import { checkRange } from '../core/validate.js';
+import { checkRange } from '../../core/validate.js';
 
 /**
  * The last `lines` lines of a machine's serial console log (`run/ID/console.log`, which QEMU

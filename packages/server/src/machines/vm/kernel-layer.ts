@@ -1,12 +1,12 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
-import { SANDBOX_ROOT } from '../util/idmap.js';
-import { SBX_STORE } from '../util/native.js';
-import { runOk } from '../util/proc.js';
+import { SANDBOX_ROOT } from '../../util/idmap.js';
+import { SBX_STORE } from '../../util/native.js';
+import { runOk } from '../../util/proc.js';
 
 /**
  * The kernel layer: what of the guest kernel's own package a machine's disk needs, stacked on
- * every machine's disk below the guest layer (machines/disk.ts), so any image or context gets it
+ * every machine's disk below the guest layer (machines/storage/disk.ts), so any image or context gets it
  * without changing the image. It holds, from the same `linux-image-*` package as the `vmlinux`:
  * - `/usr/lib/modules/KERNEL/`: every module, zstd-compressed (391 MB → ~105 MB for 6.1; the
  *   image's kmod reads `.ko.zst`), with the indexes `depmod` makes (`modules.dep`,
@@ -16,7 +16,7 @@ import { runOk } from '../util/proc.js';
  *
  * The kernel's BTF needs no file: Debian's kernel has CONFIG_DEBUG_INFO_BTF and shows it at
  * /sys/kernel/btf/vmlinux. Files are stored with the sandboxes' shifted ids, like every layer.
- * Built with the assets (machines/assets.ts), so the assets' tag names it in templates' keys.
+ * Built with the assets (machines/vm/assets.ts), so the assets' tag names it in templates' keys.
  */
 export async function buildKernelLayer(unpacked: string, kernel: string, into: string, progress: (line: string) => void): Promise<void> {
   const modules = path.join(unpacked, 'lib', 'modules', kernel);

@@ -1,9 +1,9 @@
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { release } from 'node:os';
 import path from 'node:path';
-import { spawner } from '../util/spawner.js';
+import { spawner } from '../../util/spawner.js';
 import type { MachineAssets } from './assets.js';
-import type { MachineLayout } from './layout.js';
+import type { MachineLayout } from '../layout.js';
 import { qemuBuild, type Accel } from './qemu.js';
 
 export interface AccelChoice {

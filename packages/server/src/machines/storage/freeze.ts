@@ -1,12 +1,12 @@
 import { renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { newId } from '../util/ids.js';
+import { newId } from '../../util/ids.js';
 import { copySparse, overlay } from './disk.js';
-import { runFiles } from './layout.js';
-import { copyLive, LiveCopyError, sparsify, usedMiB } from './live-copy.js';
-import type { MachineRow } from '../store/metadata/types.js';
-import type { QemuVm } from './qemu.js';
-import type { RunHooks } from './run-hooks.js';
+import { runFiles } from '../layout.js';
+import { copyLive, LiveCopyError, sparsify, usedMiB } from '../vm/live-copy.js';
+import type { MachineRow } from '../../store/metadata/types.js';
+import type { QemuVm } from '../vm/qemu.js';
+import type { RunHooks } from '../run-hooks.js';
 
 /** What a freeze reads and changes of a machine's run (machines/run.ts `MachineRun`). */
 export interface FreezingRun {
@@ -35,7 +35,7 @@ async function nextTop(run: FreezingRun): Promise<{ frozen: string[]; next: stri
 }
 
 /**
- * While it runs (machines/live-copy.ts); the pause holds only the switch to an overlay opened
+ * While it runs (machines/vm/live-copy.ts); the pause holds only the switch to an overlay opened
  * before. Throws `LiveCopyError` when the copy did not finish (the caller makes a stopped one).
  */
 export async function freezeLive(run: FreezingRun, into: { ram: string; state: string }): Promise<string[]> {

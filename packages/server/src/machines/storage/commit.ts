@@ -1,9 +1,9 @@
 import type { VersionCause } from '@shellbase/protocol';
-import { ShellbaseError } from '../errors.js';
-import type { Caller } from '../core/deps.js';
-import type { ContextAccess } from '../core/contexts.js';
-import type { MachineRow } from '../store/metadata/types.js';
-import type { Agent } from './agent.js';
+import { ShellbaseError } from '../../errors.js';
+import type { Caller } from '../../core/deps.js';
+import type { ContextAccess } from '../../core/contexts.js';
+import type { MachineRow } from '../../store/metadata/types.js';
+import type { Agent } from '../vm/agent.js';
 
 /** Paths a machine's commit leaves out: kernel file systems, run-time state, scratch, shellbase's own. */
 const SKIPPED = ['/proc', '/sys', '/dev', '/run', '/tmp', '/var/lib/shellbase', '/lost+found'];

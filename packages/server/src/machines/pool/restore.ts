@@ -1,10 +1,10 @@
 import { renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { MachineSpec } from '../store/metadata/types.js';
-import { Agent } from './agent.js';
-import { copySparse } from './disk.js';
-import type { MachineHost } from './host.js';
-import { QemuVm } from './qemu.js';
+import type { MachineSpec } from '../../store/metadata/types.js';
+import { Agent } from '../vm/agent.js';
+import { copySparse } from '../storage/disk.js';
+import type { MachineHost } from '../host.js';
+import { QemuVm } from '../vm/qemu.js';
 import type { Template } from './templates.js';
 
 /** Where a machine is restored from: a template, a snapshot, or its own hibernation. */

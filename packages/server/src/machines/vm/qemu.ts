@@ -1,12 +1,12 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { innerPid, type Bridge, type Cgroup, type HostPrograms } from '../runtime/index.js';
-import { runOk } from '../util/proc.js';
-import type { Spawned } from '../util/spawner.js';
-import { HTTP_PROXY_PORT, SOCKS_PORT } from '../net/egress.js';
+import { innerPid, type Bridge, type Cgroup, type HostPrograms } from '../../runtime/index.js';
+import { runOk } from '../../util/proc.js';
+import type { Spawned } from '../../util/spawner.js';
+import { HTTP_PROXY_PORT, SOCKS_PORT } from '../../net/egress.js';
 import type { MachineAssets } from './assets.js';
 import { Qmp, QmpError } from './qmp.js';
-import { runFiles } from './layout.js';
+import { runFiles } from '../layout.js';
 
 /** The guest agent's port (the guest side of `hostfwd`, and inside QEMU's network namespace). */
 export const AGENT_PORT = 7000;
@@ -34,7 +34,7 @@ export interface LaunchSpec {
   assets: MachineAssets;
   accel: Accel;
   memoryMb: number;
-  /** KiB of RAM past `memoryMb` (machines/live-copy.ts `ramPadKb`); a saved state restores only into RAM of its size. */
+  /** KiB of RAM past `memoryMb` (machines/vm/live-copy.ts `ramPadKb`); a saved state restores only into RAM of its size. */
   ramPadKb?: number;
   cpus: number;
   /** The machine's RAM: a file in the RAM directory (tmpfs), mapped shared so it can be copied for forks. */
@@ -69,7 +69,7 @@ export interface LaunchSpec {
   userns?: boolean;
 }
 
-/** The guest's RAM: `memoryMb` MiB and the spec's pad (machines/live-copy.ts `ramPadKb`). */
+/** The guest's RAM: `memoryMb` MiB and the spec's pad (machines/vm/live-copy.ts `ramPadKb`). */
 const ramSize = (spec: LaunchSpec) => (spec.ramPadKb ? `${spec.memoryMb * 1024 + spec.ramPadKb}K` : `${spec.memoryMb}M`);
 
 export function qemuArgs(spec: LaunchSpec): string[] {
@@ -162,7 +162,7 @@ export class QemuVm {
 
   /** Writes device state (RAM stays in the shared file: x-ignore-shared) while the VM is stopped. */
   async saveState(file: string): Promise<void> {
-    // As every save needs them, whatever a live copy (machines/live-copy.ts) left set.
+    // As every save needs them, whatever a live copy (machines/vm/live-copy.ts) left set.
     await this.setCapabilities({ 'x-ignore-shared': true, 'pause-before-switchover': false });
     await this.qmp.execute('migrate', { uri: `exec:cat > ${shellQuote(file)}` });
     await this.migration();

@@ -1,12 +1,12 @@
 import { rmSync } from 'node:fs';
 import type { Logger } from 'pino';
-import type { MachinesConfig } from '../config.js';
-import type { Egress, EgressSession } from '../net/egress.js';
-import { newId } from '../util/ids.js';
-import type { Agent } from './agent.js';
-import { overlay } from './disk.js';
-import type { MachineHost } from './host.js';
-import type { QemuVm } from './qemu.js';
+import type { MachinesConfig } from '../../config.js';
+import type { Egress, EgressSession } from '../../net/egress.js';
+import { newId } from '../../util/ids.js';
+import type { Agent } from '../vm/agent.js';
+import { overlay } from '../storage/disk.js';
+import type { MachineHost } from '../host.js';
+import type { QemuVm } from '../vm/qemu.js';
 import { restoreVm, templateSource } from './restore.js';
 import type { Template, Templates } from './templates.js';
 

@@ -1,15 +1,15 @@
 import { createHash } from 'node:crypto';
 import { chownSync, existsSync, lchownSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Snapshotter } from '../store/snapshotter/types.js';
-import { SANDBOX_ROOT } from '../util/idmap.js';
-import type { HostPrograms } from '../runtime/index.js';
-import { SBX_SPAWNER, SBX_STORE } from '../util/native.js';
-import { runOk } from '../util/proc.js';
-import { GUEST_AGENT } from './agent.js';
-import { AGENT_PORT, GUEST_PROXY, shellQuote } from './qemu.js';
-import { proxyEnv } from '../net/proxy-env.js';
-import type { MachineLayout } from './layout.js';
+import type { Snapshotter } from '../../store/snapshotter/types.js';
+import { SANDBOX_ROOT } from '../../util/idmap.js';
+import type { HostPrograms } from '../../runtime/index.js';
+import { SBX_SPAWNER, SBX_STORE } from '../../util/native.js';
+import { runOk } from '../../util/proc.js';
+import { GUEST_AGENT } from '../vm/agent.js';
+import { AGENT_PORT, GUEST_PROXY, shellQuote } from '../vm/qemu.js';
+import { proxyEnv } from '../../net/proxy-env.js';
+import type { MachineLayout } from '../layout.js';
 
 /**
  * The size of a template's disk as its guest sees it (sparse: only written blocks take space): the
@@ -109,7 +109,7 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
 /**
  * Makes `out`, a sparse raw ext4 image, from `layers` (bottom first) with
  * `above` on top (top first: the guest layer, then the kernel layer of
- * machines/kernel-layer.ts). `mkfs.ext4 -d` reads the merged tree inside the
+ * machines/vm/kernel-layer.ts). `mkfs.ext4 -d` reads the merged tree inside the
  * sandboxes' user namespace, so the disk holds ids as the guest sees them
  * (root is 0 again); nothing of the tree is mounted on the host outside a
  * private mount namespace that ends with the command.

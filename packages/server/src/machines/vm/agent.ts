@@ -3,12 +3,12 @@ import { connect } from 'node:net';
 import { constants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
 import type { MachineExecResult } from '@shellbase/protocol';
-import { DEFAULT_PATH } from '../runtime/index.js';
-import { proxyEnv } from '../net/proxy-env.js';
+import { DEFAULT_PATH } from '../../runtime/index.js';
+import { proxyEnv } from '../../net/proxy-env.js';
 import { GUEST_PROXY } from './qemu.js';
-import { Spawner, type Attached, type OpenChannel } from '../util/spawner.js';
+import { Spawner, type Attached, type OpenChannel } from '../../util/spawner.js';
 
-/** Where the agent and its helpers live in the guest (machines/disk.ts installs them). */
+/** Where the agent and its helpers live in the guest (machines/storage/disk.ts installs them). */
 export const GUEST_AGENT = '/usr/lib/shellbase/sbx-spawner';
 /** Every command the agent runs finds the egress proxy (a request's env may say otherwise). */
 const GUEST_PROXY_ENV = proxyEnv(GUEST_PROXY);
