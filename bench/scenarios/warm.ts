@@ -12,7 +12,8 @@ import { httpClient, latency, pct, value, type Bench } from '../lib.ts';
  * queries started cold (a second server with `warm: false`) and a bare bwrap start, all in
  * rounds that alternate, so that the machine's drift hits each alike. Then parallel queries on
  * one context on both servers, the peer just-bash (in-process, simulated) against the same
- * command as a query, the phases of a warm query, and what an idle pool holds.
+ * command as a query, both against the physical floor (the same script by `bash -c` on the host,
+ * fork+exec without isolation), the phases of a warm query, and what an idle pool holds.
  */
 export async function warm(b: Bench, rootfs: string): Promise<void> {
   const cold = await startTestServer({ warm: false });
@@ -26,12 +27,23 @@ export async function warm(b: Bench, rootfs: string): Promise<void> {
       if (r.status !== 0) throw new Error(`bare bwrap failed: ${String(r.stderr)}`);
       return performance.now() - t0;
     };
+    // The physical floor: the same script by bash -c, fork+exec on the host without any isolation.
+    const hostBash = (script: string) => () => {
+      const t0 = performance.now();
+      const r = spawnSync('bash', ['-c', script]);
+      if (r.status !== 0) throw new Error(`bash -c failed: ${String(r.stderr)}`);
+      return performance.now() - t0;
+    };
+    const peerCommand = 'echo hello > /tmp/x && cat /tmp/x';
+    const bashTrue = hostBash('true');
+    const bashPeer = hostBash(peerCommand.replaceAll('/tmp/x', path.join(dir, 'x')));
     for (const s of [b.t, cold]) for (let w = 0; w < 20; w++) await s.sb.context('warm').exec('true');
     const rounds = 5;
     const per = { ...b, n: Math.ceil(b.n / rounds) };
-    const samples = { bare: [] as number[], warm: [] as number[], cold: [] as number[], warmArgv: [] as number[] };
+    const samples = { bare: [] as number[], warm: [] as number[], cold: [] as number[], warmArgv: [] as number[], bashTrue: [] as number[] };
     for (let r = 0; r < rounds; r++) {
       for (let i = 0; i < per.n; i++) samples.bare.push(bare());
+      for (let i = 0; i < per.n; i++) samples.bashTrue.push(bashTrue());
       samples.warm.push(...await httpClient(per, `${b.t.server.url}/v1/contexts/warm/exec`, { command: 'true' }));
       samples.warmArgv.push(...await httpClient(per, `${b.t.server.url}/v1/contexts/warm/exec`, { argv: ['true'] }));
       samples.cold.push(...await httpClient({ ...per, t: cold }, `${cold.server.url}/v1/contexts/warm/exec`, { command: 'true' }));
@@ -42,6 +54,8 @@ export async function warm(b: Bench, rootfs: string): Promise<void> {
     latency(b, '14. query argv [true] via HTTP, warm pool', samples.warmArgv, 'bare bwrap (this scenario)');
     latency(b, '14. query true via HTTP, cold (SHELLBASE_WARM=0)', samples.cold, 'bare bwrap (this scenario)');
     value(b, '14. query true via HTTP, warm pool', 'p99/p50', pct(samples.warm, 99) / pct(samples.warm, 50), '×', samples.warm.length);
+    latency(b, '14. baseline: bash -c true on the host (fork+exec, no isolation; alternating)', samples.bashTrue);
+    value(b, '14. query true via HTTP, warm pool', 'p50/bash -c', pct(samples.warm, 50) / pct(samples.bashTrue, 50), '×', samples.warm.length);
 
     for (const c of [1, 2, 4, 8]) {
       for (const [name, s] of [['warm pool', b.t], ['cold', cold]] as [string, TestServer][]) {
@@ -60,7 +74,6 @@ export async function warm(b: Bench, rootfs: string): Promise<void> {
 
     // The peer: just-bash, an in-process simulated bash (what agent builders route simple commands
     // to), against the same command as a query: the price of real isolation and real binaries.
-    const peerCommand = 'echo hello > /tmp/x && cat /tmp/x';
     const fresh: number[] = [];
     const reused: number[] = [];
     const one = new Bash();
@@ -76,7 +89,12 @@ export async function warm(b: Bench, rootfs: string): Promise<void> {
     b.baselines.set('just-bash', pct(fresh, 50));
     latency(b, '14. peer: just-bash, a new Bash() per command', fresh);
     latency(b, '14. peer: just-bash, one Bash() for every command', reused);
-    latency(b, '14. the same command as a query via HTTP, warm pool', await httpClient(b, `${b.t.server.url}/v1/contexts/warm/exec`, { command: peerCommand }), 'just-bash');
+    const asQuery = await httpClient(b, `${b.t.server.url}/v1/contexts/warm/exec`, { command: peerCommand });
+    const onHost: number[] = [];
+    for (let i = 0; i < b.n; i++) onHost.push(bashPeer());
+    latency(b, '14. the same command as a query via HTTP, warm pool', asQuery, 'just-bash');
+    latency(b, '14. baseline: the same command by bash -c on the host (fork+exec, no isolation)', onHost);
+    value(b, '14. the same command as a query via HTTP, warm pool', 'p50/bash -c', pct(asQuery, 50) / pct(onHost, 50), '×', asQuery.length);
 
     // Phases of a warm query: the sandbox itself (take → exit, the result's wallMs) and the rest.
     const walls: number[] = [];

@@ -1,9 +1,12 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import type { CreateMachineRequest, Machine, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
+import type { CreateMachineRequest, Machine, MachineConsole, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import { commitMachine } from './storage/commit.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
-import { durably, type Caller } from '../core/deps.js';
+import { durably, type Caller, type Deps } from '../core/deps.js';
+import type { ContextAccess } from '../core/contexts.js';
+import type { BlobStore } from '../store/blobs/types.js';
+import type { MachineIo } from './io.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
 import type { MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
@@ -22,9 +25,57 @@ import { MachineRuns } from './runs.js';
 /**
  * Machines: made from a template or a snapshot (none boots in a caller's path), forked, snapshotted
  * and restored, their ports, network, disk and records changed, their disks committed as versions;
- * `io` runs commands and file calls in them. Their runs and lifecycle are MachineRuns' (runs.ts).
+ * `io` runs commands and file calls in them. One service composed of parts: its runs and their
+ * lifecycle (runs.ts, with the host and the pool), the VM (vm/), storage (storage/).
  */
-export class Machines extends MachineRuns {
+export class Machines {
+  /** The machines' runs and their lifecycle steps: every operation here goes through them. */
+  private readonly runs: MachineRuns;
+
+  /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
+  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore) {
+    this.runs = new MachineRuns(deps, contexts, blobs);
+  }
+
+  /** Runs commands and file calls in machines (their own users: a machine in use does not hibernate). */
+  get io(): MachineIo { return this.runs.io; }
+  /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
+  get lastStep(): MachineRuns['lastStep'] { return this.runs.lastStep; }
+  /** How the last freeze copied its machine. */
+  get lastCopy(): MachineRuns['lastCopy'] { return this.runs.lastCopy; }
+  /** What a stopped copy of a running machine's memory costs here. */
+  get copyRate(): MachineRuns['copyRate'] { return this.runs.copyRate; }
+  /** Creates that took a ready VM and that found none; ready VMs waiting now (tests and the bench read them). */
+  get readyStats(): MachineRuns['readyStats'] { return this.runs.readyStats; }
+  get clustered(): boolean { return this.runs.clustered; }
+  /** At start: what a crash left goes; machines a crash left running are stopped (runs.ts). */
+  open(): Promise<void> { return this.runs.open(); }
+  /** Server shutdown: running and paused machines hibernate. */
+  close(): Promise<void> { return this.runs.close(); }
+  /** The accelerator machines use (healthz), null while the machine assets are not built. */
+  accel(): ReturnType<MachineRuns['accel']> { return this.runs.accel(); }
+  collectTemplates(): Promise<number> { return this.runs.collectTemplates(); }
+  /** Cluster mode: the API of the live worker that runs machine `id`, when that is another worker. */
+  ownerApi(id: string): Promise<string | null> { return this.runs.ownerApi(id); }
+  /** Cluster mode: `listener` hears of each machine that starts running on this worker. */
+  onTaken(listener: (id: string) => void): void { this.runs.onTaken(listener); }
+  get(caller: Caller, id: string): Promise<Machine> { return this.runs.get(caller, id); }
+  list(caller: Caller): Promise<Machine[]> { return this.runs.list(caller); }
+  pause(caller: Caller, id: string): Promise<Machine> { return this.runs.pause(caller, id); }
+  /** Memory to disk now; `extensions`: changes of what another API keeps, written with the hibernated state. */
+  hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>): Promise<Machine> { return this.runs.hibernate(caller, id, extensions); }
+  resume(caller: Caller, id: string): Promise<Machine> { return this.runs.resume(caller, id); }
+  stop(caller: Caller, id: string): Promise<Machine> { return this.runs.stop(caller, id); }
+  consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> { return this.runs.consoleTail(caller, id, lines); }
+  remove(caller: Caller, id: string): Promise<void> { return this.runs.remove(caller, id); }
+  /** Machines' rows as they are now (of one tenant, or all), for APIs that keep extensions in them. */
+  rows(tenantId?: string): Promise<MachineRow[]> { return this.runs.rows(tenantId); }
+  rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.runs.rowOf(caller, id); }
+  /** Any tenant's machine by id, as the store has it; null when there is none. */
+  find(id: string): Promise<MachineRow | null> { return this.runs.find(id); }
+  /** Bytes a tenant's machines hold on disk: disks, snapshots, templates of its versions, hibernated memory. */
+  storedBytes(tenantId: string): Promise<number> { return this.runs.storedBytes(tenantId); }
+
   /** `extensions`: what another API keeps about it (MachineSpec `extensions`; compat/e2b). */
   create(caller: Caller, req: CreateMachineRequest, extensions?: Record<string, unknown>): Promise<Machine> {
     return durably(this.deps.durability, () => this.createNow(caller, req, extensions));
@@ -47,7 +98,7 @@ export class Machines extends MachineRuns {
     if (req.context !== undefined) image = (await this.contexts.imageOf(caller, req.context)) ?? image;
     // A request's network may only narrow what its context (or tenant) allows: 400 malformed, 403 wider.
     const network = req.network === undefined ? undefined : checkPolicy(req.network);
-    if (network) await this.network.effective(caller, req.context, network);
+    if (network) await this.runs.network.effective(caller, req.context, network);
     const lacks = await this.contexts.unbootable(version);
     if (lacks) {
       throw new ShellbaseError('failed_precondition', `${req.context !== undefined ? `context ${req.context}` : `image ${image}`} cannot boot as a machine: ${lacks}`, {
@@ -55,20 +106,20 @@ export class Machines extends MachineRuns {
         hint: 'install systemd in it (Debian: apt-get install systemd-sysv), or use queries (exec), which need no init',
       });
     }
-    const host = await this.host();
+    const host = await this.runs.host();
     // An image's tree (a context never written to included) is everyone's: its template is in the cache.
     const shared = isBareImage(version.layers);
     if (!shared) host.tenantDir(caller.tenantId);
-    const root = this.layout.templatesDir(shared ? null : caller.tenantId);
+    const root = this.runs.layout.templatesDir(shared ? null : caller.tenantId);
     const built = (e: Error): never => { throw new ShellbaseError('unavailable', e.message, { hint: 'the server log has the details; the next create tries again' }); };
     const src = { root, layers: version.layers, memoryMb, cpus };
     // A machine restored ahead for this template (machines/pool/ready.ts) has its id and disk already;
     // taken before admission, so admission does not count it twice.
-    let ready = this.ready?.take(caller.tenantId, await this.templates!.dir(src)) ?? null;
-    const slots = await this.admit(caller, memoryMb, 1, ready).catch((e: unknown) => { if (ready) this.ready!.putBack(ready); throw e; });
-    const run = await this.templates!.use(src, async (tpl) => {
+    let ready = this.runs.ready?.take(caller.tenantId, await this.runs.templates!.dir(src)) ?? null;
+    const slots = await this.runs.admit(caller, memoryMb, 1, ready).catch((e: unknown) => { if (ready) this.runs.ready!.putBack(ready); throw e; });
+    const run = await this.runs.templates!.use(src, async (tpl) => {
       const id = ready?.id ?? newId('m');
-      const disk = ready?.disk ?? this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
+      const disk = ready?.disk ?? this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
       if (!ready) {
         host.disksDir(caller.tenantId);
         await overlay(tpl.disk, disk);
@@ -83,17 +134,17 @@ export class Machines extends MachineRuns {
       };
       const taken = ready;
       ready = null; // `start` owns it from here
-      const started = await this.start(row, taken ?? templateSource(tpl), slots);
+      const started = await this.runs.start(row, taken ?? templateSource(tpl), slots);
       // The template is hot: the next create from it finds a machine ready.
-      this.ready?.used(caller.tenantId, tpl, memoryMb, cpus);
+      this.runs.ready?.used(caller.tenantId, tpl, memoryMb, cpus);
       return started;
     }, built).finally(() => {
       slots?.done();
-      if (ready) this.ready!.putBack(ready); // the template could not be had
+      if (ready) this.runs.ready!.putBack(ready); // the template could not be had
     });
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
-    if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.discard(run)); throw e; });
-    return this.toMachine(run);
+    if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.runs.discard(run)); throw e; });
+    return this.runs.toMachine(run);
   }
 
   /** RAM, devices and disk of a running machine at one instant, kept until deleted. */
@@ -102,17 +153,17 @@ export class Machines extends MachineRuns {
   }
 
   private async snapshotNow(caller: Caller, id: string): Promise<MachineSnapshot> {
-    const run = await this.runFor(caller, id);
+    const run = await this.runs.runFor(caller, id);
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, false);
     return toSnapshot(snap);
   }
 
   private async freeze(caller: Caller, run: MachineRun, temporary: boolean): Promise<SnapshotRow> {
-    const row = await freezeMachine(await this.host(), caller.tenantId, run, temporary);
+    const row = await freezeMachine(await this.runs.host(), caller.tenantId, run, temporary);
     if (temporary) return row;
-    await this.place?.storeSnapshot(row);
-    await this.deps.metadata.machines.createSnapshot(row).catch(async (e: unknown) => { await this.place?.dropped(row.id); throw e; });
+    await this.runs.place?.storeSnapshot(row);
+    await this.deps.metadata.machines.createSnapshot(row).catch(async (e: unknown) => { await this.runs.place?.dropped(row.id); throw e; });
     return row;
   }
 
@@ -125,7 +176,7 @@ export class Machines extends MachineRuns {
     if (typeof snapshotId !== 'string' || !/^s_[a-z0-9]{1,64}$/.test(snapshotId)) throw notFound('snapshot', String(snapshotId));
     const snap = await this.deps.metadata.machines.getSnapshot(caller.tenantId, snapshotId);
     if (!snap) throw notFound('snapshot', snapshotId);
-    return (await this.spawnFrom(caller, snap, count)).map((r) => this.toMachine(r));
+    return (await this.spawnFrom(caller, snap, count)).map((r) => this.runs.toMachine(r));
   }
 
   /** N copies of a running machine with its memory, processes and disk at one instant; it keeps running. */
@@ -134,14 +185,14 @@ export class Machines extends MachineRuns {
   }
 
   private async forkNow(caller: Caller, id: string, count = 1): Promise<Machine[]> {
-    const run = await this.runFor(caller, id);
+    const run = await this.runs.runFor(caller, id);
     this.checkCount(count);
     // Refused before the source pauses (spawnFrom takes the slots).
-    await (await this.admit(caller, run.row.spec.memoryMb, count))?.done();
+    await (await this.runs.admit(caller, run.row.spec.memoryMb, count))?.done();
     if (run.state === 'hibernated') await run.acquire().then((release) => release());
     const snap = await this.freeze(caller, run, true);
     try {
-      return (await this.spawnFrom(caller, snap, count, true)).map((r) => this.toMachine(r));
+      return (await this.spawnFrom(caller, snap, count, true)).map((r) => this.runs.toMachine(r));
     } finally {
       rmSync(snap.spec.ram, { force: true });
       rmSync(path.dirname(snap.spec.state), { recursive: true, force: true });
@@ -155,26 +206,26 @@ export class Machines extends MachineRuns {
   /** `temporary`: the snapshot is a fork's, and its RAM file goes to the last copy. */
   private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number, temporary = false): Promise<MachineRun[]> {
     this.checkCount(count);
-    const host = await this.host();
-    if (this.place && !temporary) snap = await this.place.localSnapshot(snap);
+    const host = await this.runs.host();
+    if (this.runs.place && !temporary) snap = await this.runs.place.localSnapshot(snap);
     const s = snap.spec;
     await checkRestorable(host, snap);
-    const slots = await this.admit(caller, s.memoryMb, count);
+    const slots = await this.runs.admit(caller, s.memoryMb, count);
     const out: MachineRun[] = [];
     try {
       for (let i = 0; i < count; i++) {
         const id = newId('m');
         host.disksDir(caller.tenantId);
-        const disk = this.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
+        const disk = this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
         await overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
           spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken(), ...(s.keyPorts?.includes(port) ? { access: 'key' as const } : {}) })) },
         };
-        out.push(await this.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }, slots));
+        out.push(await this.runs.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }, slots));
       }
     } catch (e) {
-      for (const r of out) await this.discard(r);
+      for (const r of out) await this.runs.discard(r);
       throw e;
     } finally {
       await slots?.done();
@@ -190,10 +241,10 @@ export class Machines extends MachineRuns {
     const snap = typeof id === 'string' && /^s_[a-z0-9]{1,64}$/.test(id) ? await this.deps.metadata.machines.getSnapshot(caller.tenantId, id) : null;
     if (!snap) throw notFound('snapshot', String(id));
     await this.deps.metadata.machines.deleteSnapshot(caller.tenantId, id);
-    await this.place?.dropped(id);
+    await this.runs.place?.dropped(id);
     // In a cluster, only this worker's copy of its files (the taker's stay with the taker).
-    rmSync(this.place ? this.layout.snapshotDir(caller.tenantId, id) : path.dirname(snap.spec.state), { recursive: true, force: true });
-    await this.disks.collect(caller.tenantId, snap.spec.disk);
+    rmSync(this.runs.place ? this.runs.layout.snapshotDir(caller.tenantId, id) : path.dirname(snap.spec.state), { recursive: true, force: true });
+    await this.runs.disks.collect(caller.tenantId, snap.spec.disk);
   }
 
   async listSnapshots(caller: Caller): Promise<MachineSnapshot[]> {
@@ -211,8 +262,8 @@ export class Machines extends MachineRuns {
   private async exposeNow(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
     if (access !== undefined && access !== 'url' && access !== 'key') throw invalid(`access must be "url" or "key", not ${JSON.stringify(access)}`);
     checkRange('port', port, 1, 65535);
-    if (port === this.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
-    const run = await this.runFor(caller, id);
+    if (port === this.runs.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
+    const run = await this.runs.runFor(caller, id);
     return run.serial(async () => {
       const spec = run.row.spec;
       let entry = spec.ports.find((p) => p.port === port);
@@ -221,13 +272,13 @@ export class Machines extends MachineRuns {
         entry = { port, token: newToken(), ...(keyed ? { access: 'key' as const } : {}) };
         if (run.vm) { await run.vm.forward(port); await run.vm.bridge(run.portSocket(port), port); }
         run.row = { ...run.row, spec: { ...spec, ports: [...spec.ports, entry] } };
-        await this.write(run.row);
+        await this.runs.write(run.row);
       } else if ((entry.access === 'key') !== keyed) {
         const { access: _old, ...bare } = entry;
         entry = keyed ? { ...bare, access: 'key' } : bare;
         const changed = entry;
         run.row = { ...run.row, spec: { ...spec, ports: spec.ports.map((p) => (p.port === port ? changed : p)) } };
-        await this.write(run.row);
+        await this.runs.write(run.row);
       }
       return { ...this.urls(entry.token), access: keyed ? 'key' : 'url' };
     });
@@ -236,16 +287,16 @@ export class Machines extends MachineRuns {
   /** A guest port as the gateway reaches it, exposed first if it was not. */
   async portTarget(caller: Caller, id: string, port: number): Promise<PortTarget> {
     await this.expose(caller, id, port);
-    return this.io.portTarget(await this.runFor(caller, id), port);
+    return this.runs.io.portTarget(await this.runs.runFor(caller, id), port);
   }
 
   /** Sets (or, undefined, drops) what another API keeps about a machine under `name` (MachineSpec `extensions`). */
   setExtension(caller: Caller, id: string, name: string, value: unknown): Promise<void> {
     return durably(this.deps.durability, async () => {
-      const run = await this.runFor(caller, id);
+      const run = await this.runs.runFor(caller, id);
       await run.serial(async () => {
         run.row = { ...run.row, spec: withExtensions(run.row.spec, { [name]: value }) };
-        await this.write(run.row);
+        await this.runs.write(run.row);
       });
     });
   }
@@ -254,13 +305,13 @@ export class Machines extends MachineRuns {
   async byPortToken(token: string): Promise<PortTarget | null> {
     const found = await this.deps.metadata.machines.byPortToken(token);
     if (!found) return null;
-    await this.host();
-    const run = this.runOf(this.current(found.machine));
-    const place = this.place;
-    if (!place) return this.io.portTarget(run, found.port);
+    await this.runs.host();
+    const run = this.runs.runOf(this.runs.current(found.machine));
+    const place = this.runs.place;
+    if (!place) return this.runs.io.portTarget(run, found.port);
     // In a cluster, the gateway passes it to the worker that runs it; a machine no live worker runs is brought up to date (or found lost) here.
     await place.settle(run, { readOnly: true });
-    return this.io.portTarget(run, found.port, () => place.elsewhere(found.machine.id));
+    return this.runs.io.portTarget(run, found.port, () => place.elsewhere(found.machine.id));
   }
 
   private urls(token: string): { url: string; pathUrl: string } {
@@ -270,7 +321,7 @@ export class Machines extends MachineRuns {
   /** The machine's disk (its changes since its template) as a new version of `context`. */
   async commit(caller: Caller, id: string, context: string): Promise<{ version: string }> {
     checkName(context);
-    const run = await this.runFor(caller, id);
+    const run = await this.runs.runFor(caller, id);
     const release = await run.acquire();
     try {
       // Ten minutes to apply the changes, or the tenant's most when that is less.
@@ -288,13 +339,13 @@ export class Machines extends MachineRuns {
   resizeDisk(caller: Caller, id: string, diskGb: number): Promise<Machine> {
     return durably(this.deps.durability, async () => {
       checkRange('diskGb', diskGb, DISK_GB, this.deps.config.machines.maxDiskGb);
-      const run = await this.runFor(caller, id);
+      const run = await this.runs.runFor(caller, id);
       const has = run.row.spec.diskGb;
       if (diskGb < has) {
         throw invalid(`machine ${id}'s disk is ${has} GiB: disks grow, never shrink`, `pass diskGb between ${has} and ${this.deps.config.machines.maxDiskGb}`, { machine: id, diskGb: has });
       }
       if (diskGb > has) await this.grow(run, diskGb);
-      return this.toMachine(run);
+      return this.runs.toMachine(run);
     });
   }
 
@@ -313,32 +364,32 @@ export class Machines extends MachineRuns {
    */
   setNetwork(caller: Caller, id: string, raw: unknown): Promise<Machine> {
     return durably(this.deps.durability, async () => {
-      const row = await this.row(caller, id);
+      const row = await this.runs.row(caller, id);
       const network = raw === null ? undefined : checkPolicy(raw);
-      if (network) await this.network.effective(caller, row.spec.context, network);
-      const policy = await this.network.effectiveOf(row.tenantId, row.spec.context, network);
+      if (network) await this.runs.network.effective(caller, row.spec.context, network);
+      const policy = await this.runs.network.effectiveOf(row.tenantId, row.spec.context, network);
       const apply = async (current: MachineRow): Promise<MachineRow> => {
         const { network: _old, ...rest } = current.spec;
         const next = { ...current, spec: { ...rest, ...(network ? { network } : {}) } };
-        await this.write(next);
+        await this.runs.write(next);
         return next;
       };
-      const run = this.runs.get(id);
-      if (!run) return this.toMachine(await apply(row));
+      const run = this.runs.active.get(id);
+      if (!run) return this.runs.toMachine(await apply(row));
       // In a cluster, from the store's row, not this worker's copy (another worker may have moved
       // it on since); `unavailable` while another worker runs it (the API passes calls there).
-      await this.place?.settle(run);
+      await this.runs.place?.settle(run);
       // After any lifecycle step in progress (a wake opens its session from the row it then has).
       return run.serial(async () => {
         run.row = await apply(run.row);
         run.setEgressPolicy(policy);
-        return this.toMachine(run);
+        return this.runs.toMachine(run);
       });
     });
   }
 
   /** Runs a command in a machine (woken if hibernated). */
   exec(caller: Caller, id: string, req: MachineExecRequest, hooks: { signal?: AbortSignal; onOutput?: (s: 'stdout' | 'stderr', d: string) => void } = {}): Promise<MachineExecResult> {
-    return this.io.exec(caller, id, req, hooks);
+    return this.runs.io.exec(caller, id, req, hooks);
   }
 }

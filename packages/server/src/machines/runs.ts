@@ -30,16 +30,18 @@ import { MachineStowage } from './storage/stowage.js';
 
 /**
  * Machines' runs: rows in the metadata store, one MachineRun per machine while the server lives,
- * their lifecycle steps (pause, hibernate, resume, stop, remove), and in a cluster where each runs
- * (machines/placement.ts). `Machines` (machines.ts) adds what makes and changes them.
+ * their lifecycle steps (pause, hibernate, resume, stop, remove), the host and the pool (templates,
+ * ready VMs), and in a cluster where each runs (machines/placement.ts). A part of the `Machines`
+ * service (machines.ts), which makes and changes machines through it; nothing else uses it.
  */
 export class MachineRuns {
-  protected host_: MachineHost | null = null;
-  protected opening: Promise<MachineHost> | null = null;
-  protected templates: Templates | null = null;
+  host_: MachineHost | null = null;
+  opening: Promise<MachineHost> | null = null;
+  templates: Templates | null = null;
   /** Machines restored ahead for hot templates (machines/pool/ready.ts). */
-  protected ready: ReadyPool | null = null;
-  protected readonly runs = new Map<string, MachineRun>();
+  ready: ReadyPool | null = null;
+  /** This server's runs by machine id. */
+  readonly active = new Map<string, MachineRun>();
   readonly io: MachineIo;
   /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
   readonly lastStep = { restore: 0, adopt: 0, freeze: 0, hibernate: 0 };
@@ -53,14 +55,14 @@ export class MachineRuns {
     return { taken: this.ready?.counts.taken ?? 0, missed: this.ready?.counts.missed ?? 0, ready: this.ready?.waiting ?? 0 };
   }
 
-  protected readonly layout: MachineLayout;
-  protected readonly disks: MachineDisks;
-  protected readonly network: Network;
+  readonly layout: MachineLayout;
+  readonly disks: MachineDisks;
+  readonly network: Network;
   /** Cluster mode: where machines run and how they move (machines/placement.ts); null in the embedded default. */
-  protected readonly place: MachinePlacement | null;
+  readonly place: MachinePlacement | null;
 
   /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
-  constructor(protected readonly deps: Deps, protected readonly contexts: ContextAccess, blobs?: BlobStore) {
+  constructor(readonly deps: Deps, readonly contexts: ContextAccess, blobs?: BlobStore) {
     this.network = new Network(deps);
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
     this.disks = new MachineDisks(deps, this.layout);
@@ -72,7 +74,7 @@ export class MachineRuns {
   }
 
   /** Writes a machine's row; in a cluster, fenced by its lease when this worker holds it, or held it and lost it (machines/placement.ts). */
-  protected write(row: MachineRow): Promise<void> {
+  write(row: MachineRow): Promise<void> {
     return this.deps.metadata.machines.update(row, this.place?.fence(row.id));
   }
 
@@ -80,8 +82,8 @@ export class MachineRuns {
    * Cluster mode: another worker took this machine over (this one was taken for gone, say after a
    * pause longer than its heartbeat): its QEMU here ends, and nothing more of it is written here.
    */
-  protected async lost(id: string): Promise<void> {
-    const run = this.runs.get(id);
+  async lost(id: string): Promise<void> {
+    const run = this.active.get(id);
     if (!run) return;
     this.deps.log.warn({ machine: id }, 'machine taken over by another worker: its process here ends');
     await run.serial(() => run.abandon()).catch((err: unknown) => this.deps.log.error({ err, machine: id }, 'ending a machine taken over by another worker failed'));
@@ -126,7 +128,7 @@ export class MachineRuns {
   /** The accelerator machines use (healthz), null while the machine assets are not built. */
   accel(): AccelChoice | null { return this.host_?.accel ?? null; }
 
-  protected host(): Promise<MachineHost> {
+  host(): Promise<MachineHost> {
     if (this.host_) return Promise.resolve(this.host_);
     const { config, host: runtime, log, snapshotter: layers } = this.deps;
     const assets = findAssets(config.cache);
@@ -174,7 +176,7 @@ export class MachineRuns {
    * this worker, with one of `slots`); on failure nothing of it is left. A ready VM that cannot be
    * taken over (its QEMU died after it was handed out) gives way to a restore of its template.
    */
-  protected async start(row: MachineRow, src: RestoreSource | ReadyVm, slots: Reservation | null): Promise<MachineRun> {
+  async start(row: MachineRow, src: RestoreSource | ReadyVm, slots: Reservation | null): Promise<MachineRun> {
     const ready = 'vm' in src ? src : null;
     // Its creator holds the template until this returns; then the row's disk chain names it.
     ready?.release();
@@ -217,9 +219,9 @@ export class MachineRuns {
     }
   }
 
-  protected async discard(run: MachineRun): Promise<void> {
+  async discard(run: MachineRun): Promise<void> {
     await run.destroy();
-    this.runs.delete(run.row.id);
+    this.active.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
     await this.place?.forget(run.row.id);
     await this.place?.dropped(run.row.id);
@@ -231,7 +233,7 @@ export class MachineRuns {
    * cluster, also takes the slots of the quota counted over every worker (given back by `done`
    * unless a machine took them).
    */
-  protected async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number, own?: ReadyVm | null): Promise<Reservation | null> {
+  async admit(caller: Pick<Caller, 'tenantId' | 'quotas'>, memoryMb: number, count: number, own?: ReadyVm | null): Promise<Reservation | null> {
     tenantRoom(this.deps.config, this.localRuns(), caller, count);
     await this.withRoom(memoryMb, count, own);
     return this.place ? this.place.reserve(caller, count) : null;
@@ -265,8 +267,8 @@ export class MachineRuns {
     }
   }
 
-  protected runOf(row: MachineRow): MachineRun {
-    let run = this.runs.get(row.id);
+  runOf(row: MachineRow): MachineRun {
+    let run = this.active.get(row.id);
     if (!run) {
       run = new MachineRun(row, {
         host: this.host_!,
@@ -301,32 +303,32 @@ export class MachineRuns {
         liveCopyFailed: (r, err) => this.deps.log.warn({ machine: r.id, err }, 'the live copy failed; the machine is copied stopped'),
         copied: (how) => { this.lastCopy = how; },
       });
-      this.runs.set(row.id, run);
+      this.active.set(row.id, run);
     }
     return run;
   }
 
   /** The machines this server runs (in a cluster, not those it only looked at for another worker). */
-  protected localRuns(): MachineRun[] {
-    return [...this.runs.values()].filter((r) => !this.place || this.place.holds(r.row.id));
+  localRuns(): MachineRun[] {
+    return [...this.active.values()].filter((r) => !this.place || this.place.holds(r.row.id));
   }
 
   /** Its row as this server knows it: the running process's, or (in a cluster, of a machine another worker may have moved) the store's. */
-  protected current(row: MachineRow): MachineRow {
-    const run = this.runs.get(row.id);
+  current(row: MachineRow): MachineRow {
+    const run = this.active.get(row.id);
     return run && (!this.place || this.place.holds(row.id)) ? run.row : row;
   }
 
-  protected async row(caller: Caller, id: string): Promise<MachineRow> {
+  async row(caller: Caller, id: string): Promise<MachineRow> {
     if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound('machine', String(id));
-    const local = this.runs.get(id);
+    const local = this.active.get(id);
     const row = local && (!this.place || this.place.holds(id)) ? local.row : await this.deps.metadata.machines.get(caller.tenantId, id);
     if (!row || row.tenantId !== caller.tenantId) throw notFound('machine', id);
     return row;
   }
 
   /** `readOnly`: in a cluster, a machine another worker runs is shown as its row says (else `unavailable` here). */
-  protected async runFor(caller: Caller, id: string, readOnly = false): Promise<MachineRun> {
+  async runFor(caller: Caller, id: string, readOnly = false): Promise<MachineRun> {
     const row = await this.row(caller, id);
     await this.host();
     const run = this.runOf(row);
@@ -335,7 +337,7 @@ export class MachineRuns {
   }
 
   /** A machine that runs (woken from hibernation if need be), counted as used until `release`. */
-  protected async running(caller: Caller, id: string): Promise<{ run: MachineRun; release: () => void }> {
+  async running(caller: Caller, id: string): Promise<{ run: MachineRun; release: () => void }> {
     const run = await this.runFor(caller, id);
     const release = await run.acquire();
     return { run, release };
@@ -375,7 +377,7 @@ export class MachineRuns {
     return readConsoleTail(runFiles(this.layout.runDir(id)).console, lines);
   }
 
-  protected step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
+  step(caller: Caller, id: string, f: (r: MachineRun) => Promise<void>): Promise<Machine> {
     return durably(this.deps.durability, async () => {
       const run = await this.runFor(caller, id);
       await run.serial(() => f(run));
@@ -387,7 +389,7 @@ export class MachineRuns {
     return durably(this.deps.durability, () => this.removeNow(caller, id));
   }
 
-  protected async removeNow(caller: Caller, id: string): Promise<void> {
+  async removeNow(caller: Caller, id: string): Promise<void> {
     const run = await this.runFor(caller, id);
     await run.serial(() => this.discard(run));
   }
@@ -415,7 +417,7 @@ export class MachineRuns {
     await this.host_?.close();
   }
 
-  protected toMachine(r: MachineRun | MachineRow): Machine {
+  toMachine(r: MachineRun | MachineRow): Machine {
     return machineView(r instanceof MachineRun ? r.row : r, this.deps.config.gatewayPort);
   }
 
