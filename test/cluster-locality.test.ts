@@ -44,6 +44,9 @@ async function spread(context: string, through: Worker[], n: number): Promise<Ma
 
 test('cluster locality: a context\'s queries run on its preferred worker, wherever they land', async () => {
   await workers[0].sb.context('loc').exec('echo hi > /root/x');
+  // b and c started together: each learns of the other at its next heartbeat (300 ms here); until
+  // then it runs the context's queries itself. Two heartbeats, and every view of the cluster is current.
+  await sleep(700);
   const [preferred] = await preference('loc');
   const ran3 = await spread('loc', workers, 3);
   assert.deepEqual(Object.fromEntries(ran3), Object.fromEntries(workers.map((w) => [w.name, w === preferred ? 9 : 0])));

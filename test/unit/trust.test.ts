@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -58,6 +58,9 @@ describe('trust: the host\'s authorities as an overlay', () => {
       assert.ok(o);
       const at = (rel: string) => path.join(o.dir, rel);
       assert.equal(readFileSync(at('etc/ssl/certs/ca-certificates.crt'), 'utf8'), `PUBLIC ROOTS\n${ca1[0]}${ca2[0]}`);
+      const etc = (await store.reader(BASE)).stat('etc')!;
+      const shown = statSync(at('etc'));
+      assert.deepEqual([shown.mode & 0o7777, shown.uid, Math.round(shown.mtimeMs)], [etc.mode, etc.uid, Math.round(etc.mtimeMs)], 'the stack\'s /etc, as it has it');
       assert.equal(readFileSync(at(`${TRUST_DIR}/bundle.pem`), 'utf8'), `PUBLIC ROOTS\n${ca1[0]}${ca2[0]}`);
       assert.equal(readFileSync(at(`${TRUST_DIR}/authorities.pem`), 'utf8'), `${ca1[0]}${ca2[0]}`);
       assert.equal(readlinkSync(at(`etc/ssl/certs/${ca1[1]}.0`)), `${TRUST_DIR}/authority-0.pem`);
@@ -89,7 +92,44 @@ describe('trust: the host\'s authorities as an overlay', () => {
       const o = await layers.forLayers([BASE, deleted!.layerId]);
       assert.ok(o);
       assert.equal(readFileSync(path.join(o.dir, 'etc/ssl/certs/ca-certificates.crt'), 'utf8'), ca1[0]);
-      assert.equal(o.key, bare.key, 'the same contents, the same overlay');
+      assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
+    } finally {
+      rmSync(path.join(hostDir, 'a.crt'));
+    }
+  });
+
+  test('a bundle that is a link into another store is left as it is; hashed links that are links count as taken', async () => {
+    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
+    try {
+      const scratch = await store.prepare({ diskMb: 16 });
+      const w = store.writer(scratch);
+      for (const d of ['etc', 'etc/ssl', 'etc/ssl/certs']) w.mkdir(d, { mode: 0o755, uid: 0, gid: 0 });
+      w.symlink('etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', { mode: 0o777, uid: 0, gid: 0 });
+      w.symlink(`etc/ssl/certs/${ca1[1]}.0`, 'some-root.pem', { mode: 0o777, uid: 0, gid: 0 });
+      const linked = await store.commit(scratch);
+      const o = await layersFor(fresh()).forLayers(['image:bare:1', linked!.layerId]);
+      assert.ok(o);
+      assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs/ca-certificates.crt')), false, 'the context\'s link stays');
+      assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
+      assert.equal(readlinkSync(path.join(o.dir, `etc/ssl/certs/${ca1[1]}.1`)), `${TRUST_DIR}/authority-0.pem`, '.0 is the context\'s link');
+    } finally {
+      rmSync(path.join(hostDir, 'a.crt'));
+    }
+  });
+
+  test('where /etc/ssl/certs is a link into another store (RHEL\'s), the overlay puts nothing there', async () => {
+    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
+    try {
+      const scratch = await store.prepare({ diskMb: 16 });
+      const w = store.writer(scratch);
+      for (const d of ['etc', 'etc/ssl']) w.mkdir(d, { mode: 0o755, uid: 0, gid: 0 });
+      w.symlink('etc/ssl/certs', '../pki/tls/certs', { mode: 0o777, uid: 0, gid: 0 });
+      const linked = await store.commit(scratch);
+      const o = await layersFor(fresh()).forLayers(['image:bare:1', linked!.layerId]);
+      assert.ok(o);
+      assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs')), false, 'the context\'s link stays in view');
+      assert.equal(readFileSync(path.join(o.dir, `${TRUST_DIR}/authorities.pem`), 'utf8'), ca1[0]);
+      assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
     } finally {
       rmSync(path.join(hostDir, 'a.crt'));
     }

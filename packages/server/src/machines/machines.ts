@@ -43,6 +43,7 @@ export class Machines {
   get lastStep(): MachineRuns['lastStep'] { return this.runs.lastStep; }
   /** How the last freeze copied its machine. */
   get lastCopy(): MachineRuns['lastCopy'] { return this.runs.lastCopy; }
+  set lastCopy(how: MachineRuns['lastCopy']) { this.runs.lastCopy = how; }
   /** What a stopped copy of a running machine's memory costs here. */
   get copyRate(): MachineRuns['copyRate'] { return this.runs.copyRate; }
   /** Creates that took a ready VM and that found none; ready VMs waiting now (tests and the bench read them). */
@@ -115,9 +116,10 @@ export class Machines {
     const src = { root, layers: version.layers, memoryMb, cpus };
     // A machine restored ahead for this template (machines/pool/ready.ts) has its id and disk already;
     // taken before admission, so admission does not count it twice.
-    let ready = this.runs.ready?.take(caller.tenantId, await this.runs.templates!.dir(src)) ?? null;
+    const at = await this.runs.templates!.resolve(src);
+    let ready = this.runs.ready?.take(caller.tenantId, at.dir) ?? null;
     const slots = await this.runs.admit(caller, memoryMb, 1, ready).catch((e: unknown) => { if (ready) this.runs.ready!.putBack(ready); throw e; });
-    const run = await this.runs.templates!.use(src, async (tpl) => {
+    const run = await this.runs.templates!.use(src, at, async (tpl) => {
       const id = ready?.id ?? newId('m');
       const disk = ready?.disk ?? this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
       if (!ready) {

@@ -69,9 +69,16 @@ export class HostAuthorities {
   /** The files that make the set, in a stable order: the directory's `*.crt` (sorted), then the bundle. */
   private files(): { file: string; size: number; mtimeMs: number; ino: number }[] {
     const found: string[] = [];
+    const seen = new Set<string>();
     const walk = (dir: string) => {
       let names: string[];
-      try { names = readdirSync(dir).sort(); } catch { return; }
+      try {
+        const s = statSync(dir);
+        const id = `${s.dev}:${s.ino}`;
+        if (seen.has(id)) return; // a directory reached again through a link
+        seen.add(id);
+        names = readdirSync(dir).sort();
+      } catch { return; }
       for (const name of names) {
         const p = path.join(dir, name);
         let isDir = false;
@@ -109,7 +116,12 @@ export class HostAuthorities {
         }
         if (seen.has(cert.fingerprint256)) continue;
         seen.add(cert.fingerprint256);
-        authorities.push({ pem, subjectHash: await subjectHash(pem), source: file });
+        let hash: string;
+        try { hash = await subjectHash(pem); } catch (e) {
+          this.o.log?.warn({ file, err: (e as Error).message }, 'a certificate among the host\'s authorities whose subject hash openssl could not give: skipped');
+          continue;
+        }
+        authorities.push({ pem, subjectHash: hash, source: file });
       }
     }
     const fingerprint = authorities.length === 0 ? ''

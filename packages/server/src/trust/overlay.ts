@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { chownSync, existsSync, lchownSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lchownSync, linkSync, mkdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { LayerReader, Snapshotter } from '../store/snapshotter/types.js';
+import { directoryUsable, lookup } from './stack.js';
 import { SANDBOX_ROOT } from '../util/idmap.js';
 import type { Authority, HostAuthorities } from './authorities.js';
 
@@ -28,15 +29,20 @@ const HASHED_DIR = 'etc/ssl/certs';
  * What the overlay holds, over a context whose system store is `/etc/ssl/certs` (Debian's and
  * most images'), as `update-ca-certificates` would make it with the host's authorities added:
  * - `/etc/ssl/certs/ca-certificates.crt`: the context's own bundle, then the host's authorities
- *   (only those when the context has none);
+ *   (only those when the context has none; none at all when the context's is a link into another
+ *   store or past 16 MiB, which stay as they are);
  * - `/etc/ssl/certs/HASH.N`: a link per authority (OpenSSL's hashed lookup), N past the context's own;
  * - `TRUST_DIR`: `authority-I.pem` each, `authorities.pem` all of them (NODE_EXTRA_CA_CERTS adds
  *   those to Node's own), `bundle.pem` the whole bundle (SSL_CERT_FILE, REQUESTS_CA_BUNDLE,
- *   PIP_CERT, GIT_SSL_CAINFO: set only when the context has a bundle of its own, since they replace
- *   a runtime's store); also `env.sh`, which `/etc/profile.d/shellbase-ca.sh` sources for login
+ *   PIP_CERT, GIT_SSL_CAINFO: set only when the context has a bundle of its own that the overlay
+ *   extends, since they replace a runtime's store); also `env.sh`, which `/etc/profile.d/shellbase-ca.sh` sources for login
  *   shells, and a systemd drop-in giving the same variables to a machine's units.
- * A command that rebuilds the store in a sandbox (`update-ca-certificates`) writes the context's own
- * again; the variables keep pointing at `TRUST_DIR` for the rest of that command.
+ * Where the stack has `/etc/ssl/certs` as a link (RHEL's into /etc/pki), nothing is put there: only
+ * `TRUST_DIR` and the variables that add to a store. Each directory the overlay has takes the
+ * owner, mode and times the stack gives it (a directory of the overlay's own is root's, 0755), so
+ * the sandbox sees the context's, and a write below copies it up unchanged. A command that rebuilds
+ * the store in a sandbox (`update-ca-certificates`) writes the context's own again; one that appends
+ * to `ca-certificates.crt` copies up the overlay's file, the host's authorities in it.
  */
 export class TrustLayers {
   private readonly stacks = new Map<string, TrustOverlay | null>();
@@ -53,102 +59,134 @@ export class TrustLayers {
     const known = this.stacks.get(stackKey);
     if (known !== undefined) return known;
     const readers = await Promise.all([...layers].reverse().map((id) => this.o.snapshotter.reader(id)));
-    const bundleAt = find(readers, SYSTEM_BUNDLE);
-    const links = linkNames(readers, set.authorities);
-    const bundleId = bundleAt ? bundleAt.layerId : 'none';
-    const key = createHash('sha256').update(JSON.stringify({ format: 1, set: set.fingerprint, bundle: bundleId, links })).digest('hex').slice(0, 16);
+    const plan = planOf(readers, set.authorities);
+    const key = createHash('sha256').update(JSON.stringify({ format: 2, set: set.fingerprint, ...plan.shape })).digest('hex').slice(0, 16);
     const dir = path.join(this.o.dir, key);
-    const env = envFor(bundleAt !== null);
     if (!existsSync(dir)) {
       let p = this.making.get(dir);
       if (!p) {
-        p = Promise.resolve().then(() => make(dir, set.authorities, links, bundleAt?.readAll(SYSTEM_BUNDLE) ?? null, env))
-          .finally(() => this.making.delete(dir));
+        p = Promise.resolve().then(() => make(dir, set.authorities, plan)).finally(() => this.making.delete(dir));
         this.making.set(dir, p);
       }
       await p;
     }
-    const overlay: TrustOverlay = { dir, env, key };
+    const overlay: TrustOverlay = { dir, env: plan.env, key };
     if (this.stacks.size >= 1000) this.stacks.delete(this.stacks.keys().next().value!);
     this.stacks.set(stackKey, overlay);
     return overlay;
   }
 }
 
-/** The variables a command gets (where unset) with the host's authorities. */
-function envFor(hasBundle: boolean): Record<string, string> {
+/** The most of a context's bundle the server reads to add to (a larger one is left as it is). */
+const MAX_BUNDLE_BYTES = 16 << 20;
+
+/** A directory's attributes as the overlay gives it (host ids, as layers store them). */
+interface DirAttrs { mode: number; uid: number; gid: number; mtimeMs: number }
+
+/** What an overlay holds over one stack: `shape` names it (with the set of authorities). */
+interface Plan {
+  /** The context's bundle to extend, `absent` (the authorities are the whole bundle), or `kept` (none written). */
+  bundle: LayerReader | 'absent' | 'kept';
+  /** `HASH.N` per authority; empty where `/etc/ssl/certs` is not a directory the overlay may have. */
+  links: string[];
+  /** Which of the machine-side files go in (`/etc/profile.d`, the systemd drop-in). */
+  profile: boolean;
+  systemd: boolean;
+  dirs: Record<string, DirAttrs>;
+  env: Record<string, string>;
+  shape: Record<string, unknown>;
+}
+
+const TRUST_REL = TRUST_DIR.slice(1);
+const PROFILE = 'etc/profile.d/shellbase-ca.sh';
+const DROP_IN = 'etc/systemd/system.conf.d/shellbase-ca.conf';
+
+function planOf(readers: LayerReader[], authorities: readonly Authority[]): Plan {
+  const certs = directoryUsable(readers, HASHED_DIR);
+  const found = certs ? lookup(readers, SYSTEM_BUNDLE) : 'blocked';
+  const bundle: Plan['bundle'] = found === 'absent' ? 'absent'
+    : found !== 'blocked' && found.stat.kind === 'file' && found.stat.size <= MAX_BUNDLE_BYTES ? found.reader : 'kept';
+  const taken = new Set<string>();
+  const links = certs ? authorities.map((a) => {
+    for (let n = 0; ; n++) {
+      const name = `${a.subjectHash}.${n}`;
+      if (taken.has(name) || lookup(readers, `${HASHED_DIR}/${name}`) !== 'absent') continue;
+      taken.add(name);
+      return name;
+    }
+  }) : [];
+  const profile = directoryUsable(readers, path.dirname(PROFILE));
+  const systemd = directoryUsable(readers, path.dirname(DROP_IN));
+  const wanted = [TRUST_REL, ...(certs ? [HASHED_DIR] : []), ...(profile ? [path.dirname(PROFILE)] : []), ...(systemd ? [path.dirname(DROP_IN)] : [])];
+  const dirs: Record<string, DirAttrs> = {};
+  for (const w of wanted) {
+    const parts = w.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const rel = parts.slice(0, i).join('/');
+      if (dirs[rel]) continue;
+      const e = lookup(readers, rel);
+      dirs[rel] = e !== 'absent' && e !== 'blocked' && e.stat.kind === 'dir'
+        ? { mode: e.stat.mode, uid: e.stat.uid, gid: e.stat.gid, mtimeMs: e.stat.mtimeMs }
+        : { mode: 0o755, uid: SANDBOX_ROOT, gid: SANDBOX_ROOT, mtimeMs: 0 };
+    }
+  }
+  const env = envFor(typeof bundle !== 'string');
+  const shape = { bundle: typeof bundle === 'string' ? bundle : bundle.layerId, links, profile, systemd, dirs };
+  return { bundle, links, profile, systemd, dirs, env, shape };
+}
+
+/** The variables a command gets (where unset) with the host's authorities: those that replace a store only where the overlay extends the context's. */
+function envFor(extendsBundle: boolean): Record<string, string> {
   const env: Record<string, string> = { NODE_EXTRA_CA_CERTS: `${TRUST_DIR}/authorities.pem` };
-  if (hasBundle) {
+  if (extendsBundle) {
     for (const k of ['SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE', 'PIP_CERT', 'GIT_SSL_CAINFO']) env[k] = `${TRUST_DIR}/bundle.pem`;
   }
   return env;
 }
 
-/** The top layer (of `readers`, top first) whose entry `rel` is the stack's, or null when the stack has none. */
-function find(readers: LayerReader[], rel: string): LayerReader | null {
-  const parts = rel.split('/');
-  for (const r of readers) {
-    const s = r.stat(rel);
-    if (s) return s.kind === 'file' ? r : null; // a whiteout, or something else in its place, hides the rest
-    for (let i = 1; i < parts.length; i++) {
-      const at = parts.slice(0, i).join('/');
-      const up = r.stat(at);
-      if (!up) break; // this layer has nothing on the way: the layers below decide
-      if (up.kind !== 'dir' || r.opaque.has(at)) return null; // hides everything below
-    }
-  }
-  return null;
-}
-
-/** `HASH.N` for each authority: the first N the stack (or an earlier authority) does not use. */
-function linkNames(readers: LayerReader[], authorities: readonly Authority[]): string[] {
-  const taken = new Set<string>();
-  return authorities.map((a) => {
-    for (let n = 0; ; n++) {
-      const name = `${a.subjectHash}.${n}`;
-      if (taken.has(name) || find(readers, `${HASHED_DIR}/${name}`)) continue;
-      taken.add(name);
-      return name;
-    }
-  });
-}
-
-function make(dir: string, authorities: readonly Authority[], links: string[], bundle: Buffer | null, env: Record<string, string>): void {
+function make(dir: string, authorities: readonly Authority[], plan: Plan): void {
   const tmp = `${dir}.${process.pid}.${Math.random().toString(36).slice(2)}`;
-  const own = (p: string) => lchownSync(p, SANDBOX_ROOT, SANDBOX_ROOT);
-  const mkdirs = (rel: string) => {
-    let at = tmp;
-    for (const part of ['', ...rel.split('/')]) {
-      at = path.join(at, part);
-      if (!existsSync(at)) { mkdirSync(at, { mode: 0o755 }); own(at); }
-    }
-  };
+  const at = (rel: string) => path.join(tmp, rel);
   const write = (rel: string, content: string | Buffer) => {
-    mkdirs(path.dirname(rel));
-    writeFileSync(path.join(tmp, rel), content, { mode: 0o644 });
-    own(path.join(tmp, rel));
+    writeFileSync(at(rel), content);
+    chmodSync(at(rel), 0o644);
+    lchownSync(at(rel), SANDBOX_ROOT, SANDBOX_ROOT);
   };
   try {
     mkdirSync(path.dirname(dir), { recursive: true });
+    mkdirSync(tmp, { mode: 0o755 });
+    // Directories parents first; their attributes once everything below them is written (times last).
+    const dirs = Object.keys(plan.dirs).sort();
+    for (const rel of dirs) mkdirSync(at(rel));
     const extras = authorities.map((a) => a.pem).join('');
-    const whole = bundle ? Buffer.concat([bundle, Buffer.from(bundle.length && bundle[bundle.length - 1] !== 0x0a ? '\n' : ''), Buffer.from(extras)]) : Buffer.from(extras);
-    const trustRel = TRUST_DIR.slice(1);
-    authorities.forEach((a, i) => write(`${trustRel}/authority-${i}.pem`, a.pem));
-    write(`${trustRel}/authorities.pem`, extras);
-    write(`${trustRel}/bundle.pem`, whole);
-    write(SYSTEM_BUNDLE, whole);
-    links.forEach((name, i) => {
-      const link = path.join(tmp, HASHED_DIR, name);
-      symlinkSync(`${TRUST_DIR}/authority-${i}.pem`, link);
-      own(link);
+    const own = typeof plan.bundle === 'string' ? null : plan.bundle.readAll(SYSTEM_BUNDLE);
+    const whole = own ? Buffer.concat([own, Buffer.from(own.length && own[own.length - 1] !== 0x0a ? '\n' : ''), Buffer.from(extras)]) : Buffer.from(extras);
+    authorities.forEach((a, i) => write(`${TRUST_REL}/authority-${i}.pem`, a.pem));
+    write(`${TRUST_REL}/authorities.pem`, extras);
+    write(`${TRUST_REL}/bundle.pem`, whole);
+    if (plan.bundle !== 'kept') linkSync(at(`${TRUST_REL}/bundle.pem`), at(SYSTEM_BUNDLE)); // one copy on disk
+    plan.links.forEach((name, i) => {
+      symlinkSync(`${TRUST_DIR}/authority-${i}.pem`, at(`${HASHED_DIR}/${name}`));
+      lchownSync(at(`${HASHED_DIR}/${name}`), SANDBOX_ROOT, SANDBOX_ROOT);
     });
-    const exports = Object.entries(env).map(([k, v]) => `[ -n "\${${k}:-}" ] || export ${k}=${v}`).join('\n');
-    write(`${trustRel}/env.sh`, `# The host's TLS authorities (shellbase): for runtimes that keep their own store, where unset.\n${exports}\n`);
-    write('etc/profile.d/shellbase-ca.sh', `. ${TRUST_DIR}/env.sh\n`);
-    write('etc/systemd/system.conf.d/shellbase-ca.conf',
-      `[Manager]\nDefaultEnvironment=${Object.entries(env).map(([k, v]) => `"${k}=${v}"`).join(' ')}\n`);
-    chownSync(tmp, SANDBOX_ROOT, SANDBOX_ROOT);
-    try { renameSync(tmp, dir); } catch { rmSync(tmp, { recursive: true, force: true }); } // another server made it
+    const exports = Object.entries(plan.env).map(([k, v]) => `[ -n "\${${k}:-}" ] || export ${k}=${v}`).join('\n');
+    write(`${TRUST_REL}/env.sh`, `# The host's TLS authorities (shellbase): for runtimes that keep their own store, where unset.\n${exports}\n`);
+    if (plan.profile) write(PROFILE, `. ${TRUST_DIR}/env.sh\n`);
+    if (plan.systemd) write(DROP_IN, `[Manager]\nDefaultEnvironment=${Object.entries(plan.env).map(([k, v]) => `"${k}=${v}"`).join(' ')}\n`);
+    for (const rel of [...dirs].reverse()) {
+      const a = plan.dirs[rel]!;
+      lchownSync(at(rel), a.uid, a.gid);
+      chmodSync(at(rel), a.mode);
+      if (a.mtimeMs) utimesSync(at(rel), a.mtimeMs / 1000, a.mtimeMs / 1000);
+    }
+    lchownSync(tmp, SANDBOX_ROOT, SANDBOX_ROOT);
+    chmodSync(tmp, 0o755);
+    try {
+      renameSync(tmp, dir);
+    } catch (e) {
+      rmSync(tmp, { recursive: true, force: true });
+      if (!existsSync(dir)) throw e; // not another server having made it first
+    }
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
     throw e;

@@ -56,7 +56,8 @@ export class E2bCompat {
       log, ...(o.cluster ? { cluster: o.cluster } : {}),
       callerFor: (tenantId) => engine.callerFor(tenantId),
       hasContext: (caller, name) => engine.getContext(caller, name).then(() => true, (e: unknown) => {
-        if (e instanceof ShellbaseError && e.code === 'not_found') return false;
+        // A template id that is no context's name (`name:tag`) names no context either.
+        if (e instanceof ShellbaseError && (e.code === 'not_found' || e.code === 'invalid_argument')) return false;
         throw e;
       }),
     });

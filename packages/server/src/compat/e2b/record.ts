@@ -26,12 +26,13 @@ export interface E2bSandboxSpec {
   trafficToken?: string;
 }
 
-/** The E2B record a machine's row carries, or undefined (a machine the E2B API did not make). */
+/**
+ * The E2B record a machine's row carries, or undefined: a machine the E2B API did not make, or
+ * whose record is of a format this server does not read (a newer server's: not a sandbox here).
+ */
 export function e2bOf(row: MachineRow): E2bSandboxSpec | undefined {
   const r = row.spec.extensions?.[NAME] as E2bSandboxSpec | undefined;
-  if (r === undefined) return undefined;
-  if (r.format !== 1) throw new Error(`machine ${row.id}: unknown E2B record format ${String((r as { format?: unknown }).format)}`);
-  return r;
+  return r?.format === 1 ? r : undefined;
 }
 
 /** `record` as the machine's extensions take it. */

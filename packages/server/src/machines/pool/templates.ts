@@ -28,6 +28,12 @@ find / -xdev -mindepth 1 \\( ${PRUNED} \\) -prune -o -print0 | LC_ALL=C sort -z 
 touch /var/lib/shellbase/stamp
 sync`;
 
+/** A template's directory and the host's authorities its disk has (Templates.resolve). */
+export interface ResolvedTemplate {
+  dir: string;
+  trust: TrustOverlay | null;
+}
+
 /** A booted machine frozen once systemd was up: every machine of its source starts here. */
 export interface Template {
   dir: string;
@@ -64,10 +70,18 @@ export class Templates {
   /** `trust`: the host's authorities, stacked on every template's disk (a change of them makes new templates). */
   constructor(private readonly host: MachineHost, private readonly layers: Snapshotter, private readonly log: Logger, private readonly trust?: TrustLayers) {}
 
-  async key(src: TemplateSource): Promise<string> {
+  /**
+   * Where the template of `src` is (or will be once built) and the host's authorities on its disk,
+   * read once: a change of the host's set between two reads would name one template and build another.
+   */
+  async resolve(src: TemplateSource): Promise<ResolvedTemplate> {
+    const trust = (await this.trust?.forLayers(src.layers)) ?? null;
+    return { dir: path.join(src.root, await this.key(src, trust)), trust };
+  }
+
+  private async key(src: TemplateSource, trust: TrustOverlay | null): Promise<string> {
     const { assets, accel, guest } = this.host;
     const pad = await this.ramPadKb();
-    const trust = await this.trust?.forLayers(src.layers);
     return createHash('sha256').update(JSON.stringify({
       format: TEMPLATE_FORMAT, layers: src.layers, assets: assets.tag, guest: guest.hash, qemu: await qemuBuild(), type: MACHINE_TYPE,
       accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ...(pad ? { ramPadKb: pad } : {}), ...(trust ? { trust: trust.key } : {}),
@@ -79,21 +93,15 @@ export class Templates {
     return ramPadKb(this.host.accel.accel, await qemuBuild());
   }
 
-  /** Where the template of `src` is (or will be once built). */
-  async dir(src: TemplateSource): Promise<string> {
-    return path.join(src.root, await this.key(src));
-  }
-
   /**
-   * Runs `fn` with the template for `src`, building it now if there is none (one build per key
-   * at a time; a failed build goes to `failed`). The template counts as used now, and is not
+   * Runs `fn` with the template for `src` (where `resolve` put it), building it now if there is
+   * none (one build per key at a time; a failed build goes to `failed`). The template counts as used now, and is not
    * collected while `fn` runs.
    */
-  async use<T>(src: TemplateSource, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
-    const dir = await this.dir(src);
+  async use<T>(src: TemplateSource, at: ResolvedTemplate, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
+    const { dir, trust } = at;
     const release = this.hold(dir);
     try {
-      const trust = (await this.trust?.forLayers(src.layers)) ?? null;
       return await fn(await this.get(dir, src, await this.ramPadKb(), trust).catch(failed));
     } finally {
       release();
