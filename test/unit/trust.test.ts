@@ -36,6 +36,14 @@ describe('trust: the host\'s authorities as an overlay', () => {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
+  /** A layer with these directories and links (path → target), committed. */
+  const linkedLayer = async (dirs: string[], links: Record<string, string>) => {
+    const scratch = await store.prepare({ diskMb: 16 });
+    const w = store.writer(scratch);
+    for (const d of dirs) w.mkdir(d, { mode: 0o755, uid: 0, gid: 0 });
+    for (const [at, target] of Object.entries(links)) w.symlink(at, target, { mode: 0o777, uid: 0, gid: 0 });
+    return (await store.commit(scratch))!.layerId;
+  };
   const layersFor = (authorities: HostAuthorities) => new TrustLayers({ authorities, snapshotter: store, dir: path.join(dir, 'overlays') });
   const fresh = (extraFile?: string) => new HostAuthorities({ hostDir, ...(extraFile ? { extraFile } : {}), recheckMs: 0 });
 
@@ -101,13 +109,10 @@ describe('trust: the host\'s authorities as an overlay', () => {
   test('a bundle that is a link into another store is left as it is; hashed links that are links count as taken', async () => {
     writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
     try {
-      const scratch = await store.prepare({ diskMb: 16 });
-      const w = store.writer(scratch);
-      for (const d of ['etc', 'etc/ssl', 'etc/ssl/certs']) w.mkdir(d, { mode: 0o755, uid: 0, gid: 0 });
-      w.symlink('etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', { mode: 0o777, uid: 0, gid: 0 });
-      w.symlink(`etc/ssl/certs/${ca1[1]}.0`, 'some-root.pem', { mode: 0o777, uid: 0, gid: 0 });
-      const linked = await store.commit(scratch);
-      const o = await layersFor(fresh()).forLayers(['image:bare:1', linked!.layerId]);
+      const linked = await linkedLayer(['etc', 'etc/ssl', 'etc/ssl/certs'], {
+        'etc/ssl/certs/ca-certificates.crt': '/etc/pki/tls/certs/ca-bundle.crt', [`etc/ssl/certs/${ca1[1]}.0`]: 'some-root.pem',
+      });
+      const o = await layersFor(fresh()).forLayers(['image:bare:1', linked]);
       assert.ok(o);
       assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs/ca-certificates.crt')), false, 'the context\'s link stays');
       assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
@@ -120,12 +125,8 @@ describe('trust: the host\'s authorities as an overlay', () => {
   test('where /etc/ssl/certs is a link into another store (RHEL\'s), the overlay puts nothing there', async () => {
     writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
     try {
-      const scratch = await store.prepare({ diskMb: 16 });
-      const w = store.writer(scratch);
-      for (const d of ['etc', 'etc/ssl']) w.mkdir(d, { mode: 0o755, uid: 0, gid: 0 });
-      w.symlink('etc/ssl/certs', '../pki/tls/certs', { mode: 0o777, uid: 0, gid: 0 });
-      const linked = await store.commit(scratch);
-      const o = await layersFor(fresh()).forLayers(['image:bare:1', linked!.layerId]);
+      const linked = await linkedLayer(['etc', 'etc/ssl'], { 'etc/ssl/certs': '../pki/tls/certs' });
+      const o = await layersFor(fresh()).forLayers(['image:bare:1', linked]);
       assert.ok(o);
       assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs')), false, 'the context\'s link stays in view');
       assert.equal(readFileSync(path.join(o.dir, `${TRUST_DIR}/authorities.pem`), 'utf8'), ca1[0]);
