@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../packages/server/src/config.ts';
 import { HostAuthorities, TrustLayers, TRUST_DIR } from '../../packages/server/src/trust/index.ts';
@@ -131,6 +132,30 @@ describe('trust: the host\'s authorities as an overlay', () => {
       assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs')), false, 'the context\'s link stays in view');
       assert.equal(readFileSync(path.join(o.dir, `${TRUST_DIR}/authorities.pem`), 'utf8'), ca1[0]);
       assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
+    } finally {
+      rmSync(path.join(hostDir, 'a.crt'));
+    }
+  });
+
+  test('a version whose layer touches neither /etc nor /usr has its base\'s overlay; one that writes the bundle gets its own', async () => {
+    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
+    try {
+      const layers = layersFor(fresh());
+      const base = await layers.forLayers([BASE]);
+      const write = async (rel: string, text: string) => {
+        const scratch = await store.prepare({ diskMb: 16 });
+        const w = store.writer(scratch);
+        const dirs = rel.split('/').slice(0, -1);
+        for (let i = 1; i <= dirs.length; i++) w.mkdir(dirs.slice(0, i).join('/'), { mode: 0o755, uid: 0, gid: 0 });
+        await w.writeFile(rel, Readable.from([Buffer.from(text)]), { mode: 0o644, uid: 0, gid: 0 });
+        return (await store.commit(scratch))!.layerId;
+      };
+      const mine = await write('root/notes.txt', 'hi\n');
+      assert.equal(await layers.forLayers([BASE, mine]), base, 'the same overlay, found without a lookup');
+      const bundle = await write('etc/ssl/certs/ca-certificates.crt', 'OTHER ROOTS\n');
+      const own = await layers.forLayers([BASE, mine, bundle]);
+      assert.ok(own && own.key !== base!.key);
+      assert.equal(readFileSync(path.join(own.dir, 'etc/ssl/certs/ca-certificates.crt'), 'utf8'), `OTHER ROOTS\n${ca1[0]}`);
     } finally {
       rmSync(path.join(hostDir, 'a.crt'));
     }

@@ -45,7 +45,7 @@ const HASHED_DIR = 'etc/ssl/certs';
  * to `ca-certificates.crt` copies up the overlay's file, the host's authorities in it.
  */
 export class TrustLayers {
-  private readonly stacks = new Map<string, TrustOverlay | null>();
+  private readonly stacks = new Map<string, TrustOverlay>();
   private readonly making = new Map<string, Promise<void>>();
 
   constructor(private readonly o: { authorities: HostAuthorities | null; snapshotter: Snapshotter; dir: string }) {}
@@ -58,6 +58,13 @@ export class TrustLayers {
     const stackKey = `${set.fingerprint}|${layers.join(':')}`;
     const known = this.stacks.get(stackKey);
     if (known !== undefined) return known;
+    // A new version over a known one whose layer touches neither /etc nor /usr (most queries'
+    // writes) has the same overlay: no lookup through the stack.
+    const below = this.stacks.get(`${set.fingerprint}|${layers.slice(0, -1).join(':')}`);
+    if (below !== undefined && layers.length > 1 && untouched(await this.o.snapshotter.reader(layers[layers.length - 1]!))) {
+      this.remember(stackKey, below);
+      return below;
+    }
     const readers = await Promise.all([...layers].reverse().map((id) => this.o.snapshotter.reader(id)));
     const plan = planOf(readers, set.authorities);
     const key = createHash('sha256').update(JSON.stringify({ format: 2, set: set.fingerprint, ...plan.shape })).digest('hex').slice(0, 16);
@@ -71,10 +78,19 @@ export class TrustLayers {
       await p;
     }
     const overlay: TrustOverlay = { dir, env: plan.env, key };
-    if (this.stacks.size >= 1000) this.stacks.delete(this.stacks.keys().next().value!);
-    this.stacks.set(stackKey, overlay);
+    this.remember(stackKey, overlay);
     return overlay;
   }
+
+  private remember(stackKey: string, overlay: TrustOverlay): void {
+    if (this.stacks.size >= 1000) this.stacks.delete(this.stacks.keys().next().value!);
+    this.stacks.set(stackKey, overlay);
+  }
+}
+
+/** Whether a layer leaves everything the overlay looks at as the layers below have it. */
+function untouched(top: LayerReader): boolean {
+  return !top.opaque.has('') && top.stat('etc') === null && top.stat('usr') === null;
 }
 
 /** The most of a context's bundle the server reads to add to (a larger one is left as it is). */
