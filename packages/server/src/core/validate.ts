@@ -42,10 +42,15 @@ export function checkTimeout(field: string, v: number, max: number, min = 1): nu
   if (Number.isInteger(v) && v >= min && v <= max) return v;
   const details = { field, value: v, min, max };
   if (!Number.isInteger(v) || v < min) throw invalid(`${field} = ${v} is out of range`, `pass ${field} between ${min} and ${max} (milliseconds)`, details);
-  const raise = max < TIMEOUT_CEILING_MS
-    ? `; an admin may raise the tenant's quotas.timeoutMs up to ${TIMEOUT_CEILING_MS} (${formatDuration(TIMEOUT_CEILING_MS)})` : '';
+  const raise = raiseAdvice(max);
   throw invalid(`${field} = ${v} (${formatDuration(v)}) is above this tenant's maximum of ${max} ms (${formatDuration(max)})`,
     `pass ${field} between ${min} and ${max}${raise}`, details);
+}
+
+/** What an admin may do about a tenant's maximum `timeoutMs` of `max` (nothing past the ceiling), as a clause to append. */
+export function raiseAdvice(max: number): string {
+  return max < TIMEOUT_CEILING_MS
+    ? `; an admin may raise the tenant's quotas.timeoutMs up to ${TIMEOUT_CEILING_MS} (${formatDuration(TIMEOUT_CEILING_MS)})` : '';
 }
 
 /** A cwd inside the sandbox: absolute, no NUL, no `..` segments. */

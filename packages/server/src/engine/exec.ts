@@ -209,10 +209,9 @@ export class ExecRunner {
     try {
       const mount = await layers.mounts(base.layers, scratch);
       // The host's authorities above the layers (never among the writes), their variables under the command's.
-      const trust = await this.deps.trust?.forLayers(base.layers);
+      const trusted = await this.deps.trust?.forSandbox(base.layers, spec.env) ?? { env: spec.env };
       run = await runtime.run({
-        mount, argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, env: trust ? { ...trust.env, ...spec.env } : spec.env,
-        ...(trust ? { overlays: [trust.dir] } : {}),
+        mount, argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, ...trusted,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });

@@ -50,6 +50,15 @@ export class TrustLayers {
 
   constructor(private readonly o: { authorities: HostAuthorities | null; snapshotter: Snapshotter; dir: string }) {}
 
+  /**
+   * What a sandbox over `layers` gets of the host's authorities: the overlay above its layers and
+   * their variables under `env` (the command's own win); `env` alone when the host adds nothing.
+   */
+  async forSandbox(layers: readonly string[], env: Record<string, string>): Promise<{ env: Record<string, string>; overlays?: string[] }> {
+    const trust = await this.forLayers(layers);
+    return trust ? { env: { ...trust.env, ...env }, overlays: [trust.dir] } : { env };
+  }
+
   /** The overlay for a stack of layers (bottom first; every one present on this host), or null when the host adds nothing. */
   async forLayers(layers: readonly string[]): Promise<TrustOverlay | null> {
     if (!this.o.authorities) return null;

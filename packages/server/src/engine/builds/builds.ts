@@ -1,8 +1,8 @@
-import { TIMEOUT_CEILING_MS, formatDuration, type BuildEvent, type BuildResult, type BuildStep } from '@shellbase/protocol';
+import { formatDuration, type BuildEvent, type BuildResult, type BuildStep } from '@shellbase/protocol';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { durably, type Caller, type Deps } from '../../core/deps.js';
 import { overQuota, quotasOf } from '../../core/quotas.js';
-import { checkName } from '../../core/validate.js';
+import { checkName, raiseAdvice } from '../../core/validate.js';
 import type { ContextRow, VersionRow } from '../../store/metadata/types.js';
 import type { VersionView } from '../files/view.js';
 import type { ImageStart } from '../images/images.js';
@@ -203,8 +203,7 @@ export class Builds {
       if (r.aborted) throw new ShellbaseError('unavailable', 'the build was cancelled');
       if (r.exitCode !== 0 || r.timedOut || r.oomKilled) {
         const max = quotasOf(this.deps.config, run.caller).maximums.timeoutMs;
-        const raise = max < TIMEOUT_CEILING_MS ? `; an admin may raise its quotas.timeoutMs up to ${TIMEOUT_CEILING_MS}` : '';
-        const why = r.timedOut ? `timed out after ${formatDuration(max)} (the tenant's maximum timeoutMs, ${max}${raise})` : r.oomKilled ? 'ran out of memory' : r.signal ? `was killed by ${r.signal}` : `exited with ${r.exitCode}`;
+        const why = r.timedOut ? `timed out after ${formatDuration(max)} (the tenant's maximum timeoutMs, ${max}${raiseAdvice(max)})` : r.oomKilled ? 'ran out of memory' : r.signal ? `was killed by ${r.signal}` : `exited with ${r.exitCode}`;
         throw new ShellbaseError('invalid_argument', `Dockerfile line ${ins.line}: RUN ${why}`, {
           details: { line: ins.line, exitCode: r.exitCode, stderr: r.stderr.slice(-2000) }, hint: 'fix the command; the steps before it are cached',
         });

@@ -136,10 +136,10 @@ export class ServiceRun implements PortTarget {
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       const mount = await deps.snapshotter.mounts(base.layers, scratch);
-      const trust = await deps.trust?.forLayers(base.layers);
+      const env = this.session ? { ...proxyEnv(), ...as.env } : as.env;
+      const trusted = await deps.trust?.forSandbox(base.layers, env) ?? { env };
       this.ended = deps.runtime.run({
-        mount, argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd, ...(trust ? { overlays: [trust.dir] } : {}),
-        env: { ...trust?.env, ...(this.session ? { ...proxyEnv(), ...as.env } : as.env) }, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
+        mount, argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd, ...trusted, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });

@@ -134,9 +134,9 @@ export class Services {
       throw invalid('nothing to run', 'pass command as a string (run by bash -c) or a non-empty array (argv)');
     }
     const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? DEFAULT_IDLE_MS, 100, 86_400_000);
-    const maxStartMs = quotasOf(config, caller).maximums.timeoutMs;
-    const startTimeoutMs = checkTimeout('startTimeoutMs', req.startTimeoutMs ?? Math.min(DEFAULT_START_MS, maxStartMs), maxStartMs, 100);
-    resolveLimits(req.limits, undefined, config.defaults, quotasOf(config, caller).maximums); // refuses what a query of the tenant may not ask for
+    const { maximums } = quotasOf(config, caller);
+    const startTimeoutMs = checkTimeout('startTimeoutMs', req.startTimeoutMs ?? Math.min(DEFAULT_START_MS, maximums.timeoutMs), maximums.timeoutMs, 100);
+    resolveLimits(req.limits, undefined, config.defaults, maximums); // refuses what a query of the tenant may not ask for
     const access = req.access ?? 'url';
     if (!(SERVICE_ACCESS as readonly string[]).includes(access)) throw invalid(`access must be ${SERVICE_ACCESS.join(' or ')}`, '"key" makes the gateway want the tenant\'s API key as well as the URL');
     await this.lookups.getOrCreateContext(caller, context);
