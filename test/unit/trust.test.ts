@@ -45,17 +45,19 @@ describe('trust: the host\'s authorities as an overlay', () => {
     for (const [at, target] of Object.entries(links)) w.symlink(at, target, { mode: 0o777, uid: 0, gid: 0 });
     return (await store.commit(scratch))!.layerId;
   };
+  /** Runs `fn` while the host's directory has `pem` at `rel`. */
+  const withAuthority = async (rel: string, pem: string, fn: () => Promise<void>) => {
+    writeFileSync(path.join(hostDir, rel), pem);
+    try { await fn(); } finally { rmSync(path.join(hostDir, rel)); }
+  };
   const layersFor = (authorities: HostAuthorities) => new TrustLayers({ authorities, snapshotter: store, dir: path.join(dir, 'overlays') });
   const fresh = (extraFile?: string) => new HostAuthorities({ hostDir, ...(extraFile ? { extraFile } : {}), recheckMs: 0 });
 
   test('a host without authorities adds nothing; off adds nothing', async () => {
     assert.equal(await layersFor(fresh()).forLayers([BASE]), null);
-    writeFileSync(path.join(hostDir, 'company', 'a.crt'), ca1[0]);
-    try {
+    await withAuthority(path.join('company', 'a.crt'), ca1[0], async () => {
       assert.equal(await new TrustLayers({ authorities: null, snapshotter: store, dir }).forLayers([BASE]), null);
-    } finally {
-      rmSync(path.join(hostDir, 'company', 'a.crt'));
-    }
+    });
   });
 
   test('the context\'s bundle with the host\'s authorities after it, hashed links past the context\'s own, variables', async () => {
@@ -86,8 +88,7 @@ describe('trust: the host\'s authorities as an overlay', () => {
   });
 
   test('a context without a bundle (or whose bundle a later layer deleted) gets the authorities alone, and no variable that replaces a store', async () => {
-    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
-    try {
+    await withAuthority('a.crt', ca1[0], async () => {
       const layers = layersFor(fresh());
       const bare = await layers.forLayers(['image:bare:1']);
       assert.ok(bare);
@@ -102,14 +103,11 @@ describe('trust: the host\'s authorities as an overlay', () => {
       assert.ok(o);
       assert.equal(readFileSync(path.join(o.dir, 'etc/ssl/certs/ca-certificates.crt'), 'utf8'), ca1[0]);
       assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
-    } finally {
-      rmSync(path.join(hostDir, 'a.crt'));
-    }
+    });
   });
 
   test('a bundle that is a link into another store is left as it is; hashed links that are links count as taken', async () => {
-    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
-    try {
+    await withAuthority('a.crt', ca1[0], async () => {
       const linked = await linkedLayer(['etc', 'etc/ssl', 'etc/ssl/certs'], {
         'etc/ssl/certs/ca-certificates.crt': '/etc/pki/tls/certs/ca-bundle.crt', [`etc/ssl/certs/${ca1[1]}.0`]: 'some-root.pem',
       });
@@ -118,28 +116,22 @@ describe('trust: the host\'s authorities as an overlay', () => {
       assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs/ca-certificates.crt')), false, 'the context\'s link stays');
       assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
       assert.equal(readlinkSync(path.join(o.dir, `etc/ssl/certs/${ca1[1]}.1`)), `${TRUST_DIR}/authority-0.pem`, '.0 is the context\'s link');
-    } finally {
-      rmSync(path.join(hostDir, 'a.crt'));
-    }
+    });
   });
 
   test('where /etc/ssl/certs is a link into another store (RHEL\'s), the overlay puts nothing there', async () => {
-    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
-    try {
+    await withAuthority('a.crt', ca1[0], async () => {
       const linked = await linkedLayer(['etc', 'etc/ssl'], { 'etc/ssl/certs': '../pki/tls/certs' });
       const o = await layersFor(fresh()).forLayers(['image:bare:1', linked]);
       assert.ok(o);
       assert.equal(existsSync(path.join(o.dir, 'etc/ssl/certs')), false, 'the context\'s link stays in view');
       assert.equal(readFileSync(path.join(o.dir, `${TRUST_DIR}/authorities.pem`), 'utf8'), ca1[0]);
       assert.deepEqual(Object.keys(o.env), ['NODE_EXTRA_CA_CERTS']);
-    } finally {
-      rmSync(path.join(hostDir, 'a.crt'));
-    }
+    });
   });
 
   test('a version whose layer touches neither /etc nor /usr has its base\'s overlay; one that writes the bundle gets its own', async () => {
-    writeFileSync(path.join(hostDir, 'a.crt'), ca1[0]);
-    try {
+    await withAuthority('a.crt', ca1[0], async () => {
       const layers = layersFor(fresh());
       const base = await layers.forLayers([BASE]);
       const write = async (rel: string, text: string) => {
@@ -156,9 +148,7 @@ describe('trust: the host\'s authorities as an overlay', () => {
       const own = await layers.forLayers([BASE, mine, bundle]);
       assert.ok(own && own.key !== base!.key);
       assert.equal(readFileSync(path.join(own.dir, 'etc/ssl/certs/ca-certificates.crt'), 'utf8'), `OTHER ROOTS\n${ca1[0]}`);
-    } finally {
-      rmSync(path.join(hostDir, 'a.crt'));
-    }
+    });
   });
 
   test('a change of the host\'s set is read again; a file that holds no certificate is skipped', async () => {
