@@ -95,8 +95,8 @@ export class Templates {
 
   /**
    * Runs `fn` with the template for `src` (where `resolve` put it), building it now if there is
-   * none (one build per key at a time; a failed build goes to `failed`). The template counts as used now, and is not
-   * collected while `fn` runs.
+   * none (one build per key at a time; a failed build goes to `failed`). The template counts as
+   * used now, and is not collected while `fn` runs.
    */
   async use<T>(src: TemplateSource, at: ResolvedTemplate, fn: (tpl: Template) => Promise<T>, failed: (e: Error) => never): Promise<T> {
     const { dir, trust } = at;
