@@ -43,8 +43,11 @@ function tsMembers(obj: object, privates: Set<string>): string[] {
 function sdkPrivates(): Set<string> {
   const dist = path.dirname(fileURLToPath(import.meta.resolve('@shellbase/sdk')));
   const names = new Set<string>();
-  for (const f of readdirSync(dist).filter((f) => f.endsWith('.d.ts'))) {
-    for (const m of readFileSync(path.join(dist, f), 'utf8').matchAll(/^\s*private (?:readonly )?(\w+)/gm)) names.add(m[1]);
+  // The Node entry's classes and the browser-safe core's they extend (dist/core/).
+  for (const dir of [dist, path.join(dist, 'core')]) {
+    for (const f of readdirSync(dir).filter((f) => f.endsWith('.d.ts'))) {
+      for (const m of readFileSync(path.join(dir, f), 'utf8').matchAll(/^\s*(?:private|protected) (?:readonly )?(\w+)/gm)) names.add(m[1]);
+    }
   }
   return names;
 }

@@ -1,10 +1,13 @@
+// The SDK for Node: the browser-safe core (./core, also published as `@shellbase/sdk/core`)
+// with Node's own classes and helpers in place of the core's Shellbase, ContextHandle and MachineHandle.
 export { Shellbase, type ShellbaseOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
 export { MachineHandle, type MachineExecOptions } from './machine.js';
-export { contextOf, type BuildOptions, type ImageProgress, type TarBody } from './images.js';
+export { contextOf, type BuildOptions } from './images.js';
+export type { ImageProgress, TarBody } from './core/images.js';
 export { tar, tarDirectory, type TarInput } from './tar.js';
-export * from './errors.js';
-export { limitMessage } from './limits.js';
+export * from './core/errors.js';
+export { limitMessage } from './core/limits.js';
 export { TIMEOUT_CEILING_MS, formatDuration, parseDuration } from '@shellbase/protocol';
 export type { LocalTunnel } from './tunnel.js';
 export type { MachinePty, PtyExit } from './pty.js';

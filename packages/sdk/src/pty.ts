@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import { PTY_PROTOCOL, isErrorCode, type ErrorBody, type PtyMessage } from '@shellbase/protocol';
-import { ConnectionError, errorFromBody, type ShellbaseError } from './errors.js';
+import { ConnectionError, errorFromBody, type ShellbaseError } from './core/errors.js';
 import { upgradeRequest } from './upgrade.js';
 
 /** The largest message `write` sends. */

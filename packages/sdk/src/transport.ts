@@ -1,24 +1,8 @@
 import type { Socket } from 'node:net';
+import type { Transport } from './core/transport.js';
 
-export interface RequestOptions {
-  body?: unknown;
-  /** A body sent as bytes (application/octet-stream), whole or streamed. */
-  raw?: string | Uint8Array | AsyncIterable<Uint8Array>;
-  headers?: Record<string, string>;
-  accept?: string;
-  signal?: AbortSignal;
-  /** Query parameters; an array repeats its parameter. */
-  query?: Record<string, string | number | string[] | undefined>;
-}
-
-/**
- * What the SDK's handles (contexts, machines, images) need of a client: requests to its server.
- * `Shellbase` is the one implementation; the handles know it only by this.
- */
-export interface Transport {
-  readonly url: string;
-  request(method: string, path: string, options?: RequestOptions): Promise<Response>;
-  json<T>(method: string, path: string, options?: RequestOptions): Promise<T>;
+/** Node's client: requests, and raw connections after an HTTP upgrade. */
+export interface NodeTransport extends Transport {
   /** A raw connection after an HTTP upgrade at `path` (TCP tunnels to services). */
   tunnel(path: string): Promise<Socket>;
 }

@@ -2,7 +2,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 import { isErrorCode, type ErrorBody } from '@shellbase/protocol';
-import { ConnectionError, errorFromBody } from './errors.js';
+import { ConnectionError, errorFromBody } from './core/errors.js';
 
 /**
  * A `GET` of the API asking for an Upgrade (a TCP tunnel, a WebSocket), with the API key: resolves

@@ -1,6 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { session, setUnauthorizedHandler } from '../api/client.js';
-import { Api } from '../api/endpoints.js';
+import { sb, session, setUnauthorizedHandler } from '../api/session.js';
 import { href, useRoute } from '../lib/router.js';
 import { ContextsView } from '../views/contexts.js';
 import { ContextView } from '../views/context.js';
@@ -29,7 +28,7 @@ export function App() {
   // A reloaded tab re-checks whether its key is the admin's.
   useEffect(() => {
     if (!key) return;
-    Api.tenants().then(() => setAdmin(true), () => setAdmin(false));
+    sb.tenants.list().then(() => setAdmin(true), () => setAdmin(false));
   }, [key]);
 
   if (!key) {

@@ -1,11 +1,11 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError } from '../api/client.js';
+import { ShellbaseError } from '@shellbase/sdk/core';
 
-/** An error as the API gave it: its message, its hint, its code. */
+/** An error as the API gave it (the SDK's typed error): its message, its hint, its code. */
 export function ErrorBox({ error, onClose }: { error: unknown; onClose?: () => void }) {
   if (!error) return null;
-  const e = error instanceof ApiError ? error : null;
-  const message = e ? e.message : error instanceof Error ? error.message : String(error);
+  const e = error instanceof ShellbaseError ? error : null;
+  const message = e ? e.reason : error instanceof Error ? error.message : String(error);
   const paths = e?.details && Array.isArray(e.details.paths) ? (e.details.paths as unknown[]).map(String) : [];
   return (
     <div class="error" role="alert">

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
-import { ApiError } from '../api/client.js';
-import { Api } from '../api/endpoints.js';
+import { UnauthorizedError } from '@shellbase/sdk/core';
+import { isAdminKey } from '../api/session.js';
 import { ErrorBox } from './errors.js';
 
 /** Asks for an API key and checks it against the API before keeping it for this tab. */
@@ -16,14 +16,13 @@ export function SignIn({ onSignedIn }: { onSignedIn: (key: string, admin: boolea
     setBusy(true);
     setError(null);
     try {
-      await Api.tenants(k).then(() => onSignedIn(k, true), async (err: unknown) => {
-        if (err instanceof ApiError && err.status === 403) { onSignedIn(k, false); return; }
-        throw err;
-      });
+      onSignedIn(k, await isAdminKey(k));
     } catch (err) {
-      if (err instanceof ApiError && err.status === 401) {
-        setError(new ApiError(401, err.code, 'That API key was not accepted.',
-          'Check the key (the admin key is in $SHELLBASE_HOME/admin.key); a revoked key stops working.'));
+      if (err instanceof UnauthorizedError) {
+        setError(new UnauthorizedError({
+          code: err.code, message: 'That API key was not accepted.',
+          hint: 'Check the key (the admin key is in $SHELLBASE_HOME/admin.key); a revoked key stops working.',
+        }, err.status, { cause: err }));
       } else setError(err);
     } finally {
       setBusy(false);

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm, Dialog } from '../components/dialog.js';
 import { act, ErrorBox, notify } from '../components/errors.js';
 import { ago, exact, shortId } from '../lib/format.js';
@@ -16,7 +16,7 @@ const TABS: [string, string][] = [['history', 'History'], ['files', 'Files'], ['
 
 /** One context: its head, and tabs for its history, files, queries, services and machines. */
 export function ContextView({ name, tab, query }: { name: string; tab: string; query: URLSearchParams }) {
-  const ctx = useAsync(() => Api.context(name), [name]);
+  const ctx = useAsync(() => sb.contexts.get(name), [name]);
   // Agents change contexts too: the head is looked up again every 5 s.
   useInterval(ctx.reload, 5000);
   const [forking, setForking] = useState(false);
@@ -51,14 +51,14 @@ export function ContextView({ name, tab, query }: { name: string; tab: string; q
         onNo={() => setDeleting(false)}
         onYes={async () => {
           setDeleting(false);
-          if (await act(async () => { await Api.deleteContext(name); return true; }, `Deleted ${name}`)) go(href('contexts'));
+          if (await act(async () => { await sb.contexts.delete(name); return true; }, `Deleted ${name}`)) go(href('contexts'));
         }} />}
     </section>
   );
 }
 
 function MergeDialog({ into, onClose, onDone }: { into: string; onClose: () => void; onDone: () => void }) {
-  const all = useAsync(() => Api.contexts(), []);
+  const all = useAsync(() => sb.contexts.list(), []);
   const [from, setFrom] = useState('');
   const [error, setError] = useState<unknown>(null);
   const choices = (all.data ?? []).filter((c) => c.name !== into);
@@ -66,7 +66,7 @@ function MergeDialog({ into, onClose, onDone }: { into: string; onClose: () => v
     e.preventDefault();
     setError(null);
     try {
-      const r = await Api.merge(into, from || choices[0]!.name);
+      const r = await sb.context(into).merge(from || choices[0]!.name);
       notify('ok', `Merged: head ${shortId(r.version)}`);
       onDone();
     } catch (err) { setError(err); }

@@ -1,6 +1,6 @@
 import type { Context } from '@shellbase/protocol';
 import { useMemo, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm, Dialog } from '../components/dialog.js';
 import { act, ErrorBox } from '../components/errors.js';
 import { ago, bytes, exact } from '../lib/format.js';
@@ -10,7 +10,7 @@ import { useAsync } from '../lib/use-async.js';
 /** Every context of the tenant: search, size (its head's layers), last activity; create, fork, delete. */
 export function ContextsView() {
   const list = useAsync(async () => {
-    const [contexts, usage] = await Promise.all([Api.contexts(), Api.usage({ groupBy: 'context' }).catch(() => null)]);
+    const [contexts, usage] = await Promise.all([sb.contexts.list(), sb.usage({ groupBy: 'context' }).catch(() => null)]);
     const size = new Map((usage?.items ?? []).map((i) => [i.key, i.bytesStored]));
     return { contexts, size };
   }, []);
@@ -61,14 +61,14 @@ export function ContextsView() {
       {deleting && <Confirm title={`Delete ${deleting}?`} danger="Delete context"
         body={<p>Its services stop and are deleted; versions that only it reaches are garbage-collected soon after. Forks keep their own history.</p>}
         onNo={() => setDeleting(null)}
-        onYes={async () => { const n = deleting; setDeleting(null); await act(() => Api.deleteContext(n), `Deleted ${n}`); list.reload(); }} />}
+        onYes={async () => { const n = deleting; setDeleting(null); await act(() => sb.contexts.delete(n), `Deleted ${n}`); list.reload(); }} />}
     </section>
   );
 }
 
 /** Create a context from an image, or as a fork of another (at its head or a version). */
 export function CreateContext({ from, version, contexts, onClose, onDone }: {
-  from?: string; version?: string; contexts: Context[]; onClose: () => void; onDone: (c: Context) => void;
+  from?: string; version?: string; contexts: Context[]; onClose: () => void; onDone: (c: { name: string }) => void;
 }) {
   const [mode, setMode] = useState<'image' | 'fork'>(from ? 'fork' : 'image');
   const [name, setName] = useState(from ? `${from}-fork` : '');
@@ -84,8 +84,8 @@ export function CreateContext({ from, version, contexts, onClose, onDone }: {
     setError(null);
     try {
       const c = mode === 'image'
-        ? await Api.createContext({ name, image: image || undefined })
-        : await Api.fork(source, { name, version: ver || undefined });
+        ? await sb.contexts.create({ name, image: image || undefined })
+        : await sb.context(source).fork(name, { version: ver || undefined });
       onDone(c);
     } catch (err) { setError(err); } finally { setBusy(false); }
   }

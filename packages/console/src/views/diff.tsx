@@ -1,13 +1,13 @@
 import type { DiffChange } from '@shellbase/protocol';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { ErrorBox } from '../components/errors.js';
 import { bytes, shortId } from '../lib/format.js';
 import { useAsync } from '../lib/use-async.js';
 
 /** The paths that differ between two versions; a path opens its unified diff, coloured by language. */
 export function DiffView({ ctx, from, to, onClose }: { ctx: string; from?: string; to: string; onClose: () => void }) {
-  const changes = useAsync(() => Api.diff(ctx, { from, to }).then((r) => r.changes), [ctx, from, to]);
+  const changes = useAsync(() => sb.context(ctx).diff({ from, to }).then((r) => r.changes), [ctx, from, to]);
   const [open, setOpen] = useState<DiffChange | null>(null);
   const ref = useRef<HTMLElement>(null);
   useEffect(() => { ref.current?.scrollIntoView({ block: 'nearest' }); ref.current?.focus(); }, [from, to]);
@@ -45,7 +45,7 @@ interface Line { kind: ' ' | '+' | '-' | '@' | 'h'; text: string; html?: string;
 
 function Patch({ ctx, from, to, change }: { ctx: string; from?: string; to: string; change: DiffChange }) {
   const patch = useAsync(async () => {
-    const [r, hl] = await Promise.all([Api.diff(ctx, { from, to, path: change.path }), import('../lib/highlight.js')]);
+    const [r, hl] = await Promise.all([sb.context(ctx).diff({ from, to, path: change.path }), import('../lib/highlight.js')]);
     return r.patch ? colour(parse(r.patch), hl.highlightLines, hl.languageOf(change.path)) : null;
   }, [ctx, from, to, change.path]);
   return (

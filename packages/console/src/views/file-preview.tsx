@@ -1,6 +1,6 @@
 import type { DirEntry } from '@shellbase/protocol';
 import { useEffect, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { act, ErrorBox, notify } from '../components/errors.js';
 import { bytes, shortId } from '../lib/format.js';
 import { join, save } from '../lib/transfer.js';
@@ -27,11 +27,11 @@ export function FilePreview({ ctx, version, head, atHead, dir, entry, onClose, o
     if (!entry) return null;
     if (entry.type !== 'file') return { kind: 'binary' };
     if (IMAGE.test(entry.name) && entry.size <= 32 * 1024 * 1024) {
-      const blob = await (await Api.read(ctx, path, version)).blob();
+      const blob = await (await sb.context(ctx).files.open(path, { version })).blob();
       const type = /\.svg$/i.test(entry.name) ? 'image/svg+xml' : blob.type;
       return { kind: 'image', url: URL.createObjectURL(new Blob([blob], { type })) };
     }
-    const res = await Api.read(ctx, path, version, entry.size > PREVIEW ? PREVIEW : undefined);
+    const res = await sb.context(ctx).files.open(path, { version, range: entry.size > PREVIEW ? [0, PREVIEW - 1] : undefined });
     const buf = new Uint8Array(await res.arrayBuffer());
     const text = decodeText(buf);
     if (text === null) return { kind: 'binary' };
@@ -59,8 +59,7 @@ export function FilePreview({ ctx, version, head, atHead, dir, entry, onClose, o
     setError(null);
     try {
       const target = entry ? path : join(dir === '/' ? '' : dir, name.trim());
-      const mode = entry ? (entry.mode & 0o7777).toString(8) : undefined;
-      const r = await Api.write(ctx, target, new Blob([draft]), mode);
+      const r = await sb.context(ctx).files.write(target, new Blob([draft]), { mode: entry ? entry.mode & 0o7777 : undefined });
       notify('ok', `Saved ${target}: version ${shortId(r.version)}`);
       setEditing(false);
       onSaved();
@@ -73,7 +72,7 @@ export function FilePreview({ ctx, version, head, atHead, dir, entry, onClose, o
         <h2 class="path">{entry ? path : `New file in ${dir}`}</h2>
         {entry && <span class="muted">{bytes(entry.size)} · {(entry.mode & 0o7777).toString(8)}</span>}
         <span class="spacer" />
-        {entry && entry.type === 'file' && <button type="button" onClick={() => act(async () => save(await (await Api.read(ctx, path, version)).blob(), entry.name))}>Download</button>}
+        {entry && entry.type === 'file' && <button type="button" onClick={() => act(async () => save(await (await sb.context(ctx).files.open(path, { version })).blob(), entry.name))}>Download</button>}
         {entry && editable && !editing && <button type="button" onClick={() => { setDraft((p as { text: string }).text); setEditing(true); }}>Edit</button>}
         {onDelete && !editing && <button type="button" class="danger-ghost" onClick={onDelete}>Delete</button>}
         <button type="button" class="ghost" aria-label="Close the preview" onClick={onClose}>×</button>

@@ -1,6 +1,6 @@
 import type { Context, DirEntry } from '@shellbase/protocol';
 import { useMemo, useRef, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm } from '../components/dialog.js';
 import { act, ErrorBox, notify } from '../components/errors.js';
 import { VirtualList } from '../components/virtual-list.js';
@@ -27,7 +27,7 @@ export function FilesView({ ctx, version, path, onChanged }: { ctx: Context; ver
   // Without a version the calls read the head as the server has it (ctx.head may lag a moment behind).
   const at = version;
   const atHead = version === undefined || version === ctx.head;
-  const dir = useAsync(() => Api.list(ctx.name, path, at), [ctx.name, path, at], [ctx.head]);
+  const dir = useAsync(() => sb.context(ctx.name).files.list(path, { version: at }), [ctx.name, path, at], [ctx.head]);
   // A selection belongs to the directory (and version) it was made in.
   const here = `${ctx.name}\n${path}\n${version ?? ''}`;
   const [sel, setSel] = useState<{ here: string; entry: DirEntry | null } | null>(null);
@@ -121,7 +121,7 @@ export function FilesView({ ctx, version, path, onChanged }: { ctx: Context; ver
         onYes={async () => {
           const e = deleting;
           setDeleting(null);
-          const r = await act(() => Api.remove(ctx.name, join(path, e.name), e.type === 'dir'), (x) => `Deleted: version ${shortId(x.version)}`);
+          const r = await act(() => sb.context(ctx.name).files.remove(join(path, e.name), { recursive: e.type === 'dir' }), (x) => `Deleted: version ${shortId(x.version)}`);
           if (r) { setSelected(null); onChanged(); dir.reload(); }
         }} />}
     </section>

@@ -1,6 +1,6 @@
 import type { Context, Version } from '@shellbase/protocol';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm } from '../components/dialog.js';
 import { act, ErrorBox } from '../components/errors.js';
 import { VirtualList } from '../components/virtual-list.js';
@@ -30,7 +30,7 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
   async function loadPage(before?: string) {
     setLoading(true);
     try {
-      const page = await Api.versions(ctx.name, PAGE, before);
+      const page = await sb.context(ctx.name).versions({ limit: PAGE, before });
       setOwn((o) => (before ? [...o, ...page] : page));
       setComplete(page.length < PAGE || page.at(-1)?.parent === null);
       setError(null);
@@ -40,7 +40,7 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
   /** A new head (a run here, or anyone's change): the newest page again, joined onto what is loaded when it reaches it. */
   async function loadNewer() {
     try {
-      const page = await Api.versions(ctx.name, PAGE);
+      const page = await sb.context(ctx.name).versions({ limit: PAGE });
       setOwn((o) => {
         const i = page.findIndex((v) => v.id === o[0]?.id);
         if (i >= 0) return [...page.slice(0, i), ...o];
@@ -59,11 +59,11 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
     let live = true;
     const ids = new Set(own.map((v) => v.id));
     const merged = new Set(own.map(mergeSource).filter((s): s is string => !!s));
-    void Api.contexts().then(async (all) => {
+    void sb.contexts.list().then(async (all) => {
       const others = all.filter((c) => c.name !== ctx.name)
         .sort((a, b) => Number(merged.has(b.name)) - Number(merged.has(a.name)) || b.updatedAt.localeCompare(a.updatedAt))
         .slice(0, RELATED);
-      const chains = await Promise.all(others.map(async (c) => ({ name: c.name, versions: await Api.versions(c.name, PAGE).catch(() => []) })));
+      const chains = await Promise.all(others.map(async (c) => ({ name: c.name, versions: await sb.context(c.name).versions({ limit: PAGE }).catch(() => []) })));
       if (live) setRelated(chains.filter((c) => merged.has(c.name) || c.versions.some((v) => ids.has(v.id))));
     }).catch(() => { /* the graph then shows this context alone */ });
     return () => { live = false; };
@@ -127,7 +127,7 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
       {resetTo && <Confirm title={`Reset ${ctx.name}?`} danger="Reset"
         body={<p>The head becomes a new version with the content of <code>{resetTo.id}</code> ({resetTo.cause.command ?? resetTo.cause.kind}). Nothing is lost: the current head stays in the history.</p>}
         onNo={() => setResetTo(null)}
-        onYes={async () => { const v = resetTo; setResetTo(null); await act(() => Api.reset(ctx.name, v.id), `Reset to ${shortId(v.id)}`); onChanged(); }} />}
+        onYes={async () => { const v = resetTo; setResetTo(null); await act(() => sb.context(ctx.name).reset(v.id), `Reset to ${shortId(v.id)}`); onChanged(); }} />}
     </section>
   );
 }

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { ErrorBox } from '../components/errors.js';
 import { useAsync, useInterval } from '../lib/use-async.js';
 
@@ -9,7 +9,7 @@ const CONTROL = /\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
 /** The end of a machine's serial console log (`GET /v1/machines/{id}/console`), refreshed while shown. */
 export function MachineConsoleTail({ id }: { id: string }) {
   const [tail, setTail] = useState(200);
-  const log = useAsync(() => Api.machineConsole(id, tail), [id, tail]);
+  const log = useAsync(() => sb.machines.get(id).console({ tail }), [id, tail]);
   useInterval(log.reload, 5000);
   const lines = log.data?.lines ?? [];
   return (

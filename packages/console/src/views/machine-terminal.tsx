@@ -1,6 +1,6 @@
 import type { ErrorBody, MachineState, PtyMessage } from '@shellbase/protocol';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { machinePty, sb } from '../api/session.js';
 import { Terminal, type TermHandle } from '../components/terminal.js';
 
 type Status = 'idle' | 'connecting' | 'open' | 'closed';
@@ -26,7 +26,7 @@ export function MachineTerminal({ id, state }: { id: string; state: MachineState
     ws.current?.close();
     setStatus('connecting');
     t.write('\x1b[2mconnecting…\x1b[0m\r\n');
-    const s = Api.machinePty(id, size.current.cols, size.current.rows);
+    const s = machinePty(id, size.current.cols, size.current.rows);
     ws.current = s;
     let opened = false;
     s.onopen = () => { opened = true; setStatus('open'); t.focus(); };
@@ -42,7 +42,7 @@ export function MachineTerminal({ id, state }: { id: string; state: MachineState
       setStatus('closed');
       // A refused handshake shows the page nothing of the API's answer: the machine's state says why.
       if (!opened) {
-        void Api.machine(id).then(
+        void sb.machines.get(id).info().then(
           (m) => t.write(`\x1b[31mthe terminal could not be opened: the machine is ${m.state}${m.state === 'paused' ? ' (resume it first)' : ''}\x1b[0m\r\n`),
           (err: Error) => t.write(`\x1b[31mthe terminal could not be opened: ${err.message}\x1b[0m\r\n`),
         );

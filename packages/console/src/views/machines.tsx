@@ -1,6 +1,5 @@
-import type { Machine } from '@shellbase/protocol';
 import { useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm, Dialog } from '../components/dialog.js';
 import { act, ErrorBox, notify } from '../components/errors.js';
 import { ago, exact, seconds, shortId } from '../lib/format.js';
@@ -17,8 +16,8 @@ export function MachinesView({ id, context, embedded }: { id?: string; context?:
 }
 
 function MachineList({ context, embedded }: { context?: string; embedded?: boolean }) {
-  const list = useAsync(() => Api.machines(), []);
-  const snaps = useAsync(() => Api.snapshots(), []);
+  const list = useAsync(() => sb.machines.list(), []);
+  const snaps = useAsync(() => sb.machines.snapshots(), []);
   useInterval(list.reload, 5000);
   const [creating, setCreating] = useState(false);
   const machines = (list.data ?? []).filter((m) => !context || m.context === context);
@@ -72,7 +71,7 @@ function Snapshots({ list, error, reload }: { list: { id: string; machine: strin
                 <td><code>{s.id}</code></td><td><a href={href('machines', s.machine)}><code>{s.machine}</code></a></td>
                 <td>{s.memoryMb} MiB · {s.cpus} CPU</td><td title={exact(s.createdAt)}>{ago(s.createdAt)}</td>
                 <td class="actions">
-                  <button type="button" onClick={async () => { const r = await act(() => Api.restoreSnapshot(s.id), (x) => `Restored as ${x.machines.map((m) => m.id).join(', ')}`); if (r) reload(); }}>Restore</button>
+                  <button type="button" onClick={async () => { const r = await act(() => sb.machines.restore(s.id), (x) => `Restored as ${x.map((m) => m.id).join(', ')}`); if (r) reload(); }}>Restore</button>
                   <button type="button" class="danger-ghost" onClick={() => setDeleting(s.id)}>Delete</button>
                 </td>
               </tr>))}
@@ -81,12 +80,12 @@ function Snapshots({ list, error, reload }: { list: { id: string; machine: strin
         </div>
       )}
       {deleting && <Confirm title="Delete this snapshot?" danger="Delete snapshot" body={<p><code>{deleting}</code>: its memory and disk files go.</p>}
-        onNo={() => setDeleting(null)} onYes={async () => { const s = deleting; setDeleting(null); await act(() => Api.deleteSnapshot(s), 'Snapshot deleted'); reload(); }} />}
+        onNo={() => setDeleting(null)} onYes={async () => { const s = deleting; setDeleting(null); await act(() => sb.machines.deleteSnapshot(s), 'Snapshot deleted'); reload(); }} />}
     </section>
   );
 }
 
-function NewMachine({ context, onClose, onDone }: { context?: string; onClose: () => void; onDone: (m: Machine) => void }) {
+function NewMachine({ context, onClose, onDone }: { context?: string; onClose: () => void; onDone: (m: { id: string }) => void }) {
   const [ctx, setCtx] = useState(context ?? '');
   const [version, setVersion] = useState('');
   const [image, setImage] = useState('debian');
@@ -99,7 +98,7 @@ function NewMachine({ context, onClose, onDone }: { context?: string; onClose: (
     setBusy(true);
     setError(null);
     try {
-      onDone(await Api.createMachine({
+      onDone(await sb.machines.create({
         context: ctx || undefined, version: version || undefined, image: ctx ? undefined : image || undefined,
         memoryMb: Number(memory), cpus: Number(cpus),
       }));
@@ -129,7 +128,8 @@ function NewMachine({ context, onClose, onDone }: { context?: string; onClose: (
 
 /** One machine: state, size, ports, lifecycle actions, its console log, and an interactive terminal. */
 function MachineDetail({ id }: { id: string }) {
-  const m = useAsync(() => Api.machine(id), [id]);
+  const machine = sb.machines.get(id);
+  const m = useAsync(() => machine.info(), [id]);
   const [committing, setCommitting] = useState(false);
   const [deleting, setDeleting] = useState(false);
   // No polling once a delete is on its way: a poll answered after it would be a 404.
@@ -137,7 +137,7 @@ function MachineDetail({ id }: { id: string }) {
   useInterval(m.reload, 4000, !removing);
   const [port, setPort] = useState('');
   const x = m.data;
-  const step = (s: 'pause' | 'resume' | 'hibernate' | 'stop') => act(() => Api.machineStep(id, s), (r) => `Machine ${r.state}`).then(m.reload);
+  const step = (s: 'pause' | 'resume' | 'hibernate' | 'stop') => act(() => machine[s](), (r) => `Machine ${r.state}`).then(m.reload);
   return (
     <section aria-labelledby="machine-title">
       <nav class="crumbs" aria-label="Breadcrumb"><a href={href('machines')}>Machines</a> / <code>{id}</code></nav>
@@ -160,11 +160,11 @@ function MachineDetail({ id }: { id: string }) {
           <button type="button" onClick={() => step('resume')} disabled={x.state !== 'paused'}>Resume</button>
           <button type="button" onClick={() => step('hibernate')} disabled={x.state !== 'running' && x.state !== 'paused'}>Hibernate</button>
           <button type="button" onClick={() => step('stop')} disabled={x.state === 'stopped'}>Stop</button>
-          <button type="button" onClick={() => act(() => Api.snapshot(id), (r) => `Snapshot ${r.snapshot}`)} disabled={x.state === 'stopped'}>Snapshot</button>
-          <button type="button" onClick={async () => { const r = await act(() => Api.forkMachine(id), (f) => `Forked: ${f.machines.map((k) => k.id).join(', ')}`); if (r?.machines[0]) go(href('machines', r.machines[0].id)); }} disabled={x.state === 'stopped'}>Fork</button>
+          <button type="button" onClick={() => act(() => machine.snapshot(), (r) => `Snapshot ${r}`)} disabled={x.state === 'stopped'}>Snapshot</button>
+          <button type="button" onClick={async () => { const r = await act(() => machine.fork(), (f) => `Forked: ${f.map((k) => k.id).join(', ')}`); if (r?.[0]) go(href('machines', r[0].id)); }} disabled={x.state === 'stopped'}>Fork</button>
           <button type="button" onClick={() => setCommitting(true)} disabled={x.state === 'stopped'}>Commit…</button>
           <button type="button" class="danger-ghost" onClick={() => setDeleting(true)}>Delete</button>
-          <form class="row" onSubmit={async (e) => { e.preventDefault(); const r = await act(() => Api.exposePort(id, Number(port)), (u) => `Port ${port}: ${u.url}`); if (r) { setPort(''); m.reload(); } }}>
+          <form class="row" onSubmit={async (e) => { e.preventDefault(); const r = await act(() => machine.expose(Number(port)), (u) => `Port ${port}: ${u.url}`); if (r) { setPort(''); m.reload(); } }}>
             <label>Expose port <input type="number" class="short" value={port} onInput={(e) => setPort(e.currentTarget.value)} required /></label>
             <button type="submit">Expose</button>
           </form>
@@ -182,7 +182,7 @@ function MachineDetail({ id }: { id: string }) {
         onYes={async () => {
           setDeleting(false);
           setRemoving(true);
-          if (await act(async () => { await Api.deleteMachine(id); return true; }, 'Machine deleted')) go(href('machines'));
+          if (await act(async () => { await machine.remove(); return true; }, 'Machine deleted')) go(href('machines'));
           else setRemoving(false);
         }} />}
     </section>
@@ -196,7 +196,7 @@ function CommitDialog({ id, context, onClose }: { id: string; context?: string; 
     <Dialog title="Commit the machine's changes" onClose={onClose}>
       <form class="form" onSubmit={async (e) => {
         e.preventDefault();
-        try { const r = await Api.commitMachine(id, ctx); onClose(); notify('ok', `Committed to ${ctx}: ${shortId(r.version)}`); } catch (err) { setError(err); }
+        try { const version = await sb.machines.get(id).commit(ctx); onClose(); notify('ok', `Committed to ${ctx}: ${shortId(version)}`); } catch (err) { setError(err); }
       }}>
         <label for="commit-ctx">Into context</label>
         <input id="commit-ctx" value={ctx} onInput={(e) => setCtx(e.currentTarget.value)} required />

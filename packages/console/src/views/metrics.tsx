@@ -1,4 +1,4 @@
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { TopBars } from '../components/charts.js';
 import { ErrorBox } from '../components/errors.js';
 import { bytes, compact, seconds } from '../lib/format.js';
@@ -9,7 +9,7 @@ const uptime = (start: number) => (start > 0 ? seconds(Date.now() / 1000 - start
 
 /** The server's /metrics (Prometheus text), parsed: for the admin, refreshed every 10 s. */
 export function MetricsPanel() {
-  const m = useAsync(async () => parsePrometheus(await Api.metrics()), []);
+  const m = useAsync(async () => parsePrometheus(await (await sb.request('GET', '/metrics', { accept: 'text/plain' })).text()), []);
   useInterval(m.reload, 10_000);
   const s = m.data;
   const count = s ? sum(s, 'shellbase_query_duration_seconds_count') : 0;

@@ -1,7 +1,6 @@
-import type { CommitMode, Context, ExecEvent, ExecExit } from '@shellbase/protocol';
+import type { CommitMode, Context, ExecExit } from '@shellbase/protocol';
 import { useState } from 'preact/hooks';
-import { ApiError, ndjson } from '../api/client.js';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { ErrorBox } from '../components/errors.js';
 import { TermBuffer, Terminal } from '../components/terminal.js';
 import { bytes, shortId } from '../lib/format.js';
@@ -31,15 +30,16 @@ export function RunView({ ctx, onChanged }: { ctx: Context; onChanged: () => voi
     setError(null);
     term.write(`${BOLD(`$ ${cmd}`)}\n`);
     try {
-      const res = await Api.execStream(ctx.name, { command: cmd, commit, timeoutMs: Number(timeout) * 1000 || undefined }, abort.signal);
-      for await (const ev of ndjson<ExecEvent>(res)) {
+      // An error event ends the stream as the SDK's typed error (caught below).
+      const events = sb.context(ctx.name).execStream(cmd, { commit, timeoutMs: Number(timeout) * 1000 || undefined, signal: abort.signal });
+      for await (const ev of events) {
         if (ev.type === 'stdout') term.write(ev.data);
         else if (ev.type === 'stderr') term.write(stderr(ev.data));
         else if (ev.type === 'exit') {
           const { type: _t, ...x } = ev;
           setExit(x);
           term.write(`\x1b[2m[exit ${x.exitCode}${x.signal ? ` ${x.signal}` : ''}${x.timedOut ? ', timed out' : ''} · ${x.committed ? `committed ${shortId(x.version)}` : 'not committed'}]\x1b[0m\n`);
-        } else if (ev.type === 'error') setError(new ApiError(500, ev.error.code, ev.error.message, ev.error.hint, ev.error.details));
+        }
       }
     } catch (err) {
       if (abort.signal.aborted) term.write('\x1b[33m[stopped: the query was killed]\x1b[0m\n');

@@ -1,6 +1,6 @@
 import type { Context, Service } from '@shellbase/protocol';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm } from '../components/dialog.js';
 import { act, ErrorBox } from '../components/errors.js';
 import { ago, exact, seconds } from '../lib/format.js';
@@ -8,7 +8,7 @@ import { useAsync, useInterval } from '../lib/use-async.js';
 
 /** A context's services: state, URLs, logs (polled while open), stop, delete, and a form to define one. */
 export function ServicesView({ ctx }: { ctx: Context }) {
-  const list = useAsync(() => Api.services(ctx.name), [ctx.name]);
+  const list = useAsync(() => sb.context(ctx.name).services.list(), [ctx.name]);
   useInterval(list.reload, 3000);
   const [logsOf, setLogsOf] = useState<string | null>(null);
   const [deleting, setDeleting] = useState<string | null>(null);
@@ -37,7 +37,7 @@ export function ServicesView({ ctx }: { ctx: Context }) {
                   <td title={exact(s.createdAt)}>{ago(s.createdAt)}</td>
                   <td class="actions">
                     <button type="button" aria-expanded={logsOf === s.name} onClick={() => setLogsOf(logsOf === s.name ? null : s.name)}>Logs</button>
-                    <button type="button" disabled={s.state === 'sleeping'} onClick={() => act(() => Api.stopService(ctx.name, s.name), `${s.name} is asleep`).then(list.reload)}>Stop</button>
+                    <button type="button" disabled={s.state === 'sleeping'} onClick={() => act(() => sb.context(ctx.name).services.stop(s.name), `${s.name} is asleep`).then(list.reload)}>Stop</button>
                     <button type="button" class="danger-ghost" onClick={() => setDeleting(s.name)}>Delete</button>
                   </td>
                 </tr>
@@ -50,7 +50,7 @@ export function ServicesView({ ctx }: { ctx: Context }) {
       {deleting && <Confirm title={`Delete service ${deleting}?`} danger="Delete service"
         body={<p>It is stopped first (what it wrote commits as a version); its log goes with it.</p>}
         onNo={() => setDeleting(null)}
-        onYes={async () => { const n = deleting; setDeleting(null); if (logsOf === n) setLogsOf(null); await act(() => Api.deleteService(ctx.name, n), `Deleted ${n}`); list.reload(); }} />}
+        onYes={async () => { const n = deleting; setDeleting(null); if (logsOf === n) setLogsOf(null); await act(() => sb.context(ctx.name).services.remove(n), `Deleted ${n}`); list.reload(); }} />}
     </section>
   );
 }
@@ -60,7 +60,7 @@ function Logs({ ctx, svc, onClose }: { ctx: string; svc: string; onClose: () => 
   const [text, setText] = useState('');
   const [error, setError] = useState<unknown>(null);
   const pre = useRef<HTMLPreElement>(null);
-  const poll = () => Api.serviceLogs(ctx, svc, 500).then((t) => { setText(t); setError(null); }, setError);
+  const poll = () => sb.context(ctx).services.logs(svc, { tail: 500 }).then((t) => { setText(t); setError(null); }, setError);
   useEffect(() => { void poll(); }, [ctx, svc]);
   useInterval(() => { void poll(); }, 2000);
   useEffect(() => {
@@ -89,7 +89,7 @@ function NewService({ ctx, onDone }: { ctx: string; onDone: (s: Service) => void
     e.preventDefault();
     setError(null);
     try {
-      const s = await Api.createService(ctx, { name, command, port: Number(port), idleTimeoutMs: Number(idle) * 1000 });
+      const s = await sb.context(ctx).services.create({ name, command, port: Number(port), idleTimeoutMs: Number(idle) * 1000 });
       setOpen(false);
       onDone(s);
     } catch (err) { setError(err); }

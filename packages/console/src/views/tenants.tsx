@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { Confirm, Dialog } from '../components/dialog.js';
 import { act, ErrorBox } from '../components/errors.js';
 import { ago, exact } from '../lib/format.js';
@@ -8,7 +8,7 @@ import { useAsync } from '../lib/use-async.js';
 
 /** Admin only: tenants and their keys (create, rotate, revoke). A new key is shown once. */
 export function TenantsView({ tenant }: { tenant?: string }) {
-  const list = useAsync(() => Api.tenants(), []);
+  const list = useAsync(() => sb.tenants.list(), []);
   const [creating, setCreating] = useState(false);
   const [shown, setShown] = useState<{ what: string; key: string } | null>(null);
   const [revoking, setRevoking] = useState<string | null>(null);
@@ -50,20 +50,20 @@ export function TenantsView({ tenant }: { tenant?: string }) {
       {revoking && <Confirm title={`Revoke every key of ${revoking}?`} danger="Revoke all keys"
         body={<p>Every key of the tenant is refused from now on; its data stays.</p>}
         onNo={() => setRevoking(null)}
-        onYes={async () => { const n = revoking; setRevoking(null); await act(() => Api.revokeTenant(n), `Revoked the keys of ${n}`); list.reload(); }} />}
+        onYes={async () => { const n = revoking; setRevoking(null); await act(() => sb.tenants.revoke(n), `Revoked the keys of ${n}`); list.reload(); }} />}
     </section>
   );
 }
 
 function Keys({ tenant, admin, onNewKey }: { tenant: string; admin: boolean; onNewKey: (key: string) => void }) {
-  const keys = useAsync(() => Api.keys(tenant), [tenant]);
+  const keys = useAsync(() => sb.tenants.listKeys(tenant), [tenant]);
   const [revoking, setRevoking] = useState<string | null>(null);
   return (
     <section class="panel" aria-labelledby="keys-title">
       <div class="bar">
         <h2 id="keys-title">Keys of {tenant}</h2>
         <span class="spacer" />
-        {!admin && <button type="button" onClick={async () => { const r = await act(() => Api.createKey(tenant)); if (r) { onNewKey(r.apiKey); keys.reload(); } }}>New key</button>}
+        {!admin && <button type="button" onClick={async () => { const r = await act(() => sb.tenants.createKey(tenant)); if (r) { onNewKey(r.apiKey); keys.reload(); } }}>New key</button>}
       </div>
       {admin && <p class="muted">The admin key lives in $SHELLBASE_HOME/admin.key; it is not managed here.</p>}
       <ErrorBox error={keys.error} />
@@ -76,7 +76,7 @@ function Keys({ tenant, admin, onNewKey }: { tenant: string; admin: boolean; onN
       ))}</ul>
       {revoking && <Confirm title="Revoke this key?" danger="Revoke" body={<p><code>{revoking}</code> is refused from now on.</p>}
         onNo={() => setRevoking(null)}
-        onYes={async () => { const id = revoking; setRevoking(null); await act(() => Api.revokeKey(tenant, id), 'Key revoked'); keys.reload(); }} />}
+        onYes={async () => { const id = revoking; setRevoking(null); await act(() => sb.tenants.revokeKey(tenant, id), 'Key revoked'); keys.reload(); }} />}
     </section>
   );
 }
@@ -88,7 +88,7 @@ function NewTenant({ onClose, onDone }: { onClose: () => void; onDone: (name: st
     <Dialog title="New tenant" onClose={onClose}>
       <form class="form" onSubmit={async (e) => {
         e.preventDefault();
-        try { const r = await Api.createTenant(name); onDone(r.tenant.name, r.apiKey); } catch (err) { setError(err); }
+        try { const r = await sb.tenants.create(name); onDone(r.tenant.name, r.apiKey); } catch (err) { setError(err); }
       }}>
         <label for="tenant-name">Name</label>
         <input id="tenant-name" value={name} onInput={(e) => setName(e.currentTarget.value)} required autofocus />

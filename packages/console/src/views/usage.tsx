@@ -1,6 +1,6 @@
 import type { UsageItem } from '@shellbase/protocol';
 import { useMemo, useState } from 'preact/hooks';
-import { Api } from '../api/endpoints.js';
+import { sb } from '../api/session.js';
 import { DayBars, TopBars } from '../components/charts.js';
 import { ErrorBox } from '../components/errors.js';
 import { bytes, compact, seconds } from '../lib/format.js';
@@ -29,12 +29,12 @@ export function UsageView({ admin }: { admin: boolean }) {
   const [span, setSpan] = useState(30);
   const [tenant, setTenant] = useState('');
   const [top, setTop] = useState<Measure>('queries');
-  const tenants = useAsync(() => (admin ? Api.tenants() : Promise.resolve([])), [admin]);
+  const tenants = useAsync(() => (admin ? sb.tenants.list() : Promise.resolve([])), [admin]);
   const data = useAsync(async () => {
     const from = new Date(Date.now() - (span - 1) * DAY);
     const q = { from: new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), from.getUTCDate())).toISOString(), tenant: tenant || undefined };
     const [day, kind, context] = await Promise.all([
-      Api.usage({ groupBy: 'day', ...q }), Api.usage({ groupBy: 'kind', ...q }), Api.usage({ groupBy: 'context', ...q }),
+      sb.usage({ groupBy: 'day', ...q }), sb.usage({ groupBy: 'kind', ...q }), sb.usage({ groupBy: 'context', ...q }),
     ]);
     return { day, kind, context, days: daysSince(from) };
   }, [span, tenant]);

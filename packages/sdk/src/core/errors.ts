@@ -1,8 +1,13 @@
 import { type ErrorBody, type ErrorCode } from '@shellbase/protocol';
 
-/** An error the server reported, with its code, details and a hint on how to fix it. */
+/**
+ * An error the server reported, with its code, details and a hint on how to fix it. `message` is
+ * the server's message followed by the hint in parentheses; `reason` is the message alone (for a
+ * display that shows the hint apart).
+ */
 export class ShellbaseError extends Error {
   readonly code: ErrorCode;
+  readonly reason: string;
   readonly status: number;
   readonly details?: Record<string, unknown>;
   readonly hint?: string;
@@ -11,6 +16,7 @@ export class ShellbaseError extends Error {
     super(body.hint ? `${body.message} (${body.hint})` : body.message, options);
     this.name = new.target.name;
     this.code = body.code;
+    this.reason = body.message;
     this.status = status;
     this.details = body.details;
     this.hint = body.hint;

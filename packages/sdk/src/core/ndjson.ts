@@ -1,22 +1,34 @@
 import { HTTP_STATUS, type ErrorBody, type ErrorCode } from '@shellbase/protocol';
 import { errorFromBody } from './errors.js';
 
-/** The events of an NDJSON response, one per line; an `error` event is thrown as the typed error. */
+/**
+ * The events of an NDJSON response, one per line (blank lines are keep-alives); an `error` event
+ * is thrown as the typed error. Read with the stream's reader, which every browser has; a reader
+ * that stops early cancels the response.
+ */
 export async function* ndjson<E extends { type: string }>(res: Response): AsyncGenerator<E> {
   if (!res.body) return;
+  const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buffered = '';
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buffered += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buffered.indexOf('\n')) >= 0) {
-      const line = buffered.slice(0, nl);
-      buffered = buffered.slice(nl + 1);
-      if (!line) continue;
-      const event = JSON.parse(line) as E & { error?: ErrorBody };
-      if (event.type === 'error' && event.error) throw errorFromBody(event.error, HTTP_STATUS[event.error.code as ErrorCode] ?? 500);
-      yield event;
+  let ended = false;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) { ended = true; return; }
+      buffered += decoder.decode(value, { stream: true });
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (!line) continue;
+        const event = JSON.parse(line) as E & { error?: ErrorBody };
+        if (event.type === 'error' && event.error) throw errorFromBody(event.error, HTTP_STATUS[event.error.code as ErrorCode] ?? 500);
+        yield event;
+      }
     }
+  } finally {
+    if (!ended) await reader.cancel();
   }
 }
 

@@ -1,0 +1,106 @@
+import type { CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
+import type { Transport } from './transport.js';
+import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
+
+export type MachineExecOptions = Omit<MachineExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
+
+/**
+ * A machine (microVM) by id, as the SDK sees it anywhere (a browser too). Node's MachineHandle
+ * (../machine.ts) extends it: files read as Buffers, and an interactive terminal.
+ */
+export class MachineHandle {
+  constructor(protected readonly sb: Transport, readonly id: string) {}
+
+  protected path(suffix = ''): string {
+    return `/v1/machines/${encodeURIComponent(this.id)}${suffix}`;
+  }
+
+  /** A handle of this one's own class (Node's, from Node's) on another machine. */
+  protected another(id: string): this {
+    const Handle = this.constructor as new (sb: Transport, id: string) => this;
+    return new Handle(this.sb, id);
+  }
+
+  private body(command: string | string[], options: MachineExecOptions): MachineExecRequest {
+    const { signal: _s, ...rest } = options;
+    return { ...rest, ...(Array.isArray(command) ? { argv: command } : { command }) };
+  }
+
+  info(): Promise<Machine> { return this.sb.json('GET', this.path()); }
+
+  /** Runs a command in the live machine (a string for `bash -c`, or argv); wakes it if it hibernated. */
+  exec(command: string | string[], options: MachineExecOptions = {}): Promise<MachineExecResult> {
+    if ((options.timeoutMs ?? 0) > LONG_EXEC_MS) return collectExec(this.execStream(command, options));
+    return this.sb.json('POST', this.path('/exec'), { body: this.body(command, options), signal: options.signal });
+  }
+
+  /** Runs a command and yields its output as it happens, then one `exit` event. */
+  async *execStream(command: string | string[], options: MachineExecOptions = {}): AsyncGenerator<MachineExecEvent> {
+    const res = await this.sb.request('POST', this.path('/exec'), { body: this.body(command, options), accept: 'application/x-ndjson', signal: options.signal });
+    yield* ndjson<MachineExecEvent>(res);
+  }
+
+  /** Files of the live machine. */
+  readonly files = this.fileCalls();
+
+  protected fileCalls() {
+    return {
+      read: async (p: string): Promise<Uint8Array> => new Uint8Array(await (await this.readResponse(p)).arrayBuffer()),
+      list: async (p: string): Promise<string[]> => (await this.sb.json<{ entries: string[] }>('GET', this.path(`/files${absolute(p)}`))).entries,
+      write: async (p: string, data: string | Uint8Array | Blob, options: { mode?: number } = {}): Promise<void> => {
+        await this.sb.request('PUT', this.path(`/files${absolute(p)}`), { raw: data, query: { mode: options.mode?.toString(8) } });
+      },
+    };
+  }
+
+  protected readResponse(p: string): Promise<Response> {
+    return this.sb.request('GET', this.path(`/files${absolute(p)}`), { accept: '*/*' });
+  }
+
+  /** Stops its CPUs (its memory stays); `resume` goes on. */
+  pause(): Promise<Machine> { return this.sb.json('POST', this.path('/pause')); }
+  resume(): Promise<Machine> { return this.sb.json('POST', this.path('/resume')); }
+  /** Its memory and device state to disk and its QEMU ended now (as after its idle time); any use wakes it. */
+  hibernate(): Promise<Machine> { return this.sb.json('POST', this.path('/hibernate')); }
+  /** Powers it off; its disk stays (commit it into a context). */
+  stop(): Promise<Machine> { return this.sb.json('POST', this.path('/stop')); }
+  async remove(): Promise<void> { await this.sb.request('DELETE', this.path()); }
+
+  /** The last `tail` lines (default 100, at most 10,000) of its serial console log; the machine is not woken. */
+  console(options: { tail?: number } = {}): Promise<MachineConsole> { return this.sb.json('GET', this.path('/console'), { query: { tail: options.tail } }); }
+
+  /** Grows its disk to `diskGb` GiB and its root file system with it, online (wakes it if it hibernated). Disks never shrink. */
+  resizeDisk(diskGb: number): Promise<Machine> { return this.sb.json('POST', this.path('/disk'), { body: { diskGb } }); }
+
+  /** RAM, devices and disk frozen at one instant; restore it with `sb.machines.restore`. */
+  async snapshot(): Promise<string> { return (await this.sb.json<{ snapshot: string }>('POST', this.path('/snapshot'))).snapshot; }
+
+  /** `count` copies with this machine's memory, processes and disk at one instant; it keeps running. */
+  async fork(count = 1): Promise<this[]> {
+    const r = await this.sb.json<{ machines: Machine[] }>('POST', this.path('/fork'), { body: { count } });
+    return r.machines.map((m) => this.another(m.id));
+  }
+
+  /** A gateway URL for a guest port; `access: 'key'` makes the gateway want the tenant's API key too. */
+  expose(port: number, opts: { access?: ServiceAccess } = {}): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
+    return this.sb.json('POST', this.path('/ports'), { body: { port, ...opts } });
+  }
+
+  /** Its disk as a new version of `context`. */
+  async commit(context: string): Promise<string> { return (await this.sb.json<{ version: string }>('POST', this.path('/commit'), { body: { context } })).version; }
+}
+
+const absolute = (p: string) => (p.startsWith('/') ? p : `/${p}`).split('/').map((s) => encodeURIComponent(s)).join('/');
+
+/** `sb.machines`: create, get, list, restore snapshots; `handle` makes the client's kind of MachineHandle. */
+export function machinesApi<H extends MachineHandle>(sb: Transport, handle: (id: string) => H) {
+  return {
+    create: async (req: CreateMachineRequest = {}): Promise<H> => handle((await sb.json<Machine>('POST', '/v1/machines', { body: req })).id),
+    get: (id: string): H => handle(id),
+    list: async (): Promise<Machine[]> => (await sb.json<{ machines: Machine[] }>('GET', '/v1/machines')).machines,
+    restore: async (snapshot: string, count = 1): Promise<H[]> =>
+      (await sb.json<{ machines: Machine[] }>('POST', `/v1/snapshots/${encodeURIComponent(snapshot)}/machines`, { body: { count } })).machines.map((m) => handle(m.id)),
+    snapshots: async (): Promise<MachineSnapshot[]> => (await sb.json<{ snapshots: MachineSnapshot[] }>('GET', '/v1/snapshots')).snapshots,
+    deleteSnapshot: async (id: string): Promise<void> => { await sb.request('DELETE', `/v1/snapshots/${encodeURIComponent(id)}`); },
+  };
+}
