@@ -6,6 +6,7 @@ import { quotasOf } from '../core/quotas.js';
 import { checkCommand, checkCwd, checkEnv, checkRange, resolveLimits } from '../core/validate.js';
 import { pipeThrough, type PortTarget } from '../util/pipe.js';
 import type { Agent } from './vm/agent.js';
+import { GuestError } from './vm/types.js';
 import { ChannelClosedError, type Exit } from '../util/spawner.js';
 import type { MachineRun } from './run.js';
 
@@ -64,17 +65,13 @@ export class MachineIo {
     const p = guestPath(file);
     const { run, release } = await this.running(caller, id);
     try {
-      const r = await run.agent!.run({
-        argv: ['sh', '-c', 'if [ -d "$1" ]; then echo D; cd "$1" && ls -1Ap; elif [ -e "$1" ]; then echo F; exec cat -- "$1"; else echo "no such file: $1" >&2; exit 2; fi', 'sh', p],
-        timeoutMs: 60_000, outputBytes: MAX_FILE_BYTES + 2,
-      });
-      if (r.exitCode === 2) throw new ShellbaseError('not_found', `no file ${p} in machine ${id}`, { details: { path: p } });
-      if (r.exitCode !== 0) throw new ShellbaseError('failed_precondition', `reading ${p} failed: ${r.stderr.toString().trim()}`, { details: { path: p } });
+      const r = await run.vm!.guest.read(p, MAX_FILE_BYTES);
+      if (r.kind === 'missing') throw new ShellbaseError('not_found', `no file ${p} in machine ${id}`, { details: { path: p } });
+      if (r.kind === 'dir') return r;
       if (r.truncated) throw new ShellbaseError('payload_too_large', `${p} is larger than ${MAX_FILE_BYTES} bytes`, { hint: 'read it in parts with exec (dd, head, tail)' });
-      const kind = r.stdout.subarray(0, 2).toString();
-      if (kind === 'D\n') return { kind: 'dir', entries: r.stdout.subarray(2).toString().split('\n').filter(Boolean) };
-      return { kind: 'file', data: r.stdout.subarray(2) };
+      return { kind: 'file', data: r.data };
     } catch (e) {
+      if (e instanceof GuestError) throw new ShellbaseError('failed_precondition', `reading ${p} failed: ${e.message}`, { details: { path: p } });
       throw this.lost(run, e);
     } finally {
       release();
@@ -87,12 +84,9 @@ export class MachineIo {
     if (data.length > MAX_FILE_BYTES) throw new ShellbaseError('payload_too_large', `files written into machines are at most ${MAX_FILE_BYTES} bytes`);
     const { run, release } = await this.running(caller, id);
     try {
-      const r = await run.agent!.run({
-        argv: ['sh', '-c', 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"', 'sh', p, mode.toString(8)],
-        stdin: data, timeoutMs: 60_000, outputBytes: 64 * 1024,
-      });
-      if (r.exitCode !== 0) throw new ShellbaseError('failed_precondition', `writing ${p} failed: ${r.stderr.toString().trim()}`, { details: { path: p } });
+      await run.vm!.guest.write(p, data, mode);
     } catch (e) {
+      if (e instanceof GuestError) throw new ShellbaseError('failed_precondition', `writing ${p} failed: ${e.message}`, { details: { path: p } });
       throw this.lost(run, e);
     } finally {
       release();

@@ -4,8 +4,8 @@ import path from 'node:path';
  * Where machines' files live: the one module that spells their paths.
  *
  * In `$SHELLBASE_HOME/machines/` (this server's):
- * - `ram/`: a tmpfs of the machines' memory budget; `ID.ram` is a running machine's RAM (a file
- *   QEMU maps shared), `TEMP.ram` a fork's frozen RAM on its way to the copies.
+ * - `ram/`: `ID.ram` is a running machine's memory file (QEMU: a tmpfs of the machines' memory
+ *   budget, files QEMU maps shared), `TEMP.ram` a fork's frozen RAM on its way to the copies.
  * - `run/ID/`: one machine's sockets (`qmp.sock`, `agent.sock`, `port-N.sock`), `console.log`, and
  *   while it is hibernated its `ram` and `state.bin`.
  * - `tenants/T/disks/`: qcow2 files of machines' disk chains; `tenants/T/snapshots/S/`: a

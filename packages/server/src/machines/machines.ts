@@ -9,10 +9,11 @@ import type { BlobStore } from '../store/blobs/types.js';
 import type { MachineIo } from './io.js';
 import { checkName, checkRange } from '../core/validate.js';
 import { gatewayUrls, newToken } from '../util/tokens.js';
-import type { MachineRow, MachineSpec, SnapshotRow, VersionRow } from '../store/metadata/types.js';
+import type { MachineRow, SnapshotRow, VersionRow } from '../store/metadata/types.js';
 import { newId } from '../util/ids.js';
 import { isBareImage } from '../store/layer-ids.js';
-import { DISK_GB, overlay } from './storage/disk.js';
+import { DISK_GB } from './storage/disk.js';
+import type { VmBackend } from './vm/types.js';
 import type { PortTarget } from '../util/pipe.js';
 import { MachineRun } from './run.js';
 import { templateSource } from './pool/restore.js';
@@ -32,9 +33,12 @@ export class Machines {
   /** The machines' runs and their lifecycle steps: every operation here goes through them. */
   private readonly runs: MachineRuns;
 
-  /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
-  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore) {
-    this.runs = new MachineRuns(deps, contexts, blobs);
+  /**
+   * `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots
+   * are kept too. `backend`: the VM backend (machines/vm/types.ts); absent: QEMU on this host.
+   */
+  constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore, backend?: VmBackend) {
+    this.runs = new MachineRuns(deps, contexts, blobs, backend);
   }
 
   /** Runs commands and file calls in machines (their own users: a machine in use does not hibernate). */
@@ -124,7 +128,7 @@ export class Machines {
       const disk = ready?.disk ?? this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
       if (!ready) {
         host.disksDir(caller.tenantId);
-        await overlay(tpl.disk, disk);
+        await host.backend.overlay(tpl.disk, disk);
       }
       const row: MachineRow = {
         id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
@@ -211,7 +215,7 @@ export class Machines {
     const host = await this.runs.host();
     if (this.runs.place && !temporary) snap = await this.runs.place.localSnapshot(snap);
     const s = snap.spec;
-    await checkRestorable(host, snap);
+    checkRestorable(host, snap);
     const slots = await this.runs.admit(caller, s.memoryMb, count);
     const out: MachineRun[] = [];
     try {
@@ -219,12 +223,12 @@ export class Machines {
         const id = newId('m');
         host.disksDir(caller.tenantId);
         const disk = this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
-        await overlay(s.disk[0], disk);
+        await host.backend.overlay(s.disk[0], disk);
         const row: MachineRow = {
           id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
           spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken(), ...(s.keyPorts?.includes(port) ? { access: 'key' as const } : {}) })) },
         };
-        out.push(await this.runs.start(row, { ram: s.ram, state: s.state, readable: [path.dirname(s.state)], takeRam: temporary && i === count - 1 }, slots));
+        out.push(await this.runs.start(row, { ram: s.ram, state: s.state, takeRam: temporary && i === count - 1 }, slots));
       }
     } catch (e) {
       for (const r of out) await this.runs.discard(r);
@@ -264,7 +268,7 @@ export class Machines {
   private async exposeNow(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
     if (access !== undefined && access !== 'url' && access !== 'key') throw invalid(`access must be "url" or "key", not ${JSON.stringify(access)}`);
     checkRange('port', port, 1, 65535);
-    if (port === this.runs.host_?.agentPort) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
+    if (this.runs.host_?.backend.reservedPorts.includes(port)) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
     const run = await this.runs.runFor(caller, id);
     return run.serial(async () => {
       const spec = run.row.spec;
@@ -272,7 +276,7 @@ export class Machines {
       const keyed = (access ?? (entry?.access ?? 'url')) === 'key';
       if (!entry) {
         entry = { port, token: newToken(), ...(keyed ? { access: 'key' as const } : {}) };
-        if (run.vm) { await run.vm.forward(port); await run.vm.bridge(run.portSocket(port), port); }
+        if (run.vm) await run.vm.expose(port, run.portSocket(port));
         run.row = { ...run.row, spec: { ...spec, ports: [...spec.ports, entry] } };
         await this.runs.write(run.row);
       } else if ((entry.access === 'key') !== keyed) {

@@ -10,16 +10,20 @@ export interface RunHooks {
   /** A segment of running time ended: meter it (of its wall time, `activeMs` had a user; bytes through the egress proxy). */
   meter(row: MachineRow, wallMs: number, cpuMs: number, extra: { activeMs: number } & Traffic): Promise<void>;
   /**
-   * The egress session of one QEMU process (the machine's policy as it stands now): `ahead`, a
-   * ready VM's session opened before it had an owner, given its spec; else a new one.
+   * The egress session of one VM (the machine's policy as it stands now): `ahead`, a ready VM's
+   * session opened before it had an owner, given its spec; else a new one. Null where the VM
+   * backend's guests have no network.
    */
-  egress(row: MachineRow, ahead?: EgressSession): Promise<EgressSession>;
+  egress(row: MachineRow, ahead?: EgressSession): Promise<EgressSession | null>;
   /** Whether another machine may run now (throws 429 otherwise; ready VMs may end to make room). */
   admit(row: MachineRow): Promise<void>;
   /** A lifecycle step took `ms` (metrics). */
   step(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
-  /** Whether a running machine whose RAM file holds `usedMiB` is frozen by a live copy (machines/vm/live-copy.ts `copiesLive`). */
-  liveCopy(usedMiB: number, ramPadKb: number): Promise<boolean>;
+  /**
+   * Whether a running machine whose memory file holds `usedMiB` is frozen by a live copy
+   * (machines/vm/live-copy.ts `copiesLive`), its VM offering one that is `sound` or not.
+   */
+  liveCopy(usedMiB: number, sound: boolean): Promise<boolean>;
   /** A stopped copy of `usedMiB` paused the machine `ms` (what the next choice goes by). */
   stoppedCopy(ms: number, usedMiB: number): void;
   /** A live copy failed (logged); a stopped copy is made instead. */

@@ -1,13 +1,10 @@
 import { existsSync, rmSync } from 'node:fs';
-import path from 'node:path';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
-import type { MachineRow, MachineSpec } from '../store/metadata/types.js';
+import type { MachineRow } from '../store/metadata/types.js';
 import type { Agent } from './vm/agent.js';
-import { copySparse, overlay } from './storage/disk.js';
-import { LiveCopyError, usedMiB } from './vm/live-copy.js';
+import { GuestError, LiveCopyError, type Vm } from './vm/types.js';
 import { freezeLive, freezeStopped } from './storage/freeze.js';
-import type { QemuVm } from './vm/qemu.js';
 import { restoreVm, type RestoreSource } from './pool/restore.js';
 import type { ReadyVm } from './pool/ready.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
@@ -20,29 +17,20 @@ export type { RestoreSource } from './pool/restore.js';
 export type { RunHooks } from './run-hooks.js';
 
 /**
- * Run in the guest after its disk grew to $1 sectors: waits until the kernel sees them (the
- * virtio driver learns of it from a configuration interrupt), then grows the root file system.
- */
-const GROW_ROOT = `for i in $(seq 200); do [ "$(cat /sys/block/vda/size)" -ge "$1" ] && break; sleep 0.05; done
-[ "$(cat /sys/block/vda/size)" -ge "$1" ] || { echo "the guest still sees $(cat /sys/block/vda/size) sectors of $1" >&2; exit 1; }
-resize2fs /dev/vda`;
-
-
-/**
  * One machine's process and lifecycle: starting → running ⇄ paused,
  * running → hibernated → (next use) running, and stopped. Lifecycle steps
  * run one at a time (`serial`); execs and port traffic count as users, and a
  * machine with no user for `idleTimeoutMs` hibernates.
  */
 export class MachineRun {
-  vm: QemuVm | null = null;
-  agent: Agent | null = null;
+  /** Its VM while it holds memory (machines/vm/types.ts). */
+  vm: Vm | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   /** Execs, file calls and port traffic in flight; with none for idleTimeoutMs it hibernates. */
   private readonly lease = new IdleLease();
   private since = 0;
   private cpuAtStart = 0;
-  /** The way out of the running QEMU process, and how much of its traffic is metered already. */
+  /** The way out of the running VM (a networked backend's), and how much of its traffic is metered already. */
   private session: EgressSession | null = null;
   private metered: Traffic = { bytesOut: 0, bytesIn: 0 };
   /** A live copy is under way (machines/storage/freeze.ts): the machine runs and takes users meanwhile. */
@@ -51,6 +39,8 @@ export class MachineRun {
   constructor(public row: MachineRow, readonly hooks: RunHooks) {}
 
   get state(): MachineState { return this.row.state; }
+  /** Its VM's guest agent. */
+  get agent(): Agent | null { return this.vm?.agent ?? null; }
   /** Its sockets, console log and (hibernated) RAM and device state. */
   get dir(): string { return this.hooks.host.runDir(this.row.id); }
   get ramFile(): string { return this.layout.ramFile(this.row.id); }
@@ -74,7 +64,7 @@ export class MachineRun {
     try {
       this.session = await this.hooks.egress(this.row);
       this.metered = { bytesOut: 0, bytesIn: 0 };
-      ({ vm: this.vm, agent: this.agent } = await restoreVm(this.hooks.host, this.row, src, this.session?.socket ?? path.join(this.dir, 'no-egress.sock')));
+      this.vm = await restoreVm(this.hooks.host, this.row, src, this.session?.socket ?? null);
     } catch (e) {
       await this.session?.close().catch(() => undefined);
       this.session = null;
@@ -91,18 +81,15 @@ export class MachineRun {
   async adopt(ready: ReadyVm): Promise<void> {
     const t0 = performance.now();
     this.vm = ready.vm;
-    this.agent = ready.agent;
     try {
-      this.session = await this.hooks.egress(this.row, ready.session);
+      this.session = await this.hooks.egress(this.row, ready.session ?? undefined);
       this.metered = { bytesOut: 0, bytesIn: 0 };
-      await ready.vm.cont();
-      await ready.agent.settle();
+      await ready.vm.resume();
+      await ready.vm.agent.settle();
     } catch (e) {
       await ready.vm.kill();
-      ready.agent.close();
       this.vm = null;
-      this.agent = null;
-      await ready.session.close().catch(() => undefined);
+      await ready.session?.close().catch(() => undefined);
       this.session = null;
       rmSync(this.ramFile, { force: true });
       throw e;
@@ -110,7 +97,7 @@ export class MachineRun {
     await this.started(t0, 'adopt');
   }
 
-  /** A restored or adopted QEMU runs as this machine from now on. */
+  /** A restored or adopted VM runs as this machine from now on. */
   private async started(t0: number, step: 'restore' | 'adopt'): Promise<void> {
     const vm = this.vm!;
     void vm.exited.then(() => this.onExit());
@@ -123,7 +110,7 @@ export class MachineRun {
     });
   }
 
-  /** Its egress session (while QEMU runs) follows `policy` from now on. */
+  /** Its egress session (while its VM runs) follows `policy` from now on. */
   setEgressPolicy(policy: NetworkPolicy): void { this.session?.setPolicy(policy); }
 
   /** Counts a user (exec, file call, port traffic) while the machine runs; wakes it from hibernation. */
@@ -154,7 +141,7 @@ export class MachineRun {
   async pause(): Promise<void> {
     if (this.row.state === 'paused') return;
     MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'pause');
-    await this.vm!.stop();
+    await this.vm!.pause();
     await this.endSegment();
     await this.go('pause');
   }
@@ -163,7 +150,7 @@ export class MachineRun {
     if (this.row.state === 'hibernated') return this.wake();
     if (this.row.state === 'running') return;
     MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'resume');
-    await this.vm!.cont();
+    await this.vm!.resume();
     this.since = Date.now();
     this.cpuAtStart = this.vm!.cpuMs();
     this.lease.touch();
@@ -175,12 +162,13 @@ export class MachineRun {
    * and state file), then lets the machine go on. The disk's current top
    * becomes read-only (the snapshot's chain); a new overlay takes the writes.
    * Returns the frozen chain. Milliseconds of pause: that is the fork's cost. A running machine
-   * is copied live (machines/vm/live-copy.ts: it pauses only for the last dirty pages) unless the
-   * server's setting says otherwise (SHELLBASE_MACHINES_LIVE_COPY); a paused one is copied as it stands.
+   * is copied live where its VM can (`Vm.copyLive`: it pauses only for the last dirty pages)
+   * unless the server's setting says otherwise (SHELLBASE_MACHINES_LIVE_COPY); a paused one is
+   * copied as it stands.
    */
   async freeze(into: { ram: string; state: string }): Promise<string[]> {
     if (this.row.state !== 'running' && this.row.state !== 'paused') throw this.notRunning();
-    if (this.row.state === 'running' && await this.hooks.liveCopy(usedMiB(this.ramFile), this.row.spec.ramPadKb ?? 0)) {
+    if (this.row.state === 'running' && this.vm?.copyLive && await this.hooks.liveCopy(this.vm.usedMiB(), this.vm.liveCopySound ?? false)) {
       try {
         const frozen = await freezeLive(this, into);
         this.hooks.copied('live');
@@ -196,8 +184,8 @@ export class MachineRun {
   }
 
   /**
-   * Grows the disk to `diskGb` GiB while the machine runs: QEMU grows the top of its chain, the
-   * guest's kernel sees the new capacity, and `resize2fs` grows the mounted root file system.
+   * Grows the disk to `diskGb` GiB while the machine runs: the VM grows the top of its chain, the
+   * guest's kernel sees the new capacity, and the guest grows its mounted root file system.
    * Copies made from now on (forks, snapshots) inherit the size.
    */
   async growDisk(diskGb: number): Promise<void> {
@@ -207,26 +195,27 @@ export class MachineRun {
     // The size is the guest's from here on, whatever resize2fs says.
     this.row = { ...this.row, spec: { ...this.row.spec, diskGb } };
     await this.hooks.save(this.row);
-    const r = await this.agent!.run({ argv: ['sh', '-c', GROW_ROOT, 'sh', String(sectors)], timeoutMs: 120_000, outputBytes: 16 * 1024 });
-    if (r.exitCode !== 0) {
-      throw new ShellbaseError('failed_precondition', `machine ${this.row.id}'s disk is ${diskGb} GiB now, but its file system did not grow: ${(r.stderr.toString() || r.stdout.toString()).trim().slice(-500)}`, {
+    try {
+      await this.vm!.guest.growRoot(sectors);
+    } catch (e) {
+      if (!(e instanceof GuestError)) throw e;
+      throw new ShellbaseError('failed_precondition', `machine ${this.row.id}'s disk is ${diskGb} GiB now, but its file system did not grow: ${e.message}`, {
         details: { machine: this.row.id, diskGb }, hint: 'run `resize2fs /dev/vda` in the machine (its image needs e2fsprogs)',
       });
     }
   }
 
-  /** RAM and device state to the machine's directory, QEMU ended, memory freed; `extensions`' changes are written with the hibernated state. */
+  /** RAM and device state to the machine's directory, the VM ended, memory freed; `extensions`' changes are written with the hibernated state. */
   async hibernate(extensions?: Record<string, unknown>): Promise<void> {
     if (this.row.state === 'hibernated') return;
     MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'hibernate');
     const vm = this.vm!;
     const t0 = performance.now();
-    this.agent?.close();
-    if (this.row.state === 'running') { await vm.stop(); await this.endSegment(true); }
+    vm.agent.close();
+    if (this.row.state === 'running') { await vm.pause(); await this.endSegment(true); }
     const saved = this.layout.hibernation(this.row.id);
-    await vm.saveState(saved.state);
+    await vm.save(saved);
     await vm.quit();
-    await copySparse(this.ramFile, saved.ram);
     this.dropProcess();
     if (this.hooks.stow) {
       const { stored: _old, ...spec } = this.row.spec;
@@ -253,7 +242,7 @@ export class MachineRun {
     }
     await this.go('wake');
     try {
-      await this.restore({ ...saved, readable: [] });
+      await this.restore(saved);
     } catch (e) {
       await this.go('wakeFailed');
       throw e;
@@ -266,7 +255,7 @@ export class MachineRun {
   async stop(): Promise<void> {
     if (this.row.state === 'stopped') return;
     if (this.vm) {
-      if (this.row.state === 'paused') await this.vm.cont().catch(() => undefined);
+      if (this.row.state === 'paused') await this.vm.resume().catch(() => undefined);
       await this.agent?.run({ argv: ['sync'], timeoutMs: 10_000, outputBytes: 1024 }).catch(() => undefined);
       this.agent?.close();
       // A paused machine's stretch was metered when it paused: only its session closes (dropProcess).
@@ -284,7 +273,7 @@ export class MachineRun {
     await this.go('lost');
   }
 
-  /** Ends QEMU at once and removes the machine's run files (its row and disks are the caller's). */
+  /** Ends its VM at once and removes the machine's run files (its row and disks are the caller's). */
   async destroy(): Promise<void> {
     if (this.vm && this.row.state === 'running') await this.endSegment(true);
     await this.vm?.kill();
@@ -293,7 +282,7 @@ export class MachineRun {
   }
 
   /**
-   * Cluster mode: another worker took the machine over. Its QEMU here ends and nothing of it is
+   * Cluster mode: another worker took the machine over. Its VM here ends and nothing of it is
    * written (its row is the other worker's); its files here stay (a hibernation's memory may be
    * the only copy).
    */
@@ -301,7 +290,7 @@ export class MachineRun {
     const vm = this.vm;
     if (!vm) return;
     try {
-      // Metering may fail as the lease did (the database out of reach): QEMU ends all the same.
+      // Metering may fail as the lease did (the database out of reach): the VM ends all the same.
       if (this.row.state === 'running') await this.endSegment(true).catch(() => undefined);
     } finally {
       await vm.kill();
@@ -309,7 +298,7 @@ export class MachineRun {
     }
   }
 
-  /** QEMU ended without being asked (the guest powered off, or it crashed). */
+  /** The VM ended without being asked (the guest powered off, or it crashed). */
   private onExit(): void {
     if (!this.vm || this.vm.exitedOnPurpose) return;
     void this.serial(async () => {
@@ -320,10 +309,9 @@ export class MachineRun {
     });
   }
 
-  /** QEMU is gone (or going): its agent connection, idle timer and RAM file go with it. */
+  /** The VM is gone (or going): its agent connection, idle timer and RAM file go with it. */
   private dropProcess(): void {
-    this.agent?.close();
-    this.agent = null;
+    this.vm?.agent.close();
     this.vm = null;
     this.lease.unwatch();
     // A paused machine's session (its segment, and its traffic, were metered when it paused).
@@ -332,7 +320,7 @@ export class MachineRun {
     rmSync(this.ramFile, { force: true });
   }
 
-  /** Meters the running time since `since`; `last` (QEMU is ending) closes the egress session first, so its open connections count. */
+  /** Meters the running time since `since`; `last` (the VM is ending) closes the egress session first, so its open connections count. */
   private async endSegment(last = false): Promise<void> {
     const wall = Date.now() - this.since;
     const cpu = Math.max(0, (this.vm?.cpuMs() ?? this.cpuAtStart) - this.cpuAtStart);

@@ -6,8 +6,6 @@ import type { ContextAccess } from '../core/contexts.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
 import type { MachineRow } from '../store/metadata/types.js';
-import type { AccelChoice } from './vm/accel.js';
-import { findAssets } from './vm/assets.js';
 import { MachineHost } from './host.js';
 import { MachineLayout, runFiles } from './layout.js';
 import { readConsoleTail } from './vm/console-log.js';
@@ -17,9 +15,9 @@ import { hostRoom, tenantRoom, type Held } from './admission.js';
 import { MachineRun, type RestoreSource } from './run.js';
 import { templateSource } from './pool/restore.js';
 import { withExtensions } from './extensions.js';
-import { copiesLive, CopyRate, liveCopySound } from './vm/live-copy.js';
-import { overlay } from './storage/disk.js';
-import { qemuBuild } from './vm/qemu.js';
+import { copiesLive, CopyRate } from './vm/live-copy.js';
+import { QemuBackend } from './vm/qemu-backend.js';
+import type { VmBackend } from './vm/types.js';
 import { Templates } from './pool/templates.js';
 import { ReadyPool, type ReadyVm } from './pool/ready.js';
 import { machineView } from './views.js';
@@ -61,8 +59,11 @@ export class MachineRuns {
   /** Cluster mode: where machines run and how they move (machines/placement.ts); null in the embedded default. */
   readonly place: MachinePlacement | null;
 
-  /** `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots are kept too. */
-  constructor(readonly deps: Deps, readonly contexts: ContextAccess, blobs?: BlobStore) {
+  /**
+   * `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots
+   * are kept too. `backend`: the VM backend (vm/types.ts); absent: QEMU, opened on first use.
+   */
+  constructor(readonly deps: Deps, readonly contexts: ContextAccess, blobs?: BlobStore, private readonly backend?: VmBackend) {
     this.network = new Network(deps);
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
     this.disks = new MachineDisks(deps, this.layout);
@@ -104,12 +105,12 @@ export class MachineRuns {
   onTaken(listener: (id: string) => void): void { this.place?.onTaken(listener); }
 
   /**
-   * At start: the host is opened when the assets are built; what a crash left of machines that
+   * At start: the host is opened when its VM backend can be (QEMU: the assets are built); what a crash left of machines that
    * have no row goes (ready VMs, cut-short creates and forks: their QEMUs died with the process);
    * machines a crash left running are stopped.
    */
   async open(): Promise<void> {
-    if (findAssets(this.deps.config.cache)) await this.host();
+    if (this.backend || QemuBackend.available(this.deps.config.cache)) await this.host();
     // Run directories and disk files are this worker's own; a machine without a row is nobody's.
     const swept = await this.disks.sweep();
     if (swept > 0) this.deps.log.info({ files: swept }, 'removed what a crash left of machines that have no row (ready machines, cut-short creates and forks)');
@@ -125,26 +126,18 @@ export class MachineRuns {
     }
   }
 
-  /** The accelerator machines use (healthz), null while the machine assets are not built. */
-  accel(): AccelChoice | null { return this.host_?.accel ?? null; }
+  /** The accelerator machines use (healthz), null while the VM backend is not open (QEMU: its assets are not built). */
+  accel(): VmBackend['accel'] | null { return this.host_?.backend.accel ?? null; }
 
   host(): Promise<MachineHost> {
     if (this.host_) return Promise.resolve(this.host_);
     const { config, host: runtime, log, snapshotter: layers } = this.deps;
-    const assets = findAssets(config.cache);
-    if (!runtime) {
-      return Promise.reject(new ShellbaseError('failed_precondition', 'machines need a runtime with jails, bridges and helpers (bwrap)', {
-        hint: 'run the server with its bwrap runtime',
-      }));
-    }
-    if (!assets) {
-      return Promise.reject(new ShellbaseError('failed_precondition', 'machine assets (kernel, initramfs) are not built on this host', {
-        hint: 'run `npm run setup` (or `shellbase machine assets`) first',
-      }));
-    }
-    this.opening ??= MachineHost.open({ home: config.home, cache: config.cache, assets, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime,
-      forward: this.deps.forwarder.installed() })
-      .then((h) => {
+    this.opening ??= (this.backend ? Promise.resolve(this.backend) : QemuBackend.open({
+      layout: this.layout, cache: config.cache, accel: config.machines.accel, budgetMb: config.machines.memoryBudgetMb, runtime,
+      forward: () => this.deps.forwarder.installed(),
+    }))
+      .then((backend) => {
+        const h = new MachineHost(this.layout, backend);
         this.host_ = h;
         this.templates = new Templates(h, layers, log, this.deps.trust);
         this.ready = new ReadyPool({ host: h, egress: this.deps.egress, templates: this.templates, config: config.machines, log, room: (mb) => this.hasRoom(mb) });
@@ -214,7 +207,7 @@ export class MachineRuns {
       this.deps.log.warn({ err, machine: run.row.id }, 'a ready machine could not be taken over; restoring its template instead');
       const { template } = ready;
       await rm(run.row.spec.disk[0], { force: true });
-      await overlay(template.disk, run.row.spec.disk[0]);
+      await this.host_!.backend.overlay(template.disk, run.row.spec.disk[0]);
       await run.restore(templateSource(template));
     }
   }
@@ -281,8 +274,10 @@ export class MachineRuns {
             cpuMs, wallMs, activeMs, memoryPeakBytes: r.spec.memoryMb * 2 ** 20, bytesWritten: 0, exitCode: null, egressBytes: bytesOut, ingressBytes: bytesIn,
           });
         },
-        // A session even for "none" (it refuses every connection): a running machine's policy may widen (setNetwork).
+        // A session even for "none" (it refuses every connection): a running machine's policy may widen
+        // (setNetwork). None where the backend's guests have no network.
         egress: async (r, ahead) => {
+          if (!this.host_!.backend.networked) return null;
           const spec = { tenantId: r.tenantId, context: r.spec.context ?? `machine:${r.id}`, kind: 'machine' as const, policy: await this.network.effectiveOf(r.tenantId, r.spec.context, r.spec.network) };
           if (!ahead) return this.deps.egress.open(spec, this.host_!.uid);
           ahead.assign(spec);
@@ -290,9 +285,8 @@ export class MachineRuns {
         },
         admit: (r) => this.withRoom(r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
-        liveCopy: async (used, padKb) => {
+        liveCopy: async (used, sound) => {
           const { liveCopy, pauseMs } = this.deps.config.machines;
-          const sound = liveCopySound(this.host_!.accel.accel, await qemuBuild(), padKb);
           if (!sound && liveCopy === 'on' && !this.warnedUnsound) {
             this.warnedUnsound = true;
             this.deps.log.warn('SHELLBASE_MACHINES_LIVE_COPY=on, but this host\'s QEMU does not track every page a running guest writes (TCG before QEMU 9.0) and the machine was made before its RAM was sized for it: it is copied stopped');

@@ -3,17 +3,16 @@ import type { Logger } from 'pino';
 import type { MachinesConfig } from '../../config.js';
 import type { Egress, EgressSession } from '../../net/egress.js';
 import { newId } from '../../util/ids.js';
-import type { Agent } from '../vm/agent.js';
-import { overlay } from '../storage/disk.js';
 import type { MachineHost } from '../host.js';
-import type { QemuVm } from '../vm/qemu.js';
+import type { Vm } from '../vm/types.js';
 import { restoreVm, templateSource } from './restore.js';
 import type { Template, Templates } from './templates.js';
 
 /**
  * A machine restored from a template ahead of the create that takes it: no row yet, its CPUs
  * stopped, its guest settled once and through a first `bash` (so TCG has that code translated),
- * its egress session refusing everything until the machine's policy is given.
+ * its egress session (where the backend's guests have a network) refusing everything until the
+ * machine's policy is given.
  */
 export interface ReadyVm {
   /** The id its machine gets (its RAM file and run directory are named by it, its disk too). */
@@ -24,9 +23,9 @@ export interface ReadyVm {
   cpus: number;
   /** The writable top of its disk (in the tenant's disk directory), over the template's. */
   disk: string;
-  vm: QemuVm;
-  agent: Agent;
-  session: EgressSession;
+  vm: Vm;
+  /** Its egress session (a networked backend's; null otherwise). */
+  session: EgressSession | null;
   /** Lets its template be collected again (called when the VM is taken or discarded). */
   release: () => void;
 }
@@ -201,8 +200,7 @@ export class ReadyPool {
     try {
       r.release();
       await r.vm.kill().catch(() => undefined);
-      r.agent.close();
-      await r.session.close().catch(() => undefined);
+      await r.session?.close().catch(() => undefined);
       const { layout } = this.o.host;
       for (const f of [layout.ramFile(r.id), r.disk]) rmSync(f, { force: true });
       rmSync(layout.runDir(r.id), { recursive: true, force: true });
@@ -243,18 +241,18 @@ export class ReadyPool {
     let session: EgressSession | null = null;
     try {
       host.disksDir(tenantId);
-      await overlay(tpl.disk, disk);
+      await host.backend.overlay(tpl.disk, disk);
       goOn();
-      session = await egress.ahead(host.uid);
+      if (host.backend.networked) session = await egress.ahead(host.uid);
       goOn();
       const spec = { memoryMb, cpus, disk: [disk, tpl.disk], ports: [], ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}), guestEnv: tpl.env };
-      const { vm, agent } = await restoreVm(host, { id, tenantId, spec }, templateSource(tpl), session.socket, goOn);
-      const r: ReadyVm = { id, tenantId, template: tpl, memoryMb, cpus, disk, vm, agent, session, release };
+      const vm = await restoreVm(host, { id, tenantId, spec }, templateSource(tpl), session?.socket ?? null, goOn);
+      const r: ReadyVm = { id, tenantId, template: tpl, memoryMb, cpus, disk, vm, session, release };
       try {
         goOn();
-        const warm = await agent.run({ argv: ['bash', '-c', 'true'], timeoutMs: 30_000, outputBytes: 1024 });
+        const warm = await vm.agent.run({ argv: ['bash', '-c', 'true'], timeoutMs: 30_000, outputBytes: 1024 });
         if (warm.exitCode !== 0) throw new Error(`a first command in the ready machine failed: ${warm.stderr.toString().trim()}`);
-        await vm.stop();
+        await vm.pause();
       } catch (e) {
         await this.discard(r);
         throw e;

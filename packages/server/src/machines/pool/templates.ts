@@ -1,14 +1,11 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Snapshotter } from '../../store/snapshotter/types.js';
-import { Agent } from '../vm/agent.js';
-import { buildDisk, copySparse, overlay } from '../storage/disk.js';
 import type { MachineHost } from '../host.js';
-import { MACHINE_TYPE, QemuVm, consoleTail, qemuBuild } from '../vm/qemu.js';
-import { ramPadKb } from '../vm/live-copy.js';
-import { PRUNED } from '../storage/commit.js';
+import { consoleTail } from '../vm/console-log.js';
+import type { Vm } from '../vm/types.js';
 import { removeTree } from '../../util/remove.js';
 import type { TrustLayers, TrustOverlay } from '../../trust/index.js';
 
@@ -17,27 +14,16 @@ const TEMPLATE_FORMAT = 4;
 /** A TCG boot of Debian with systemd takes ~40 s here; KVM a few. */
 const BOOT_TIMEOUT_MS = 300_000;
 
-/**
- * Run in the template's guest before it is frozen: the paths of the booted
- * disk (sorted, NUL-separated) and a time stamp. A machine's commit sends what
- * changed after the stamp and what of the list is gone (machines/storage/commit.ts).
- */
-export const RECORD_BASE = `set -e
-mkdir -p /var/lib/shellbase
-find / -xdev -mindepth 1 \\( ${PRUNED} \\) -prune -o -print0 | LC_ALL=C sort -z > /var/lib/shellbase/base.list
-touch /var/lib/shellbase/stamp
-sync`;
-
 /** A template's directory and the host's authorities its disk has (Templates.resolve). */
 export interface ResolvedTemplate {
   dir: string;
   trust: TrustOverlay | null;
 }
 
-/** A booted machine frozen once systemd was up: every machine of its source starts here. */
+/** A booted machine frozen once its system was up: every machine of its source starts here. */
 export interface Template {
   dir: string;
-  /** Frozen top of its disk chain (a qcow2 over `base.raw`). */
+  /** Frozen top of its disk chain (over `base.raw`, the built disk). */
   disk: string;
   ram: string;
   state: string;
@@ -58,9 +44,10 @@ export interface TemplateSource {
 
 /**
  * Templates, built the first time a source (image or version) and size is
- * used: make the disk, boot it, wait until systemd says the system is up,
- * then save RAM, device state and disk. Built in a `.building` directory and
- * renamed into place, so a crash never leaves one that looks complete.
+ * used through the VM backend: make the disk, boot it (the backend waits until
+ * the guest's system is up), record the disk's base for commits, then save RAM,
+ * device state and disk. Built in a `.building` directory and renamed into
+ * place, so a crash never leaves one that looks complete.
  */
 export class Templates {
   private readonly building = new Map<string, Promise<Template>>();
@@ -79,18 +66,14 @@ export class Templates {
     return { dir: path.join(src.root, await this.key(src, trust)), trust };
   }
 
+  /** The template's key: a hash of its format, its source's layers, what the backend's boots depend on, its size and the host's authorities on its disk. */
   private async key(src: TemplateSource, trust: TrustOverlay | null): Promise<string> {
-    const { assets, accel, guest } = this.host;
-    const pad = await this.ramPadKb();
+    const { backend } = this.host;
+    const pad = backend.ramPadKb;
     return createHash('sha256').update(JSON.stringify({
-      format: TEMPLATE_FORMAT, layers: src.layers, assets: assets.tag, guest: guest.hash, qemu: await qemuBuild(), type: MACHINE_TYPE,
-      accel: accel.accel, memoryMb: src.memoryMb, cpus: src.cpus, ...(pad ? { ramPadKb: pad } : {}), ...(trust ? { trust: trust.key } : {}),
+      format: TEMPLATE_FORMAT, layers: src.layers, ...backend.bootKey,
+      memoryMb: src.memoryMb, cpus: src.cpus, ...(pad ? { ramPadKb: pad } : {}), ...(trust ? { trust: trust.key } : {}),
     })).digest('hex').slice(0, 16);
-  }
-
-  /** The RAM pad this host's templates (and so their machines) get. */
-  private async ramPadKb(): Promise<number> {
-    return ramPadKb(this.host.accel.accel, await qemuBuild());
   }
 
   /**
@@ -102,7 +85,7 @@ export class Templates {
     const { dir, trust } = at;
     const release = this.hold(dir);
     try {
-      return await fn(await this.get(dir, src, await this.ramPadKb(), trust).catch(failed));
+      return await fn(await this.get(dir, src, this.host.backend.ramPadKb, trust).catch(failed));
     } finally {
       release();
     }
@@ -177,45 +160,26 @@ export class Templates {
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
     this.host.give(tmp);
-    const { layout } = this.host;
+    const { layout, backend } = this.host;
     const files = layout.templateFiles(tmp);
     const ram = layout.tempRam(`template-${path.basename(dir)}-${process.pid}`);
     this.log.info({ template: path.basename(dir), layers: src.layers.length }, 'building a machine template (one boot)');
-    let vm: QemuVm | null = null;
+    let vm: Vm | null = null;
     try {
-      const above = [...(trust ? [trust.dir] : []), this.host.guest.dir, this.host.assets.layer];
-      await buildDisk(this.layers, this.host.runtime, src.layers, above, files.base, layout.buildDir);
+      await backend.buildDisk({ snapshotter: this.layers, layers: src.layers, above: trust ? [trust.dir] : [], out: files.base, staging: layout.buildDir });
       // Relative: the chain must survive the rename below.
-      chmodSync(files.base, 0o644); // every machine's QEMU reads it
-      await overlay(path.basename(files.base), files.disk, tmp);
-      this.host.give(files.disk);
-      writeFileSync(ram, ''); // QEMU sizes it; it must exist to be bound into QEMU's confinement
-      this.host.give(ram);
-      vm = await QemuVm.launch({
-        assets: this.host.assets, accel: this.host.accel.accel, memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, ram, disk: files.disk,
-        runDir: tmp, writable: [tmp, ram], readable: [], ports: [], cgroup: this.host.cgroup(src.memoryMb, src.cpus), userns: this.host.uid !== 0,
-        runtime: this.host.runtime, egress: { forward: this.host.forward, socket: path.join(tmp, 'no-egress.sock') }, // a template's boot has no network
-      });
-      const agentSock = layout.agentSocket(tmp);
-      await vm.bridge(agentSock, this.host.agentPort);
-      const agent = new Agent(agentSock);
-      try {
-        await this.waitForSystemd(agent, vm, started);
-        const base = await agent.run({ argv: ['bash', '-c', RECORD_BASE], timeoutMs: BOOT_TIMEOUT_MS, outputBytes: 64 * 1024 });
-        if (base.exitCode !== 0) throw new Error(`recording the disk's paths failed: ${base.stderr.toString().trim()}`);
-      } finally {
-        agent.close();
-      }
-      await vm.stop();
-      await vm.saveState(files.state);
+      await backend.overlay(path.basename(files.base), files.disk, tmp);
+      // A template's boot has no network.
+      vm = await backend.boot({ memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, ram, disk: [files.disk, files.base], runDir: tmp, ports: [], egress: null }, BOOT_TIMEOUT_MS);
+      await vm.guest.recordBase();
+      await vm.pause();
+      await vm.save({ ram: files.ram, state: files.state });
       await vm.quit();
       vm = null;
-      await copySparse(ram, files.ram);
       writeFileSync(files.info, JSON.stringify({
-        format: TEMPLATE_FORMAT, layers: src.layers, memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, qemu: await qemuBuild(),
-        accel: this.host.accel.accel, builtAt: new Date().toISOString(), bootMs: Date.now() - started,
+        format: TEMPLATE_FORMAT, layers: src.layers, memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, qemu: backend.identity.build,
+        accel: backend.identity.accel, builtAt: new Date().toISOString(), bootMs: Date.now() - started,
       }, null, 2));
-      for (const f of [layout.agentSocket(tmp), layout.qmpSocket(tmp)]) rmSync(f, { force: true });
       if (existsSync(layout.templateFiles(dir).info)) rmSync(tmp, { recursive: true, force: true });
       else { rmSync(dir, { recursive: true, force: true }); renameSync(tmp, dir); }
       this.log.info({ template: path.basename(dir), ms: Date.now() - started }, 'machine template ready');
@@ -226,25 +190,6 @@ export class Templates {
       throw new Error(`building a machine template failed: ${(e as Error).message}${tail ? `\nconsole:\n${tail}` : ''}`);
     } finally {
       rmSync(ram, { force: true });
-    }
-  }
-
-  /** Polls the agent until `systemctl is-system-running --wait` answers running (or degraded). */
-  private async waitForSystemd(agent: Agent, vm: QemuVm, started: number): Promise<void> {
-    let exited = false;
-    void vm.exited.then(() => { exited = true; });
-    for (;;) {
-      if (exited) throw new Error(`QEMU exited during the boot: ${await vm.exited}`);
-      if (Date.now() - started > BOOT_TIMEOUT_MS) throw new Error(`systemd was not up after ${BOOT_TIMEOUT_MS / 1000} s`);
-      try {
-        const r = await agent.run({ argv: ['systemctl', 'is-system-running', '--wait'], timeoutMs: BOOT_TIMEOUT_MS, outputBytes: 4096 });
-        const said = r.stdout.toString().trim();
-        if (said === 'running' || said === 'degraded') return;
-        throw new Error(`systemd says ${said || r.stderr.toString().trim()}`);
-      } catch (e) {
-        if (!/agent|closed|ECONN/.test((e as Error).message)) throw e;
-        await new Promise((r) => setTimeout(r, 500)); // the agent is not listening yet
-      }
     }
   }
 }

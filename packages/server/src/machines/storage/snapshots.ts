@@ -5,7 +5,6 @@ import { ShellbaseError } from '../../errors.js';
 import type { MachineShape, SnapshotRow } from '../../store/metadata/types.js';
 import { newId } from '../../util/ids.js';
 import type { MachineHost } from '../host.js';
-import { MACHINE_TYPE, qemuBuild } from '../vm/qemu.js';
 import type { MachineRun } from '../run.js';
 
 /** The fields a machine and its snapshots share (and nothing else of either). */
@@ -43,17 +42,19 @@ export async function freezeMachine(host: MachineHost, tenantId: string, run: Ma
     throw e;
   }
   const spec = run.row.spec;
+  const { build, machineType, accel } = host.backend.identity;
   return {
     id: sid, tenantId, machineId: run.row.id, createdAt: new Date().toISOString(),
-    spec: { ...shapeOf(spec), disk, ram, state, qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel, ports: spec.ports.map((p) => p.port),
+    spec: { ...shapeOf(spec), disk, ram, state, qemu: build, machineType, accel, ports: spec.ports.map((p) => p.port),
       ...(spec.ports.some((p) => p.access === 'key') ? { keyPorts: spec.ports.filter((p) => p.access === 'key').map((p) => p.port) } : {}) },
   };
 }
 
-/** A snapshot restores only under the QEMU build, machine type and accelerator it was taken with, and whole. */
-export async function checkRestorable(host: MachineHost, snap: SnapshotRow): Promise<void> {
+/** A snapshot restores only under the VM backend's identity it was taken with (build, machine type, accelerator), and whole. */
+export function checkRestorable(host: MachineHost, snap: SnapshotRow): void {
   const s = snap.spec;
-  const here = { qemu: await qemuBuild(), machineType: MACHINE_TYPE, accel: host.accel.accel };
+  const { build, machineType, accel } = host.backend.identity;
+  const here = { qemu: build, machineType, accel };
   for (const k of ['qemu', 'machineType', 'accel'] as const) {
     if (s[k] !== here[k]) {
       throw new ShellbaseError('failed_precondition', `snapshot ${snap.id} was taken with ${k} ${JSON.stringify(s[k])}; this host has ${JSON.stringify(here[k])}`, {

@@ -28,9 +28,9 @@ export interface AgentExec {
 export interface RawResult { exitCode: number; signal?: string; timedOut: boolean; aborted: boolean; stdout: Buffer; stderr: Buffer; truncated: boolean; wallMs: number }
 
 /**
- * The host side of the guest agent: the spawner protocol over a TCP
- * connection to the agent (through a Unix socket bridged into QEMU's network
- * namespace). One connection per QEMU process: a restored or forked machine
+ * The host side of the guest agent: the spawner protocol over a channel to the agent (QEMU: a TCP
+ * connection through a Unix socket bridged into QEMU's network namespace, `Agent.connect`; the
+ * in-memory VMs: their agent in this process). One channel per VM: a restored or forked machine
  * gets a new one, so no stream ever resumes in the middle of a frame.
  */
 export class Agent {
@@ -38,7 +38,12 @@ export class Agent {
   readonly spawner: Spawner;
 
   /** `env`: what every command gets under its own (a machine's `guestEnv`: the host's authorities). */
-  constructor(socketPath: string, private readonly env: Record<string, string> = {}) {
+  constructor(open: OpenChannel, private readonly env: Record<string, string> = {}) {
+    this.spawner = new Spawner(open);
+  }
+
+  /** An agent reached through the Unix socket at `socketPath`. */
+  static connect(socketPath: string, env: Record<string, string> = {}): Agent {
     const open: OpenChannel = (onData, onClose) => {
       const s = connect(socketPath);
       s.setNoDelay(true);
@@ -47,7 +52,7 @@ export class Agent {
       s.on('close', () => onClose('the connection to the machine\'s agent closed'));
       return { write: (f) => { s.write(f); }, ref: (on) => { if (on) s.ref(); else s.unref(); }, close: () => { s.destroy(); } };
     };
-    this.spawner = new Spawner(open);
+    return new Agent(open, env);
   }
 
   close(): void {

@@ -1,6 +1,7 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, type MachineConsole } from '@shellbase/protocol';
 import { checkRange } from '../../core/validate.js';
+import { runFiles } from '../layout.js';
 
 /**
  * The last `lines` lines of a machine's serial console log (`run/ID/console.log`, which QEMU
@@ -36,4 +37,9 @@ export function readConsoleTail(file: string, lines: number): MachineConsole {
   } finally {
     closeSync(fd);
   }
+}
+
+/** The last characters a guest printed on its serial console, in its run directory (for errors). */
+export function consoleTail(runDir: string): string {
+  try { return readFileSync(runFiles(runDir).console, 'utf8').slice(-2000); } catch { return ''; }
 }

@@ -2,10 +2,11 @@ import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path';
 import { runOk } from '../../util/proc.js';
 import { overlay } from '../storage/disk.js';
-import type { MachineHost } from '../host.js';
+import type { Cgroup } from '../../runtime/index.js';
 import { runFiles } from '../layout.js';
 import { QemuVm } from './qemu.js';
 import { QmpError } from './qmp.js';
+import { LiveCopyError } from './types.js';
 
 /**
  * The pause QEMU aims for (its `downtime-limit`, ms): it stops the source once the pages still
@@ -94,8 +95,11 @@ export interface LiveCopy {
   resumed: () => Promise<void>;
 }
 
-/** A live copy that did not finish (the source runs on; a stopped copy can be made instead). */
-export class LiveCopyError extends Error {}
+/** What a live copy needs of the host: files handed to QEMU's uid, and a cgroup for the receiving QEMU. */
+export interface LiveCopyHost {
+  give(file: string): void;
+  cgroup(memoryMb: number, cpus: number): Cgroup;
+}
 
 /**
  * Copies a running QEMU's memory and device state while its guest runs, so the source pauses
@@ -111,7 +115,7 @@ export class LiveCopyError extends Error {}
  * allocated from then on (its reservation already counts all of it). The copy's pages that
  * stayed zero are punched out of `ram` before this returns.
  */
-export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<number> {
+export async function copyLive(host: LiveCopyHost, source: QemuVm, o: LiveCopy): Promise<number> {
   try {
     return await copy(host, source, o);
   } catch (e) {
@@ -119,7 +123,7 @@ export async function copyLive(host: MachineHost, source: QemuVm, o: LiveCopy): 
   }
 }
 
-async function copy(host: MachineHost, source: QemuVm, o: LiveCopy): Promise<number> {
+async function copy(host: LiveCopyHost, source: QemuVm, o: LiveCopy): Promise<number> {
   rmSync(o.dir, { recursive: true, force: true });
   mkdirSync(o.dir, { mode: 0o700 });
   host.give(o.dir);

@@ -258,11 +258,6 @@ export class QemuVm {
 
 }
 
-/** The last lines a guest printed on its serial console, in its run directory (for errors). */
-export function consoleTail(runDir: string): string {
-  try { return readFileSync(runFiles(runDir).console, 'utf8').slice(-2000); } catch { return ''; }
-}
-
 /** `s` as one word of a POSIX shell command line. */
 export function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
