@@ -238,6 +238,10 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     let r = { status: 0, body: '' };
     await until('the guest server', async () => { r = await get(); return r.status === 200; });
     assert.equal(r.body, 'hello from the sandbox');
+    // With E2B_SANDBOX_URL the SDKs name the port in a header instead (the code interpreter's 49999 so).
+    const byHeader = await fetch(`${t.server.url}/index.html`, { headers: { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8000' } });
+    assert.equal(byHeader.status, 200);
+    assert.equal(await byHeader.text(), 'hello from the sandbox');
     // An upgrade (a WebSocket's handshake) becomes a byte pipe: a guest server that answers 101, then echoes in capitals.
     await sbx.files.write('upgrade.py', [
       'import socket', 's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("", 9000)); s.listen()',

@@ -22,6 +22,7 @@ const SERVER_LAYERS: string[][] = [
   ['core'],
   ['cluster'],
   ['engine', 'machines'],
+  ['ops'],
   ['api'],
   ['compat'],
   ['server.ts'],
@@ -131,14 +132,21 @@ test('packages import only the packages below them, and never another package\'s
   assert.deepEqual(wrong, []);
 });
 
-test('front doors (compat/) reach the server through the engine and machines: no store, no Deps', () => {
-  const compat = path.join(root, 'packages/server/src/compat');
-  const store = path.join(root, 'packages/server/src/store');
+test('front doors (api/, compat/) reach the server only through ops/: no engine, no store, no Deps', () => {
+  const src = path.join(root, 'packages/server/src');
+  const doors = ['api', 'compat'].map((d) => path.join(src, d) + path.sep);
   const wrong: string[] = [];
   for (const [file, { files }] of graph) {
-    if (!file.startsWith(compat + path.sep)) continue;
-    for (const target of files) if (target.startsWith(store + path.sep)) wrong.push(`${path.relative(root, file)} imports ${path.relative(root, target)}`);
-    if (/\bDeps\b/.test(readFileSync(file, 'utf8'))) wrong.push(`${path.relative(root, file)} names Deps`);
+    if (!doors.some((d) => file.startsWith(d))) continue;
+    for (const target of files) {
+      const rel = path.relative(src, target);
+      // machines/index.ts is the machines' public face: their records' and guest agent's types.
+      if (rel.startsWith(`engine${path.sep}`) || rel.startsWith(`store${path.sep}`) || (rel.startsWith(`machines${path.sep}`) && rel !== path.join('machines', 'index.ts'))) {
+        wrong.push(`${path.relative(root, file)} imports ${path.relative(root, target)}`);
+      }
+    }
+    const text = readFileSync(file, 'utf8');
+    if (/\bDeps\b/.test(text) || /import[^;]*\{[^}]*\bMachines\b[^}]*\}\s*from '[^']*machines\/index\.js'/.test(text)) wrong.push(`${path.relative(root, file)} names Deps, or imports the Machines service`);
   }
   assert.deepEqual(wrong, []);
 });

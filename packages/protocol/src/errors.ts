@@ -30,14 +30,6 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   internal: 500,
 };
 
-/** The wire form of an error: the body is `{error: ErrorBody}`. */
-export interface ErrorBody {
-  code: ErrorCode;
-  message: string;
-  details?: Record<string, unknown>;
-  hint?: string;
-}
-
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
 }

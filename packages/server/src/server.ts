@@ -8,6 +8,8 @@ import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
 import { Machines } from './machines/machines.js';
 import { E2bCompat } from './compat/e2b/index.js';
+import { Operations } from './ops/dispatch.js';
+import { ClusterRouter, HereRouter } from './ops/routing.js';
 import { Pins } from './core/pins.js';
 import { imageRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
@@ -106,7 +108,18 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     collect: () => machines!.collectTemplates(),
   });
   machines = new Machines(deps, engine.contextAccess(), cluster?.blobs);
-  const e2b = new E2bCompat(engine, machines, { ...(deps.cluster ? { cluster: deps.cluster } : {}), ...(deps.peers ? { peers: deps.peers } : {}) }, log);
+  const peers = cluster?.peers;
+  const worker = cluster?.worker;
+  const maxLoad = config.cluster?.localityMaxLoad ?? null;
+  // Where operations run: here (one server), or on the worker that holds what they act on.
+  const m = machines;
+  const router = worker ? new ClusterRouter({
+    ...(maxLoad !== null ? { locality: { route: (tenantId: string, context: string) => worker.preferred(tenantId, context, maxLoad), unreachable: (to: string) => worker.unreachable(to) } } : {}),
+    machineOwner: (id) => m.ownerApi(id),
+    serviceOwner: async (caller, context, name) => (await engine.services.elsewhere(caller, context, name))?.api ?? null,
+  }) : new HereRouter();
+  const ops = new Operations({ engine, machines }, router);
+  const e2b = new E2bCompat(ops, { ...(deps.cluster ? { cluster: deps.cluster } : {}), ...(peers ? { peers } : {}) }, log);
   try {
     await engine.recover();
     await runtime.start();
@@ -127,18 +140,9 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   engine.gc.start();
   const adminKeyFile = await engine.tenants.ensureAdmin();
   const tls = config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : undefined;
-  const peers = cluster?.peers;
-  const maxLoad = config.cluster?.localityMaxLoad ?? null;
-  const worker = cluster?.worker;
-  const locality = worker && maxLoad !== null
-    ? { route: (tenantId: string, context: string) => worker.preferred(tenantId, context, maxLoad), unreachable: (to: string) => worker.unreachable(to) }
-    : undefined;
-  const app = await buildApi({
-    engine, machines, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}), ...(locality ? { locality } : {}),
-  });
+  const app = await buildApi({ ops, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
   await app.listen({ host: config.host, port: config.port });
-  const gateway = startGateway(async (token) => (await engine.services.byToken(token)) ?? machines!.byPortToken(token),
-    (authorization) => engine.tenants.authenticate(authorization), log, { ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
+  const gateway = startGateway(ops, log, { ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
   await new Promise<void>((resolve, reject) => {
     gateway.once('error', reject);
     gateway.listen(config.gatewayPort, config.host, () => resolve());

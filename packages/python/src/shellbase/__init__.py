@@ -30,7 +30,7 @@ from .errors import (
     UnavailableError,
 )
 from .images import BuildStream, Dockerignore, Images, tar_context
-from .limits import TIMEOUT_CEILING_MS, LimitHit
+from .limits import TIMEOUT_CEILING_MS
 from .machines import MachineFiles, MachineHandle, Machines
 from .pty import MachinePty, PtyExit
 from .streams import EventStream, ExecStream, MachineExecStream
@@ -64,6 +64,7 @@ from .types import (
     ExposedPort,
     FileStat,
     GcResult,
+    LimitHit,
     Limits,
     Machine,
     MachineExecEvent,

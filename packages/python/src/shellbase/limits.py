@@ -1,15 +1,21 @@
-"""The limit that ended a command, and how to give it more (the same words as the TypeScript SDK's `limitMessage`)."""
+"""The limit that ended a command, and how to give it more (the same words as the TypeScript SDK's `limitMessage`).
+
+`LimitHit` itself is a wire type (`shellbase.LimitHit`, generated into _wire_types.py); its methods are here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._wire_types import LimitHit
 
 #: The most any tenant's `timeout_ms` may be (24 h). A tenant's own maximum (1 h unless the admin set
 #: its `quotas.timeoutMs`) is at most this; it holds for queries, machine exec, services' start and E2B commands.
 TIMEOUT_CEILING_MS = 86_400_000
 
 
-def format_duration(ms: int) -> str:
+def format_duration(ms: float) -> str:
     """`ms` in the largest units that fit: 3600000 is `1h`, 5400000 `1h30m`, 500 `500ms`."""
     if ms < 1000:
         return f"{ms}ms"
@@ -19,13 +25,9 @@ def format_duration(ms: int) -> str:
     return (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{s:g}s" if s else "")
 
 
-@dataclass(frozen=True)
-class LimitHit:
-    """The limit that ended a command (its time limit, `timeout_ms`): its value for this run, and the most the tenant may ask for."""
-
-    name: str
-    value: int
-    max: int
+class LimitHitMethods:
+    """A LimitHit's explanation: the limit that ended the command (its time limit, `timeout_ms`), its value for this
+    run, and the most the tenant may ask for (`value` and `max`)."""
 
     def message(self, option: str = "timeout_ms") -> str:
         """Which limit ended the command, its value, and how to give it longer (`option` up to the tenant's maximum)."""

@@ -3,6 +3,7 @@ import { createServer as createTlsServer, type ServerOptions as TlsOptions } fro
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { FORWARDED, type Peers } from '../core/peers.js';
+import type { Operations } from '../ops/dispatch.js';
 import type { PortTarget } from '../util/pipe.js';
 import { forwardedHere, forwardRequest, forwardUpgrade } from './forward.js';
 import { HOP_BY_HOP, failUpgrade, toError } from './http-relay.js';
@@ -32,7 +33,7 @@ export interface GatewayOptions {
   tls?: TlsOptions;
 }
 
-export function startGateway(resolve: (token: string) => Promise<PortTarget | null>, authenticate: Authenticate, log: Logger, { peers, tls }: GatewayOptions = {}): Server {
+export function startGateway(ops: Pick<Operations, 'portByToken' | 'authenticate' | 'where'>, log: Logger, { peers, tls }: GatewayOptions = {}): Server {
   const proxy = new PortProxy(log);
 
   const serve = (req: IncomingMessage, res: ServerResponse) => {
@@ -42,9 +43,9 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
 
   async function find(req: IncomingMessage): Promise<{ run: PortTarget; path: string }> {
     const r = route(req.headers.host, req.url ?? '/');
-    const run = r && (await resolve(r.token));
+    const run = r && (await ops.portByToken(r.token));
     if (!r || !run) throw notFound('service', 'this address');
-    if (run.owner.requireKey) await checkKey(req, run, authenticate);
+    if (run.owner.requireKey) await checkKey(req, run, (authorization) => ops.authenticate(authorization));
     return { run, path: r.path };
   }
 
@@ -52,7 +53,7 @@ export function startGateway(resolve: (token: string) => Promise<PortTarget | nu
    * In a cluster, the gateway of the worker running the target, unless that is this one or the
    * request was passed here (with a valid proof: a marked request without one is refused).
    */
-  const elsewhere = async (passed: boolean, run: PortTarget) => (passed || !peers ? null : ((await run.elsewhere?.())?.gateway ?? null));
+  const elsewhere = (passed: boolean, run: PortTarget) => ops.where({ port: run, door: 'gateway' }, null, passed);
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const passed = forwardedHere(req, peers);

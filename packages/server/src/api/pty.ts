@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { PTY_KEY_PREFIX, PTY_PROTOCOL, type ErrorBody, type PtyMessage } from '@shellbase/protocol';
 import type { Caller } from '../core/deps.js';
 import type { Peers } from '../core/peers.js';
-import type { Machines } from '../machines/machines.js';
+import type { Operations } from '../ops/dispatch.js';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { acceptWebSocket, CLOSE, isWebSocketRequest, offeredProtocols, type WebSocketConnection } from '../util/websocket.js';
 import { forwardedHere, forwardUpgrade } from './forward.js';
@@ -48,9 +48,9 @@ function sizeOf(query: string | undefined): { cols: number; rows: number } {
  * Everything is checked before the handshake is answered (an error is the API's JSON error with
  * its status): the request's form, the key, the machine (the caller's own, else 404), its state,
  * the size. In a cluster, a machine another worker runs is reached through that worker, as the
- * other calls about machines are (api/machine-forward.ts). Returns false for other paths.
+ * other calls about machines are (api/routing.ts). Returns false for other paths.
  */
-export function ptyUpgrades(begin: (authorization: string | undefined) => Promise<Caller>, machines: Machines, log: Logger, peers?: Peers): (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean {
+export function ptyUpgrades(ops: Operations, log: Logger, peers?: Peers): (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean {
   const open = new Map<string, number>();
   return (req, socket, head) => {
     const m = PTY_PATH.exec(req.url ?? '');
@@ -61,12 +61,12 @@ export function ptyUpgrades(begin: (authorization: string | undefined) => Promis
       const offered = offeredProtocols(req);
       if (!offered.includes(PTY_PROTOCOL)) throw invalid(`offer the WebSocket subprotocol ${PTY_PROTOCOL}`, `Sec-WebSocket-Protocol: ${PTY_PROTOCOL}`);
       const passed = forwardedHere(req, peers);
-      const caller = await begin(ptyAuthorization(req, offered));
+      const caller = await ops.begin(ptyAuthorization(req, offered));
       let handedOver = false;
       try {
         const id = machineId(m[1]);
         const size = sizeOf(m[2]);
-        const there = passed || !peers || !machines.clustered ? null : await machines.ownerApi(id);
+        const there = await ops.where({ machine: id }, caller, passed);
         if (there) { forwardUpgrade(there, req, socket, head, peers!); return; }
         // Counted where the terminal is served (in a cluster, on the worker that runs the machine).
         const count = open.get(caller.tenantId) ?? 0;
@@ -77,7 +77,7 @@ export function ptyUpgrades(begin: (authorization: string | undefined) => Promis
         }
         open.set(caller.tenantId, count + 1);
         try {
-          await serve(machines, caller, id, size, req, socket, head);
+          await serve(ops, caller, id, size, req, socket, head);
           handedOver = true;
         } finally {
           const done = () => { const n = (open.get(caller.tenantId) ?? 1) - 1; if (n > 0) open.set(caller.tenantId, n); else open.delete(caller.tenantId); };
@@ -96,10 +96,10 @@ export function ptyUpgrades(begin: (authorization: string | undefined) => Promis
 }
 
 /** Starts the shell, then answers the handshake and carries the terminal both ways until either side ends. */
-async function serve(machines: Machines, caller: Caller, id: string, size: { cols: number; rows: number }, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+async function serve(ops: Operations, caller: Caller, id: string, size: { cols: number; rows: number }, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
   let ws: WebSocketConnection | null = null;
   const early: Buffer[] = [];
-  const session = await machines.io.pty(caller, id, size, (c) => { if (ws) ws.send(Buffer.from(c)); else early.push(Buffer.from(c)); });
+  const session = await ops.run(caller, 'machine.pty', { id, size, onOutput: (c) => { if (ws) ws.send(Buffer.from(c)); else early.push(Buffer.from(c)); } });
   if (socket.destroyed) { session.close(); return; }
   const conn = acceptWebSocket(req, socket, head, PTY_PROTOCOL, { maxMessageBytes: MAX_MESSAGE_BYTES, maxBufferedBytes: MAX_BUFFERED_BYTES });
   ws = conn;

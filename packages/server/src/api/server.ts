@@ -7,15 +7,14 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ServerConfig } from '../config.js';
-import type { Engine } from '../engine/engine.js';
-import type { Machines } from '../machines/machines.js';
+import type { Operations } from '../ops/dispatch.js';
 import type { Caller } from '../core/deps.js';
 import type { Peers } from '../core/peers.js';
 import { forwardedHere } from './forward.js';
 import { internalTunnels } from './internal-tunnel.js';
 import { ShellbaseError } from '../errors.js';
 import { consoleRoutes } from './console.js';
-import { routeQueries, type Locality } from './locality.js';
+import { routeRequests } from './routing.js';
 import { clientErrorHandler, errorHandler } from './errors.js';
 import { contextRoutes } from './routes/contexts.js';
 import { execRoutes } from './routes/exec.js';
@@ -28,7 +27,6 @@ import { networkRoutes } from './routes/network.js';
 import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
 import { ptyUpgrades } from './pty.js';
-import { forwardMachineCalls } from './machine-forward.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { usageRoutes } from './routes/usage.js';
 import { Context, ErrorResponse, ExecResult, Version } from './schemas.js';
@@ -54,8 +52,8 @@ export interface FrontDoor {
 }
 
 export interface ApiOptions {
-  engine: Engine;
-  machines: Machines;
+  /** The operations every request is turned into, and where each runs (ops/). */
+  ops: Operations;
   /** Another API served on the same port, which claims its own requests (compat/e2b: E2B's). */
   e2b?: FrontDoor;
   log: Logger;
@@ -65,8 +63,6 @@ export interface ApiOptions {
   peers?: Peers;
   /** Serve HTTPS with this certificate and key. */
   tls?: TlsOptions;
-  /** Cluster mode with locality on: where contexts' queries run (api/locality.ts). */
-  locality?: Locality;
 }
 
 /**
@@ -89,11 +85,11 @@ function lazySerializers() {
 }
 
 /**
- * The HTTP API: parses requests into engine and machine operations; neither
- * sees Fastify. Each operation pins, admits and syncs what it needs itself;
+ * The HTTP API: turns requests into operations (ops/operations.ts), which never see Fastify,
+ * and their answers into responses. Each operation pins, admits and syncs what it needs itself;
  * the API only ends the caller's hold when the response is done.
  */
-export async function buildApi({ engine, machines, e2b, log, metrics, http: limits, peers, tls, locality }: ApiOptions): Promise<FastifyInstance> {
+export async function buildApi({ ops, e2b, log, metrics, http: limits, peers, tls }: ApiOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -125,6 +121,10 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
     },
   });
   for (const schema of [ErrorResponse, Context, Version, ExecResult]) app.addSchema(schema);
+  // Every request of the API is one operation (ops/operations.ts): a route that names none fails the start.
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/v1/') && route.url !== '/v1/openapi.json' && !route.config?.op) throw new Error(`route ${String(route.method)} ${route.url} names no operation (config.op)`);
+  });
   app.decorateRequest('caller', null as unknown as Caller);
   app.decorateRequest('forwarded', false);
   app.setErrorHandler(errorHandler);
@@ -136,39 +136,38 @@ export async function buildApi({ engine, machines, e2b, log, metrics, http: limi
     // A request marked as passed by another worker is served only with a valid proof.
     req.forwarded = forwardedHere(req.raw, peers);
     if (req.url.startsWith('/v1/') || req.url === '/v1') {
-      req.caller = await engine.begin(req.headers.authorization);
+      req.caller = await ops.begin(req.headers.authorization);
       // What the request looked up stays pinned until its response is done, streamed bodies included.
       reply.raw.once('close', () => req.caller.hold.release());
     }
   });
-  // Cluster mode: calls about a machine another worker runs go there (after the key is checked here).
-  if (machines.clustered && peers) forwardMachineCalls(app, machines, peers);
-  if (locality && peers) routeQueries(app, locality, peers);
+  // Cluster mode: requests another worker must serve go there (after the key is checked here).
+  if (peers) routeRequests(app, ops, peers);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
-    const accel = machines.accel();
+    const accel = ops.accel();
     return { ok: true, machines: accel ? { accel: accel.accel, reason: accel.reason } : { accel: null, reason: 'machine assets are not built' } };
   });
   // Prometheus scrapes without a key, as it does /healthz (the server listens on loopback by default).
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
     reply.type(metrics.contentType).send(await metrics.metrics()));
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  contextRoutes(app, engine);
-  execRoutes(app, engine);
-  fileRoutes(app, engine);
-  historyRoutes(app, engine);
-  tenantRoutes(app, engine);
-  usageRoutes(app, engine);
-  gcRoutes(app, engine);
-  serviceRoutes(app, engine, peers);
-  networkRoutes(app, engine);
-  imageRoutes(app, engine);
-  machineRoutes(app, machines);
+  contextRoutes(app, ops);
+  execRoutes(app, ops);
+  fileRoutes(app, ops);
+  historyRoutes(app, ops);
+  tenantRoutes(app, ops);
+  usageRoutes(app, ops);
+  gcRoutes(app, ops);
+  serviceRoutes(app, ops);
+  networkRoutes(app, ops);
+  imageRoutes(app, ops);
+  machineRoutes(app, ops);
   consoleRoutes(app);
   // Upgrades: the E2B API's guest ports claim theirs, machines' PTYs theirs; the rest are TCP tunnels to services (or refused there).
-  const tunnel = tunnelUpgrades((authorization) => engine.begin(authorization), serviceTunnels((caller, context, svc) => engine.services.target(caller, context, svc)), log, peers);
-  const internal = internalTunnels(peers, (token) => engine.services.byToken(token), log);
-  const pty = ptyUpgrades((authorization) => engine.begin(authorization), machines, log, peers);
+  const tunnel = tunnelUpgrades(ops, serviceTunnels((caller, context, service) => ops.run(caller, 'service.target', { context, service })), log, peers);
+  const internal = internalTunnels(peers, (token) => ops.serviceByToken(token), log);
+  const pty = ptyUpgrades(ops, log, peers);
   app.server.on('upgrade', (req, socket, head) => { if (!internal(req, socket, head) && !e2b?.upgrade(req, socket, head) && !pty(req, socket, head)) tunnel(req, socket, head); });
   return app;
 }

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Caller } from '../core/deps.js';
+import type { Operations } from '../ops/dispatch.js';
 import type { Peers } from '../core/peers.js';
 import { forwardedHere, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
@@ -30,7 +31,7 @@ export function tunnelPath(path: string): { context: string; service: string } |
  * bytes both ways, holding it awake until either side closes. Errors before
  * that are the API's JSON errors with their statuses.
  */
-export function tunnelUpgrades(begin: (authorization: string | undefined) => Promise<Caller>, find: TunnelTarget, log: Logger, peers?: Peers): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+export function tunnelUpgrades(ops: Pick<Operations, 'begin' | 'where'>, find: TunnelTarget, log: Logger, peers?: Peers): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
   return (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
     if ((req.headers.upgrade ?? '').toLowerCase() !== TUNNEL_PROTOCOL) {
@@ -39,13 +40,13 @@ export function tunnelUpgrades(begin: (authorization: string | undefined) => Pro
     }
     void (async () => {
       const passed = forwardedHere(req, peers);
-      const caller = await begin(req.headers.authorization);
+      const caller = await ops.begin(req.headers.authorization);
       try {
         const target = await find(caller, req.url ?? '/');
         // In a cluster, a service another worker runs is reached through that worker's API.
-        const there = passed || !peers ? null : await target.elsewhere?.();
+        const there = await ops.where({ port: target, door: 'api' }, caller, passed);
         if (there) {
-          forwardUpgrade(there.api, req, socket, head, peers!);
+          forwardUpgrade(there, req, socket, head, peers!);
           return;
         }
         await joinTunnel(target, socket, head);

@@ -27,7 +27,7 @@ export interface Reservation {
 /**
  * Machines across the workers of a cluster. A machine that holds memory runs on one worker, which
  * holds its lease (kind `machine`, key its id); calls that land elsewhere are passed there
- * (api/machine-forward.ts). Hibernating stores its memory and disk in the object store
+ * (api/routing.ts). Hibernating stores its memory and disk in the object store
  * (machines/storage/stowage.ts) and gives the lease up, so the next call on any worker restores it there.
  * A machine whose lease-holder died while it held memory is `lost`; the lease's epoch fences its
  * row: a worker whose lease was taken over (taken for gone after a pause or a partition) writes

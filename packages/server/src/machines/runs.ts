@@ -90,7 +90,7 @@ export class MachineRuns {
     await run.serial(() => run.abandon()).catch((err: unknown) => this.deps.log.error({ err, machine: id }, 'ending a machine taken over by another worker failed'));
   }
 
-  /** Cluster mode: the API of the live worker that runs machine `id`, when that is another worker (api/machine-forward.ts). */
+  /** Cluster mode: the API of the live worker that runs machine `id`, when that is another worker (api/routing.ts). */
   async ownerApi(id: string): Promise<string | null> {
     return this.place ? ((await this.place.elsewhere(id))?.api ?? null) : null;
   }
@@ -364,7 +364,7 @@ export class MachineRuns {
 
   /**
    * The last `lines` lines of its serial console as this worker has it (the machine is not woken).
-   * In a cluster a call reaches the worker that runs the machine (api/machine-forward.ts).
+   * In a cluster a call reaches the worker that runs the machine (api/routing.ts).
    */
   async consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> {
     await this.row(caller, id);

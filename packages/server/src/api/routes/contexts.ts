@@ -1,42 +1,43 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { Engine } from '../../engine/engine.js';
-import { Context, CreateContextBody, ForkBody, NameParams, PatchContextBody, Version, VersionsQuery, errorResponses } from '../schemas.js';
+import type { Operations } from '../../ops/dispatch.js';
+import { ContextSchema as Context, CreateContextBodySchema as CreateContextBody, ForkBodySchema as ForkBody, NameParamsSchema as NameParams, PatchContextBodySchema as PatchContextBody, VersionSchema as Version, VersionsQuerySchema as VersionsQuery } from '@shellbase/protocol/schemas';
+import { errorResponses } from '../schemas.js';
 import type { Static } from 'typebox';
 
 /** Contexts and their history: create, list, get, set defaults, delete, fork, versions. */
-export function contextRoutes(app: FastifyInstance, engine: Engine): void {
+export function contextRoutes(app: FastifyInstance, ops: Operations): void {
   app.post<{ Body: Static<typeof CreateContextBody> }>('/v1/contexts', {
-    schema: { tags: ['contexts'], body: CreateContextBody, response: { 201: Context, ...errorResponses } },
-  }, async (req, reply) => reply.status(201).send(await engine.createContext(req.caller, req.body)));
+    config: { op: 'context.create' }, schema: { tags: ['contexts'], body: CreateContextBody, response: { 201: Context, ...errorResponses } },
+  }, async (req, reply) => reply.status(201).send(await ops.run(req.caller, 'context.create', { body: req.body })));
 
   app.get('/v1/contexts', {
-    schema: { tags: ['contexts'], response: { 200: Type.Object({ contexts: Type.Array(Context) }), ...errorResponses } },
-  }, async (req) => ({ contexts: await engine.listContexts(req.caller) }));
+    config: { op: 'context.list' }, schema: { tags: ['contexts'], response: { 200: Type.Object({ contexts: Type.Array(Context) }), ...errorResponses } },
+  }, async (req) => ({ contexts: await ops.run(req.caller, 'context.list', {}) }));
 
   app.get<{ Params: Static<typeof NameParams> }>('/v1/contexts/:name', {
-    schema: { tags: ['contexts'], params: NameParams, response: { 200: Context, ...errorResponses } },
-  }, async (req) => engine.getContext(req.caller, req.params.name));
+    config: { op: 'context.get' }, schema: { tags: ['contexts'], params: NameParams, response: { 200: Context, ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'context.get', { context: req.params.name }));
 
   app.patch<{ Params: Static<typeof NameParams>; Body: Static<typeof PatchContextBody> }>('/v1/contexts/:name', {
-    schema: { tags: ['contexts'], params: NameParams, body: PatchContextBody, response: { 200: Context, ...errorResponses } },
-  }, async (req) => engine.setDefaults(req.caller, req.params.name, req.body.defaults));
+    config: { op: 'context.setDefaults' }, schema: { tags: ['contexts'], params: NameParams, body: PatchContextBody, response: { 200: Context, ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'context.setDefaults', { context: req.params.name, defaults: req.body.defaults }));
 
   app.delete<{ Params: Static<typeof NameParams> }>('/v1/contexts/:name', {
-    schema: { tags: ['contexts'], params: NameParams, response: { 204: Type.Null(), ...errorResponses } },
+    config: { op: 'context.delete' }, schema: { tags: ['contexts'], params: NameParams, response: { 204: Type.Null(), ...errorResponses } },
   }, async (req, reply) => {
-    await engine.deleteContext(req.caller, req.params.name);
+    await ops.run(req.caller, 'context.delete', { context: req.params.name });
     return reply.status(204).send();
   });
 
   app.post<{ Params: Static<typeof NameParams>; Body: Static<typeof ForkBody> }>('/v1/contexts/:name/fork', {
-    schema: { tags: ['history'], params: NameParams, body: ForkBody, response: { 201: Context, ...errorResponses } },
-  }, async (req, reply) => reply.status(201).send(await engine.fork(req.caller, req.params.name, req.body)));
+    config: { op: 'context.fork' }, schema: { tags: ['history'], params: NameParams, body: ForkBody, response: { 201: Context, ...errorResponses } },
+  }, async (req, reply) => reply.status(201).send(await ops.run(req.caller, 'context.fork', { context: req.params.name, to: req.body })));
 
   app.get<{ Params: Static<typeof NameParams>; Querystring: Static<typeof VersionsQuery> }>('/v1/contexts/:name/versions', {
-    schema: {
+    config: { op: 'context.versions' }, schema: {
       tags: ['history'], params: NameParams, querystring: VersionsQuery,
       response: { 200: Type.Object({ versions: Type.Array(Version) }), ...errorResponses },
     },
-  }, async (req) => ({ versions: await engine.versions(req.caller, req.params.name, req.query.limit ?? 100, req.query.before) }));
+  }, async (req) => ({ versions: await ops.run(req.caller, 'context.versions', { context: req.params.name, limit: req.query.limit ?? 100, ...(req.query.before !== undefined ? { before: req.query.before } : {}) }) }));
 }

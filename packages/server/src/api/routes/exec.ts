@@ -1,9 +1,10 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Static } from 'typebox';
-import type { Engine } from '../../engine/engine.js';
+import type { Operations } from '../../ops/dispatch.js';
 import { toShellbaseError } from '../errors.js';
 import { NDJSON, NdjsonStream } from '../ndjson.js';
-import { ExecBody, ExecResult, NameParams, errorResponses } from '../schemas.js';
+import { ExecRequestSchema as ExecBody, ExecResultSchema as ExecResult, NameParamsSchema as NameParams } from '@shellbase/protocol/schemas';
+import { errorResponses } from '../schemas.js';
 
 /**
  * POST /v1/contexts/:name/exec. With `Accept: application/x-ndjson` the
@@ -12,13 +13,13 @@ import { ExecBody, ExecResult, NameParams, errorResponses } from '../schemas.js'
  * before then are still plain JSON errors, and later ones `error` events.
  * A client that goes away kills its query.
  */
-export function execRoutes(app: FastifyInstance, engine: Engine): void {
+export function execRoutes(app: FastifyInstance, ops: Operations): void {
   app.post<{ Params: Static<typeof NameParams>; Body: Static<typeof ExecBody> }>('/v1/contexts/:name/exec', {
-    schema: {
+    config: { op: 'context.exec' }, schema: {
       tags: ['queries'], params: NameParams, body: ExecBody,
       response: { 200: ExecResult, ...errorResponses },
     },
-  }, async (req, reply) => respondExec(req.headers.accept, reply, (hooks) => engine.exec(req.caller, req.params.name, req.body, hooks)));
+  }, async (req, reply) => respondExec(req.headers.accept, reply, (hooks) => ops.run(req.caller, 'context.exec', { context: req.params.name, req: req.body, hooks })));
 }
 
 type Hooks = { signal: AbortSignal; onOutput?: (type: 'stdout' | 'stderr', data: string) => void };

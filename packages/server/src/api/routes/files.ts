@@ -1,23 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { Type, type Static } from 'typebox';
+import type { Static } from 'typebox';
 import type { Readable } from 'node:stream';
-import type { Engine } from '../../engine/engine.js';
+import type { Operations } from '../../ops/dispatch.js';
 import { ShellbaseError, invalid } from '../../errors.js';
-import { FILE_TYPES } from '@shellbase/protocol';
-import { errorResponses, oneOf } from '../schemas.js';
-
-const FileParams = Type.Object({ name: Type.String({ maxLength: 1024 }), '*': Type.String() });
-const ReadQuery = Type.Object({ version: Type.Optional(Type.String({ maxLength: 128 })) }, { additionalProperties: false });
-const WriteQuery = Type.Object({
-  mode: Type.Optional(Type.String({ pattern: '^0?[0-7]{3,4}$' })),
-  format: Type.Optional(Type.Literal('tar')),
-}, { additionalProperties: false });
-const DeleteQuery = Type.Object({ recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
-const VersionResult = Type.Object({ version: Type.String() });
-export const Stat = Type.Object({
-  type: oneOf(FILE_TYPES), size: Type.Integer(), mode: Type.Integer(), uid: Type.Integer(), gid: Type.Integer(), mtime: Type.String(),
-  target: Type.Optional(Type.String()),
-});
+import { DeleteFileQuerySchema as DeleteQuery, FileParamsSchema as FileParams, FileStatSchema as Stat, ReadFileQuerySchema as ReadQuery, VersionResultSchema as VersionResult, WriteFileQuerySchema as WriteQuery } from '@shellbase/protocol/schemas';
+import { errorResponses } from '../schemas.js';
 
 type P = Static<typeof FileParams>;
 const SMALL_FILE = 64 * 1024;
@@ -38,11 +25,11 @@ function parseRange(header: string, size: number): { start: number; end: number 
 }
 
 /** Files without a sandbox: GET/PUT/DELETE .../files/PATH and GET .../stat/PATH. */
-export function fileRoutes(app: FastifyInstance, engine: Engine): void {
+export function fileRoutes(app: FastifyInstance, ops: Operations): void {
   app.get<{ Params: P; Querystring: Static<typeof ReadQuery> }>('/v1/contexts/:name/files/*', {
-    schema: { tags: ['files'], params: FileParams, querystring: ReadQuery, response: { ...errorResponses } },
+    config: { op: 'file.read' }, schema: { tags: ['files'], params: FileParams, querystring: ReadQuery, response: { ...errorResponses } },
   }, async (req, reply) => {
-    const r = await engine.files.read(req.caller, req.params.name, pathOf(req.params), req.query.version);
+    const r = await ops.run(req.caller, 'file.read', { context: req.params.name, path: pathOf(req.params), version: req.query.version });
     void reply.header('x-shellbase-version', r.version);
     if (r.kind === 'dir') return reply.send({ entries: r.entries });
     void reply.header('accept-ranges', 'bytes').type('application/octet-stream');
@@ -57,24 +44,24 @@ export function fileRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.get<{ Params: P; Querystring: Static<typeof ReadQuery> }>('/v1/contexts/:name/stat/*', {
-    schema: { tags: ['files'], params: FileParams, querystring: ReadQuery, response: { 200: Stat, ...errorResponses } },
-  }, async (req) => engine.files.stat(req.caller, req.params.name, pathOf(req.params), req.query.version));
+    config: { op: 'file.stat' }, schema: { tags: ['files'], params: FileParams, querystring: ReadQuery, response: { 200: Stat, ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'file.stat', { context: req.params.name, path: pathOf(req.params), version: req.query.version }));
 
   app.delete<{ Params: P; Querystring: Static<typeof DeleteQuery> }>('/v1/contexts/:name/files/*', {
-    schema: { tags: ['files'], params: FileParams, querystring: DeleteQuery, response: { 200: VersionResult, ...errorResponses } },
-  }, async (req) => engine.files.remove(req.caller, req.params.name, pathOf(req.params), req.query.recursive ?? false));
+    config: { op: 'file.remove' }, schema: { tags: ['files'], params: FileParams, querystring: DeleteQuery, response: { 200: VersionResult, ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'file.remove', { context: req.params.name, path: pathOf(req.params), recursive: req.query.recursive ?? false }));
 
   // Uploads stream to disk: this scope takes any body as a raw stream.
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
     scope.put<{ Params: P; Querystring: Static<typeof WriteQuery> }>('/v1/contexts/:name/files/*', {
-      schema: { tags: ['files'], params: FileParams, querystring: WriteQuery, response: { 200: VersionResult, ...errorResponses } },
+      config: { op: 'file.write' }, schema: { tags: ['files'], params: FileParams, querystring: WriteQuery, response: { 200: VersionResult, ...errorResponses } },
     }, async (req) => {
       const length = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
-      if (req.query.format === 'tar') return engine.files.writeTar(req.caller, req.params.name, pathOf(req.params), req.body as Readable, { length });
+      if (req.query.format === 'tar') return ops.run(req.caller, 'file.writeTar', { context: req.params.name, path: pathOf(req.params), body: req.body as Readable, opts: { length } });
       const mode = req.query.mode ? parseInt(req.query.mode, 8) : 0o644;
-      return engine.files.write(req.caller, req.params.name, pathOf(req.params), req.body as Readable, { mode, length });
+      return ops.run(req.caller, 'file.write', { context: req.params.name, path: pathOf(req.params), body: req.body as Readable, opts: { mode, length } });
     });
   });
 }

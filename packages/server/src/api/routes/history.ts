@@ -1,38 +1,23 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { Engine } from '../../engine/engine.js';
-import { DIFF_KINDS, FILE_TYPES } from '@shellbase/protocol';
-import { Context, NameParams, VersionId, errorResponses, oneOf } from '../schemas.js';
-
-const ResetBody = Type.Object({ version: VersionId }, { additionalProperties: false });
-const MergeBody = Type.Object({ from: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
-const DiffQuery = Type.Object({
-  from: Type.Optional(VersionId), to: Type.Optional(VersionId), path: Type.Optional(Type.String({ maxLength: 4096 })),
-}, { additionalProperties: false });
-export const DiffResult = Type.Object({
-  changes: Type.Array(Type.Object({
-    path: Type.String(), kind: oneOf(DIFF_KINDS), type: oneOf(FILE_TYPES), size: Type.Optional(Type.Integer()),
-  })),
-  patch: Type.Optional(Type.String()),
-});
+import type { Operations } from '../../ops/dispatch.js';
+import { ContextSchema as Context, DiffQuerySchema as DiffQuery, DiffResultSchema as DiffResult, MergeBodySchema as MergeBody, NameParamsSchema as NameParams, ResetBodySchema as ResetBody } from '@shellbase/protocol/schemas';
+import { errorResponses } from '../schemas.js';
 
 /** Time travel, diff and merge. */
-export function historyRoutes(app: FastifyInstance, engine: Engine): void {
+export function historyRoutes(app: FastifyInstance, ops: Operations): void {
   app.post<{ Params: Static<typeof NameParams>; Body: Static<typeof ResetBody> }>('/v1/contexts/:name/reset', {
-    schema: { tags: ['history'], params: NameParams, body: ResetBody, response: { 200: Context, ...errorResponses } },
-  }, async (req) => {
-    await engine.history.reset(req.caller, req.params.name, req.body.version);
-    return engine.getContext(req.caller, req.params.name);
-  });
+    config: { op: 'context.reset' }, schema: { tags: ['history'], params: NameParams, body: ResetBody, response: { 200: Context, ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'context.reset', { context: req.params.name, version: req.body.version }));
 
   app.get<{ Params: Static<typeof NameParams>; Querystring: Static<typeof DiffQuery> }>('/v1/contexts/:name/diff', {
-    schema: { tags: ['history'], params: NameParams, querystring: DiffQuery, response: { 200: DiffResult, ...errorResponses } },
-  }, async (req) => engine.history.diff(req.caller, req.params.name, req.query));
+    config: { op: 'context.diff' }, schema: { tags: ['history'], params: NameParams, querystring: DiffQuery, response: { 200: DiffResult, ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'context.diff', { context: req.params.name, range: req.query }));
 
   app.post<{ Params: Static<typeof NameParams>; Body: Static<typeof MergeBody> }>('/v1/contexts/:name/merge', {
-    schema: {
+    config: { op: 'context.merge' }, schema: {
       tags: ['history'], params: NameParams, body: MergeBody,
       response: { 200: Type.Object({ version: Type.String() }), ...errorResponses },
     },
-  }, async (req) => engine.history.merge(req.caller, req.params.name, req.body.from));
+  }, async (req) => ops.run(req.caller, 'context.merge', { context: req.params.name, from: req.body.from }));
 }

@@ -1,8 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../../core/deps.js';
-import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError, invalid } from '../../errors.js';
-import type { Machines } from '../../machines/index.js';
+import type { Operations } from '../../ops/dispatch.js';
 import { BASE_TEMPLATE, timeoutSeconds, type Sandbox, type Sandboxes } from './sandboxes.js';
 import { sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
 import { e2bNetworkView, e2bPolicy } from './network.js';
@@ -66,7 +65,7 @@ export class ControlPlane {
     network: (c, req, res, p) => this.network(c, req, res, p),
   };
 
-  constructor(private readonly engine: Engine, private readonly sandboxes: Sandboxes, private readonly machines: Machines) {}
+  constructor(private readonly ops: Operations, private readonly sandboxes: Sandboxes) {}
 
   /** `passOn`: in a cluster, a call about a sandbox another worker runs goes there, once the caller's key was checked here. */
   async handle(req: IncomingMessage, res: ServerResponse, passOn?: PassOn): Promise<void> {
@@ -77,7 +76,7 @@ export class ControlPlane {
       if (!route) throw new ShellbaseError('not_found', `no route ${req.method} ${url.pathname}`);
       const key = req.headers['x-api-key'];
       const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-      caller = await this.engine.begin(typeof key === 'string' && key ? `Bearer ${key}` : bearer ? `Bearer ${bearer}` : undefined);
+      caller = await this.ops.begin(typeof key === 'string' && key ? `Bearer ${key}` : bearer ? `Bearer ${bearer}` : undefined);
       const params = (route[1].exec(url.pathname) ?? []).slice(1).filter((p): p is string => p !== undefined).map(decodeURIComponent);
       if (passOn && ABOUT_SANDBOX.test(url.pathname) && (await passOn(params[0], req, res))) return;
       await this.routes[route[2]](caller, req, res, params, url);
@@ -153,7 +152,7 @@ export class ControlPlane {
   private async info(caller: Caller, _req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
     const s = await this.sandboxes.get(caller, id);
     // What the sandbox gets: its own rules within its template context's (or tenant's) policy.
-    const { allowInternetAccess, ...lists } = e2bNetworkView(await this.engine.network.effectiveOf(s.row.tenantId, s.row.spec.context, s.row.spec.network));
+    const { allowInternetAccess, ...lists } = e2bNetworkView(await this.ops.run(caller, 'network.effective', { context: s.row.spec.context, policy: s.row.spec.network }));
     sendJson(res, 200, {
       ...this.listed(s), envdAccessToken: s.e2b.accessToken, domain: null, allowInternetAccess,
       lifecycle: { onTimeout: s.e2b.onTimeout, autoResume: s.e2b.autoResume }, network: { allowPublicTraffic: !s.e2b.trafficToken, ...lists },
@@ -204,19 +203,19 @@ export class ControlPlane {
     const b = await readJson(req);
     if (b.name !== undefined) throw invalid('snapshot names are not kept by shellbase', 'omit name; create sandboxes from the snapshotID');
     await this.sandboxes.get(caller, id);
-    const snap = await this.machines.snapshot(caller, id);
+    const snap = await this.ops.run(caller, 'machine.snapshot', { id });
     sendJson(res, 201, { snapshotID: snap.id, names: [snap.id] });
   }
 
   private async snapshots(caller: Caller, _req: IncomingMessage, res: ServerResponse, _p: string[], url: URL): Promise<void> {
     const sandbox = url.searchParams.get('sandboxID');
     const name = url.searchParams.get('name');
-    const all = (await this.machines.listSnapshots(caller)).filter((s) => (!sandbox || s.machine === sandbox) && (!name || s.id === name));
+    const all = (await this.ops.run(caller, 'snapshot.list', {})).filter((s) => (!sandbox || s.machine === sandbox) && (!name || s.id === name));
     sendJson(res, 200, all.map((s) => ({ snapshotID: s.id, names: [s.id] })));
   }
 
   private async deleteSnapshot(caller: Caller, _req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
-    await this.machines.deleteSnapshot(caller, id);
+    await this.ops.run(caller, 'snapshot.delete', { id });
     sendJson(res, 204);
   }
 
@@ -230,7 +229,7 @@ export class ControlPlane {
     const b = await readJson(req);
     unsupportedNetwork(b);
     await this.sandboxes.get(caller, id);
-    await this.machines.setNetwork(caller, id, e2bPolicy(b.allow_internet_access, b) ?? null);
+    await this.ops.run(caller, 'machine.setNetwork', { id, policy: e2bPolicy(b.allow_internet_access, b) ?? null });
     sendJson(res, 204);
   }
 }

@@ -1,7 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../../core/deps.js';
-import type { Agent, Machines } from '../../machines/index.js';
+import type { Agent } from '../../machines/index.js';
+import type { Operations } from '../../ops/dispatch.js';
 import { ConnectError, readMessage, readMessages, sendUnary, sendUnaryError, ServerStream } from './connect.js';
 import { DEFAULT_USER } from './guest.js';
 import type { Sandbox, Sandboxes } from './sandboxes.js';
@@ -54,7 +55,7 @@ export class NoSandbox extends Error {}
 export class Envd {
   constructor(
     private readonly sandboxes: Sandboxes,
-    private readonly machines: Machines,
+    private readonly ops: Operations,
     private readonly services: Record<string, Service>,
     private readonly http: Record<string, HttpRoute>,
   ) {}
@@ -79,11 +80,11 @@ export class Envd {
       if (sandbox.row.state === 'stopped') throw new NoSandbox(`sandbox ${sandboxId} was stopped`);
       const c = caller;
       const call: EnvdCall = {
-        caller: c, sandbox, user: userOf(req, url), maxTimeoutMs: this.machines.io.maxTimeoutMs(c),
+        caller: c, sandbox, user: userOf(req, url), maxTimeoutMs: this.ops.maxTimeoutMs(c),
         withAgent: async (fn) => {
           // Traffic resumes a sandbox paused with autoResume: it runs (and times out) again.
           if (this.sandboxes.isPaused(sandbox)) await this.sandboxes.connect(c, sandboxId, 300);
-          return this.machines.io.withAgent(c, sandboxId, fn);
+          return this.ops.run(c, 'machine.withAgent', { id: sandboxId, fn }) as Promise<Awaited<ReturnType<typeof fn>>>;
         },
       };
       if (!rpc) {

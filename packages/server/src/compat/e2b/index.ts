@@ -5,11 +5,11 @@ import { forwardedHere, forwardRequest, forwardUpgrade } from '../../api/forward
 import { PortProxy, checkKey } from '../../api/gateway.js';
 import { failUpgrade } from '../../api/http-relay.js';
 import type { Caller } from '../../core/deps.js';
+import type { PortTarget } from '../../util/pipe.js';
 import type { Cluster } from '../../core/cluster.js';
 import type { Peers } from '../../core/peers.js';
-import type { Engine } from '../../engine/engine.js';
 import { ShellbaseError } from '../../errors.js';
-import type { Machines } from '../../machines/index.js';
+import type { Operations } from '../../ops/dispatch.js';
 import { ControlPlane, isControlPath } from './control.js';
 import { Envd, type PassOn } from './envd.js';
 import { fileRoutes, signedBy } from './files.js';
@@ -20,6 +20,18 @@ import { Sandboxes } from './sandboxes.js';
 
 /** The envd port: with E2B's routing, the sandbox's own API rather than a guest port. */
 const ENVD_PORT = 49983;
+
+/**
+ * A guest port named by headers: `E2b-Sandbox-Id` with `E2b-Sandbox-Port` (what E2B's SDKs send
+ * with `E2B_SANDBOX_URL`, e.g. the code interpreter's 49999); null for envd's port or none.
+ */
+export function portHeaders(headers: IncomingMessage['headers']): { port: number; id: string } | null {
+  const id = headers['e2b-sandbox-id'];
+  const raw = headers['e2b-sandbox-port'];
+  if (typeof id !== 'string' || typeof raw !== 'string' || !/^\d{1,5}$/.test(raw.trim())) return null;
+  const port = Number(raw.trim());
+  return port >= 1 && port <= 65535 && port !== ENVD_PORT ? { port, id: id.toLowerCase() } : null;
+}
 
 /** `<port>-<sandbox id>.<domain>`: a sandbox's guest port, as `Sandbox.getHost(port)` names it. */
 export function portHost(host: string | undefined): { port: number; id: string } | null {
@@ -32,12 +44,12 @@ export function portHost(host: string | undefined): { port: number; id: string }
 /**
  * An E2B-compatible API on the API port, so that programs written against E2B's SDK run on
  * shellbase unchanged (docs/e2b.md). Requests are told apart as E2B's own proxy does: an
- * `E2b-Sandbox-Id` header is envd traffic, a Host of `<port>-<id>.<domain>` is traffic to a guest
- * port, and the control plane's paths (`/sandboxes`, `/v2/sandboxes`, `/snapshots`, `/templates`)
+ * `E2b-Sandbox-Id` header is envd traffic unless `E2b-Sandbox-Port` names another port, a Host of
+ * `<port>-<id>.<domain>` (or that header) is traffic to a guest port, and the control plane's paths (`/sandboxes`, `/v2/sandboxes`, `/snapshots`, `/templates`)
  * are the control plane; everything else is shellbase's own API.
  *
  * In a cluster, a request about a sandbox whose machine another live worker runs is passed to
- * that worker's API as it came (as api/machine-forward.ts does for shellbase's own machine calls),
+ * that worker's API as it came (as api/routing.ts does for shellbase's own machine calls),
  * with a proof under the cluster secret, after the credentials it carries (an API key, the
  * sandbox's access token or a traffic token) were found good here; the worker that serves it
  * checks them again. A signed `/files` URL that names its sandbox (a header or an envd Host) is
@@ -51,19 +63,11 @@ export class E2bCompat {
   private readonly peers: Peers | undefined;
 
   /** `o.cluster` and `o.peers`: cluster mode (locks, and proofs for requests passed to the worker that runs a sandbox). */
-  constructor(private readonly engine: Engine, private readonly machines: Machines, o: { cluster?: Pick<Cluster, 'exclusive'>; peers?: Peers }, private readonly log: Logger) {
-    this.sandboxes = new Sandboxes(machines, {
-      log, ...(o.cluster ? { cluster: o.cluster } : {}),
-      callerFor: (tenantId) => engine.callerFor(tenantId),
-      hasContext: (caller, name) => engine.getContext(caller, name).then(() => true, (e: unknown) => {
-        // A template id that is no context's name (`name:tag`) names no context either.
-        if (e instanceof ShellbaseError && (e.code === 'not_found' || e.code === 'invalid_argument')) return false;
-        throw e;
-      }),
-    });
+  constructor(private readonly ops: Operations, o: { cluster?: Pick<Cluster, 'exclusive'>; peers?: Peers }, private readonly log: Logger) {
+    this.sandboxes = new Sandboxes(ops, { log, ...(o.cluster ? { cluster: o.cluster } : {}) });
     this.peers = o.peers;
-    this.control = new ControlPlane(engine, this.sandboxes, machines);
-    this.envd = new Envd(this.sandboxes, machines, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
+    this.control = new ControlPlane(ops, this.sandboxes);
+    this.envd = new Envd(this.sandboxes, ops, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
     this.proxy = new PortProxy(log);
   }
 
@@ -84,16 +88,16 @@ export class E2bCompat {
     const work = async () => {
       const passOn = this.passOn(forwardedHere(req, this.peers));
       const id = req.headers['e2b-sandbox-id'];
-      const port = portHost(req.headers.host);
-      if (typeof id === 'string') await this.envd.handle(req, res, id, passOn);
+      const port = portHeaders(req.headers) ?? portHost(req.headers.host);
+      if (typeof id === 'string' && !port) await this.envd.handle(req, res, id, passOn);
       else if (port?.port === ENVD_PORT) await this.envd.handle(req, res, port.id, passOn);
-      else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res, passOn);
       else if (port) {
         await this.toPort(port.id, port.port, req, async (to) => { this.forward(to, req, res); }, async (caller, target) => {
           res.once('close', () => caller.hold.release());
           await this.proxy.request(target, req, res, req.url ?? '/');
         }, passOn !== undefined).catch((err: unknown) => this.proxy.fail(res, err));
-      } else await this.control.handle(req, res, passOn);
+      } else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res, passOn);
+      else await this.control.handle(req, res, passOn);
     };
     work().catch((err: unknown) => {
       // A proof that does not hold (unauthorized) is the caller's error; anything else is ours.
@@ -108,7 +112,7 @@ export class E2bCompat {
   private passOn(passed: boolean): PassOn | undefined {
     if (passed || !this.peers) return undefined;
     return async (id, req, res) => {
-      const to = /^m_[a-z0-9]{1,64}$/.test(id) ? await this.machines.ownerApi(id) : null;
+      const to = await this.ops.where({ machine: id }, null, false);
       if (!to) return false;
       this.forward(to, req, res);
       return true;
@@ -138,7 +142,7 @@ export class E2bCompat {
 
   /** A WebSocket (or other upgrade) to a guest port. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
-    const port = portHost(req.headers.host);
+    const port = portHeaders(req.headers) ?? portHost(req.headers.host);
     if (!port) return false;
     const work = async () => {
       const passed = forwardedHere(req, this.peers);
@@ -159,7 +163,7 @@ export class E2bCompat {
    * worker's API), once its traffic token was checked here.
    */
   private async toPort(id: string, port: number, req: IncomingMessage, pass: (to: string) => Promise<void>,
-    use: (caller: Caller, target: Awaited<ReturnType<Machines['portTarget']>>) => Promise<void>, mayPass: boolean): Promise<void> {
+    use: (caller: Caller, target: PortTarget) => Promise<void>, mayPass: boolean): Promise<void> {
     const gone = () => new ShellbaseError('unavailable', `sandbox ${id} has no such port open, or is not running`);
     const tenant = await this.sandboxes.tenantOf(id);
     if (!tenant) throw gone();
@@ -169,7 +173,7 @@ export class E2bCompat {
       if (s.e2b.trafficToken && req.headers['e2b-traffic-access-token'] !== s.e2b.trafficToken) {
         throw new ShellbaseError('forbidden', 'this sandbox\'s ports need its traffic access token', { hint: 'send e2b-traffic-access-token: sandbox.trafficAccessToken' });
       }
-      const to = mayPass ? await this.machines.ownerApi(id) : null;
+      const to = await this.ops.where({ machine: id }, caller, !mayPass);
       if (to) {
         await pass(to);
         caller.hold.release();
@@ -179,9 +183,9 @@ export class E2bCompat {
         if (!s.e2b.autoResume) throw gone();
         await this.sandboxes.connect(caller, id, 300);
       }
-      const target = await this.machines.portTarget(caller, id, port);
+      const target = await this.ops.run(caller, 'machine.portTarget', { id, port });
       // A port exposed with access "key" wants the tenant's API key here as on the gateway.
-      if (target.owner.requireKey) await checkKey(req, target, (authorization) => this.engine.tenants.authenticate(authorization));
+      if (target.owner.requireKey) await checkKey(req, target, (authorization) => this.ops.authenticate(authorization));
       await use(caller, target);
     } catch (e) {
       caller.hold.release();

@@ -5,7 +5,8 @@ import type { Caller } from '../../core/deps.js';
 import type { Cluster } from '../../core/cluster.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { IMAGE_NAMES } from '../../images/index.js';
-import type { MachineRow, Machines } from '../../machines/index.js';
+import type { MachineRow } from '../../machines/index.js';
+import type { Operations } from '../../ops/dispatch.js';
 import { E2B_EXTENSION, asExtension, e2bOf, type E2bSandboxSpec } from './record.js';
 import { KeyedLock } from '../../util/keyed-lock.js';
 
@@ -42,10 +43,6 @@ export interface SandboxesOptions {
   log: Logger;
   /** Cluster mode: locks shared by the workers (absent in the embedded default). */
   cluster?: Pick<Cluster, 'exclusive'>;
-  /** A caller acting for a tenant, with a fresh hold (not_found when the tenant is gone). */
-  callerFor(tenantId: string): Promise<Caller>;
-  /** Whether the caller has a context of that name (a template that names one). */
-  hasContext(caller: Caller, name: string): Promise<boolean>;
 }
 
 /**
@@ -75,16 +72,16 @@ export class Sandboxes {
   private reloading: Promise<void> | null = null;
   private reloadedAt = 0;
 
-  constructor(private readonly machines: Machines, private readonly deps: SandboxesOptions) {}
+  constructor(private readonly ops: Operations, private readonly deps: SandboxesOptions) {}
 
   async open(): Promise<void> {
     const clustered = this.deps.cluster !== undefined;
-    for (const row of await this.machines.rows()) {
+    for (const row of await this.ops.machineRecords.all()) {
       const e2b = e2bOf(row);
       if (e2b) this.know(row.id, row.tenantId, e2b, !clustered);
     }
     if (!clustered) return;
-    this.machines.onTaken((id) => { void this.adopt(id); });
+    this.ops.machineRecords.onTaken((id) => { void this.adopt(id); });
     this.sweeper = setInterval(() => { void this.sweep(); }, SWEEP_MS);
     this.sweeper.unref();
   }
@@ -100,7 +97,7 @@ export class Sandboxes {
   async tenantOf(id: string): Promise<string | undefined> {
     const known = this.owners.get(id);
     if (known !== undefined || !this.deps.cluster || !/^m_[a-z0-9]{1,64}$/.test(id)) return known;
-    const row = await this.machines.find(id);
+    const row = await this.ops.machineRecords.find(id);
     const e2b = row && e2bOf(row);
     if (!row || !e2b) return undefined;
     this.know(row.id, row.tenantId, e2b, false);
@@ -121,7 +118,7 @@ export class Sandboxes {
 
   private reload(): Promise<void> {
     if (!this.reloading && Date.now() - this.reloadedAt >= RELOAD_MS) {
-      this.reloading = this.machines.rows().then((rows) => this.learn(rows)).finally(() => { this.reloadedAt = Date.now(); this.reloading = null; });
+      this.reloading = this.ops.machineRecords.all().then((rows) => this.learn(rows)).finally(() => { this.reloadedAt = Date.now(); this.reloading = null; });
     }
     return this.reloading ?? Promise.resolve();
   }
@@ -150,7 +147,7 @@ export class Sandboxes {
   /** Cluster mode: a machine's lease was taken here; if it is a sandbox that runs, its timer is this worker's now. */
   private async adopt(id: string): Promise<void> {
     try {
-      const row = await this.machines.find(id);
+      const row = await this.ops.machineRecords.find(id);
       // Not yet in the store: a sandbox being made here, whose maker arms its timer.
       const e2b = row && e2bOf(row);
       if (!row || !e2b) return;
@@ -163,20 +160,20 @@ export class Sandboxes {
 
   /** A caller acting for the tenant that owns a sandbox (envd traffic, timers). Release its hold when done. */
   callerFor(tenantId: string): Promise<Caller> {
-    return this.deps.callerFor(tenantId);
+    return this.ops.callerFor(tenantId);
   }
 
   async get(caller: Caller, id: string): Promise<Sandbox> {
     const notFound = () => new ShellbaseError('not_found', `sandbox ${JSON.stringify(id)} not found`, { details: { sandbox: id } });
     if (typeof id !== 'string' || !/^m_[a-z0-9]{1,64}$/.test(id)) throw notFound();
-    const row = await this.machines.rowOf(caller, id).catch((e: unknown) => { throw e instanceof ShellbaseError && e.code === 'not_found' ? notFound() : e; });
+    const row = await this.ops.run(caller, 'machine.record', { id }).catch((e: unknown) => { throw e instanceof ShellbaseError && e.code === 'not_found' ? notFound() : e; });
     const e2b = e2bOf(row);
     if (!e2b) throw notFound();
     return { row, e2b };
   }
 
   async list(caller: Caller): Promise<Sandbox[]> {
-    return (await this.machines.rows(caller.tenantId)).flatMap((row) => { const e2b = e2bOf(row); return e2b ? [{ row, e2b }] : []; });
+    return (await this.ops.run(caller, 'machine.records', {})).flatMap((row) => { const e2b = e2bOf(row); return e2b ? [{ row, e2b }] : []; });
   }
 
   /** `base` is the debian image; an image's name, that image; a snapshot id, that snapshot; anything else, a context of the caller. */
@@ -186,18 +183,26 @@ export class Sandboxes {
     let id: string;
     if (isSnapshot(t)) {
       if (req.network) throw invalid('a snapshot keeps the network rules it was taken with', 'leave the network options unset for a snapshot template');
-      [{ id }] = await this.machines.restore(caller, t, 1);
-      await this.machines.setExtension(caller, id, E2B_EXTENSION, e2b);
+      [{ id }] = await this.ops.run(caller, 'snapshot.restore', { id: t, count: 1 });
+      await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
     } else {
       const image = t === BASE_TEMPLATE ? 'debian' : (IMAGE_NAMES as string[]).includes(t) ? t : null;
-      if (image === null && !(await this.deps.hasContext(caller, t))) {
+      if (image === null && !(await this.hasContext(caller, t))) {
         throw new ShellbaseError('not_found', `template ${JSON.stringify(t)} not found`, { hint: 'name base, an image, one of your contexts, or a snapshot id' });
       }
       const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
-      ({ id } = await this.machines.create(caller, source, asExtension(e2b)));
+      ({ id } = await this.ops.run(caller, 'machine.create', { req: source, extensions: asExtension(e2b) }));
     }
     this.know(id, caller.tenantId, e2b, true);
     return this.get(caller, id);
+  }
+
+  /** Whether the caller has a context of that name (a template that names one; `name:tag` names none). */
+  private hasContext(caller: Caller, name: string): Promise<boolean> {
+    return this.ops.run(caller, 'context.get', { context: name }).then(() => true, (e: unknown) => {
+      if (e instanceof ShellbaseError && (e.code === 'not_found' || e.code === 'invalid_argument')) return false;
+      throw e;
+    });
   }
 
   private record(req: Omit<NewSandbox, 'template'> & { template?: string }, templateId = req.template ?? BASE_TEMPLATE): E2bSandboxSpec {
@@ -214,7 +219,7 @@ export class Sandboxes {
     return this.lock.run(id, async () => {
       const s = await this.get(caller, id);
       const e2b = await change(s);
-      await this.machines.setExtension(caller, id, E2B_EXTENSION, e2b);
+      await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
       this.schedule(id, caller.tenantId, e2b);
       return { row: s.row, e2b };
     });
@@ -233,7 +238,7 @@ export class Sandboxes {
         throw new ShellbaseError('failed_precondition', `sandbox ${id} was stopped (a server crash lost its memory)`, { hint: 'kill it and create another' });
       }
       resumed = s.e2b.paused || s.row.state === 'paused';
-      if (resumed) await this.machines.resume(caller, id);
+      if (resumed) await this.ops.run(caller, 'machine.resume', { id });
       const endAt = Math.max(Date.parse(s.e2b.endAt), Date.now() + seconds * 1000);
       return { ...s.e2b, paused: false, endAt: new Date(endAt).toISOString() };
     });
@@ -253,9 +258,9 @@ export class Sandboxes {
         this.pausing.add(id);
         const e2b = { ...s.e2b, paused: true };
         // A machine that lost its memory (a stopped one, or in a cluster a lost one) has none to keep.
-        const { state } = await this.machines.get(caller, id);
-        if (state !== 'stopped' && state !== 'lost') await this.machines.hibernate(caller, id, asExtension(e2b));
-        else await this.machines.setExtension(caller, id, E2B_EXTENSION, e2b);
+        const { state } = await this.ops.run(caller, 'machine.get', { id });
+        if (state !== 'stopped' && state !== 'lost') await this.ops.run(caller, 'machine.hibernate', { id, extensions: asExtension(e2b) });
+        else await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
         this.schedule(id, caller.tenantId, e2b);
         return true;
       });
@@ -273,7 +278,7 @@ export class Sandboxes {
   async kill(caller: Caller, id: string): Promise<void> {
     await this.lock.run(id, async () => {
       await this.get(caller, id);
-      await this.machines.remove(caller, id);
+      await this.ops.run(caller, 'machine.remove', { id });
       this.forget(id);
     });
   }
@@ -281,11 +286,11 @@ export class Sandboxes {
   /** `count` copies with its memory, processes and disk; each a sandbox of its own (new tokens, its timeout from now). */
   async fork(caller: Caller, id: string, count: number, seconds: number): Promise<Sandbox[]> {
     const s = await this.get(caller, id);
-    const copies = await this.machines.fork(caller, id, count);
+    const copies = await this.ops.run(caller, 'machine.fork', { id, count });
     const out: Sandbox[] = [];
     for (const m of copies) {
       const e2b = this.record({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
-      await this.machines.setExtension(caller, m.id, E2B_EXTENSION, e2b);
+      await this.ops.run(caller, 'machine.setExtension', { id: m.id, name: E2B_EXTENSION, value: e2b });
       this.know(m.id, caller.tenantId, e2b, true);
       out.push(await this.get(caller, m.id));
     }
@@ -320,7 +325,7 @@ export class Sandboxes {
     let caller: Caller | null = null;
     try {
       const cluster = this.deps.cluster;
-      if (cluster && (await this.machines.ownerApi(id))) return;
+      if (cluster && (await this.ops.where({ machine: id }, null, false))) return;
       caller = await this.callerFor(tenantId);
       const s = await this.get(caller, id);
       if (s.e2b.paused) return;
@@ -352,7 +357,7 @@ export class Sandboxes {
   private async sweep(): Promise<void> {
     try {
       await this.deps.cluster!.exclusive('e2b-timeouts', async () => {
-        const rows = await this.machines.rows();
+        const rows = await this.ops.machineRecords.all();
         this.learn(rows);
         for (const row of rows) {
           const e2b = e2bOf(row);
