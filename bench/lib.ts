@@ -58,9 +58,10 @@ const execFileAsync = promisify(execFile);
 
 /**
  * Sequential requests from a client in its own process (as real callers are;
- * the server shares this process, so the client must not run on its event loop).
+ * the server shares this process, so the client must not run on its event loop): `b.n` of them,
+ * timed, with the key `b.t.key` (the bench's server's, or one of bench/ab.ts's servers').
  */
-export async function httpClient(b: Bench, url: string, body?: unknown): Promise<number[]> {
+export async function httpClient(b: { t: { key: string }; n: number }, url: string, body?: unknown): Promise<number[]> {
   const args = ['bench/http-client.mjs', url, b.t.key, String(b.n), ...(body === undefined ? [] : [JSON.stringify(body)])];
   return JSON.parse((await execFileAsync(process.execPath, args, { encoding: 'utf8' })).stdout) as number[];
 }
