@@ -9,7 +9,7 @@ import type { ArchiveUnpacking, SandboxRuntime, SandboxSpec } from '../../packag
 import type { Snapshotter } from '../../packages/server/src/store/snapshotter/types.ts';
 
 export interface RuntimeFixture {
-  /** Every runtime has sandboxes and tar unpacking (HostPrograms are the bwrap runtime's, tested by services and machines). */
+  /** Every runtime has sandboxes and tar unpacking (HostPrograms, the bwrap runtime's, have their own suite: host-programs.ts). */
   runtime: SandboxRuntime & ArchiveUnpacking;
   /** The snapshotter whose mounts the runtime performs. */
   snapshotter: Snapshotter;
