@@ -1,0 +1,184 @@
+"""Contexts: named, long-lived kernels, and the registry that holds them.
+
+A context is {id, language, cwd} and one kernel. Its lock is held by whoever uses the kernel
+(an execution, a start, a restart), so executions in one context run one after another. A kernel
+that died (a cell called exit, an interrupt that did not take) is started afresh by the next
+execution. The registry keeps contexts in creation order and knows each language's default
+context: python and javascript exist from start-up, the others are made on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from typing import Optional
+
+from .errors import ApiError, ErrorCode, KernelError
+from .kernels import Kernel, KernelOptions
+from .languages import Runtimes
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LANGUAGES = ("python", "javascript")
+
+
+class Context:
+    def __init__(self, id: str, language: str, cwd: str, runtimes: Runtimes, env: dict[str, str]) -> None:
+        self.id = id
+        self.language = language
+        self.cwd = cwd
+        self.lock = threading.Lock()
+        self.closed = False
+        self._runtimes = runtimes
+        self._env = env
+        self.kernel: Optional[Kernel] = None
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.id, "language": self.language, "cwd": self.cwd}
+
+    def ensure_started(self) -> Kernel:
+        """The running kernel, started (or started again) if need be. Call with the lock held."""
+        if self.closed:
+            raise KernelError(f"context {self.id} was deleted")
+        if self.kernel is not None and self.kernel.alive():
+            return self.kernel
+        if self.kernel is not None:
+            self.kernel.shutdown()
+            self.kernel = None
+        os.makedirs(self.cwd, exist_ok=True)
+        kernel = self._runtimes.kernel(self.language, KernelOptions(cwd=self.cwd, env=dict(self._env)))
+        self.kernel = kernel  # visible to kill() while it starts
+        try:
+            kernel.start()
+            if self.closed:
+                raise KernelError(f"context {self.id} was deleted")
+        except BaseException:
+            kernel.shutdown()
+            self.kernel = None
+            raise
+        return kernel
+
+    def restart(self) -> None:
+        """A fresh kernel with the same id: a running cell is killed, its stream ends with an error."""
+        if self.kernel is not None:
+            self.kernel.kill()
+        with self.lock:
+            if self.kernel is not None:
+                self.kernel.shutdown()
+                self.kernel = None
+            self.ensure_started()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.kernel is not None:
+            self.kernel.kill()
+        with self.lock:
+            if self.kernel is not None:
+                self.kernel.shutdown()
+                self.kernel = None
+
+
+class Registry:
+    def __init__(self, runtimes: Runtimes, env: dict[str, str], default_cwd: str) -> None:
+        self.runtimes = runtimes
+        self.env = env
+        self.default_cwd = default_cwd
+        self._lock = threading.Lock()
+        self._contexts: dict[str, Context] = {}
+        self._defaults: dict[str, str] = {}
+
+    def start_defaults(self) -> None:
+        """Make the python and javascript contexts and start their kernels in the background."""
+        for language in DEFAULT_LANGUAGES:
+            if self.runtimes.missing(language) is None:
+                ctx = self._default(language)
+                threading.Thread(target=self._warm, args=(ctx,), name=f"start-{language}", daemon=True).start()
+
+    @staticmethod
+    def _warm(ctx: Context) -> None:
+        with ctx.lock:
+            try:
+                ctx.ensure_started()
+            except KernelError as e:
+                log.warning("the default %s context did not start: %s", ctx.language, e)
+
+    def _add(self, language: str, cwd: str) -> Context:
+        ctx = Context(str(uuid.uuid4()), language, cwd, self.runtimes, self.env)
+        self._contexts[ctx.id] = ctx
+        return ctx
+
+    def _default(self, language: str) -> Context:
+        with self._lock:
+            ctx = self._contexts.get(self._defaults.get(language, ""))
+            if ctx is None:
+                ctx = self._add(language, self.default_cwd)
+                self._defaults[language] = ctx.id
+            return ctx
+
+    def create(self, language: Optional[str], cwd: Optional[str]) -> Context:
+        """A new context whose kernel is running when this returns."""
+        name = self.runtimes.check(language if language is not None else "python")
+        cwd = cwd if cwd is not None else self.default_cwd
+        try:
+            os.makedirs(cwd, exist_ok=True)
+        except OSError as e:
+            raise ApiError(ErrorCode.BAD_REQUEST, f"cannot use cwd {cwd}: {e.strerror}",
+                           "pass an absolute path to a directory that exists or can be created") from e
+        ctx = Context(str(uuid.uuid4()), name, cwd, self.runtimes, self.env)
+        with ctx.lock:
+            try:
+                ctx.ensure_started()
+            except KernelError as e:
+                raise ApiError(ErrorCode.KERNEL_START_FAILED, f"the {name} kernel did not start: {e}") from e
+        with self._lock:
+            self._contexts[ctx.id] = ctx
+        return ctx
+
+    def list(self) -> list[Context]:
+        with self._lock:
+            return list(self._contexts.values())
+
+    def get(self, id: str) -> Context:
+        with self._lock:
+            ctx = self._contexts.get(id)
+        if ctx is None:
+            raise ApiError(ErrorCode.CONTEXT_NOT_FOUND, f"Context {id} not found")
+        return ctx
+
+    def target(self, context_id: Optional[str], language: Optional[str]) -> Context:
+        """Where an execution runs: the named context, else the language's default (python's if none)."""
+        if context_id is not None:
+            return self.get(context_id)
+        return self._default(self.runtimes.check(language if language is not None else "python"))
+
+    def delete(self, id: str) -> None:
+        with self._lock:
+            ctx = self._contexts.pop(id, None)
+            for language, default in list(self._defaults.items()):
+                if default == id:
+                    del self._defaults[language]
+        if ctx is None:
+            raise ApiError(ErrorCode.CONTEXT_NOT_FOUND, f"Context {id} not found")
+        ctx.close()
+
+    def restart(self, id: str) -> None:
+        ctx = self.get(id)
+        try:
+            ctx.restart()
+        except KernelError as e:
+            raise ApiError(ErrorCode.KERNEL_START_FAILED, f"the {ctx.language} kernel did not start: {e}") from e
+
+    def shutdown(self) -> None:
+        """Stop every kernel (the server is exiting; running executions are not waited for)."""
+        contexts = self.list()
+        for ctx in contexts:
+            ctx.closed = True
+            if ctx.kernel is not None:
+                ctx.kernel.kill()
+        threads = [threading.Thread(target=ctx.kernel.shutdown, daemon=True) for ctx in contexts if ctx.kernel]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=5)
