@@ -11,7 +11,7 @@ import { E2bCompat } from './compat/e2b/index.js';
 import { Operations } from './ops/dispatch.js';
 import { ClusterRouter, HereRouter } from './ops/routing.js';
 import { Pins } from './core/pins.js';
-import { imageRootfs } from './images/index.js';
+import { imageRootfs, writeRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
 import { Dialer } from './util/dialer.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
@@ -31,6 +31,8 @@ export interface RunningServer {
   adminKeyFile: string;
   engine: Engine;
   machines: Machines;
+  /** Writes a version's whole tree into `out`, a new directory (a Dockerfile image's build into the image cache: images/rootfs.ts). */
+  writeRootfs(version: string, out: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -167,6 +169,11 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   let closing: Promise<void> | null = null;
   return {
     url, gatewayUrl, adminKeyFile, engine, machines,
+    async writeRootfs(version, out) {
+      const v = await metadata.versions.get(version);
+      if (!v) throw new Error(`version ${version} does not exist`);
+      await writeRootfs(layers, runtime, v.layers, out);
+    },
     close: () => (closing ??= (async () => {
       gateway.closeAllConnections();
       await new Promise((r) => gateway.close(r));

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Shellbase } from '@shellbase/sdk';
 import { flag, numberFlag, UsageError, type Command } from '../args.js';
+import { engineBuilder } from './image-build.js';
 
 /** The server package, which an install of the CLI alone (from its tarball) does not have. */
 export async function server(): Promise<typeof import('@shellbase/server')> {
@@ -91,13 +92,15 @@ export const serverCommands: Command[] = [
   },
   {
     name: 'image build',
-    spec: { usage: 'shellbase image build [NAME]          (builds a built-in image into the cache; default debian)', positionals: [0, 1] },
+    spec: { usage: 'shellbase image build [NAME]          (builds a built-in image into the cache: debian (the default), code-interpreter)', positionals: [0, 1] },
     async run(args) {
-      const { buildImage, imageBuilt, imageInfo, loadConfig } = await server();
+      const srv = await server();
+      const { buildImage, imageBuilt, imageInfo, loadConfig, IMAGE_NAMES } = srv;
       const cache = loadConfig().cache;
       const name = args.positionals[0] ?? 'debian';
+      if (!(IMAGE_NAMES as string[]).includes(name)) throw new UsageError(`unknown image ${JSON.stringify(name)}: the built-in images are ${IMAGE_NAMES.join(', ')}`);
       if (imageBuilt(cache, name)) console.error(`image ${name} is built: ${imageInfo(cache, name).rootfs}`);
-      else await buildImage(cache, name, (l) => console.error(l));
+      else await buildImage(cache, name, (l) => console.error(l), { dockerfile: engineBuilder(srv) });
       return 0;
     },
   },

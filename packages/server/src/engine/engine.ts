@@ -186,7 +186,7 @@ export class Engine {
     const info = imageInfo(config.cache, image);
     if (!imageBuilt(config.cache, image)) {
       throw new ShellbaseError('failed_precondition', `image ${image} is not built on this host`, {
-        hint: 'run `npm run setup` (or `shellbase image build debian`) first',
+        hint: `run \`npm run setup\` (or \`shellbase image build ${image}\`) first`,
       });
     }
     const id = imageVersionId(image, info.tag);

@@ -100,6 +100,12 @@ export interface HelperSpec {
   extraLowers?: readonly string[];
   /** The tool's argv, given the merged tree's path. */
   argv(merged: string): string[];
+  /**
+   * Run as the host's root instead of the sandboxes' root in their user namespace: it reads ids as
+   * the store keeps them (shifted) and may copy device nodes (an image's root file system written
+   * into the cache: images/rootfs.ts).
+   */
+  hostRoot?: boolean;
 }
 
 /** A Unix socket on the host bridged to an address inside a sandbox's (or a VM's) network namespace. */

@@ -29,6 +29,8 @@ export interface NewSandbox {
 export const MAX_TIMEOUT_S = 7 * 86_400;
 /** The E2B default template: shellbase's debian image. */
 export const BASE_TEMPLATE = 'base';
+/** E2B's template ids that name a built-in image of another name: `base`, and the code interpreter's (its SDK's default). */
+const TEMPLATE_IMAGES: Record<string, string> = { [BASE_TEMPLATE]: 'debian', 'code-interpreter-v1': 'code-interpreter' };
 
 const token = () => randomBytes(24).toString('hex');
 const isSnapshot = (t: string) => /^s_[a-z0-9]{1,64}$/.test(t);
@@ -176,7 +178,10 @@ export class Sandboxes {
     return (await this.ops.run(caller, 'machine.records', {})).flatMap((row) => { const e2b = e2bOf(row); return e2b ? [{ row, e2b }] : []; });
   }
 
-  /** `base` is the debian image; an image's name, that image; a snapshot id, that snapshot; anything else, a context of the caller. */
+  /**
+   * `base` is the debian image, `code-interpreter-v1` the code-interpreter image; an image's name,
+   * that image; a snapshot id, that snapshot; anything else, a context of the caller.
+   */
   async create(caller: Caller, req: NewSandbox): Promise<Sandbox> {
     const t = req.template;
     const e2b = this.record(req);
@@ -186,7 +191,7 @@ export class Sandboxes {
       [{ id }] = await this.ops.run(caller, 'snapshot.restore', { id: t, count: 1 });
       await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
     } else {
-      const image = t === BASE_TEMPLATE ? 'debian' : (IMAGE_NAMES as string[]).includes(t) ? t : null;
+      const image = Object.hasOwn(TEMPLATE_IMAGES, t) ? TEMPLATE_IMAGES[t] : (IMAGE_NAMES as string[]).includes(t) ? t : null;
       if (image === null && !(await this.hasContext(caller, t))) {
         throw new ShellbaseError('not_found', `template ${JSON.stringify(t)} not found`, { hint: 'name base, an image, one of your contexts, or a snapshot id' });
       }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Snapshotter } from '../../store/snapshotter/types.js';
 import type { MachineHost } from '../host.js';
 import { consoleTail } from '../vm/console-log.js';
+import { waitUntilReady } from './readiness.js';
 import type { Vm } from '../vm/types.js';
 import { removeTree } from '../../util/remove.js';
 import type { TrustLayers, TrustOverlay } from '../../trust/index.js';
@@ -13,6 +14,8 @@ import type { TrustLayers, TrustOverlay } from '../../trust/index.js';
 const TEMPLATE_FORMAT = 4;
 /** A TCG boot of Debian with systemd takes ~40 s here; KVM a few. */
 const BOOT_TIMEOUT_MS = 300_000;
+/** How long an image's readiness check (readiness.ts) may take to pass after the boot: kernels start slowly under TCG. */
+const READY_TIMEOUT_MS = 600_000;
 
 /** A template's directory and the host's authorities its disk has (Templates.resolve). */
 export interface ResolvedTemplate {
@@ -45,9 +48,10 @@ export interface TemplateSource {
 /**
  * Templates, built the first time a source (image or version) and size is
  * used through the VM backend: make the disk, boot it (the backend waits until
- * the guest's system is up), record the disk's base for commits, then save RAM,
- * device state and disk. Built in a `.building` directory and renamed into
- * place, so a crash never leaves one that looks complete.
+ * the guest's system is up), run the image's readiness check until it passes
+ * (readiness.ts; when the disk has one), record the disk's base for commits,
+ * then save RAM, device state and disk. Built in a `.building` directory and
+ * renamed into place, so a crash never leaves one that looks complete.
  */
 export class Templates {
   private readonly building = new Map<string, Promise<Template>>();
@@ -171,6 +175,10 @@ export class Templates {
       await backend.overlay(path.basename(files.base), files.disk, tmp);
       // A template's boot has no network.
       vm = await backend.boot({ memoryMb: src.memoryMb, ramPadKb, cpus: src.cpus, ram, disk: [files.disk, files.base], runDir: tmp, ports: [], egress: null }, BOOT_TIMEOUT_MS);
+      // What the image starts at boot gets ready before the memory is saved (and before the base
+      // record, so that what it writes meanwhile is not a machine's change).
+      const checks = await waitUntilReady(vm, { timeoutMs: READY_TIMEOUT_MS });
+      if (checks > 0) this.log.info({ template: path.basename(dir), checks, ms: Date.now() - started }, 'the image\'s readiness check passed');
       await vm.guest.recordBase();
       await vm.pause();
       await vm.save({ ram: files.ram, state: files.state });

@@ -212,12 +212,13 @@ export async function* gunzipConfined(dialer: Dialer, body: AsyncIterable<Buffer
 /**
  * Runs a helper tool over a layer stack: `sbx run` mounts it (in a private mount namespace that
  * ends with the tool) and the tool runs as the sandboxes' root in their user namespace, so it
- * reads ids as a sandbox sees them. `argv` gets the merged tree's host path.
+ * reads ids as a sandbox sees them (or, with `hostRoot`, as the host's root). `argv` gets the
+ * merged tree's host path.
  */
 export async function runHelper(spec: HelperSpec): Promise<void> {
   const m: MountSpec = spec.mount;
   const lower = [...spec.extraLowers ?? [], m.lower].join(':');
-  await runOk(SBX, ['run', '--userns', USERNS_SPEC, '--chdir', m.chdir, '--lower', lower, '--upper', m.upper,
+  await runOk(SBX, ['run', ...(spec.hostRoot ? [] : ['--userns', USERNS_SPEC]), '--chdir', m.chdir, '--lower', lower, '--upper', m.upper,
     '--work', m.work, '--merged', m.merged, '--', ...spec.argv(`${m.chdir}/${m.merged}`)]);
 }
 
