@@ -39,3 +39,6 @@ export const MACHINE_CONSOLE_MAX_BYTES = 1 << 20;
  */
 export const PTY_PROTOCOL = 'shellbase-pty';
 export const PTY_KEY_PREFIX = 'shellbase-key.';
+
+/** The longest cell of code `POST /v1/machines/{id}/code` takes, in characters. */
+export const CODE_MAX_CHARS = 10 << 20;

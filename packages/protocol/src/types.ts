@@ -6,7 +6,7 @@
  */
 import type { Static } from 'typebox';
 import type {
-  ApiKeySchema, BuildEventSchema, BuildResultSchema, BuildStepSchema, CommitModeSchema, ConnectionKindSchema, ContextConfigSchema,
+  ApiKeySchema, BuildEventSchema, CodeErrorSchema, CodeEventSchema, CodeExecutionSchema, CodeResultSchema, RunCodeRequestSchema, BuildResultSchema, BuildStepSchema, CommitModeSchema, ConnectionKindSchema, ContextConfigSchema,
   ContextDefaultsSchema, ContextNetworkSchema, ContextSchema, CreateMachineRequestSchema, CreateServiceRequestSchema, DiffChangeSchema,
   DiffResultSchema, DirEntrySchema, ErrorBodySchema, ExecEventSchema, ExecExitSchema, ExecLimitsSchema, ExecRequestSchema, ExecResultSchema, ExecUsageSchema,
   FileStatSchema, FileTypeSchema, GcResultSchema, ImageConfigSchema, ImageEventSchema, ImageSchema, LimitHitSchema, MachineConsoleSchema,
@@ -17,7 +17,7 @@ import type {
 } from './schemas/index.js';
 
 export {
-  DIFF_KINDS, FILE_TYPES, MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_KEY_PREFIX, PTY_PROTOCOL, SERVICE_ACCESS,
+  CODE_MAX_CHARS, DIFF_KINDS, FILE_TYPES, MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_KEY_PREFIX, PTY_PROTOCOL, SERVICE_ACCESS,
   SERVICE_STATES, TIMEOUT_CEILING_MS, VERSION_CAUSE_KINDS,
 } from './constants.js';
 
@@ -72,6 +72,11 @@ export type ResizeMachineDiskRequest = Static<typeof ResizeMachineDiskRequestSch
 export type MachineExecRequest = Static<typeof MachineExecRequestSchema>;
 export type MachineExecResult = Static<typeof MachineExecResultSchema>;
 export type MachineExecEvent = Static<typeof MachineExecEventSchema>;
+export type RunCodeRequest = Static<typeof RunCodeRequestSchema>;
+export type CodeResult = Static<typeof CodeResultSchema>;
+export type CodeError = Static<typeof CodeErrorSchema>;
+export type CodeExecution = Static<typeof CodeExecutionSchema>;
+export type CodeEvent = Static<typeof CodeEventSchema>;
 export type MachineConsole = Static<typeof MachineConsoleSchema>;
 export type PtyMessage = Static<typeof PtyMessageSchema>;
 export type MachineSnapshot = Static<typeof MachineSnapshotSchema>;

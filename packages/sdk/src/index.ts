@@ -2,7 +2,7 @@
 // with Node's own classes and helpers in place of the core's Shellbase, ContextHandle and MachineHandle.
 export { Shellbase, type ShellbaseOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
-export { MachineHandle, type MachineExecOptions } from './machine.js';
+export { MachineHandle, type MachineExecOptions, type RunCodeOptions } from './machine.js';
 export { contextOf, type BuildOptions } from './images.js';
 export type { ImageProgress, TarBody } from './core/images.js';
 export { tar, tarDirectory, type TarInput } from './tar.js';

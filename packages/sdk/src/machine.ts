@@ -2,7 +2,7 @@ import { MachineHandle as CoreMachineHandle } from './core/machine.js';
 import { apiKeyOf } from './transport.js';
 import { openPty, type MachinePty } from './pty.js';
 
-export type { MachineExecOptions } from './core/machine.js';
+export type { MachineExecOptions, RunCodeOptions } from './core/machine.js';
 
 /** A machine (microVM) as Node's SDK sees it: the core's handle, with files read as Buffers and an interactive terminal. */
 export class MachineHandle extends CoreMachineHandle {

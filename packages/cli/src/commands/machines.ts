@@ -22,6 +22,37 @@ async function printExec(args: ParsedArgs, usage: string): Promise<number> {
   return 1;
 }
 
+/**
+ * A cell in the machine's code interpreter: output as it comes, each result's text (or what kind
+ * of result it is), the code's error on stderr (exit 1).
+ */
+async function printCode(args: ParsedArgs, usage: string): Promise<number> {
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  const m = sb().machines.get(args.positionals[0]);
+  const language = flag(args, 'language');
+  const context = flag(args, 'context');
+  const timeoutMs = durationFlag(args, 'timeout', usage);
+  let failed = false;
+  const events = m.runCodeStream(args.rest.join(' '), {
+    ...(language !== undefined ? { language } : {}), ...(context !== undefined ? { context } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}), signal: abort.signal,
+  });
+  for await (const ev of events) {
+    if (ev.type === 'stdout') process.stdout.write(ev.data);
+    else if (ev.type === 'stderr') process.stderr.write(ev.data);
+    else if (ev.type === 'result') {
+      const r = ev.result;
+      const kinds = Object.keys(r).filter((k) => k !== 'isMainResult' && k !== 'text');
+      if (r.text !== undefined) console.log(r.text);
+      else if (kinds.length) console.log(`[${kinds.join(', ')}]`);
+    } else if (ev.type === 'exception') {
+      failed = true;
+      console.error(ev.error.traceback || `${ev.error.name}: ${ev.error.value}`);
+    }
+  }
+  return failed ? 1 : 0;
+}
+
 /** How often `machine shell` types Ctrl-D again once its piped input has ended. */
 const EOF_EVERY_MS = 500;
 
@@ -102,6 +133,14 @@ export const machineCommands: Command[] = [
     name: 'machine exec',
     spec: { usage: 'shellbase machine exec ID [--timeout DURATION] -- CMD...', flags: { timeout: 'string' }, ...ID, rest: 'required' },
     run(args) { return printExec(args, this.spec.usage); },
+  },
+  {
+    name: 'machine code',
+    spec: {
+      usage: 'shellbase machine code ID [--language LANG | --context ID] [--timeout DURATION] -- CODE',
+      flags: { language: 'string', context: 'string', timeout: 'string' }, ...ID, rest: 'required',
+    },
+    run(args) { return printCode(args, this.spec.usage); },
   },
   {
     name: 'machine fork',

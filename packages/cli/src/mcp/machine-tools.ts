@@ -17,13 +17,14 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
       + 'It reaches the internet only through the server\'s egress proxy, under the context\'s network policy (curl, pip, npm, git and apt use it). Returns its id.',
     inputSchema: {
       context: z.string().min(1).max(128).optional().describe(pinned ? `Default: ${pinned}` : 'Its disk starts as this context\'s files (default: a bare Debian)'),
+      image: z.string().min(1).max(64).optional().describe('A built-in image instead of a context: "code-interpreter" (kernels for run_code) or "debian"'),
       memoryMb: z.number().int().min(128).max(65536).optional(),
       diskGb: z.number().int().min(8).max(65536).optional().describe('Its disk\'s size in GiB (default 8)'),
     },
     outputSchema: { machine: z.string(), context: z.string().optional() },
   }, async (a) => guarded(async () => {
-    const context = a.context ?? pinned;
-    const m = await sb.machines.create({ ...(context ? { context } : {}), ...(a.memoryMb ? { memoryMb: a.memoryMb } : {}), ...(a.diskGb ? { diskGb: a.diskGb } : {}) });
+    const context = a.image ? undefined : a.context ?? pinned;
+    const m = await sb.machines.create({ ...(a.image ? { image: a.image } : {}), ...(context ? { context } : {}), ...(a.memoryMb ? { memoryMb: a.memoryMb } : {}), ...(a.diskGb ? { diskGb: a.diskGb } : {}) });
     return {
       text: `machine ${m.id} is running${context ? ` (disk from ${context})` : ''}; use machine_exec, machine_fork, delete_machine`,
       structured: { machine: m.id, ...(context ? { context } : {}) },
@@ -44,6 +45,41 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
     return {
       text: `exit code ${r.exitCode}${r.timedOut ? ` (${limitMessage(r.limit)})` : ''}\n${out.text}`,
       structured: { exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, ...limitFields(r), truncated: r.truncated, ...(out.file ? { outputFile: out.file } : {}) },
+    };
+  }));
+
+  server.registerTool('run_code', {
+    title: 'Run code in a machine\'s interpreter',
+    description: 'Runs a cell in a long-lived kernel of a machine made from the code-interpreter image (create_machine with image "code-interpreter"): '
+      + 'variables, imports and loaded data stay between calls, as in a notebook. Languages: python (default; pandas, numpy, matplotlib, scipy), javascript, typescript, r, bash. '
+      + 'Returns the output, the value of the last expression, charts as images, and the error the code raised, if any.',
+    inputSchema: {
+      machine: machineId, code: z.string().min(1),
+      language: z.string().min(1).max(32).optional().describe('python (default), javascript, typescript, r or bash'),
+      timeoutMs: z.number().int().min(1).max(TIMEOUT_CEILING_MS).optional(),
+    },
+    outputSchema: {
+      stdout: z.string(), stderr: z.string(), results: z.array(z.object({ text: z.string().optional(), formats: z.array(z.string()) })),
+      error: z.object({ name: z.string(), value: z.string(), traceback: z.string() }).optional(),
+    },
+  }, async (a) => guarded(async () => {
+    const x = await sb.machines.get(a.machine).runCode(a.code, { ...(a.language ? { language: a.language } : {}), ...(a.timeoutMs ? { timeoutMs: a.timeoutMs } : {}) });
+    const stdout = x.stdout.join('');
+    const stderr = x.stderr.join('');
+    const results = x.results.map((r) => ({ ...(r.text !== undefined ? { text: cut(r.text) } : {}), formats: Object.keys(r).filter((k) => k !== 'isMainResult') }));
+    const images = x.results.flatMap((r) => [
+      ...(r.png ? [{ data: r.png, mimeType: 'image/png' }] : []),
+      ...(!r.png && r.svg ? [{ data: Buffer.from(r.svg).toString('base64'), mimeType: 'image/svg+xml' }] : []),
+    ]);
+    const parts = [
+      stdout && `--- stdout ---\n${cut(stdout)}`, stderr && `--- stderr ---\n${cut(stderr)}`,
+      ...x.results.map((r) => (r.text !== undefined ? `${r.isMainResult ? 'value' : 'display'}: ${cut(r.text)}` : `${r.isMainResult ? 'value' : 'display'}: [${Object.keys(r).filter((k) => k !== 'isMainResult').join(', ')}]`)),
+      x.error && `error: ${cut(x.error.traceback || `${x.error.name}: ${x.error.value}`)}`,
+    ].filter(Boolean);
+    return {
+      text: parts.length ? parts.join('\n') : '(no output)',
+      structured: { stdout: cut(stdout), stderr: cut(stderr), results, ...(x.error ? { error: x.error } : {}) },
+      images,
     };
   }));
 

@@ -26,6 +26,8 @@ export function limitFields(r: { timedOut: boolean; limit?: LimitHit }): { limit
 export interface ToolAnswer<S extends Record<string, unknown> = Record<string, unknown>> {
   text: string;
   structured: S;
+  /** Pictures for the model's host to show (base64 and their MIME type), after the text. */
+  images?: { data: string; mimeType: string }[];
 }
 
 /**
@@ -42,13 +44,13 @@ export async function fitted(body: string, save: (file: string, text: string) =>
 /** At most TEXT_LIMIT characters of a stream's output for a structured result. */
 export const cut = (s: string) => (s.length > TEXT_LIMIT ? s.slice(0, TEXT_LIMIT) : s);
 
-type Result = { content: { type: 'text'; text: string }[]; structuredContent?: Record<string, unknown>; isError?: boolean };
+type Result = { content: ({ type: 'text'; text: string } | { type: 'image'; data: string; mimeType: string })[]; structuredContent?: Record<string, unknown>; isError?: boolean };
 
 /** Errors become tool errors a model can act on (code, message, hint), never protocol failures. */
 export async function guarded(fn: () => Promise<ToolAnswer>): Promise<Result> {
   try {
     const a = await fn();
-    return { content: [{ type: 'text', text: a.text }], structuredContent: a.structured };
+    return { content: [{ type: 'text', text: a.text }, ...(a.images ?? []).map((i) => ({ type: 'image' as const, ...i }))], structuredContent: a.structured };
   } catch (e) {
     if (e instanceof ShellbaseError) {
       const details = e.details ? `\ndetails: ${JSON.stringify(e.details).slice(0, 2000)}` : '';

@@ -3,6 +3,7 @@
  * OpenAPI document with them, and ../types.ts derives the wire types from them. This entry point
  * (`@shellbase/protocol/schemas`) loads TypeBox; the package's main one does not.
  */
+export * from './code.js';
 export * from './common.js';
 export * from './contexts.js';
 export * from './exec.js';

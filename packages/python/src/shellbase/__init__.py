@@ -44,6 +44,9 @@ from .types import (
     BuildStep,
     BuildStepDone,
     BuildStepStart,
+    CodeError,
+    CodeExecution,
+    CodeResult,
     Image,
     ImageProgress,
     CommitMode,
@@ -96,7 +99,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AllowEgress", "AlreadyExistsError", "ApiKey", "AsyncShellbase", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep",
-    "BuildStepDone", "BuildStepStart", "BuildStream", "Dockerignore", "Image", "ImageProgress", "Images", "tar_context", "CommitMode", "Conflict", "ConflictError",
+    "BuildStepDone", "BuildStepStart", "BuildStream", "CodeError", "CodeExecution", "CodeResult", "Dockerignore", "Image", "ImageProgress", "Images", "tar_context", "CommitMode", "Conflict", "ConflictError",
     "ConnectionKind", "Context", "ContextFiles", "ContextHandle", "ContextNetwork", "ContextNetworking", "ContextServices",
     "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry", "ErrorCode", "EventStream",
     "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort", "FailedPreconditionError",

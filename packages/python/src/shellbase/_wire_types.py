@@ -110,6 +110,40 @@ class BuildStep:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CodeError:
+    name: str
+    value: str
+    traceback: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeExecution:
+    results: list[CodeResult]
+    stdout: list[str]
+    stderr: list[str]
+    error: CodeError | None = None
+    execution_count: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeResult:
+    is_main_result: bool
+    text: str | None = None
+    html: str | None = None
+    markdown: str | None = None
+    svg: str | None = None
+    png: str | None = None
+    jpeg: str | None = None
+    pdf: str | None = None
+    latex: str | None = None
+    json: object | None = None
+    javascript: str | None = None
+    data: object | None = None
+    chart: object | None = None
+    extra: dict[str, object] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Conflict:
     """The query's changes overlapped changes committed meanwhile; `version` holds its work, unattached."""
 

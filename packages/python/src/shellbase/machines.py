@@ -9,7 +9,7 @@ from ._wire import JsonObject, from_wire, to_wire
 from .context import Command, Data, command_body, exec_timeout, quote
 from .pty import MachinePty, open_pty
 from .streams import EventStream, MachineExecStream, parse_machine_event
-from .types import ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, ServiceAccess
+from .types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, ServiceAccess
 
 
 def _absolute(path: str) -> str:
@@ -101,6 +101,24 @@ class MachineHandle:
         response = self._t.request("POST", self._path("/exec"), json_body=body, accept="application/x-ndjson",
                                    timeout=exec_timeout(self._t, timeout, timeout_ms))
         return EventStream(response, parse_machine_event, MachineExitEvent)
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        language: str | None = None,
+        context: str | None = None,
+        envs: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        timeout: float | None = None,
+    ) -> CodeExecution:
+        """Runs a cell in the machine's code interpreter (a machine of the code-interpreter image).
+
+        Each language (or context) is one long-lived kernel: variables stay between calls, and in
+        forks. The code's own error is the result's `error`, not a raised one.
+        """
+        body = to_wire({"code": code, "language": language, "context": context, "envs": envs, "timeout_ms": timeout_ms})
+        return from_wire(CodeExecution, self._t.json("POST", self._path("/code"), json_body=body, timeout=exec_timeout(self._t, timeout, timeout_ms)))
 
     def pause(self) -> Machine:
         """Stops its CPUs (its memory stays); `resume` goes on."""

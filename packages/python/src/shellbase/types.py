@@ -15,6 +15,9 @@ from ._wire_types import (
     ApiKey,
     BuildResult,
     BuildStep,
+    CodeError,
+    CodeExecution,
+    CodeResult,
     CommitMode,
     Conflict,
     ConnectionKind,
@@ -61,7 +64,8 @@ from ._wire_types import (
 )
 
 __all__ = [
-    "AllowEgress", "ApiKey", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep", "BuildStepDone", "BuildStepStart", "CommitMode",
+    "AllowEgress", "ApiKey", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep", "BuildStepDone", "BuildStepStart",
+    "CodeError", "CodeExecution", "CodeResult", "CommitMode",
     "Conflict", "ConnectionKind", "Context", "ContextConfig", "ContextDefaults", "ContextNetwork", "CreatedKey", "CreatedTenant", "DiffChange",
     "DiffResult", "DirEntry", "ExecEvent", "ExecExit", "ExecResult", "ExecUsage", "ExitEvent", "ExposedPort", "FileStat", "FileType", "GcResult",
     "Image", "ImageConfig", "ImageProgress", "LimitHit", "Limits", "Machine", "MachineConsole", "MachineExecEvent", "MachineExecResult",

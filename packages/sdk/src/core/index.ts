@@ -3,7 +3,7 @@
 // Node. The web console (packages/console) is built on it; `@shellbase/sdk` extends it for Node.
 export { Shellbase, type ClientOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
-export { MachineHandle, type MachineExecOptions } from './machine.js';
+export { MachineHandle, type MachineExecOptions, type RunCodeOptions } from './machine.js';
 export type { BuildOptions, ImageProgress, TarBody } from './images.js';
 export { tar, tarBlob, type TarBlobInput, type TarInput } from './tar.js';
 export * from './errors.js';

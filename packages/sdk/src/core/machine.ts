@@ -1,8 +1,17 @@
-import type { CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
+import type { CodeEvent, CodeExecution, CodeResult, CodeError, RunCodeRequest, CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import type { Transport } from './transport.js';
 import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 
 export type MachineExecOptions = Omit<MachineExecRequest, 'command' | 'argv'> & { signal?: AbortSignal };
+
+/** Options of `runCode`: the request's, and callbacks for what the cell produces as it runs. */
+export type RunCodeOptions = Omit<RunCodeRequest, 'code'> & {
+  signal?: AbortSignal;
+  onStdout?: (text: string) => void;
+  onStderr?: (text: string) => void;
+  onResult?: (result: CodeResult) => void;
+  onError?: (error: CodeError) => void;
+};
 
 /**
  * A machine (microVM) by id, as the SDK sees it anywhere (a browser too). Node's MachineHandle
@@ -38,6 +47,32 @@ export class MachineHandle {
   async *execStream(command: string | string[], options: MachineExecOptions = {}): AsyncGenerator<MachineExecEvent> {
     const res = await this.sb.request('POST', this.path('/exec'), { body: this.body(command, options), accept: 'application/x-ndjson', signal: options.signal });
     yield* ndjson<MachineExecEvent>(res);
+  }
+
+  /**
+   * Runs a cell in the machine's code interpreter (a machine of the `code-interpreter` image): a
+   * long-lived kernel per language or context, so variables stay between calls (and in forks).
+   * The code's own error is the execution's `error`, not a thrown one; callbacks see output,
+   * results and the error as they come.
+   */
+  async runCode(code: string, options: RunCodeOptions = {}): Promise<CodeExecution> {
+    const { signal, onStdout, onStderr, onResult, onError, ...rest } = options;
+    const out: CodeExecution = { results: [], stdout: [], stderr: [] };
+    for await (const e of this.runCodeStream(code, { ...rest, ...(signal ? { signal } : {}) })) {
+      if (e.type === 'count') out.executionCount = e.executionCount;
+      else if (e.type === 'stdout') { out.stdout.push(e.data); onStdout?.(e.data); }
+      else if (e.type === 'stderr') { out.stderr.push(e.data); onStderr?.(e.data); }
+      else if (e.type === 'result') { out.results.push(e.result); onResult?.(e.result); }
+      else if (e.type === 'exception') { out.error = e.error; onError?.(e.error); }
+    }
+    return out;
+  }
+
+  /** Runs a cell and yields its events as they come, ending with `end`. */
+  async *runCodeStream(code: string, options: Omit<RunCodeRequest, 'code'> & { signal?: AbortSignal } = {}): AsyncGenerator<CodeEvent> {
+    const { signal, ...rest } = options;
+    const res = await this.sb.request('POST', this.path('/code'), { body: { code, ...rest }, accept: 'application/x-ndjson', signal });
+    yield* ndjson<CodeEvent>(res);
   }
 
   /** Files of the live machine. */

@@ -1,6 +1,6 @@
 import type { Caller } from '../core/deps.js';
 import type { Engine } from '../engine/engine.js';
-import type { Agent, Machines } from '../machines/index.js';
+import { CODE_PORT, runCode, type Agent, type Machines } from '../machines/index.js';
 import type { Place } from './routing.js';
 
 /** What operations act on: the engine (contexts, queries, services, images, tenants) and the machines. */
@@ -118,6 +118,8 @@ export const OPERATIONS = {
   /** Runs `fn` with the machine's guest agent (a running machine; a stopped one is started). */
   'machine.withAgent': op((p, c, a: Id & { fn: (agent: Agent) => Promise<unknown> }) => p.machines.io.withAgent(c, a.id, a.fn), onMachine),
   'machine.pty': op((p, c, a: Id & { size: Arg<M['io']['pty'], 2>; onOutput: Arg<M['io']['pty'], 3> }) => p.machines.io.pty(c, a.id, a.size, a.onOutput), onMachine),
+  /** A cell in the machine's code interpreter (guest port CODE_PORT), its events as they come. */
+  'machine.code': op(async (p, c, a: Id & { req: Arg<typeof runCode, 1>; hooks: Arg<typeof runCode, 2> }) => runCode(await p.machines.portTarget(c, a.id, CODE_PORT), a.req, a.hooks), onMachine),
   'machine.portTarget': op((p, c, a: Id & { port: number }) => p.machines.portTarget(c, a.id, a.port), onMachine),
   'snapshot.list': op((p, c, _a: Record<string, never>) => p.machines.listSnapshots(c)),
   'snapshot.delete': op((p, c, a: Id) => p.machines.deleteSnapshot(c, a.id)),

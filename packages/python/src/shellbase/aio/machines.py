@@ -8,7 +8,7 @@ from ..context import Command, Data
 from ..machines import MachineFiles, MachineHandle, Machines
 from ..pty import MachinePty, PtyExit
 from ..streams import MachineExecStream
-from ..types import ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
+from ..types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
 from ._run import AsyncEventStream, run_sync
 
 AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
@@ -116,6 +116,19 @@ class AsyncMachineHandle:
             return self._s.exec_stream(command, stdin=stdin, env=env, cwd=cwd, timeout_ms=timeout_ms, limits=limits, timeout=timeout)
 
         return AsyncEventStream(opener)
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        language: str | None = None,
+        context: str | None = None,
+        envs: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        timeout: float | None = None,
+    ) -> CodeExecution:
+        """Runs a cell in the machine's code interpreter (see MachineHandle.run_code)."""
+        return await run_sync(self._s.run_code, code, language=language, context=context, envs=envs, timeout_ms=timeout_ms, timeout=timeout)
 
     async def pause(self) -> Machine:
         return await run_sync(self._s.pause)

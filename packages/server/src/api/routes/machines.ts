@@ -3,9 +3,10 @@ import { Type, type Static } from 'typebox';
 import type { Operations } from '../../ops/dispatch.js';
 import { PTY_PROTOCOL, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
-import { CountBodySchema as CountBody, CreateMachineRequestSchema as CreateBody, IdParamsSchema as Id, MachineConsoleQuerySchema as ConsoleQuery, MachineConsoleSchema as ConsoleTail, MachineExecRequestSchema as ExecBody, MachineExecResultSchema as ExecResult, MachineFileParamsSchema as FileParams, MachineListSchema as Machines, MachinePtyQuerySchema as PtyQuery, MachineSchema as Machine, MachineSnapshotSchema as Snapshot, ResizeMachineDiskRequestSchema as DiskBody, oneOf } from '@shellbase/protocol/schemas';
+import { CountBodySchema as CountBody, CreateMachineRequestSchema as CreateBody, IdParamsSchema as Id, MachineConsoleQuerySchema as ConsoleQuery, MachineConsoleSchema as ConsoleTail, MachineExecRequestSchema as ExecBody, MachineExecResultSchema as ExecResult, MachineFileParamsSchema as FileParams, MachineListSchema as Machines, MachinePtyQuerySchema as PtyQuery, MachineSchema as Machine, MachineSnapshotSchema as Snapshot, RunCodeRequestSchema as CodeBody, CodeExecutionSchema as CodeExecution, ResizeMachineDiskRequestSchema as DiskBody, oneOf } from '@shellbase/protocol/schemas';
 import { errorResponses } from '../schemas.js';
 import { respondExec } from './exec.js';
+import { NDJSON, respondEvents } from '../ndjson.js';
 
 const strict = { additionalProperties: false } as const;
 
@@ -59,6 +60,17 @@ export function machineRoutes(app: FastifyInstance, ops: Operations): void {
   app.post<{ Params: Static<typeof Id>; Body: Static<typeof ExecBody> }>('/v1/machines/:id/exec', {
     config: { op: 'machine.exec' }, schema: { tags, params: Id, body: ExecBody, response: { 200: ExecResult, ...errorResponses } },
   }, async (req, reply) => respondExec(req.headers.accept, reply, (hooks) => ops.run(req.caller, 'machine.exec', { id: req.params.id, req: req.body, hooks })));
+
+  // A cell in the machine's code interpreter: the execution as JSON, or its events as NDJSON lines ending with `end`.
+  app.post<{ Params: Static<typeof Id>; Body: Static<typeof CodeBody> }>('/v1/machines/:id/code', {
+    config: { op: 'machine.code' }, schema: { tags, params: Id, body: CodeBody, response: { 200: CodeExecution, ...errorResponses } },
+  }, async (req, reply) => {
+    const streaming = (req.headers.accept ?? '').includes(NDJSON);
+    return respondEvents(req.headers.accept, reply, 'end', async (report, signal) => {
+      const done = await ops.run(req.caller, 'machine.code', { id: req.params.id, req: req.body, hooks: { signal, onEvent: (e) => report(e) } });
+      return streaming ? {} : done;
+    });
+  });
 
   app.get<{ Params: Static<typeof FileParams> }>('/v1/machines/:id/files/*', {
     config: { op: 'machine.readFile' }, schema: { tags, params: FileParams, response: { ...errorResponses } },
