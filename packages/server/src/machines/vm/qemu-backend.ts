@@ -122,13 +122,22 @@ export class QemuBackend implements VmBackend {
       await this.bridges(qemu, spec);
       agent = Agent.connect(runFiles(spec.runDir).agent, spec.guestEnv);
       await waitForSystemd(agent, qemu, started, timeoutMs);
-      return new QemuMachine(qemu, agent, this, liveCopySound(this.accel.accel, this.identity.build, spec.ramPadKb ?? 0));
+      return this.machine(qemu, agent, spec);
     } catch (e) {
-      agent?.close();
-      await qemu?.kill();
-      rmSync(spec.ram, { force: true });
-      throw e;
+      return this.failed(e, qemu, agent, spec);
     }
+  }
+
+  private machine(qemu: QemuVm, agent: Agent, spec: VmSpec): Vm {
+    return new QemuMachine(qemu, agent, this, liveCopySound(this.accel.accel, this.identity.build, spec.ramPadKb ?? 0));
+  }
+
+  /** A boot or restore that failed leaves no QEMU, agent connection or memory file behind. */
+  private async failed(e: unknown, qemu: QemuVm | null, agent: Agent | null, spec: VmSpec): Promise<never> {
+    agent?.close();
+    await qemu?.kill();
+    rmSync(spec.ram, { force: true });
+    throw e;
   }
 
   async restore(spec: VmSpec, from: VmImage, goOn: () => void = () => undefined): Promise<Vm> {
@@ -151,12 +160,9 @@ export class QemuBackend implements VmBackend {
       goOn();
       agent = Agent.connect(runFiles(spec.runDir).agent, spec.guestEnv);
       await agent.settle();
-      return new QemuMachine(qemu, agent, this, liveCopySound(this.accel.accel, this.identity.build, spec.ramPadKb ?? 0));
+      return this.machine(qemu, agent, spec);
     } catch (e) {
-      agent?.close();
-      await qemu?.kill();
-      rmSync(spec.ram, { force: true });
-      throw e;
+      return this.failed(e, qemu, agent, spec);
     }
   }
 
