@@ -97,13 +97,13 @@ export const machineCommands: Command[] = [
   {
     name: 'machine create',
     spec: {
-      usage: 'shellbase machine create [--context CTX] [--version V] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…]',
-      flags: { context: 'string', version: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string' },
+      usage: 'shellbase machine create [--context CTX [--version V] | --image debian|code-interpreter] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…]',
+      flags: { context: 'string', version: 'string', image: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string' },
     },
     async run(args) {
       const u = this.spec.usage;
       const m = await sb().machines.create({
-        context: flag(args, 'context'), version: flag(args, 'version'), memoryMb: numberFlag(args, 'memory', u),
+        context: flag(args, 'context'), version: flag(args, 'version'), image: flag(args, 'image'), memoryMb: numberFlag(args, 'memory', u),
         cpus: numberFlag(args, 'cpus', u), diskGb: numberFlag(args, 'disk-gb', u), idleTimeoutMs: durationFlag(args, 'idle', u),
         network: networkFlag(args, u),
       });
