@@ -44,7 +44,7 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
       '        ip.display_formatter.formatters[mime] = _formatter(mime, method)(parent=ip.display_formatter)',
       '',
     ].join('\n'));
-    child = spawn(PYTHON, ['-m', 'ci_server', '--host', '127.0.0.1', '--port', '0', '--cwd', home], {
+    child = spawn(PYTHON, ['-m', 'ci_server', '--host', '127.0.0.1', '--port', '0', '--cwd', home, '--env-file', path.join(home, 'sandbox-envs.json')], {
       env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: home, LANG: 'C.UTF-8', PYTHONPATH: `${SERVER_DIR}:${path.join(home, 'display')}`, CI_TEST_MARK: MARK, SANDBOX_WIDE: 'from-sandbox' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -210,6 +210,34 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
       const during = await execute({ context_id: ctx.id, code, env_vars: { SANDBOX_WIDE: 'overridden', ONLY_NOW: 'yes' } });
       assert.equal(norm(stdout(during)), 'overridden yes', `${language} during`);
       assert.equal(norm(stdout(await execute({ context_id: ctx.id, code }))), 'from-sandbox None', `${language} after`);
+    }
+  });
+
+  test('the env file: variables written after start-up reach running kernels and new ones, under a run\'s own', async () => {
+    const cases: [string, string][] = [
+      ['python', 'import os\nprint(os.environ.get("LATE"), os.environ.get("SANDBOX_WIDE"))'],
+      ['javascript', 'console.log(process.env.LATE ?? null, process.env.SANDBOX_WIDE)'],
+      ['bash', 'echo "${LATE:-None} $SANDBOX_WIDE"'],
+    ];
+    const norm = (s: string) => s.trim().replace('null', 'None');
+    const running = [];
+    for (const [language, code] of cases) running.push({ language, code, ctx: await newContext({ language }) });
+    for (const { language, code, ctx } of running) assert.equal(norm(stdout(await execute({ context_id: ctx.id, code }))), 'None from-sandbox', `${language} before the file`);
+    const file = path.join(home, 'sandbox-envs.json');
+    // Not shell names are skipped; the file's values win over the server's own.
+    writeFileSync(file, JSON.stringify({ version: 1, envs: { LATE: 'from-file', SANDBOX_WIDE: 'file-wins', 'NOT A NAME': 'x' } }));
+    try {
+      for (const { language, code, ctx } of running) {
+        assert.equal(norm(stdout(await execute({ context_id: ctx.id, code }))), 'from-file file-wins', `${language} after the file`);
+        assert.equal(norm(stdout(await execute({ context_id: ctx.id, code, env_vars: { LATE: 'run' } }))), 'run file-wins', `${language} with a run's own`);
+        assert.equal(norm(stdout(await execute({ context_id: ctx.id, code }))), 'from-file file-wins', `${language} reverted to the file's`);
+      }
+      const fresh = await newContext({ language: 'python' });
+      assert.equal(norm(stdout(await execute({ context_id: fresh.id, code: cases[0][1] }))), 'from-file file-wins', 'a kernel started after the file');
+      writeFileSync(file, '{"version": 2}');
+      assert.equal(norm(stdout(await execute({ context_id: fresh.id, code: cases[0][1], env_vars: { LATE: 'x' } }))), 'x from-sandbox', 'a file of another version counts as none');
+    } finally {
+      rmSync(file, { force: true });
     }
   });
 

@@ -108,6 +108,10 @@ export class PortProxy {
       res.writeHead(upRes.statusCode ?? 502, out);
       res.flushHeaders();
       upRes.pipe(res);
+      // A body cut off upstream (the target died mid-stream, e.g. its machine was killed) must
+      // not end cleanly here, nor hang: pipe() does neither, so break the client's response.
+      upRes.once('error', () => res.destroy());
+      upRes.once('close', () => { if (!upRes.complete) res.destroy(); });
     });
     up.on('error', (err) => this.fail(res, new ShellbaseError('unavailable', `${run.name} closed the connection: ${err.message}`, { hint: 'see its logs' })));
     res.once('close', () => { if (!res.writableFinished) up.destroy(); });

@@ -33,6 +33,14 @@ export const BASE_TEMPLATE = 'base';
 const TEMPLATE_IMAGES: Record<string, string> = { [BASE_TEMPLATE]: 'debian', 'code-interpreter-v1': 'code-interpreter' };
 
 const token = () => randomBytes(24).toString('hex');
+
+/**
+ * Where a sandbox's create-time `envs` are written in the guest (root's, mode 0600), as
+ * `{"version": 1, "envs": {...}}`. Commands get them from the sandbox's record; this file is for
+ * what runs in the guest since before the sandbox was made: the code interpreter (its server
+ * starts with the template) reads it at each execution (ci_server/sandbox_env.py).
+ */
+export const GUEST_ENV_FILE = '/run/shellbase/sandbox-envs.json';
 const isSnapshot = (t: string) => /^s_[a-z0-9]{1,64}$/.test(t);
 
 /** How often, in a cluster, one worker ends the sandboxes past their timeout that no live worker runs. */
@@ -197,6 +205,13 @@ export class Sandboxes {
       }
       const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
       ({ id } = await this.ops.run(caller, 'machine.create', { req: source, extensions: asExtension(e2b) }));
+    }
+    if (Object.keys(req.envs).length > 0) {
+      const data = Buffer.from(JSON.stringify({ version: 1, envs: req.envs }));
+      await this.ops.run(caller, 'machine.writeFile', { id, path: GUEST_ENV_FILE, data, mode: 0o600 }).catch(async (e: unknown) => {
+        await this.ops.run(caller, 'machine.remove', { id }).catch((err: unknown) => this.deps.log.error({ err, sandbox: id }, 'removing a sandbox whose envs could not be written failed'));
+        throw e;
+      });
     }
     this.know(id, caller.tenantId, e2b, true);
     return this.get(caller, id);

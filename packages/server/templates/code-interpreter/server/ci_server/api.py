@@ -19,7 +19,6 @@ from .commands import (MAX_BODY_BYTES, Command, CreateContext, DeleteContext, Ex
                        RestartContext, parse)
 from .contexts import Registry
 from .errors import ApiError, ErrorCode
-from .kernels import EnvChange
 from .results import Event
 
 log = logging.getLogger(__name__)
@@ -109,15 +108,13 @@ class Handler(BaseHTTPRequestHandler):
     def _execute(self, command: Execute) -> None:
         registry = self.server.registry
         ctx = registry.target(command.context_id, command.language)
-        env = EnvChange(apply=dict(command.env_vars),
-                        revert={k: registry.env.get(k) for k in command.env_vars})
         self._streaming = True
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        clean = execution.run(ctx, command.code, env, _ChunkedSink(self))
+        clean = execution.run(ctx, command.code, dict(command.env_vars), _ChunkedSink(self))
         if clean:
             try:
                 self.wfile.write(b"0\r\n\r\n")

@@ -5,6 +5,10 @@ A context is {id, language, cwd} and one kernel. Its lock is held by whoever use
 that died (a cell called exit, an interrupt that did not take) is started afresh by the next
 execution. The registry keeps contexts in creation order and knows each language's default
 context: python and javascript exist from start-up, the others are made on first use.
+
+A kernel starts with the sandbox-wide environment of that moment (sandbox_env.py); a context
+remembers it, and an execution first sets what was added or changed since (kernels started
+before the sandbox was made lack its create-time variables until then).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import uuid
 from typing import Optional
 
 from .errors import ApiError, ErrorCode, KernelError
-from .kernels import Kernel, KernelOptions
+from .kernels import EnvChange, Kernel, KernelOptions
 from .languages import Runtimes
+from .sandbox_env import SandboxEnv
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +30,7 @@ DEFAULT_LANGUAGES = ("python", "javascript")
 
 
 class Context:
-    def __init__(self, id: str, language: str, cwd: str, runtimes: Runtimes, env: dict[str, str]) -> None:
+    def __init__(self, id: str, language: str, cwd: str, runtimes: Runtimes, env: SandboxEnv) -> None:
         self.id = id
         self.language = language
         self.cwd = cwd
@@ -33,6 +38,7 @@ class Context:
         self.closed = False
         self._runtimes = runtimes
         self._env = env
+        self._applied: dict[str, str] = {}  # the sandbox-wide variables the kernel has
         self.kernel: Optional[Kernel] = None
 
     def to_json(self) -> dict[str, str]:
@@ -48,7 +54,9 @@ class Context:
             self.kernel.shutdown()
             self.kernel = None
         os.makedirs(self.cwd, exist_ok=True)
-        kernel = self._runtimes.kernel(self.language, KernelOptions(cwd=self.cwd, env=dict(self._env)))
+        base = self._env.current()
+        kernel = self._runtimes.kernel(self.language, KernelOptions(cwd=self.cwd, env=dict(base)))
+        self._applied = base
         self.kernel = kernel  # visible to kill() while it starts
         try:
             kernel.start()
@@ -59,6 +67,15 @@ class Context:
             self.kernel = None
             raise
         return kernel
+
+    def env_change(self, requested: dict[str, str]) -> EnvChange:
+        """One execution's environment change (call with the lock held, the kernel started): the
+        sandbox-wide variables the kernel lacks, which stay, and the execution's own, reverted
+        afterwards to their sandbox-wide value (or unset)."""
+        base = self._env.current()
+        missing = {k: v for k, v in base.items() if self._applied.get(k) != v}
+        self._applied = base
+        return EnvChange(apply={**missing, **requested}, revert={k: base.get(k) for k in requested})
 
     def restart(self) -> None:
         """A fresh kernel with the same id: a running cell is killed, its stream ends with an error."""
@@ -81,7 +98,7 @@ class Context:
 
 
 class Registry:
-    def __init__(self, runtimes: Runtimes, env: dict[str, str], default_cwd: str) -> None:
+    def __init__(self, runtimes: Runtimes, env: SandboxEnv, default_cwd: str) -> None:
         self.runtimes = runtimes
         self.env = env
         self.default_cwd = default_cwd

@@ -19,7 +19,6 @@ from typing import Protocol
 from . import results
 from .contexts import Context
 from .errors import KernelError
-from .kernels import EnvChange
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +65,8 @@ class _Writer:
 _DONE = object()
 
 
-def run(ctx: Context, code: str, env: EnvChange, sink: Sink) -> bool:
-    """Run `code` in `ctx`, streaming to `sink`. True if the stream ended cleanly."""
+def run(ctx: Context, code: str, env_vars: dict[str, str], sink: Sink) -> bool:
+    """Run `code` in `ctx` with `env_vars` set for it, streaming to `sink`. True if the stream ended cleanly."""
     out = _Writer(sink)
     while not ctx.lock.acquire(timeout=TICK):
         out.tick()
@@ -82,6 +81,7 @@ def run(ctx: Context, code: str, env: EnvChange, sink: Sink) -> bool:
             out.send(results.error("KernelError", str(e), f"the {ctx.language} kernel is not running: {e}"))
             out.send(results.END)
             return out.connected
+        env = ctx.env_change(env_vars)
         lines: queue.Queue = queue.Queue()
 
         def work() -> None:
