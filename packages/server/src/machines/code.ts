@@ -54,18 +54,19 @@ export async function runCode(target: PortTarget, req: RunCodeRequest, hooks: { 
           res.on('error', reject);
           return;
         }
-        let pending = '';
+        // A line's start waits in `pending` (pieces, joined once its end comes): a long line is not copied per chunk.
+        const pending: string[] = [];
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
-          pending += chunk;
-          let nl: number;
-          while ((nl = pending.indexOf('\n')) >= 0) {
-            const line = pending.slice(0, nl).trim();
-            pending = pending.slice(nl + 1);
-            if (!line) continue;
-            const e = translate(line);
+          let from = 0;
+          for (let nl = chunk.indexOf('\n'); nl >= 0; from = nl + 1, nl = chunk.indexOf('\n', from)) {
+            pending.push(chunk.slice(from, nl));
+            const line = pending.join('').trim();
+            pending.length = 0;
+            const e = line ? translate(line) : null;
             if (e) emit(e);
           }
+          if (from < chunk.length) pending.push(chunk.slice(from));
         });
         res.on('end', resolve);
         res.on('error', (err) => { if (timedOut) expired(); else reject(err); });
