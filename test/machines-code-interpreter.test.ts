@@ -83,4 +83,22 @@ describe('the code-interpreter template through the E2B SDK', { timeout: 900_000
     assert.equal((await interpreter(other, '/health')).status, 200);
     await other.kill();
   });
+
+  test('a machine made with shellbase\'s API: runCode as JSON; its interpreter\'s port wants the tenant\'s key on the gateway', async () => {
+    const m = await t.sb.machines.create({ image: 'code-interpreter' });
+    try {
+      const r = await t.http('POST', `/v1/machines/${m.id}/code`, { body: { code: 'print("a"); 6 * 7' } });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.deepEqual(r.json.stdout, ['a\n']);
+      assert.equal(r.json.results.find((x: { isMainResult: boolean }) => x.isMainResult)?.text, '42');
+      const port = (await m.info()).ports.find((p) => p.port === Number(PORT));
+      assert.equal(port?.access, 'key', 'the code route exposed the interpreter only to the tenant');
+      // Two hours: under the wire's ceiling, above the tenant's maximum (one hour by default).
+      const bad = await t.http('POST', `/v1/machines/${m.id}/code`, { body: { code: '1', timeoutMs: 7_200_000 } });
+      assert.equal(bad.status, 400);
+      assert.match(bad.json.error.message, /above this tenant's maximum/);
+    } finally {
+      await m.remove();
+    }
+  });
 });

@@ -32,7 +32,8 @@ export function routeRequests(app: FastifyInstance, ops: Operations, peers: Peer
     if (to === null) return;
     reply.hijack();
     forwardRequest(to, req.raw, reply.raw, (err) => {
-      ops.router.unreachable(to);
+      // A client gone first broke the forward itself: that says nothing of the other worker.
+      if (!reply.raw.destroyed) ops.router.unreachable(to);
       failForward(reply, err, 'context' in place ? 'retry: this worker runs the query itself next time' : 'retry shortly');
     }, peers);
   });

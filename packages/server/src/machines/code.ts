@@ -7,6 +7,10 @@ import type { PortTarget } from '../util/pipe.js';
 export const CODE_PORT = 49999;
 /** A cell's time limit when the request names none. */
 const DEFAULT_TIMEOUT_MS = 60_000;
+/** Output kept for a JSON answer (a stream keeps none): past it, output is dropped and the answer says so. */
+const KEPT_OUTPUT_CHARS = 16 << 20;
+/** The longest line of the interpreter's stream (a result with a large image fits). */
+const MAX_LINE_CHARS = 256 << 20;
 
 /** The result fields the interpreter's `result` lines carry, as E2B's protocol names them. */
 const RESULT_FIELDS = ['text', 'html', 'markdown', 'svg', 'png', 'jpeg', 'pdf', 'latex', 'json', 'javascript', 'data', 'chart', 'extra'] as const;
@@ -26,11 +30,19 @@ export async function runCode(target: PortTarget, req: RunCodeRequest, hooks: { 
   });
   const timeoutMs = req.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const out: CodeExecution = { results: [], stdout: [], stderr: [] };
+  // Streamed, each event goes to the caller as it comes and only the count and error are kept.
+  const keep = hooks.onEvent === undefined;
+  let kept = 0;
+  let cut = false;
   const emit = (e: CodeEvent) => {
     if (e.type === 'count') out.executionCount = e.executionCount;
-    else if (e.type === 'stdout' || e.type === 'stderr') out[e.type].push(e.data);
-    else if (e.type === 'result') out.results.push(e.result);
     else if (e.type === 'exception') out.error = e.error;
+    else if (keep && (e.type === 'stdout' || e.type === 'stderr')) {
+      if (kept + e.data.length <= KEPT_OUTPUT_CHARS) { out[e.type].push(e.data); kept += e.data.length; } else if (!cut) {
+        cut = true;
+        out.stderr.push(`[output cut at ${KEPT_OUTPUT_CHARS} characters: read it as a stream (Accept: application/x-ndjson)]\n`);
+      }
+    } else if (keep && e.type === 'result') out.results.push(e.result);
     hooks.onEvent?.(e);
   };
   const { socketPath, release } = await target.acquire();
@@ -45,7 +57,7 @@ export async function runCode(target: PortTarget, req: RunCodeRequest, hooks: { 
         emit({ type: 'exception', error: { name: 'TimeoutError', value: `the cell ran past its time limit (${timeoutMs} ms) and was interrupted`, traceback: '' } });
         resolve();
       };
-      const r = request({ socketPath, method: 'POST', path: '/execute', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const r = request({ socketPath, agent: false, method: 'POST', path: '/execute', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
         if (res.statusCode !== 200) {
           let text = '';
           res.setEncoding('utf8');
@@ -56,17 +68,24 @@ export async function runCode(target: PortTarget, req: RunCodeRequest, hooks: { 
         }
         // A line's start waits in `pending` (pieces, joined once its end comes): a long line is not copied per chunk.
         const pending: string[] = [];
+        let pendingChars = 0;
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
           let from = 0;
           for (let nl = chunk.indexOf('\n'); nl >= 0; from = nl + 1, nl = chunk.indexOf('\n', from)) {
             pending.push(chunk.slice(from, nl));
+            pendingChars = 0;
             const line = pending.join('').trim();
             pending.length = 0;
             const e = line ? translate(line) : null;
             if (e) emit(e);
           }
-          if (from < chunk.length) pending.push(chunk.slice(from));
+          if (from < chunk.length) {
+            pending.push(chunk.slice(from));
+            pendingChars += chunk.length - from;
+            if (pendingChars > MAX_LINE_CHARS) reject(new ShellbaseError('unavailable', `the code interpreter sent a line longer than ${MAX_LINE_CHARS} characters`));
+            if (settled) r.destroy();
+          }
         });
         res.on('end', resolve);
         res.on('error', (err) => { if (timedOut) expired(); else reject(err); });
@@ -79,11 +98,14 @@ export async function runCode(target: PortTarget, req: RunCodeRequest, hooks: { 
       const abort = () => { const e = new ShellbaseError('unavailable', 'the caller went away'); reject(e); r.destroy(e); };
       if (hooks.signal?.aborted) abort();
       hooks.signal?.addEventListener('abort', abort, { once: true });
+      r.on('close', () => hooks.signal?.removeEventListener('abort', abort));
       r.on('error', (err) => {
         if (timedOut) { expired(); return; }
         const code = (err as NodeJS.ErrnoException).code;
         if (code === 'ECONNREFUSED' || code === 'ENOENT') {
           reject(new ShellbaseError('failed_precondition', `nothing serves code on the machine's port ${CODE_PORT}`, { hint: 'make the machine from the code-interpreter image' }));
+        } else if (code === 'ECONNRESET' || code === 'EPIPE' || err.message === 'socket hang up') {
+          reject(new ShellbaseError('unavailable', `the machine's code interpreter closed the connection mid-cell: ${err.message}`, { hint: 'retry; the machine may have stopped or its interpreter restarted' }));
         } else reject(err);
       });
       r.end(body);

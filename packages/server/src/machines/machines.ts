@@ -290,9 +290,10 @@ export class Machines {
     });
   }
 
-  /** A guest port as the gateway reaches it, exposed first if it was not. */
-  async portTarget(caller: Caller, id: string, port: number): Promise<PortTarget> {
-    await this.expose(caller, id, port);
+  /** A guest port as the gateway reaches it, exposed first if it was not (then with `fresh` access). */
+  async portTarget(caller: Caller, id: string, port: number, fresh: ServiceAccess = 'url'): Promise<PortTarget> {
+    const known = (await this.runs.runFor(caller, id)).row.spec.ports.some((p) => p.port === port);
+    await this.expose(caller, id, port, known ? undefined : fresh);
     return this.runs.io.portTarget(await this.runs.runFor(caller, id), port);
   }
 

@@ -1,4 +1,5 @@
 import type { Caller } from '../core/deps.js';
+import { checkTimeout } from '../core/validate.js';
 import type { Engine } from '../engine/engine.js';
 import { CODE_PORT, runCode, type Agent, type Machines } from '../machines/index.js';
 import type { Place } from './routing.js';
@@ -119,7 +120,11 @@ export const OPERATIONS = {
   'machine.withAgent': op((p, c, a: Id & { fn: (agent: Agent) => Promise<unknown> }) => p.machines.io.withAgent(c, a.id, a.fn), onMachine),
   'machine.pty': op((p, c, a: Id & { size: Arg<M['io']['pty'], 2>; onOutput: Arg<M['io']['pty'], 3> }) => p.machines.io.pty(c, a.id, a.size, a.onOutput), onMachine),
   /** A cell in the machine's code interpreter (guest port CODE_PORT), its events as they come. */
-  'machine.code': op(async (p, c, a: Id & { req: Arg<typeof runCode, 1>; hooks: Arg<typeof runCode, 2> }) => runCode(await p.machines.portTarget(c, a.id, CODE_PORT), a.req, a.hooks), onMachine),
+  // Held to the tenant's maximum time limit; the port, when this exposes it first, wants the tenant's key on the gateway.
+  'machine.code': op(async (p, c, a: Id & { req: Arg<typeof runCode, 1>; hooks: Arg<typeof runCode, 2> }) => {
+    if (a.req.timeoutMs !== undefined) checkTimeout('timeoutMs', a.req.timeoutMs, p.machines.io.maxTimeoutMs(c));
+    return runCode(await p.machines.portTarget(c, a.id, CODE_PORT, 'key'), a.req, a.hooks);
+  }, onMachine),
   'machine.portTarget': op((p, c, a: Id & { port: number }) => p.machines.portTarget(c, a.id, a.port), onMachine),
   'snapshot.list': op((p, c, _a: Record<string, never>) => p.machines.listSnapshots(c)),
   'snapshot.delete': op((p, c, a: Id) => p.machines.deleteSnapshot(c, a.id)),

@@ -67,7 +67,7 @@ export function machineRoutes(app: FastifyInstance, ops: Operations): void {
   }, async (req, reply) => {
     const streaming = (req.headers.accept ?? '').includes(NDJSON);
     return respondEvents(req.headers.accept, reply, 'end', async (report, signal) => {
-      const done = await ops.run(req.caller, 'machine.code', { id: req.params.id, req: req.body, hooks: { signal, onEvent: (e) => report(e) } });
+      const done = await ops.run(req.caller, 'machine.code', { id: req.params.id, req: req.body, hooks: { signal, ...(streaming ? { onEvent: (e) => report(e) } : {}) } });
       return streaming ? {} : done;
     });
   });

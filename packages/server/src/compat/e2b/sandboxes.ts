@@ -206,7 +206,8 @@ export class Sandboxes {
       const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
       ({ id } = await this.ops.run(caller, 'machine.create', { req: source, extensions: asExtension(e2b) }));
     }
-    if (Object.keys(req.envs).length > 0) {
+    // A snapshot's memory may hold the envs of the sandbox it was taken from: its file is written over, empty or not.
+    if (Object.keys(req.envs).length > 0 || isSnapshot(t)) {
       const data = Buffer.from(JSON.stringify({ version: 1, envs: req.envs }));
       await this.ops.run(caller, 'machine.writeFile', { id, path: GUEST_ENV_FILE, data, mode: 0o600 }).catch(async (e: unknown) => {
         await this.ops.run(caller, 'machine.remove', { id }).catch((err: unknown) => this.deps.log.error({ err, sandbox: id }, 'removing a sandbox whose envs could not be written failed'));

@@ -135,7 +135,8 @@ export class QemuBackend implements VmBackend {
   /** A boot or restore that failed leaves no QEMU, agent connection or memory file behind. */
   private async failed(e: unknown, qemu: QemuVm | null, agent: Agent | null, spec: VmSpec): Promise<never> {
     agent?.close();
-    await qemu?.kill();
+    // The boot's own error is the one to report, whatever ending QEMU says.
+    await qemu?.kill().catch(() => undefined);
     rmSync(spec.ram, { force: true });
     throw e;
   }
