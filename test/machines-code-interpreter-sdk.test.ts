@@ -7,8 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { NotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type OutputMessage, type Result } from '@e2b/code-interpreter';
-import { imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
-import { sleep, startTestServer, type TestServer } from './harness.ts';
+import { codeInterpreterServer, endCodeInterpreterServer } from './code-interpreter-fixture.ts';
+import { sleep, type TestServer } from './harness.ts';
 
 // The unmodified `@e2b/code-interpreter` SDK, and shellbase's own ways to run code (the SDK's
 // runCode, the CLI's `machine code`, the MCP tool run_code), against a real server with machines of
@@ -38,23 +38,12 @@ describe('@e2b/code-interpreter and shellbase\'s runCode against a real server',
   const made: Sandbox[] = [];
 
   before(async () => {
-    const { cache } = loadConfig({ cluster: null });
-    assert.ok(imageBuilt(cache, 'code-interpreter'),
-      `the code-interpreter image is not built at ${imageInfo(cache, 'code-interpreter').rootfs}: run \`shellbase image build code-interpreter\``);
-    t = await startTestServer();
-    Object.assign(process.env, { E2B_API_URL: t.server.url, E2B_SANDBOX_URL: t.server.url, E2B_API_KEY: t.key, E2B_DOMAIN: 'e2b.test' });
+    t = await codeInterpreterServer();
     sbx = await Sandbox.create('code-interpreter-v1', { timeoutMs: 900_000, envs: { FOO: 'bar', SHARED: 'sandbox' } });
     made.push(sbx);
   });
 
-  after(async () => {
-    for (const s of made) await s.kill().catch(() => undefined);
-    try {
-      for (const m of await t?.sb.machines.list() ?? []) await t.sb.machines.get(m.id).remove();
-    } finally {
-      await t?.close();
-    }
-  });
+  after(() => endCodeInterpreterServer(t, made));
 
   test('state persists between runCode calls; executionCount counts the cells', async () => {
     const first = await sbx.runCode('x = 41');

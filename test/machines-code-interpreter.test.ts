@@ -3,8 +3,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Sandbox } from 'e2b';
-import { imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
-import { startTestServer, type TestServer } from './harness.ts';
+import { codeInterpreterServer, endCodeInterpreterServer } from './code-interpreter-fixture.ts';
+import type { TestServer } from './harness.ts';
 
 // The `code-interpreter` image (E2B's code-interpreter-v1 template) in a machine under TCG, made
 // through the unmodified `e2b` SDK. The image is built by the set-up (scripts/setup, step 7b:
@@ -29,22 +29,11 @@ describe('the code-interpreter template through the E2B SDK', { timeout: 900_000
   });
 
   before(async () => {
-    const { cache } = loadConfig({ cluster: null });
-    assert.ok(imageBuilt(cache, 'code-interpreter'),
-      `the code-interpreter image is not built at ${imageInfo(cache, 'code-interpreter').rootfs}: run scripts/setup (or \`shellbase image build code-interpreter\`)`);
-    t = await startTestServer();
-    Object.assign(process.env, { E2B_API_URL: t.server.url, E2B_SANDBOX_URL: t.server.url, E2B_API_KEY: t.key, E2B_DOMAIN: 'e2b.test' });
+    t = await codeInterpreterServer();
     sbx = await create('code-interpreter-v1');
   });
 
-  after(async () => {
-    for (const s of made) await s.kill().catch(() => undefined);
-    try {
-      for (const m of await t?.sb.machines.list() ?? []) await t.sb.machines.get(m.id).remove();
-    } finally {
-      await t?.close();
-    }
-  });
+  after(() => endCodeInterpreterServer(t, made));
 
   test('the sandbox is a machine of the code-interpreter image, and its interpreter answers /health at once', async () => {
     const m = await t.sb.machines.get(sbx.sandboxId).info();

@@ -262,18 +262,23 @@ export class Machines {
    * (default: as it is, else "url") says whether the gateway also wants the tenant's API key.
    */
   expose(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
-    return durably(this.deps.durability, () => this.exposeNow(caller, id, port, access));
+    return durably(this.deps.durability, async () => this.exposeOn(await this.checkedRun(caller, id, port, access), port, access));
   }
 
-  private async exposeNow(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
+  /** The machine's run, once the port (and the access asked for) are found good. */
+  private checkedRun(caller: Caller, id: string, port: number, access?: ServiceAccess): Promise<MachineRun> {
     if (access !== undefined && access !== 'url' && access !== 'key') throw invalid(`access must be "url" or "key", not ${JSON.stringify(access)}`);
     checkRange('port', port, 1, 65535);
     if (this.runs.host_?.backend.reservedPorts.includes(port)) throw invalid(`port ${port} is the guest agent's`, 'expose another port');
-    const run = await this.runs.runFor(caller, id);
+    return this.runs.runFor(caller, id);
+  }
+
+  /** `access`: the port's from now (undefined: as it is); `fresh`: a port not exposed yet gets that. */
+  private exposeOn(run: MachineRun, port: number, access?: ServiceAccess, fresh: ServiceAccess = 'url'): Promise<{ url: string; pathUrl: string; access: ServiceAccess }> {
     return run.serial(async () => {
       const spec = run.row.spec;
       let entry = spec.ports.find((p) => p.port === port);
-      const keyed = (access ?? (entry?.access ?? 'url')) === 'key';
+      const keyed = (access ?? (entry ? (entry.access ?? 'url') : fresh)) === 'key';
       if (!entry) {
         entry = { port, token: newToken(), ...(keyed ? { access: 'key' as const } : {}) };
         if (run.vm) await run.vm.expose(port, run.portSocket(port));
@@ -292,9 +297,9 @@ export class Machines {
 
   /** A guest port as the gateway reaches it, exposed first if it was not (then with `fresh` access). */
   async portTarget(caller: Caller, id: string, port: number, fresh: ServiceAccess = 'url'): Promise<PortTarget> {
-    const known = (await this.runs.runFor(caller, id)).row.spec.ports.some((p) => p.port === port);
-    await this.expose(caller, id, port, known ? undefined : fresh);
-    return this.runs.io.portTarget(await this.runs.runFor(caller, id), port);
+    const run = await this.checkedRun(caller, id, port, fresh);
+    await durably(this.deps.durability, () => this.exposeOn(run, port, undefined, fresh));
+    return this.runs.io.portTarget(run, port);
   }
 
   /** Sets (or, undefined, drops) what another API keeps about a machine under `name` (MachineSpec `extensions`). */
