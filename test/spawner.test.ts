@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import { Spawner, SpawnerRequestError, StartError } from '../packages/server/src/util/spawner.ts';
@@ -116,7 +116,7 @@ test('spawner: a PTY with its size, resized, its output on stdout', async () => 
   }
 });
 
-test('sbx-spawner --fs: entries, errors by errno, writes from stdin, relative paths from the working directory', async () => {
+test('sbx-spawner --fs: entries (symlinks as envd describes them), errors by errno, writes from stdin with metadata, relative paths from the working directory', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'fsops-'));
   const fs = (args: string[], input?: string) => run(SBX_SPAWNER, ['--fs', ...args], input === undefined ? {} : { input });
   try {
@@ -125,17 +125,26 @@ test('sbx-spawner --fs: entries, errors by errno, writes from stdin, relative pa
     const fields = (b: Buffer) => b.toString().split('\0');
     const a = fields((await fs(['stat', `${dir}/./sub/../a.txt`])).stdout);
     assert.deepEqual([a[0], a[1], a[2], a[3], a[8], a[9]], ['f', '5', '420', '-rw-r--r--', `${dir}/a.txt`, '']);
+    // A symlink: its target's kind and mode, its own permissions, the resolved target.
     const link = fields((await fs(['stat', `${dir}/link`])).stdout);
-    assert.deepEqual([link[0], link[3].slice(0, 1), link[9]], ['l', 'L', 'a.txt']);
+    assert.deepEqual([link[0], link[2], link[3].slice(0, 1), link[8], link[9]], ['f', '420', 'L', `${dir}/link`, `${dir}/a.txt`]);
+    symlinkSync('nowhere', path.join(dir, 'dangling'));
+    const dangling = fields((await fs(['stat', `${dir}/dangling`])).stdout);
+    assert.deepEqual([dangling[0], dangling[2], dangling[9]], ['o', '0', `${dir}/dangling`]);
+    rmSync(path.join(dir, 'dangling'));
     const made = await fs(['mkdir', `${dir}/d/e`]);
     assert.equal(fields(made.stdout)[0], 'd');
     const again = await fs(['mkdir', `${dir}/d/e`]);
     assert.deepEqual([again.code, again.stderr.split('\n')[0]], [1, `E${constants.errno.EEXIST}`]);
-    const listed = fields((await fs(['list', dir, '2'])).stdout).filter((_, i) => i % 10 === 8);
+    const listed = fields((await fs(['list', dir, '2'])).stdout).filter((_, i) => i % 11 === 8);
     assert.deepEqual(listed, [`${dir}/a.txt`, `${dir}/d`, `${dir}/d/e`, `${dir}/link`]);
     assert.equal(fields((await fs(['write', `${dir}/new/dir/f.txt`], 'written')).stdout)[1], '7');
     assert.equal(readFileSync(`${dir}/new/dir/f.txt`, 'utf8'), 'written');
     assert.equal((await fs(['read', `${dir}/new/dir/f.txt`])).stdout.toString(), 'written');
+    // Metadata: user.e2b.* xattrs, KEY US VALUE pairs separated by RS; a write replaces them.
+    assert.equal(fields((await fs(['write', `${dir}/new/m.txt`, 'author', 'mish', 'purpose', 'upload'], 'm')).stdout)[10].split('\x1e').sort().join('\x1e'), 'author\x1fmish\x1epurpose\x1fupload');
+    assert.equal(fields((await fs(['stat', `${dir}/new/m.txt`])).stdout)[10].split('\x1e').length, 2);
+    assert.equal(fields((await fs(['write', `${dir}/new/m.txt`], 'again')).stdout)[10], '');
     assert.equal(fields((await fs(['move', `${dir}/a.txt`, `${dir}/x/y/b.txt`])).stdout)[8], `${dir}/x/y/b.txt`);
     assert.equal((await fs(['remove', `${dir}/new`])).code, 0);
     assert.equal(existsSync(`${dir}/new`), false);
@@ -145,6 +154,51 @@ test('sbx-spawner --fs: entries, errors by errno, writes from stdin, relative pa
       assert.deepEqual([r.code, r.stderr.split('\n')[0]], [1, `E${constants.errno[errno]}`], args.join(' '));
     }
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sbx-spawner --fs -u USER (as root): missing directories made and given to USER, the rest with USER\'s permissions', { skip: process.getuid?.() !== 0 && 'needs root' }, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'fsops-u-'));
+  chmodSync(dir, 0o755);
+  const fs = (args: string[], input?: string) => run(SBX_SPAWNER, ['--fs', '-u', 'nobody', ...args], input === undefined ? {} : { input });
+  const nobody = Number((await run('id', ['-u', 'nobody'])).stdout.toString());
+  try {
+    const w = await fs(['write', `${dir}/made/for/n.txt`], 'n');
+    assert.equal(w.code, 0, w.stderr);
+    for (const p of ['made', 'made/for', 'made/for/n.txt']) assert.equal(statSync(`${dir}/${p}`).uid, nobody, p);
+    assert.equal((await fs(['mkdir', `${dir}/also/made`])).code, 0);
+    assert.equal(statSync(`${dir}/also`).uid, nobody);
+    assert.equal((await fs(['move', `${dir}/made/for/n.txt`, `${dir}/moved/n.txt`])).code, 0);
+    assert.equal(statSync(`${dir}/moved`).uid, nobody);
+    // What exists keeps its permissions: a file straight in root's directory is refused.
+    const refused = await fs(['write', `${dir}/n.txt`], 'n');
+    assert.deepEqual([refused.code, refused.stderr.split('\n')[0]], [1, `E${constants.errno.EACCES}`]);
+    const unknown = await run(SBX_SPAWNER, ['--fs', '-u', 'no-such-user', 'stat', dir]);
+    assert.equal(unknown.code, 3);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sbx-spawner --watch -e: the entry of what a create, write or chmod names, none for a remove', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'watch-e-'));
+  const spawner = new Spawner();
+  try {
+    let out = '';
+    const w = spawner.start([SBX_SPAWNER, '--watch', '-e', dir], undefined, { onStdout: (c) => { out += c.toString(); }, onStderr: () => undefined });
+    for (let i = 0; i < 200 && !out.startsWith('S\0'); i++) await new Promise((r) => setTimeout(r, 10));
+    mkdirSync(`${dir}/sub`);
+    for (let i = 0; i < 200 && out.split('\0').length < 16; i++) await new Promise((r) => setTimeout(r, 10));
+    rmSync(`${dir}/sub`, { recursive: true });
+    for (let i = 0; i < 200 && !out.endsWith('r\0sub\0-\0'); i++) await new Promise((r) => setTimeout(r, 10));
+    const f = out.split('\0');
+    assert.deepEqual([f[0], f[1], f[2], f[3], f[4], f[12]], ['S', 'c', 'sub', 'e', 'd', `${dir}/sub`]);
+    assert.ok(out.endsWith('r\0sub\0-\0'), JSON.stringify(out));
+    w.kill();
+    await w.exited;
+  } finally {
+    spawner.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -248,6 +248,64 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.equal(await md.contexts.setNetwork('tn', 'missing', null), false);
   });
 
+  withStore('events: one increasing sequence, read per tenant with filters; appending queues deliveries to the webhooks that take them', async ({ md }) => {
+    const ev = (tenantId: string, kind: 'version.committed' | 'machine.state' | 'sandbox.lifecycle', time: string, more: { context?: string; machine?: string; data?: Record<string, unknown> } = {}) =>
+      ({ tenantId, kind, time, data: more.data ?? {}, ...(more.context ? { context: more.context } : {}), ...(more.machine ? { machine: more.machine } : {}) });
+    assert.equal(await md.events.lastId(), 0);
+    const hook = { id: 'wh1', tenantId: 't1', url: 'https://a.example/in', keys: ['version.committed', 'sandbox.lifecycle.killed'], name: 'n', secret: 's', enabled: true, format: 'shellbase' as const, createdAt: now() };
+    await md.webhooks.create(hook);
+    await md.webhooks.create({ ...hook, id: 'wh2', keys: ['machine.state'], enabled: false, format: 'e2b' });
+    await md.webhooks.create({ ...hook, id: 'wh3', tenantId: 't2' });
+    const rows = await md.events.append([
+      ev('t1', 'version.committed', '2026-01-01T00:00:00.000Z', { context: 'a', data: { version: 'v1' } }),
+      ev('t1', 'machine.state', '2026-01-02T00:00:00.000Z', { machine: 'm1', data: { state: 'running' } }),
+      ev('t2', 'version.committed', '2026-01-02T00:00:00.000Z', { context: 'a' }),
+      ev('t1', 'sandbox.lifecycle', '2026-01-03T00:00:00.000Z', { machine: 'm1', data: { type: 'killed', templateId: 'base' } }),
+      ev('t1', 'sandbox.lifecycle', '2026-01-03T00:00:00.000Z', { machine: 'm1', data: { type: 'created', templateId: 'base' } }),
+    ]);
+    const ids = rows.map((r) => r.id);
+    assert.deepEqual([...ids].sort((x, y) => x - y), ids, 'ids increase in order');
+    assert.equal(new Set(ids).size, 5);
+    assert.equal(await md.events.lastId(), ids[4]);
+    assert.deepEqual((await md.events.since('t1', 0, 10)).map((e) => e.id), [ids[0], ids[1], ids[3], ids[4]]);
+    assert.deepEqual(await md.events.since('t1', ids[0], 1), [rows[1]]);
+    assert.deepEqual((await md.events.since('t1', 0, 10, { kinds: ['machine.state'] })).map((e) => e.data), [{ state: 'running' }]);
+    assert.deepEqual((await md.events.since('t1', 0, 10, { context: 'a' })).map((e) => e.id), [ids[0]]);
+    assert.deepEqual((await md.events.since('t1', 0, 10, { machine: 'm1', lifecycleTypes: ['created'] })).map((e) => e.id), [ids[4]]);
+    assert.deepEqual((await md.events.page('t1', { kinds: ['sandbox.lifecycle'] }, 0, 10, false)).map((e) => e.id), [ids[4], ids[3]]);
+    assert.deepEqual((await md.events.page('t1', {}, 1, 2, true)).map((e) => e.id), [ids[1], ids[3]]);
+    assert.deepEqual((await md.events.recent(ids[3], '2026-01-02T00:00:00.000Z', 10)).map((e) => e.id), [ids[1], ids[2], ids[3], ids[4]]);
+    // Deliveries: t1's commit and its killed sandbox to wh1 (wh2 is disabled), t2's commit to wh3.
+    assert.deepEqual((await md.webhooks.deliveries('t1', 'wh1', 10)).map((d) => [d.eventId, d.kind, d.state, d.attempts]),
+      [[ids[3], 'sandbox.lifecycle', 'pending', 0], [ids[0], 'version.committed', 'pending', 0]]);
+    assert.deepEqual(await md.webhooks.deliveries('t1', 'wh2', 10), []);
+    assert.equal(await md.webhooks.nextDue(), '2026-01-01T00:00:00.000Z');
+    const claimed = await md.webhooks.claimDue('2026-01-02T12:00:00.000Z', '2026-01-02T12:01:00.000Z', 10);
+    assert.deepEqual(claimed.map((c) => [c.event.id, c.webhook.id]).sort(), [[ids[0], 'wh1'], [ids[2], 'wh3']].sort());
+    assert.deepEqual(await md.webhooks.claimDue('2026-01-02T12:00:30.000Z', '2026-01-02T12:02:00.000Z', 10), [], 'claimed ones wait for their claim to run out');
+    const first = claimed.find((c) => c.webhook.id === 'wh1')!;
+    await md.webhooks.settle(first.delivery.id, { state: 'delivered', attempts: 1, nextAt: '2026-01-02T12:00:00.000Z', lastStatus: 200, updatedAt: '2026-01-02T12:00:00.000Z' });
+    const other = claimed.find((c) => c.webhook.id === 'wh3')!;
+    await md.webhooks.settle(other.delivery.id, { state: 'pending', attempts: 1, nextAt: '2026-01-02T12:00:05.000Z', lastStatus: 500, lastError: 'the receiver answered 500', updatedAt: '2026-01-02T12:00:00.000Z' });
+    assert.deepEqual((await md.webhooks.deliveries('t2', 'wh3', 10)).map((d) => [d.state, d.attempts, d.lastStatus, d.lastError, d.nextAt]),
+      [['pending', 1, 500, 'the receiver answered 500', '2026-01-02T12:00:05.000Z']]);
+    assert.deepEqual((await md.webhooks.claimDue('2026-01-02T12:00:06.000Z', '2026-01-02T12:01:06.000Z', 10)).map((c) => c.delivery.id), [other.delivery.id], 'settling released the claim');
+    // Webhooks: per tenant, by format; updated; deleted with their deliveries.
+    assert.deepEqual((await md.webhooks.list('t1')).map((w) => w.id), ['wh1', 'wh2']);
+    assert.deepEqual((await md.webhooks.list('t1', 'e2b')).map((w) => w.id), ['wh2']);
+    assert.deepEqual(await md.webhooks.get('t1', 'wh1'), hook);
+    assert.equal(await md.webhooks.get('t2', 'wh1'), null, 'per tenant');
+    assert.equal(await md.webhooks.update({ ...hook, url: 'https://b.example/in', enabled: false }), true);
+    assert.equal((await md.webhooks.get('t1', 'wh1'))?.url, 'https://b.example/in');
+    assert.equal(await md.webhooks.update({ ...hook, id: 'nope' }), false);
+    // Trimming keeps events a delivery still waits for.
+    assert.equal(await md.events.trim('2026-01-02T12:00:00.000Z', 10), 2, 'the first commit (delivered) and the machine state go; t2\'s commit waits');
+    assert.deepEqual((await md.events.since('t2', 0, 10)).map((e) => e.id), [ids[2]]);
+    assert.equal(await md.webhooks.delete('t1', 'wh1'), true);
+    assert.equal(await md.webhooks.delete('t1', 'wh1'), false);
+    assert.deepEqual(await md.webhooks.deliveries('t1', 'wh1', 10), []);
+  });
+
   withStore('services are unique per context, found by token, and go with their context', async ({ md }) => {
     const spec = { format: 2 as const, command: 'python3 -m http.server', port: 8000, env: {}, idleTimeoutMs: 1000, startTimeoutMs: 30000, limits: {}, access: 'key' as const };
     const row = { tenantId: 't1', context: 'c', name: 'web', token: 'tok1', spec, createdAt: now() };

@@ -19,6 +19,7 @@ const SERVER_LAYERS: string[][] = [
   ['meter'],
   ['net', 'trust'],
   ['config.ts'],
+  ['events'],
   ['core'],
   ['cluster'],
   ['engine', 'machines'],

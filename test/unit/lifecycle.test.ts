@@ -14,10 +14,12 @@ test('the machine lifecycle table: every allowed move, and every other one refus
     'running pause': 'paused', 'running hibernate': 'hibernated', 'running stop': 'stopped', 'running exited': 'stopped',
     'paused resume': 'running', 'paused hibernate': 'hibernated', 'paused stop': 'stopped', 'paused exited': 'stopped',
     'hibernated wake': 'starting', 'hibernated stop': 'stopped',
+    // Hibernated without memory (its disk kept), woken by a boot.
+    'running powerOff': 'hibernated', 'paused powerOff': 'hibernated', 'starting booted': 'running',
     // Cluster mode: its worker died while it held memory.
     'starting lost': 'lost', 'running lost': 'lost', 'paused lost': 'lost', 'lost stop': 'stopped',
   };
-  const events: MachineEvent[] = ['restored', 'pause', 'resume', 'hibernate', 'wake', 'wakeFailed', 'stop', 'exited', 'lost'];
+  const events: MachineEvent[] = ['restored', 'booted', 'pause', 'resume', 'hibernate', 'powerOff', 'wake', 'wakeFailed', 'stop', 'exited', 'lost'];
   for (const s of MACHINE_STATES) {
     for (const e of events) {
       const want = allowed[`${s} ${e}`];

@@ -42,3 +42,6 @@ export const PTY_KEY_PREFIX = 'shellbase-key.';
 
 /** The longest cell of code `POST /v1/machines/{id}/code` takes, in characters. */
 export const CODE_MAX_CHARS = 10 << 20;
+
+/** What an event may say happened (`GET /v1/events`, webhooks). */
+export const EVENT_KINDS = ['version.committed', 'service.woke', 'service.slept', 'service.failed', 'machine.state', 'quota.refused', 'sandbox.lifecycle'] as const;

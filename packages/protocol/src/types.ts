@@ -13,11 +13,11 @@ import type {
   MachineExecEventSchema, MachineExecRequestSchema, MachineExecResultSchema, MachinePortSchema, MachineSchema, MachineSnapshotSchema,
   MachineStateSchema, NetworkConnectionSchema, NetworkPolicySchema, PtyMessageSchema, ResizeMachineDiskRequestSchema, ServiceAccessSchema,
   ServiceSchema, ServiceShareSchema, ServiceStateSchema, TenantSchema, UsageItemSchema, VersionCauseKindSchema, VersionCauseSchema,
-  VersionSchema,
+  VersionSchema, EventKindSchema, EventSchema, WebhookInSchema, WebhookSchema, WebhookCreatedSchema, DeliverySchema, DeliveryStateSchema,
 } from './schemas/index.js';
 
 export {
-  CODE_MAX_CHARS, DIFF_KINDS, FILE_TYPES, MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_KEY_PREFIX, PTY_PROTOCOL, SERVICE_ACCESS,
+  CODE_MAX_CHARS, DIFF_KINDS, EVENT_KINDS, FILE_TYPES, MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_KEY_PREFIX, PTY_PROTOCOL, SERVICE_ACCESS,
   SERVICE_STATES, TIMEOUT_CEILING_MS, VERSION_CAUSE_KINDS,
 } from './constants.js';
 
@@ -85,3 +85,11 @@ export type NetworkPolicy = Static<typeof NetworkPolicySchema>;
 export type ContextNetwork = Static<typeof ContextNetworkSchema>;
 export type ConnectionKind = Static<typeof ConnectionKindSchema>;
 export type NetworkConnection = Static<typeof NetworkConnectionSchema>;
+
+export type EventKind = Static<typeof EventKindSchema>;
+export type ShellbaseEvent = Static<typeof EventSchema>;
+export type WebhookIn = Static<typeof WebhookInSchema>;
+export type Webhook = Static<typeof WebhookSchema>;
+export type WebhookCreated = Static<typeof WebhookCreatedSchema>;
+export type Delivery = Static<typeof DeliverySchema>;
+export type DeliveryState = Static<typeof DeliveryStateSchema>;

@@ -16,7 +16,10 @@
  *
  * Commands on stdin and events on stdout, one per line, fields separated by
  * spaces, bytes in hex:
- *   open SID DIR UID        listen on DIR/egress.sock (owned by UID, mode 0600) -> opened SID | error SID WHY
+ *   open SID DIR UID [direct]
+ *                           listen on DIR/egress.sock (owned by UID, mode 0600) -> opened SID | error SID WHY;
+ *                           `direct`: a connection to it is itself the client (the server's own connections,
+ *                           webhook deliveries), no socket is handed over
  *   close SID               stop listening, cut the session's connections (each -> closed) -> shut SID
  *   allow CID ADDR PORT UP OK FAIL
  *                           connect to ADDR:PORT (ADDR starting with / is a Unix socket: a service's); then UP to the upstream (followed by whatever the client
@@ -60,6 +63,8 @@ struct session {
   char path[4096];
   int fd;
   int dead;
+  /* Connections to the socket are clients themselves (nothing handed over). */
+  int direct;
   struct tag tag;
   struct session *next;
 };
@@ -246,10 +251,8 @@ static void read_head(struct conn *c) {
   }
 }
 
-static void accept_handed(struct session *s) {
-  /* Each message on the session socket carries one socket to serve (sbx-forward's accepted one). */
-  int u = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
-  if (u < 0) return;
+/* The socket sbx-forward handed over on `u` (one byte carrying it), or -1. Closes `u`. */
+static int handed_fd(int u) {
   char byte;
   char cbuf[CMSG_SPACE(sizeof(int))];
   struct iovec iov = {.iov_base = &byte, .iov_len = 1};
@@ -259,9 +262,19 @@ static void accept_handed(struct session *s) {
   ssize_t n = recvmsg(u, &msg, MSG_CMSG_CLOEXEC);
   close(u);
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  if (n != 1 || !cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) return;
+  if (n != 1 || !cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) return -1;
   int fd;
   memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+  return fd;
+}
+
+static void accept_handed(struct session *s) {
+  /* Each message on the session socket carries one socket to serve (sbx-forward's accepted one);
+     on a direct session the accepted connection is the one to serve. */
+  int u = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
+  if (u < 0) return;
+  int fd = s->direct ? u : handed_fd(u);
+  if (fd < 0) return;
   int type = 0;
   socklen_t tl = sizeof type;
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) { close(fd); return; }
@@ -288,9 +301,10 @@ static struct session *session_by_id(const char *id) {
   return NULL;
 }
 
-static void cmd_open(char *id, char *dir, char *uid) {
+static void cmd_open(char *id, char *dir, char *uid, const char *mode) {
   struct session *s = calloc(1, sizeof *s);
   snprintf(s->id, sizeof s->id, "%s", id);
+  s->direct = mode != NULL && strcmp(mode, "direct") == 0;
   if (snprintf(s->path, sizeof s->path, "%s/egress.sock", dir) >= (int)sizeof s->path) { emit("error %s path too long\n", id); free(s); return; }
   struct sockaddr_un sun = {.sun_family = AF_UNIX};
   if (strlen(s->path) >= sizeof sun.sun_path) { emit("error %s socket path too long\n", id); free(s); return; }
@@ -405,7 +419,7 @@ static void control(void) {
     char *f[8] = {0};
     int k = 0;
     for (char *tok = strtok(start, " "); tok && k < 8; tok = strtok(NULL, " ")) f[k++] = tok;
-    if (k == 4 && strcmp(f[0], "open") == 0) cmd_open(f[1], f[2], f[3]);
+    if ((k == 4 || k == 5) && strcmp(f[0], "open") == 0) cmd_open(f[1], f[2], f[3], k == 5 ? f[4] : NULL);
     else if (k == 2 && strcmp(f[0], "close") == 0) cmd_close(f[1]);
     else if (k == 7 && strcmp(f[0], "allow") == 0) cmd_allow(f[1], f[2], f[3], f[4], f[5], f[6]);
     else if (k == 3 && strcmp(f[0], "deny") == 0) cmd_deny(f[1], f[2]);

@@ -2,6 +2,7 @@
 #ifndef SBX_SPAWNER_H
 #define SBX_SPAWNER_H
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* spawner.c: serves the frame protocol; listen_fd < 0: on fds 0 and 1 (the local spawner),
@@ -30,6 +31,8 @@ int become_user(const char *name, struct user_info *u);
 int agent_main(int argc, char **argv);
 int fs_main(int argc, char **argv);
 int watch_main(int argc, char **argv);
+/* fsops.c: writes ABS's entry (fsops.c describes its fields) to OUT; -1 with errno when there is none. */
+int fs_entry(FILE *out, const char *abs);
 /* Lexically cleaned absolute form of PATH (relative ones from the working directory). */
 int absolute_path(const char *path, char *out, size_t len);
 #endif

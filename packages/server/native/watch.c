@@ -1,11 +1,15 @@
 /*
- * sbx-spawner --watch [-r] PATH: the changes below directory PATH, from
- * inotify, until killed. Prints "S\0" once the watches are in place, then a
- * record per event: a kind and a name relative to PATH, each NUL-terminated.
+ * sbx-spawner --watch [-r] [-e] [-n] PATH: the changes below directory PATH,
+ * from inotify, until killed. Prints "S\0" once the watches are in place, then
+ * a record per event: a kind and a name relative to PATH, each NUL-terminated.
  * Kinds: c created (or moved in), w written, r removed, n renamed (moved
  * away), m attributes changed. With -r, subdirectories are watched too,
- * those created later included. PATH itself going away ends it (exit 1,
- * "E2\n..." on stderr, as fsops.c reports errors).
+ * those created later included. With -e, a record goes on with "e" and the
+ * entry of what the event names (fsops.c's fields) for c, w and m when it is
+ * still there, else "-" (envd's watch events with entry info). A PATH on a
+ * network file system (NFS, SMB, FUSE) is refused (EINVAL) unless -n, as envd
+ * refuses one unless allowNetworkMounts. PATH itself going away ends it (exit
+ * 1, "E2\n..." on stderr, as fsops.c reports errors).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include "spawner.h"
 
@@ -24,7 +29,7 @@ enum { MASK = IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | 
 struct watch { int wd; char *rel; };
 static struct watch *watches;
 static size_t nwatches;
-static int fd, recursive;
+static int fd, recursive, entries;
 static char root[PATH_MAX];
 
 static int failed(int err, const char *what) {
@@ -41,10 +46,35 @@ static void out(const void *p, size_t n) {
   }
 }
 
+/* With -e: "e" and the entry of NAME (relative to the root), or "-" when it is gone. */
+static void entry_of(const char *name) {
+  char path[PATH_MAX * 3];
+  snprintf(path, sizeof path, "%s/%s", strcmp(root, "/") == 0 ? "" : root, name);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  int found = m && fs_entry(m, path) == 0;
+  if (m) fclose(m);
+  if (found) { out("e", 2); out(buf, len); } else out("-", 2);
+  free(buf);
+}
+
 static void record(char kind, const char *name) {
   char head[2] = { kind, 0 };
   out(head, 2);
   out(name, strlen(name) + 1);
+  if (!entries) return;
+  if (kind == 'c' || kind == 'w' || kind == 'm') entry_of(name); else out("-", 2);
+}
+
+/* Whether PATH is on NFS, SMB/CIFS or FUSE (the magic numbers of linux/magic.h); -1 with errno. */
+static int on_network_fs(const char *path) {
+  struct statfs s;
+  if (statfs(path, &s) != 0) return -1;
+  switch ((uint32_t)s.f_type) {
+    case 0x6969: case 0xFF534D42: case 0x517B: case 0xFE534D42: case 0x65735546: return 1;
+    default: return 0;
+  }
 }
 
 /* Watches REL (relative to the root, "" for it) and, recursively, its subdirectories. */
@@ -76,13 +106,21 @@ static struct watch *find(int wd) {
 }
 
 int watch_main(int argc, char **argv) {
-  int i = 1;
-  if (i < argc && strcmp(argv[i], "-r") == 0) { recursive = 1; i++; }
-  if (i >= argc) { fprintf(stderr, "usage: sbx-spawner --watch [-r] PATH\n"); return 2; }
+  int i = 1, network = 0;
+  for (; i < argc && argv[i][0] == '-' && argv[i][1] && !argv[i][2]; i++) {
+    if (argv[i][1] == 'r') recursive = 1;
+    else if (argv[i][1] == 'e') entries = 1;
+    else if (argv[i][1] == 'n') network = 1;
+    else break;
+  }
+  if (i >= argc) { fprintf(stderr, "usage: sbx-spawner --watch [-r] [-e] [-n] PATH\n"); return 2; }
   if (absolute_path(argv[i], root, sizeof root) != 0) return failed(errno, argv[i]);
   struct stat st;
   if (stat(root, &st) != 0) return failed(errno, root);
   if (!S_ISDIR(st.st_mode)) return failed(ENOTDIR, root);
+  int net = network ? 0 : on_network_fs(root);
+  if (net < 0) return failed(errno, root);
+  if (net) { fprintf(stderr, "E%d\ncannot watch %s: it is on a network file system (NFS, SMB or FUSE)\n", EINVAL, root); return 1; }
   if ((fd = inotify_init1(IN_CLOEXEC)) < 0) return failed(errno, "inotify_init1");
   if (add("") != 0) return failed(errno, root);
   out("S", 2);

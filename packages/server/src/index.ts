@@ -6,3 +6,4 @@ export { Engine } from './engine/engine.js';
 export { ShellbaseError } from './errors.js';
 export { SANDBOX_CAPS } from './runtime/index.js';
 export { createAdminKey } from './store/metadata/admin-key.js';
+export { verifyShellbaseSignature, e2bSignature } from './events/index.js';

@@ -6,8 +6,10 @@ import { startGateway } from './api/gateway.js';
 import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
+import { Events } from './events/index.js';
 import { Machines } from './machines/machines.js';
 import { E2bCompat } from './compat/e2b/index.js';
+import { e2bWebhookFormat } from './compat/e2b/events.js';
 import { Operations } from './ops/dispatch.js';
 import { ClusterRouter, HereRouter } from './ops/routing.js';
 import { Pins } from './core/pins.js';
@@ -99,8 +101,12 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     authorities: config.trust.enabled ? new HostAuthorities({ hostDir: config.trust.hostDir, extraFile: config.trust.extraFile, log }) : null,
     snapshotter: layers, dir: path.join(config.home, 'trust'),
   });
+  const network = startNetwork(config, metadata.egressLog, meter, log);
+  // Tenants' events: written to the metadata store, streamed, sent to webhooks through the egress proxy.
+  const events = new Events({ metadata, egress: network.egress, defaultPolicy: config.egress.default, readOthers: cluster !== null, log });
+  events.addFormat('e2b', e2bWebhookFormat);
   const deps = {
-    config, metadata, snapshotter: layers, runtime, host: runtime, dialer, log, meter, pins, durability, trust, ...startNetwork(config, metadata.egressLog, meter, log),
+    config, metadata, snapshotter: layers, runtime, host: runtime, dialer, log, meter, pins, durability, trust, ...network, events: events.log,
     ...(cluster ? { cluster: cluster.worker, peers: cluster.peers } : {}),
   };
   // Machines are a peer of the engine: they reach contexts through what the engine offers them.
@@ -120,7 +126,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     machineOwner: (id) => m.ownerApi(id),
     serviceOwner: async (caller, context, name) => (await engine.services.elsewhere(caller, context, name))?.api ?? null,
   }) : new HereRouter();
-  const ops = new Operations({ engine, machines }, router);
+  const ops = new Operations({ engine, machines, events }, router);
   const e2b = new E2bCompat(ops, { ...(deps.cluster ? { cluster: deps.cluster } : {}), ...(peers ? { peers } : {}) }, log);
   try {
     await engine.recover();
@@ -132,6 +138,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     e2b.close();
     await machines.close().catch(() => undefined);
     await engine.close().catch(() => undefined);
+    await events.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await layers.close();
     await cluster?.close();
@@ -140,6 +147,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
     throw e;
   }
   engine.gc.start();
+  events.start();
   const adminKeyFile = await engine.tenants.ensureAdmin();
   const tls = config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : undefined;
   const app = await buildApi({ ops, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
@@ -181,6 +189,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
       e2b.close();
       await machines!.close();
       await engine.close();
+      await events.close();
       await deps.egress.close();
       await runtime.close();
       await layers.close();

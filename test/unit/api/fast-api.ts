@@ -44,7 +44,7 @@ export async function fastApi(overrides: Partial<ServerConfig> = {}, options: Fa
     backend = new MemoryVmBackend();
   }
   const machines = new Machines(engine.deps, engine.contextAccess(), undefined, backend);
-  const ops = new Operations({ engine, machines }, new HereRouter());
+  const ops = new Operations({ engine, machines, events: fake.events }, new HereRouter());
   const e2b = new E2bCompat(ops, {}, log);
   await e2b.open();
   const app = await buildApi({ ops, e2b, log, metrics: new Registry(), http: engine.deps.config.http });

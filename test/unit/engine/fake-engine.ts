@@ -6,6 +6,7 @@ import { loadConfig, type ServerConfig } from '../../../packages/server/src/conf
 import type { Caller } from '../../../packages/server/src/core/deps.ts';
 import { Pins } from '../../../packages/server/src/core/pins.ts';
 import { Engine } from '../../../packages/server/src/engine/engine.ts';
+import { Events } from '../../../packages/server/src/events/index.ts';
 import { imageInfo } from '../../../packages/server/src/images/index.ts';
 import { startNetwork } from '../../../packages/server/src/net/index.ts';
 import { PrometheusMeter } from '../../../packages/server/src/meter/prometheus.ts';
@@ -15,6 +16,8 @@ import { MemorySnapshotter } from '../../../packages/server/src/store/snapshotte
 
 export interface FakeEngine {
   engine: Engine;
+  /** Tenants' events over the same SQLite file (webhooks go out through the engine's egress point). */
+  events: Events;
   snapshotter: MemorySnapshotter;
   metadata: SqliteMetadataStore;
   pins: Pins;
@@ -43,15 +46,17 @@ export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise
   const pins = new Pins();
   const log = pino({ level: 'silent' });
   const meter = new PrometheusMeter({ storedBytes: () => metadata.tenants.totalStoredBytes() });
+  const network = startNetwork(config, metadata.egressLog, meter, log);
+  const events = new Events({ metadata, egress: network.egress, defaultPolicy: config.egress.default, readOthers: false, log });
   const engine = new Engine({
     config, metadata, snapshotter, runtime: new MemoryRuntime(snapshotter), log, meter, pins,
     durability: { layers: async () => undefined, metadata: async () => undefined },
-    ...startNetwork(config, metadata.egressLog, meter, log),
+    ...network, events: events.log,
   });
   await engine.recover();
   const made = new Set<string>();
   return {
-    engine, snapshotter, metadata, pins,
+    engine, events, snapshotter, metadata, pins,
     async caller(t = 't1', quotas) {
       if (!made.has(t)) {
         await metadata.tenants.create({ id: t, name: t, admin: false, createdAt: new Date().toISOString(), ...(quotas ? { quotas } : {}) });
@@ -61,6 +66,7 @@ export async function fakeEngine(overrides: Partial<ServerConfig> = {}): Promise
     },
     async close() {
       await engine.close();
+      await events.close();
       await metadata.close();
       rmSync(home, { recursive: true, force: true });
     },

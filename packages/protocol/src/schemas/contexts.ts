@@ -90,8 +90,8 @@ export const ContextNetworkSchema = Type.Object({
   effective: NetworkPolicySchema,
 }, { title: 'ContextNetwork', description: "A context's network settings: its own policy (absent: the tenant's), and what its sandboxes get." });
 
-export const ConnectionKindSchema = Type.Union([Type.Literal('query'), Type.Literal('service'), Type.Literal('machine')], {
-  title: 'ConnectionKind', description: 'What made an egress connection: a query, a service run, a machine.',
+export const ConnectionKindSchema = Type.Union([Type.Literal('query'), Type.Literal('service'), Type.Literal('machine'), Type.Literal('webhook')], {
+  title: 'ConnectionKind', description: 'What made an egress connection: a query, a service run, a machine, a webhook delivery.',
 });
 
 export const NetworkConnectionSchema = Type.Object({

@@ -6,6 +6,7 @@
 export * from './code.js';
 export * from './common.js';
 export * from './contexts.js';
+export * from './events.js';
 export * from './exec.js';
 export * from './files.js';
 export * from './images.js';

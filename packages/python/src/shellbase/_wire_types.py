@@ -14,8 +14,14 @@ from ._methods import ExecExitMethods, LimitHitMethods, MachineExitMethods
 
 CommitMode = Literal["always", "on-success", "never"]
 
-#: What made an egress connection: a query, a service run, a machine.
-ConnectionKind = Literal["query", "service", "machine"]
+#: What made an egress connection: a query, a service run, a machine, a webhook delivery.
+ConnectionKind = Literal["query", "service", "machine", "webhook"]
+
+DeliveryState = Literal["pending", "delivered", "failed"]
+
+#: What happened: a head moved, a service woke, slept or failed, a machine changed state, a quota refused work, an E2B
+#: sandbox moved along its lifecycle.
+EventKind = Literal["version.committed", "service.woke", "service.slept", "service.failed", "machine.state", "quota.refused", "sandbox.lifecycle"]
 
 FileType = Literal["file", "dir", "symlink", "other"]
 
@@ -184,6 +190,22 @@ class CreatedTenant:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """One event on its way to one webhook, and how it went."""
+
+    id: str
+    event_id: str
+    kind: EventKind | None = None
+    state: DeliveryState
+    attempts: int
+    last_status: int | None = None
+    last_error: str | None = None
+    next_at: str | None = None
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class DiffChange:
     path: str
     kind: Literal["added", "modified", "deleted"]
@@ -195,6 +217,18 @@ class DiffChange:
 class DiffResult:
     changes: list[DiffChange]
     patch: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """One thing that happened in a tenant."""
+
+    id: str
+    kind: EventKind
+    time: str
+    context: str | None = None
+    machine: str | None = None
+    data: dict[str, object]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -442,6 +476,25 @@ class VersionCause:
     kind: VersionCauseKind
     command: str | None = None
     exit_code: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Webhook:
+    """A URL a tenant registered to be sent its events."""
+
+    id: str
+    url: str
+    events: list[EventKind]
+    name: str
+    enabled: bool
+    created_at: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookIn:
+    url: str
+    events: list[EventKind]
+    name: str | None = None
 
 
 #: Where a sandbox's connections may go (docs/api.md, Network): a context's narrows its tenant's; a query's, a

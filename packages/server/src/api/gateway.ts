@@ -120,13 +120,18 @@ export class PortProxy {
 
   /** An upgrade (WebSocket) becomes a byte pipe to the target. */
   async upgrade(run: PortTarget, req: IncomingMessage, socket: Duplex, head: Buffer, path: string): Promise<void> {
+    await run.pipe(socket, [this.preface(run, req, path), head]);
+  }
+
+  /** An upgrade's request as the target gets it: without another worker's proof, or an API key checked here. */
+  protected preface(run: PortTarget, req: IncomingMessage, path: string): string {
     const lines = [`${req.method} ${path} HTTP/1.1`];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
       const name = req.rawHeaders[i].toLowerCase();
       if (name === FORWARDED || (run.owner.requireKey && name === 'authorization')) continue;
       lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
     }
-    await run.pipe(socket, [`${lines.join('\r\n')}\r\n\r\n`, head]);
+    return `${lines.join('\r\n')}\r\n\r\n`;
   }
 
   fail(res: ServerResponse, err: unknown): void {

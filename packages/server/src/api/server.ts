@@ -24,6 +24,7 @@ import { historyRoutes } from './routes/history.js';
 import { imageRoutes } from './routes/images.js';
 import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
+import { eventRoutes } from './routes/events.js';
 import { serviceTunnels, tunnelUpgrades } from './tunnel.js';
 import { machineRoutes } from './routes/machines.js';
 import { ptyUpgrades } from './pty.js';
@@ -161,6 +162,7 @@ export async function buildApi({ ops, e2b, log, metrics, http: limits, peers, tl
   gcRoutes(app, ops);
   serviceRoutes(app, ops);
   networkRoutes(app, ops);
+  eventRoutes(app, ops);
   imageRoutes(app, ops);
   machineRoutes(app, ops);
   consoleRoutes(app);

@@ -12,6 +12,7 @@ import type { Forwarder } from '../net/forwarder.js';
 import type { Cluster } from './cluster.js';
 import type { Peers } from './peers.js';
 import type { TrustLayers } from '../trust/index.js';
+import type { EventSink } from '../events/index.js';
 
 /** Who is calling: every engine operation acts inside one tenant. */
 export interface Caller {
@@ -56,6 +57,8 @@ export interface Deps {
   meter: Meter;
   pins: Pins;
   durability: Durability;
+  /** Where what happens is reported (events/: the stream, webhooks). */
+  events: EventSink;
   /** The egress enforcement point (net/egress.ts). */
   egress: Egress;
   /** sbx-forward in the data directory: ports on a sandbox's 127.0.0.1 that reach the server. */

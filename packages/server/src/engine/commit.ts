@@ -2,6 +2,7 @@ import type { VersionCause } from '@shellbase/protocol';
 import type { CommittedLayer } from '../store/snapshotter/types.js';
 import type { LeaseFence, MetadataStore, NewVersion, VersionRow } from '../store/metadata/types.js';
 import type { Durability } from '../core/deps.js';
+import type { EventSink } from '../events/index.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
 import { changesBetween } from './lineage.js';
@@ -14,6 +15,8 @@ export interface CommitOutcome {
   version: string;
   committed: boolean;
   layerCount: number;
+  /** The committed version's parent (when committed). */
+  parent?: string;
   conflict?: { paths: string[]; version: string };
 }
 
@@ -31,7 +34,7 @@ export interface CommitOutcome {
 export class Committer {
   private readonly locks = new KeyedLock();
 
-  constructor(private readonly md: MetadataStore, private readonly durability: Durability) {}
+  constructor(private readonly md: MetadataStore, private readonly durability: Durability, private readonly events: EventSink) {}
 
   /**
    * Commits, durably: the layer is on disk before its version refers to it, the version before this
@@ -42,6 +45,9 @@ export class Committer {
     await this.durability.layers();
     const outcome = await this.locked(tenantId, context, () => this.commitLocked(tenantId, context, base, layer, cause, fence));
     await this.durability.metadata();
+    if (outcome.committed) {
+      this.events.emit({ tenantId, kind: 'version.committed', context, data: { version: outcome.version, parent: outcome.parent ?? null, cause } });
+    }
     return outcome;
   }
 
@@ -63,7 +69,7 @@ export class Committer {
     // afresh.
     const first = on(base);
     if (await this.md.versions.commit({ version: first, layer: layerRow, moveHead: { tenantId, context, expectedHead: base.id }, requireLayers: true, fence })) {
-      return { head: first.id, version: first.id, committed: true, layerCount: first.layers.length };
+      return { head: first.id, version: first.id, committed: true, layerCount: first.layers.length, parent: base.id };
     }
     for (;;) {
       const ctx = await this.md.contexts.get(tenantId, context);
@@ -80,7 +86,7 @@ export class Committer {
       if (ctx.head === base.id) {
         const v = on(base);
         if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead, fence })) {
-          return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
+          return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length, parent: base.id };
         }
         continue;
       }
@@ -95,7 +101,7 @@ export class Committer {
       }
       const v = on(head);
       if (await this.md.versions.commit({ version: v, layer: layerRow, moveHead, fence })) {
-        return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length };
+        return { head: v.id, version: v.id, committed: true, layerCount: v.layers.length, parent: head.id };
       }
     }
   }

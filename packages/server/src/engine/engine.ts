@@ -84,7 +84,7 @@ export class Engine {
   constructor(readonly deps: Deps, peers: EnginePeers = {}) {
     this.squasher = new Squasher(deps);
     this.network = new Network(deps);
-    const committer = new Committer(deps.metadata, deps.durability);
+    const committer = new Committer(deps.metadata, deps.durability, deps.events);
     const lookups = {
       version: (caller: Caller, id: string) => this.version(caller, id),
       base: (caller: Caller, name: string, version?: string) => this.baseVersion(caller, name, version),

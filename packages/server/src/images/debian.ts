@@ -6,10 +6,11 @@ import { readFileSync, readdirSync } from 'node:fs';
  */
 export const debianRecipe = {
   name: 'debian',
-  version: 5,
+  version: 6,
   suite: 'bookworm',
   variant: 'minbase',
-  include: ['bash', 'coreutils', 'python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils',
+  // `python` is python3 (python-is-python3), as on E2B's base image: scripts and its SDK's examples run `python`.
+  include: ['bash', 'coreutils', 'python3', 'python-is-python3', 'git', 'procps', 'ca-certificates', 'curl', 'xz-utils',
     // Machines boot the same tree: systemd as PID 1, udev for its device units (queries never start them),
     // D-Bus for timedatectl, localectl and hostnamectl; the host's own name resolves without DNS (sudo asks).
     'systemd-sysv', 'udev', 'dbus', 'libnss-myhostname',

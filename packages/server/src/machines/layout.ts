@@ -7,7 +7,7 @@ import path from 'node:path';
  * - `ram/`: `ID.ram` is a running machine's memory file (QEMU: a tmpfs of the machines' memory
  *   budget, files QEMU maps shared), `TEMP.ram` a fork's frozen RAM on its way to the copies.
  * - `run/ID/`: one machine's sockets (`qmp.sock`, `agent.sock`, `port-N.sock`), `console.log`, and
- *   while it is hibernated its `ram` and `state.bin`.
+ *   while it is hibernated its `ram` and `state.bin`, or, hibernated without its memory, `cold`.
  * - `tenants/T/disks/`: qcow2 files of machines' disk chains; `tenants/T/snapshots/S/`: a
  *   snapshot's `ram` and `state.bin`; `tenants/T/templates/KEY/`: templates of the tenant's versions.
  * - `build/`: where disks are made before they move into a template.
@@ -50,6 +50,8 @@ export class MachineLayout {
     const dir = this.runDir(machineId);
     return { ram: path.join(dir, 'ram'), state: path.join(dir, 'state.bin') };
   }
+  /** Present while a machine is hibernated without its memory (powered off, its disk kept): its wake boots it from its disk. */
+  coldMarker(machineId: string): string { return path.join(this.runDir(machineId), 'cold'); }
   qmpSocket(runDir: string): string { return runFiles(runDir).qmp; }
   agentSocket(runDir: string): string { return runFiles(runDir).agent; }
   portSocket(runDir: string, port: number): string { return runFiles(runDir).port(port); }

@@ -1,20 +1,24 @@
 import type { MachineState } from '@shellbase/protocol';
 import { Lifecycle } from '../core/lifecycle.js';
 
-/** What happens to a machine. `lost`: its worker died (cluster mode) and its memory with it. */
-export type MachineEvent = 'restored' | 'pause' | 'resume' | 'hibernate' | 'wake' | 'wakeFailed' | 'stop' | 'exited' | 'lost';
+/**
+ * What happens to a machine. `powerOff`: it hibernates without its memory (its disk kept), and its
+ * wake is a boot (`booted`). `lost`: its worker died (cluster mode) and its memory with it.
+ */
+export type MachineEvent = 'restored' | 'booted' | 'pause' | 'resume' | 'hibernate' | 'powerOff' | 'wake' | 'wakeFailed' | 'stop' | 'exited' | 'lost';
 
 /**
  * A machine's lifecycle, the one place its moves are decided (MachineRun asks
  * it before each step): starting → running ⇄ paused; running or paused →
- * hibernated → (wake) starting → running; anything → stopped. In a cluster, a
+ * hibernated (with its memory, or powered off with only its disk) → (wake)
+ * starting → running (restored, or booted from its disk); anything → stopped. In a cluster, a
  * machine whose worker died while it held memory (starting, running, paused)
  * is lost: only stop or delete remain (its snapshots restore as new machines).
  */
 export const MACHINE_LIFECYCLE = new Lifecycle<MachineState, MachineEvent>('machine', {
-  starting: { restored: 'running', wakeFailed: 'hibernated', stop: 'stopped', exited: 'stopped', lost: 'lost' },
-  running: { pause: 'paused', hibernate: 'hibernated', stop: 'stopped', exited: 'stopped', lost: 'lost' },
-  paused: { resume: 'running', hibernate: 'hibernated', stop: 'stopped', exited: 'stopped', lost: 'lost' },
+  starting: { restored: 'running', booted: 'running', wakeFailed: 'hibernated', stop: 'stopped', exited: 'stopped', lost: 'lost' },
+  running: { pause: 'paused', hibernate: 'hibernated', powerOff: 'hibernated', stop: 'stopped', exited: 'stopped', lost: 'lost' },
+  paused: { resume: 'running', hibernate: 'hibernated', powerOff: 'hibernated', stop: 'stopped', exited: 'stopped', lost: 'lost' },
   hibernated: { wake: 'starting', stop: 'stopped' },
   stopped: {},
   lost: { stop: 'stopped' },

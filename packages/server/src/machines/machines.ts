@@ -67,8 +67,8 @@ export class Machines {
   get(caller: Caller, id: string): Promise<Machine> { return this.runs.get(caller, id); }
   list(caller: Caller): Promise<Machine[]> { return this.runs.list(caller); }
   pause(caller: Caller, id: string): Promise<Machine> { return this.runs.pause(caller, id); }
-  /** Memory to disk now; `extensions`: changes of what another API keeps, written with the hibernated state. */
-  hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>): Promise<Machine> { return this.runs.hibernate(caller, id, extensions); }
+  /** Memory to disk now (`memory` false: dropped, the disk kept); `extensions`: changes of what another API keeps, written with the hibernated state. */
+  hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>, memory = true): Promise<Machine> { return this.runs.hibernate(caller, id, extensions, memory); }
   resume(caller: Caller, id: string): Promise<Machine> { return this.runs.resume(caller, id); }
   stop(caller: Caller, id: string): Promise<Machine> { return this.runs.stop(caller, id); }
   consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> { return this.runs.consoleTail(caller, id, lines); }

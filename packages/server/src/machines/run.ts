@@ -1,11 +1,11 @@
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import type { MachineState, NetworkPolicy } from '@shellbase/protocol';
 import { ShellbaseError } from '../errors.js';
 import type { MachineRow } from '../store/metadata/types.js';
 import type { Agent } from './vm/agent.js';
 import { GuestError, LiveCopyError, type Vm } from './vm/types.js';
 import { freezeLive, freezeStopped } from './storage/freeze.js';
-import { restoreVm, type RestoreSource } from './pool/restore.js';
+import { bootVm, restoreVm, type RestoreSource } from './pool/restore.js';
 import type { ReadyVm } from './pool/ready.js';
 import { MACHINE_LIFECYCLE, type MachineEvent } from './lifecycle.js';
 import { IdleLease } from '../core/idle-lease.js';
@@ -17,10 +17,11 @@ export type { RestoreSource } from './pool/restore.js';
 export type { RunHooks } from './run-hooks.js';
 
 /**
- * One machine's process and lifecycle: starting → running ⇄ paused,
- * running → hibernated → (next use) running, and stopped. Lifecycle steps
- * run one at a time (`serial`); execs and port traffic count as users, and a
- * machine with no user for `idleTimeoutMs` hibernates.
+ * One machine's process and lifecycle: starting → running ⇄ paused, running →
+ * hibernated (with its memory, or powered off with its disk) → (next use)
+ * running, and stopped. Lifecycle steps run one at a time (`serial`); execs
+ * and port traffic count as users, and a machine with no user for
+ * `idleTimeoutMs` hibernates.
  */
 export class MachineRun {
   /** Its VM while it holds memory (machines/vm/types.ts). */
@@ -44,6 +45,8 @@ export class MachineRun {
   /** Its sockets, console log and (hibernated) RAM and device state. */
   get dir(): string { return this.hooks.host.runDir(this.row.id); }
   get ramFile(): string { return this.layout.ramFile(this.row.id); }
+  /** Hibernated without its memory: its wake boots it from its disk. */
+  get cold(): boolean { return this.row.state === 'hibernated' && existsSync(this.layout.coldMarker(this.row.id)); }
   portSocket(port: number): string { return this.layout.portSocket(this.dir, port); }
   private get layout() { return this.hooks.host.layout; }
 
@@ -73,6 +76,21 @@ export class MachineRun {
     await this.started(t0, 'restore');
   }
 
+  /** Boots the machine from its disk chain (its wake after a hibernation without memory). */
+  private async boot(): Promise<void> {
+    const t0 = performance.now();
+    try {
+      this.session = await this.hooks.egress(this.row);
+      this.metered = { bytesOut: 0, bytesIn: 0 };
+      this.vm = await bootVm(this.hooks.host, this.row, this.session?.socket ?? null);
+    } catch (e) {
+      await this.session?.close().catch(() => undefined);
+      this.session = null;
+      throw e;
+    }
+    await this.started(t0, 'boot');
+  }
+
   /**
    * Takes over `ready` (machines/pool/ready.ts), restored from this machine's template for its id,
    * tenant and disk: its egress session gets the machine's policy, its CPUs run again, and the
@@ -97,14 +115,14 @@ export class MachineRun {
     await this.started(t0, 'adopt');
   }
 
-  /** A restored or adopted VM runs as this machine from now on. */
-  private async started(t0: number, step: 'restore' | 'adopt'): Promise<void> {
+  /** A restored, adopted or booted VM runs as this machine from now on. */
+  private async started(t0: number, step: 'restore' | 'adopt' | 'boot'): Promise<void> {
     const vm = this.vm!;
     void vm.exited.then(() => this.onExit());
     this.since = Date.now();
     this.cpuAtStart = vm.cpuMs();
-    await this.go('restored');
-    this.hooks.step(step, performance.now() - t0);
+    await this.go(step === 'boot' ? 'booted' : 'restored');
+    if (step !== 'boot') this.hooks.step(step, performance.now() - t0);
     this.lease.watch(this.row.spec.idleTimeoutMs, () => {
       void this.serial(() => (this.row.state === 'running' && !this.lease.inUse ? this.hibernate() : Promise.resolve())).catch(() => undefined);
     });
@@ -231,9 +249,28 @@ export class MachineRun {
     this.hooks.step('hibernate', performance.now() - t0);
   }
 
+  /**
+   * Its disk kept and its memory dropped: the guest's writes flushed (`sync`), its VM ended and
+   * nothing of its memory saved; its next use boots it from its disk, its processes gone.
+   * `extensions` as for `hibernate`. Never stowed (cluster mode): it wakes on this worker.
+   */
+  async powerOff(extensions?: Record<string, unknown>): Promise<void> {
+    if (this.row.state === 'hibernated') return;
+    MACHINE_LIFECYCLE.next(this.row.id, this.row.state, 'powerOff');
+    const t0 = performance.now();
+    await this.flushAndQuit(this.vm!, 30_000);
+    this.dropProcess();
+    writeFileSync(this.layout.coldMarker(this.row.id), '');
+    this.row = { ...this.row, spec: extensions ? withExtensions(this.row.spec, extensions) : this.row.spec };
+    await this.go('powerOff');
+    this.hooks.step('hibernate', performance.now() - t0);
+  }
+
   private async wake(): Promise<void> {
     if (this.row.state !== 'hibernated') return;
     const saved = this.layout.hibernation(this.row.id);
+    const cold = this.layout.coldMarker(this.row.id);
+    const boots = existsSync(cold);
     await this.hooks.admit(this.row);
     if (this.hooks.unstow) {
       this.hooks.host.runDir(this.row.id);
@@ -242,29 +279,31 @@ export class MachineRun {
     }
     await this.go('wake');
     try {
-      await this.restore(saved);
+      await (boots ? this.boot() : this.restore(saved));
     } catch (e) {
       await this.go('wakeFailed');
       throw e;
     }
-    rmSync(saved.ram, { force: true });
-    rmSync(saved.state, { force: true });
+    for (const f of [saved.ram, saved.state, cold]) rmSync(f, { force: true });
   }
 
   /** Powers the machine off (after a guest `sync`); its disk stays, its memory is gone. */
   async stop(): Promise<void> {
     if (this.row.state === 'stopped') return;
-    if (this.vm) {
-      if (this.row.state === 'paused') await this.vm.resume().catch(() => undefined);
-      await this.agent?.run({ argv: ['sync'], timeoutMs: 10_000, outputBytes: 1024 }).catch(() => undefined);
-      this.agent?.close();
-      // A paused machine's stretch was metered when it paused: only its session closes (dropProcess).
-      if (this.row.state === 'running') await this.endSegment(true);
-      await this.vm.quit();
-    }
+    if (this.vm) await this.flushAndQuit(this.vm, 10_000);
     this.dropProcess();
-    for (const f of Object.values(this.layout.hibernation(this.row.id))) rmSync(f, { force: true });
+    for (const f of [...Object.values(this.layout.hibernation(this.row.id)), this.layout.coldMarker(this.row.id)]) rmSync(f, { force: true });
     await this.go('stop');
+  }
+
+  /** The guest's writes flushed (`sync`, at most `syncMs`; a paused guest runs for it), then its VM ended. */
+  private async flushAndQuit(vm: Vm, syncMs: number): Promise<void> {
+    if (this.row.state === 'paused') await vm.resume().catch(() => undefined);
+    await vm.agent.run({ argv: ['sync'], timeoutMs: syncMs, outputBytes: 1024 }).catch(() => undefined);
+    vm.agent.close();
+    // A paused machine's stretch was metered when it paused: only its session closes (dropProcess).
+    if (this.row.state === 'running') await this.endSegment(true);
+    await vm.quit();
   }
 
   /** Cluster mode: the worker that ran it died, and its memory with it (this worker found it so). */

@@ -75,8 +75,19 @@ export class MachineRuns {
   }
 
   /** Writes a machine's row; in a cluster, fenced by its lease when this worker holds it, or held it and lost it (machines/placement.ts). */
-  write(row: MachineRow): Promise<void> {
-    return this.deps.metadata.machines.update(row, this.place?.fence(row.id));
+  async write(row: MachineRow): Promise<void> {
+    await this.deps.metadata.machines.update(row, this.place?.fence(row.id));
+    this.reportState(row);
+  }
+
+  /** The state each machine was last reported in (a `machine.state` event goes out when it changes). */
+  private readonly reported = new Map<string, string>();
+
+  private reportState(row: MachineRow, state: string = row.state): void {
+    const from = this.reported.get(row.id) ?? null;
+    if (from === state) return;
+    if (state === 'deleted') this.reported.delete(row.id); else this.reported.set(row.id, state);
+    this.deps.events.emit({ tenantId: row.tenantId, kind: 'machine.state', machine: row.id, ...(row.spec.context ? { context: row.spec.context } : {}), data: { state, from } });
   }
 
   /**
@@ -118,7 +129,7 @@ export class MachineRuns {
     // machine: a worker's start leaves them as they are (docs/deploy.md, what is not shared yet).
     if (this.deps.cluster) return;
     for (const row of await this.deps.metadata.machines.list()) {
-      if (row.state === 'hibernated' && existsSync(this.layout.hibernation(row.id).state)) continue;
+      if (row.state === 'hibernated' && (existsSync(this.layout.hibernation(row.id).state) || existsSync(this.layout.coldMarker(row.id)))) continue;
       if (row.state !== 'stopped') {
         await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
@@ -177,6 +188,7 @@ export class MachineRuns {
       await this.place?.take(row.id);
       slots?.bind(row.id);
       await this.deps.metadata.machines.create(row);
+      this.reportState(row);
     } catch (e) {
       if (ready) await this.ready?.discard(ready);
       throw e;
@@ -216,6 +228,7 @@ export class MachineRuns {
     await run.destroy();
     this.active.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
+    this.reportState(run.row, 'deleted');
     await this.place?.forget(run.row.id);
     await this.place?.dropped(run.row.id);
     await this.disks.collect(run.row.tenantId, run.row.spec.disk);
@@ -348,11 +361,14 @@ export class MachineRuns {
    * Memory to disk and QEMU ended now, as after idleTimeoutMs; the next use restores it.
    * `extensions`: changes of what another API keeps about it (compat/e2b: paused), written with
    * the hibernated state (in a cluster, before the lease is given up, so no worker finds the
-   * sandbox hibernated and not yet paused).
+   * sandbox hibernated and not yet paused). `memory` false: its memory is dropped instead (its
+   * disk kept; MachineRun.powerOff) and the next use boots it; one hibernated with its memory
+   * is woken first, so that its guest flushes its writes.
    */
-  async hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>): Promise<Machine> {
+  async hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>, memory = true): Promise<Machine> {
     return this.step(caller, id, async (r) => {
-      if (r.state !== 'hibernated') return r.hibernate(extensions);
+      if (!memory && r.state === 'hibernated' && !r.cold) await r.resume();
+      if (r.state !== 'hibernated') return memory ? r.hibernate(extensions) : r.powerOff(extensions);
       if (!extensions) return;
       const next = { ...r.row, spec: withExtensions(r.row.spec, extensions) };
       await this.write(next);

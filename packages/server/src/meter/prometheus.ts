@@ -1,4 +1,4 @@
-import type { GcResult } from '@shellbase/protocol';
+import type { ConnectionKind, GcResult } from '@shellbase/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { inBackground } from '../util/background.js';
 import { StallMonitor } from './stalls.js';
@@ -115,7 +115,7 @@ export class PrometheusMeter implements Meter {
     this.idleSeconds.inc({ kind }, Math.max(0, wallMs - active) / 1000);
   }
 
-  egressConnection(kind: 'query' | 'service' | 'machine', allowed: boolean, bytesOut: number, bytesIn: number): void {
+  egressConnection(kind: ConnectionKind, allowed: boolean, bytesOut: number, bytesIn: number): void {
     this.egressConnections.inc({ kind, result: allowed ? 'allowed' : 'refused' });
     if (bytesOut) this.egressBytes.inc({ kind, direction: 'out' }, bytesOut);
     if (bytesIn) this.egressBytes.inc({ kind, direction: 'in' }, bytesIn);

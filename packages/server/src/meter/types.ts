@@ -2,7 +2,7 @@
  * What the engine reports as it works, for metrics (and, with tenants,
  * the usage ledger). The engine calls these; it knows nothing of Prometheus.
  */
-import type { GcResult } from '@shellbase/protocol';
+import type { ConnectionKind, GcResult } from '@shellbase/protocol';
 
 export type QueryOutcome = 'ok' | 'failed' | 'timeout' | 'oom' | 'aborted';
 export type CommitResult = 'committed' | 'conflict' | 'nothing' | 'discarded';
@@ -20,5 +20,5 @@ export interface Meter {
   /** A service run or machine segment ended: its wall time and the active part of it (the rest is idle, the platform's). */
   runEnded(kind: 'service' | 'machine', wallMs: number, activeMs: number): void;
   /** A connection through the egress proxy ended (or was refused): what made it and the bytes it moved. */
-  egressConnection(kind: 'query' | 'service' | 'machine', allowed: boolean, bytesOut: number, bytesIn: number): void;
+  egressConnection(kind: ConnectionKind, allowed: boolean, bytesOut: number, bytesIn: number): void;
 }

@@ -13,6 +13,11 @@ import { allowsHost, describe, type Policy } from './policy.js';
 import { BadAsk, parseAsk, type Ask } from './requests.js';
 import { removeTree } from '../util/remove.js';
 
+/** Throws unless `policy` lets a connection to `name` (a host name or an address) go out. */
+function checkPolicy(policy: Policy, name: string): void {
+  if (isIP(name) ? policy.egress !== 'public' : !allowsHost(policy, name)) throw new Error(`the network policy (${describe(policy)}) does not allow ${name}`);
+}
+
 /** Ports the proxy answers on inside a sandbox (and, for machines, at the guest's 10.0.2.100). */
 export const HTTP_PROXY_PORT = 3128;
 export const SOCKS_PORT = 1080;
@@ -155,13 +160,25 @@ export class Egress {
     }
   }
 
-  private async fresh(owner: number): Promise<EgressSession> {
+  /**
+   * A session for the server's own connections (webhook deliveries): a connection to its socket
+   * is itself the proxy's client, asking as a sandbox's would (nothing is handed over); only this
+   * process's user may connect.
+   */
+  async own(spec: SessionSpec): Promise<EgressSession> {
+    if (this.closing) throw new Error('the egress proxy is closing');
+    const s = await this.fresh(process.getuid?.() ?? 0, true);
+    s.assign(spec);
+    return s;
+  }
+
+  private async fresh(owner: number, direct = false): Promise<EgressSession> {
     const s = new EgressSession(this, newId('e'), this.o.dir, owner);
     await mkdir(s.dir, { mode: 0o700 });
     await chown(s.dir, owner, owner);
     this.sessions.set(s.id, s);
     try {
-      await this.plane.open(s.id, s.dir, owner);
+      await this.plane.open(s.id, s.dir, owner, direct);
     } catch (e) {
       this.sessions.delete(s.id);
       await removeTree(s.dir).catch(() => undefined);
@@ -235,20 +252,39 @@ export class Egress {
     const name = host.replace(/^\[|\]$/g, '').toLowerCase();
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`bad port ${port}`);
     // Services of the tenant, by name: links, whatever the egress policy (engine/services/links.ts).
-    if (!name.endsWith('.internal') && (isIP(name) ? policy.egress !== 'public' : !allowsHost(policy, name))) {
-      throw new Error(`the network policy (${describe(policy)}) does not allow ${name}`);
-    }
+    if (!name.endsWith('.internal')) checkPolicy(policy, name);
     const open = this.perTenant.get(tenantId) ?? 0;
     if (s.open >= this.o.maxPerSession) throw new Error(`this sandbox has ${s.open} connections open (the limit is ${this.o.maxPerSession})`);
     if (open >= this.o.maxPerTenant) throw new Error(`the tenant has ${open} connections open (the limit is ${this.o.maxPerTenant})`);
-    // Services of the tenant, by name: links, whatever the egress policy (engine/services/links.ts).
     if (name.endsWith('.internal')) return this.internal(tenantId, s.spec.context, name, port);
+    return this.address(name);
+  }
+
+  /** The first address of `name` the address rules allow; else throws why none is. */
+  private async address(name: string): Promise<string> {
     let addresses: string[];
     try { addresses = isIP(name) ? [name] : await this.o.resolve(name); } catch { throw new Error(`${name} does not resolve`); }
     const refusals = addresses.map((a) => this.o.rules.refusal(a));
     const address = addresses.find((_, i) => refusals[i] === null);
     if (address === undefined) throw new Error(refusals[0] ? `${name}: ${refusals[0]}` : `${name} has no address`);
     return address;
+  }
+
+  /**
+   * Why a connection to `host` under `policy` would be refused (the policy, then the address rules
+   * over what the name resolves to now), or null: what a webhook's URL is checked by when it is
+   * registered. The connection itself is decided again when it is made.
+   */
+  async refusal(policy: Policy, host: string): Promise<string | null> {
+    const name = host.replace(/^\[|\]$/g, '').toLowerCase();
+    try {
+      if (name.endsWith('.internal')) throw new Error(`${name} is a service name, reachable from sandboxes only`);
+      checkPolicy(policy, name);
+      await this.address(name);
+      return null;
+    } catch (e) {
+      return (e as Error).message;
+    }
   }
 
   private ended(id: number, traffic: Traffic): void {

@@ -74,9 +74,9 @@ export class EgressPlane {
     });
   }
 
-  /** Listens on DIR/egress.sock for the sockets a sandbox hands over. */
-  open(session: string, dir: string, uid: number): Promise<void> {
-    return this.ask(session, `open ${session} ${dir} ${uid}`);
+  /** Listens on DIR/egress.sock for the sockets a sandbox hands over (`direct`: for connections that are the clients themselves, the server's own). */
+  open(session: string, dir: string, uid: number, direct = false): Promise<void> {
+    return this.ask(session, `open ${session} ${dir} ${uid}${direct ? ' direct' : ''}`);
   }
 
   /** Stops listening and cuts the session's connections (their `closed` events come first). */

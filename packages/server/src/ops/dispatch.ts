@@ -59,7 +59,19 @@ export class Operations {
   run<K extends OperationKind>(caller: Caller, kind: K, args: ArgsOf<K>): Promise<ResultOf<K>> {
     const operation = OPERATIONS[kind] as { run(p: Parts, c: Caller, a: ArgsOf<K>): Promise<ResultOf<K>> } | undefined;
     if (!operation) throw new ShellbaseError('internal', `no operation ${String(kind)}`);
-    return operation.run(this.parts, caller, args);
+    return operation.run(this.parts, caller, args).catch((e: unknown) => {
+      // A quota's refusal is an event of the tenant's (`quota.refused`), whichever operation met it.
+      const details = e instanceof ShellbaseError && e.code === 'limit_exceeded' ? e.details : undefined;
+      const quota = details?.quota;
+      if (typeof quota === 'string') {
+        const a = args as { context?: unknown; id?: unknown };
+        this.parts.events.emit(caller, {
+          kind: 'quota.refused', ...(typeof a.context === 'string' ? { context: a.context } : {}), ...(typeof a.id === 'string' && kind.startsWith('machine.') ? { machine: a.id } : {}),
+          data: { quota, limit: details?.limit ?? null, operation: kind },
+        });
+      }
+      throw e;
+    });
   }
 
   /** Where what is at `place` is served (`placeOf` names an operation's place): null for here, or a worker's address. */

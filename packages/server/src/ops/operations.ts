@@ -1,11 +1,13 @@
 import type { Caller } from '../core/deps.js';
 import { checkTimeout } from '../core/validate.js';
 import type { Engine } from '../engine/engine.js';
+import type { Events } from '../events/index.js';
 import { CODE_PORT, runCode, type Agent, type Machines } from '../machines/index.js';
 import type { Place } from './routing.js';
+import type { EventFilter } from '../store/metadata/types.js';
 
-/** What operations act on: the engine (contexts, queries, services, images, tenants) and the machines. */
-export interface Parts { engine: Engine; machines: Machines }
+/** What operations act on: the engine (contexts, queries, services, images, tenants), the machines, and tenants' events. */
+export interface Parts { engine: Engine; machines: Machines; events: Events }
 
 /** One operation: what it does for a caller, and (for an operation one worker of a cluster must serve) where. */
 interface Operation<A, R> {
@@ -20,6 +22,8 @@ const op = <A, R>(run: (parts: Parts, caller: Caller, args: A) => Promise<R>, pl
 type Arg<F, I extends number> = F extends (...a: infer P) => unknown ? P[I] : never;
 type E = Engine;
 type M = Machines;
+type Ev = Events;
+type E2bHooks = ReturnType<Events['formatted']>;
 
 /** A context by name. */
 interface Named { context: string }
@@ -102,7 +106,7 @@ export const OPERATIONS = {
   'machine.get': op((p, c, a: Id) => p.machines.get(c, a.id), onMachine),
   'machine.pause': op((p, c, a: Id) => p.machines.pause(c, a.id), onMachine),
   'machine.resume': op((p, c, a: Id) => p.machines.resume(c, a.id), onMachine),
-  'machine.hibernate': op((p, c, a: Id & { extensions?: Record<string, unknown> }) => p.machines.hibernate(c, a.id, a.extensions), onMachine),
+  'machine.hibernate': op((p, c, a: Id & { extensions?: Record<string, unknown>; memory?: boolean }) => p.machines.hibernate(c, a.id, a.extensions, a.memory), onMachine),
   'machine.stop': op((p, c, a: Id) => p.machines.stop(c, a.id), onMachine),
   'machine.remove': op((p, c, a: Id) => p.machines.remove(c, a.id), onMachine),
   'machine.console': op((p, c, a: Id & { lines: number }) => p.machines.consoleTail(c, a.id, a.lines), onMachine),
@@ -126,6 +130,23 @@ export const OPERATIONS = {
     return runCode(await p.machines.portTarget(c, a.id, CODE_PORT, 'key'), a.req, a.hooks);
   }, onMachine),
   'machine.portTarget': op((p, c, a: Id & { port: number }) => p.machines.portTarget(c, a.id, a.port), onMachine),
+  'event.stream': op((p, c, a: { filter: EventFilter; after: number | null; send: Arg<Ev['stream'], 3> }) => p.events.stream(c, a.filter, a.after, a.send)),
+  'event.list': op((p, c, a: { filter: EventFilter; after: number | null; limit: number }) => p.events.list(c, a.filter, a.after, a.limit)),
+  /** E2B's lifecycle API: events as stored, paged by offset. */
+  'event.page': op((p, c, a: { filter: EventFilter; offset: number; limit: number; ascending: boolean }) => p.events.page(c, a.filter, a.offset, a.limit, a.ascending)),
+  /** An event a front door reports (E2B sandboxes' lifecycle). */
+  'event.emit': op(async (p, c, a: { event: Arg<Ev['emit'], 1> }) => p.events.emit(c, a.event)),
+  'webhook.create': op((p, c, a: { body: Arg<Ev['createWebhook'], 1> }) => p.events.createWebhook(c, a.body)),
+  'webhook.list': op((p, c, _a: Record<string, never>) => p.events.listWebhooks(c)),
+  'webhook.get': op((p, c, a: Id) => p.events.getWebhook(c, a.id)),
+  'webhook.delete': op((p, c, a: Id) => p.events.deleteWebhook(c, a.id)),
+  'webhook.deliveries': op((p, c, a: Id & { limit: number }) => p.events.deliveries(c, a.id, a.limit)),
+  /** Webhooks in E2B's format (its `/events/webhooks`): rows as stored, for compat/e2b to show. */
+  'webhook.e2bCreate': op((p, c, a: { spec: Arg<E2bHooks['create'], 1> }) => p.events.formatted('e2b').create(c, a.spec)),
+  'webhook.e2bList': op((p, c, _a: Record<string, never>) => p.events.formatted('e2b').list(c)),
+  'webhook.e2bGet': op((p, c, a: Id) => p.events.formatted('e2b').get(c, a.id)),
+  'webhook.e2bUpdate': op((p, c, a: Id & { change: Arg<E2bHooks['update'], 2> }) => p.events.formatted('e2b').update(c, a.id, a.change)),
+  'webhook.e2bDelete': op((p, c, a: Id) => p.events.formatted('e2b').delete(c, a.id)),
   'snapshot.list': op((p, c, _a: Record<string, never>) => p.machines.listSnapshots(c)),
   'snapshot.delete': op((p, c, a: Id) => p.machines.deleteSnapshot(c, a.id)),
   'snapshot.restore': op((p, c, a: Id & { count: number }) => p.machines.restore(c, a.id, a.count)),

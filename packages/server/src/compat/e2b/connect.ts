@@ -137,6 +137,17 @@ export class ServerStream {
     if (this.open) this.res.write(envelope(0, message));
   }
 
+  /**
+   * Breaks the stream off without its end, as a connection to a sandbox that went away breaks: the
+   * SDK then asks the sandbox's `/health`, and one that is gone (killed, ended or paused) is its
+   * "killed or reached its end of life" error.
+   */
+  drop(): void {
+    if (!this.open) return;
+    this.ended = true;
+    this.res.destroy();
+  }
+
   end(error?: unknown): void {
     if (!this.open) return;
     this.ended = true;

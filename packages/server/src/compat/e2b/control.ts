@@ -2,16 +2,20 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../../core/deps.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import type { Operations } from '../../ops/dispatch.js';
-import { BASE_TEMPLATE, timeoutSeconds, type Sandbox, type Sandboxes } from './sandboxes.js';
+import { BASE_TEMPLATE, type Sandbox, type Sandboxes } from './sandboxes.js';
+import { timeoutSeconds } from './record.js';
+import { pageOf } from './listing.js';
 import { sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
 import { e2bNetworkView, e2bPolicy } from './network.js';
 import type { PassOn } from './envd.js';
 
-/** The envd version the SDK is told: what it may use (0.5.7: default user, stdin close, octet-stream uploads). */
-export const ENVD_VERSION = '0.5.7';
+/**
+ * The envd version the SDK is told: what it may use (0.5.7: default user, stdin close, octet-stream
+ * uploads; 0.6.2: file metadata; 0.6.3: watch events with entry info; 0.6.4: watching network mounts).
+ */
+export const ENVD_VERSION = '0.6.4';
 /** What create, connect and fork default to when no timeout is sent (seconds), as E2B's API does. */
 const DEFAULT_TIMEOUT_S = 300;
-const PAGE_MAX = 100;
 
 type Handler = (caller: Caller, req: IncomingMessage, res: ServerResponse, params: string[], url: URL) => Promise<void>;
 
@@ -92,7 +96,10 @@ export class ControlPlane {
     const b = await readJson(req);
     const template = b.templateID ?? BASE_TEMPLATE;
     if (typeof template !== 'string' || !template) throw invalid('templateID must be a string', 'name a template: base, an image, a context or a snapshot id');
-    if (b.mcp !== undefined && b.mcp !== null) throw invalid('MCP gateways are not supported by shellbase');
+    // The SDK would start the gateway (`mcp-gateway`) in the sandbox once made; shellbase has none, so nothing is made.
+    if (b.mcp !== undefined && b.mcp !== null) {
+      throw invalid('MCP gateways are not supported by shellbase: no MCP gateway can start in its sandboxes', 'create the sandbox without mcp and start the MCP servers you need in it with commands.run');
+    }
     if (Array.isArray(b.volumeMounts) && b.volumeMounts.length) throw invalid('volume mounts are not supported by shellbase', 'keep files in the sandbox, or commit them into a context');
     const network = (typeof b.network === 'object' && b.network !== null ? b.network : {}) as Record<string, unknown>;
     unsupportedNetwork(network);
@@ -100,10 +107,13 @@ export class ControlPlane {
     if (b.iam !== undefined && b.iam !== null) throw invalid('workload identity (iam) is not supported by shellbase');
     const autoPause = optionalBoolean(b.autoPause, 'autoPause') ?? false;
     const autoResume = typeof b.autoResume === 'object' && b.autoResume !== null ? optionalBoolean((b.autoResume as Record<string, unknown>).enabled, 'autoResume.enabled') ?? false : false;
-    if (optionalBoolean(b.autoPauseMemory, 'autoPauseMemory') === false) throw invalid('pausing without memory is not supported by shellbase', 'leave keepMemory unset or true');
+    const keepMemory = optionalBoolean(b.autoPauseMemory, 'autoPauseMemory') ?? true;
+    if (autoPause && !keepMemory && autoResume) {
+      throw invalid('autoResume cannot be combined with a pause without memory (keepMemory false)', 'resume such a sandbox with Sandbox.connect, or keep its memory');
+    }
     const s = await this.sandboxes.create(caller, {
       template, timeoutS: timeoutSeconds(b.timeout, DEFAULT_TIMEOUT_S), metadata: stringMap(b.metadata, 'metadata'), envs: stringMap(b.envVars, 'envVars'),
-      onTimeout: autoPause ? 'pause' : 'kill', autoResume, publicTraffic: optionalBoolean(network.allowPublicTraffic, 'network.allowPublicTraffic') ?? true,
+      onTimeout: autoPause ? 'pause' : 'kill', keepMemory, autoResume, publicTraffic: optionalBoolean(network.allowPublicTraffic, 'network.allowPublicTraffic') ?? true,
       ...(egress ? { network: egress } : {}),
     });
     sendJson(res, 201, this.created(s));
@@ -125,6 +135,7 @@ export class ControlPlane {
     };
   }
 
+  /** Newest started first (or `order=asc`), filtered before paging; `X-Next-Token` on every page but the last (compat/e2b/listing.ts). */
   private async list(caller: Caller, _req: IncomingMessage, res: ServerResponse, _p: string[], url: URL): Promise<void> {
     const q = url.searchParams;
     const states = q.getAll('state').flatMap((s) => s.split(',')).filter(Boolean);
@@ -133,20 +144,11 @@ export class ControlPlane {
     const metadata = parseMetadataQuery(q.get('metadata'));
     const template = q.get('template');
     const after = q.get('startedAfter');
-    const order = q.get('order') ?? 'desc';
-    if (order !== 'asc' && order !== 'desc') throw invalid('order is asc or desc');
-    const limit = q.has('limit') ? Number(q.get('limit')) : PAGE_MAX;
-    if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX) throw invalid(`limit must be 1 to ${PAGE_MAX}`);
-    const next = q.get('nextToken');
-    let items = (await this.sandboxes.list(caller)).map((s) => this.listed(s)).filter((s) =>
+    const items = (await this.sandboxes.list(caller)).map((s) => this.listed(s)).filter((s) =>
       want.has(s.state) && (!template || s.templateID === template) && (!after || s.startedAt >= after)
       && Object.entries(metadata).every(([k, v]) => s.metadata[k] === v));
-    // Ids start with their creation time: id order is start order.
-    items.sort((a, b) => (order === 'asc' ? 1 : -1) * (a.sandboxID < b.sandboxID ? -1 : a.sandboxID > b.sandboxID ? 1 : 0));
-    if (next) items = items.filter((s) => (order === 'asc' ? s.sandboxID > next : s.sandboxID < next));
-    const page = items.slice(0, limit);
-    const headers = items.length > limit ? { 'x-next-token': page[page.length - 1].sandboxID } : undefined;
-    sendJson(res, 200, page, headers);
+    const { page, next } = pageOf(items, { order: q.get('order'), limit: q.get('limit'), nextToken: q.get('nextToken') });
+    sendJson(res, 200, page, next ? { 'x-next-token': next } : undefined);
   }
 
   private async info(caller: Caller, _req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
@@ -177,10 +179,11 @@ export class ControlPlane {
     sendJson(res, 204);
   }
 
+  /** `memory: false` (the SDK's `keepMemory: false`): the disk kept, the memory dropped; the resume boots it. */
   private async pause(caller: Caller, req: IncomingMessage, res: ServerResponse, [id]: string[]): Promise<void> {
     const b = await readJson(req);
-    if (optionalBoolean(b.memory, 'memory') === false) throw invalid('pausing without memory is not supported by shellbase', 'pause with keepMemory unset or true');
-    if (!(await this.sandboxes.pause(caller, id))) throw new ShellbaseError('conflict', `sandbox ${id} is already paused`);
+    const memory = optionalBoolean(b.memory, 'memory') ?? true;
+    if (!(await this.sandboxes.pause(caller, id, memory))) throw new ShellbaseError('conflict', `sandbox ${id} is already paused`);
     sendJson(res, 204);
   }
 

@@ -76,17 +76,42 @@ const read: HttpRoute = async (call, req, res, url) => {
 };
 
 function written(e: GuestEntry): object {
-  return { name: e.name, type: e.kind === 'dir' ? 'dir' : 'file', path: e.path };
+  return { name: e.name, type: e.kind === 'dir' ? 'dir' : 'file', path: e.path, ...(Object.keys(e.metadata).length ? { metadata: e.metadata } : {}) };
 }
 
-/** POST /files: multipart parts (field `file`, named by `path` or by their file names) or one octet-stream body. */
+const METADATA_HEADER = 'x-metadata-';
+
+/**
+ * envd's file metadata: `X-Metadata-KEY: VALUE` headers (keys lowercased; the first of repeated
+ * ones), as the arguments of `--fs write`: KEY VALUE pairs. Every written file gets them, and
+ * loses what metadata it had.
+ */
+function metadataArgs(req: IncomingMessage): string[] {
+  const args: string[] = [];
+  for (const [name, values] of Object.entries(req.headersDistinct)) {
+    if (!name.startsWith(METADATA_HEADER) || name.length === METADATA_HEADER.length) continue;
+    const key = name.slice(METADATA_HEADER.length);
+    const value = values?.[0];
+    if (value === undefined) continue;
+    if (!/^[\x20-\x7e]*$/.test(value)) throw new ConnectError('invalid_argument', `metadata ${JSON.stringify(key)}: values must be printable US-ASCII`);
+    args.push(key, value);
+  }
+  return args;
+}
+
+/**
+ * POST /files: multipart parts (field `file`, named by `path` or by their file names) or one
+ * octet-stream body. Relative paths are from the user's home; missing directories are made for
+ * the user wherever they go, as envd makes them (fsOp's `makesDirs`).
+ */
 const write: HttpRoute = async (call, req, res, url) => {
   try {
     checkSignature(call, url, 'write');
     const target = url.searchParams.get('path');
+    const metadata = metadataArgs(req);
     const results: object[] = [];
     const put = (file: string, body: AsyncIterable<Buffer>) => call.withAgent(async (agent) => {
-      const [e] = await fsOp(agent, call.user, ['write', file], body);
+      const [e] = await fsOp(agent, call.user, ['write', file, ...metadata], body, true);
       if (e) results.push(written(e));
     });
     const boundary = boundaryOf(req.headers['content-type']);

@@ -5,9 +5,9 @@ import { GUEST_AGENT, type Agent } from '../../machines/index.js';
 import type { Attached } from '../../util/spawner.js';
 import { ConnectError, timeoutOf, type ServerStream } from './connect.js';
 import type { EnvdCall, Service } from './envd.js';
-import { fsError, fsOp, startAs, type GuestEntry } from './guest.js';
+import { ENTRY_FIELDS, entryOf, fsError, fsOp, startAs, type GuestEntry } from './guest.js';
 
-const FILE_TYPES = { file: 'FILE_TYPE_FILE', dir: 'FILE_TYPE_DIRECTORY', symlink: 'FILE_TYPE_SYMLINK', other: 'FILE_TYPE_UNSPECIFIED' } as const;
+const FILE_TYPES = { file: 'FILE_TYPE_FILE', dir: 'FILE_TYPE_DIRECTORY', other: 'FILE_TYPE_UNSPECIFIED' } as const;
 const EVENT_TYPES: Record<string, string> = { c: 'EVENT_TYPE_CREATE', w: 'EVENT_TYPE_WRITE', r: 'EVENT_TYPE_REMOVE', n: 'EVENT_TYPE_RENAME', m: 'EVENT_TYPE_CHMOD' };
 
 function path(v: unknown, name = 'path'): string {
@@ -20,11 +20,15 @@ function timestamp(t: GuestEntry['mtime']): string {
   return `${new Date(t.seconds * 1000).toISOString().slice(0, 19)}.${String(t.nanos).padStart(9, '0')}Z`;
 }
 
-/** A guest entry as envd's `EntryInfo`. */
+/**
+ * A guest entry as envd's `EntryInfo`. A symlink is typed by what it resolves to (unspecified when
+ * nothing), with that resolved path as `symlinkTarget` and `L` leading its permissions, as envd does.
+ */
 export function entryInfo(e: GuestEntry): object {
   return {
     name: e.name, type: FILE_TYPES[e.kind], path: e.path, size: String(e.size), mode: e.mode, permissions: e.permissions,
     owner: e.owner, group: e.group, modifiedTime: timestamp(e.mtime), ...(e.target ? { symlinkTarget: e.target } : {}),
+    ...(Object.keys(e.metadata).length ? { metadata: e.metadata } : {}),
   };
 }
 
@@ -34,19 +38,29 @@ const one = async (entries: Promise<GuestEntry[]>) => {
   return { entry: entryInfo(e) };
 };
 
-/** Parses `--watch` output (native/watch.c) as it arrives: "S" once ready, then kind and name per event. */
+/** A watch event: its kind (native/watch.c) and name, and with entries asked for, the entry when there is one. */
+interface WatchEvent { kind: string; name: string; entry?: GuestEntry }
+
+/**
+ * Parses `--watch` output (native/watch.c) as it arrives: "S" once ready, then per event its kind
+ * and name and, with `entries` (-e), "e" and ENTRY_FIELDS fields, or "-".
+ */
 class WatchParser {
   private readonly decoder = new StringDecoder('utf8');
   private rest = '';
-  private kind: string | null = null;
-  constructor(private readonly onReady: () => void, private readonly onEvent: (kind: string, name: string) => void) {}
+  private fields: string[] = [];
+  private ready = false;
+  constructor(private readonly entries: boolean, private readonly onReady: () => void, private readonly onEvent: (e: WatchEvent) => void) {}
   push(chunk: Buffer): void {
     const fields = (this.rest + this.decoder.write(chunk)).split('\0');
     this.rest = fields.pop() ?? '';
     for (const f of fields) {
-      if (this.kind === null) { if (f === 'S') this.onReady(); else this.kind = f; continue; }
-      this.onEvent(this.kind, f);
-      this.kind = null;
+      if (!this.ready) { if (f === 'S') { this.ready = true; this.onReady(); } continue; }
+      const got = this.fields;
+      got.push(f);
+      if (got.length < 2 || (this.entries && (got.length < 3 || (got[2] === 'e' && got.length < 3 + ENTRY_FIELDS)))) continue;
+      this.fields = [];
+      this.onEvent({ kind: got[0], name: got[1], ...(got[2] === 'e' ? { entry: entryOf(got.slice(3)) } : {}) });
     }
   }
 }
@@ -54,11 +68,15 @@ class WatchParser {
 /** Starts a watcher process in the guest; resolves once its watches are in place. */
 async function watch(agent: Agent, user: string, msg: Record<string, unknown>, onEvent: (e: object) => void): Promise<Attached> {
   const dir = path(msg.path);
+  const entries = msg.includeEntry === true;
   let ready: () => void = () => undefined;
   const isReady = new Promise<void>((r) => { ready = r; });
   const err: Buffer[] = [];
-  const parser = new WatchParser(() => ready(), (kind, name) => { if (EVENT_TYPES[kind]) onEvent({ name, type: EVENT_TYPES[kind] }); });
-  const p = await startAs(agent, { argv: [GUEST_AGENT, '--watch', ...(msg.recursive === true ? ['-r'] : []), dir], user }, {
+  const parser = new WatchParser(entries, () => ready(), (e) => {
+    if (EVENT_TYPES[e.kind]) onEvent({ name: e.name, type: EVENT_TYPES[e.kind], ...(e.entry ? { entry: entryInfo(e.entry) } : {}) });
+  });
+  const flags = [...(msg.recursive === true ? ['-r'] : []), ...(entries ? ['-e'] : []), ...(msg.allowNetworkMounts === true ? ['-n'] : [])];
+  const p = await startAs(agent, { argv: [GUEST_AGENT, '--watch', ...flags, dir], user }, {
     onStdout: (c) => parser.push(c),
     onStderr: (c) => { err.push(Buffer.from(c)); },
   });
@@ -132,15 +150,15 @@ class Watchers {
 /** envd's `filesystem.Filesystem` service: file operations run in the guest as the call's user. */
 export function filesystemService(): Service {
   const watchers = new Watchers();
-  const op = (args: (msg: Record<string, unknown>) => string[]) => (call: EnvdCall, msg: Record<string, unknown>) =>
-    call.withAgent((agent) => fsOp(agent, call.user, args(msg)));
+  const op = (args: (msg: Record<string, unknown>) => string[], makesDirs = false) => (call: EnvdCall, msg: Record<string, unknown>) =>
+    call.withAgent((agent) => fsOp(agent, call.user, args(msg), undefined, makesDirs));
   return {
     streaming: { WatchDir: watchDir },
     clientStreaming: {},
     unary: {
       Stat: (call, msg) => one(op((m) => ['stat', path(m.path)])(call, msg)),
-      MakeDir: (call, msg) => one(op((m) => ['mkdir', path(m.path)])(call, msg)),
-      Move: (call, msg) => one(op((m) => ['move', path(m.source, 'source'), path(m.destination, 'destination')])(call, msg)),
+      MakeDir: (call, msg) => one(op((m) => ['mkdir', path(m.path)], true)(call, msg)),
+      Move: (call, msg) => one(op((m) => ['move', path(m.source, 'source'), path(m.destination, 'destination')], true)(call, msg)),
       Remove: async (call, msg) => { await op((m) => ['remove', path(m.path)])(call, msg); return {}; },
       ListDir: async (call, msg) => {
         const depth = msg.depth ?? 1;

@@ -18,8 +18,15 @@ id -u ${DEFAULT_USER} >/dev/null`;
 const CODE_OF: Record<string, ConnectCode> = {
   ENOENT: 'not_found', EEXIST: 'already_exists', EACCES: 'permission_denied', EPERM: 'permission_denied',
   ENOTDIR: 'invalid_argument', EISDIR: 'invalid_argument', EINVAL: 'invalid_argument', ENAMETOOLONG: 'invalid_argument',
-  ELOOP: 'invalid_argument', ENOSPC: 'resource_exhausted', EDQUOT: 'resource_exhausted', ENOTEMPTY: 'failed_precondition', EXDEV: 'failed_precondition',
+  ELOOP: 'invalid_argument', ERANGE: 'invalid_argument', E2BIG: 'invalid_argument', ENOSPC: 'resource_exhausted', EDQUOT: 'resource_exhausted',
+  ENOTEMPTY: 'failed_precondition', EXDEV: 'failed_precondition', ENOTSUP: 'failed_precondition', EOPNOTSUPP: 'failed_precondition',
 };
+
+/** Makes the default user in a guest that lacks it (MAKE_DEFAULT_USER). */
+async function makeDefaultUser(agent: Agent): Promise<void> {
+  const made = await collect(agent, { argv: ['sh', '-c', MAKE_DEFAULT_USER] });
+  if (made.code !== 0) throw new ConnectError('failed_precondition', `the sandbox has no user ${DEFAULT_USER} and making one failed: ${made.stderr.trim()}`);
+}
 
 /** An errno (of a guest operation) as the Connect error the SDK expects. */
 export function errnoError(errno: number, message: string): ConnectError {
@@ -39,8 +46,7 @@ export async function startAs(agent: Agent, opts: StartOptions, handlers: SpawnH
     } catch (e) {
       if (!(e instanceof StartError)) throw e;
       if (e.stage === 'user' && e.errno === constants.errno.ENOENT && opts.user === DEFAULT_USER && attempt === 0) {
-        const made = await collect(agent, { argv: ['sh', '-c', MAKE_DEFAULT_USER] });
-        if (made.code !== 0) throw new ConnectError('failed_precondition', `the sandbox has no user ${DEFAULT_USER} and making one failed: ${made.stderr.trim()}`);
+        await makeDefaultUser(agent);
         continue;
       }
       if (e.stage === 'user') throw new ConnectError('invalid_argument', `the sandbox has no user ${JSON.stringify(opts.user)}`);
@@ -85,9 +91,9 @@ export async function feed(agent: Agent, pid: number, input: AsyncIterable<Buffe
   await agent.spawner.closeStdin(pid);
 }
 
-/** The file kinds of `--fs` entries (native/fsops.c). */
+/** An entry of `--fs` (native/fsops.c): a symlink as envd describes one (its target's kind and mode, the resolved target). */
 export interface GuestEntry {
-  kind: 'file' | 'dir' | 'symlink' | 'other';
+  kind: 'file' | 'dir' | 'other';
   size: number;
   mode: number;
   permissions: string;
@@ -97,28 +103,65 @@ export interface GuestEntry {
   path: string;
   name: string;
   target?: string;
+  /** envd's file metadata: the entry's `user.e2b.*` xattrs, the prefix left out. */
+  metadata: Record<string, string>;
 }
 
-const KINDS = { f: 'file', d: 'dir', l: 'symlink', o: 'other' } as const;
+const KINDS = { f: 'file', d: 'dir', o: 'other' } as const;
 
-/** Parses `--fs` output: entries of 10 NUL-terminated fields. */
+/** The fields of one entry. */
+export const ENTRY_FIELDS = 11;
+
+/** One entry from its ENTRY_FIELDS fields. */
+export function entryOf(f: string[]): GuestEntry {
+  const p = f[8];
+  const metadata: Record<string, string> = {};
+  for (const pair of f[10] ? f[10].split('\x1e') : []) {
+    const at = pair.indexOf('\x1f');
+    if (at > 0) metadata[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return {
+    kind: KINDS[f[0] as keyof typeof KINDS] ?? 'other', size: Number(f[1]), mode: Number(f[2]), permissions: f[3],
+    owner: f[4], group: f[5], mtime: { seconds: Number(f[6]), nanos: Number(f[7]) },
+    path: p, name: p === '/' ? '/' : p.slice(p.lastIndexOf('/') + 1), ...(f[9] ? { target: f[9] } : {}), metadata,
+  };
+}
+
+/** Parses `--fs` output: entries of ENTRY_FIELDS NUL-terminated fields. */
 export function parseEntries(out: Buffer): GuestEntry[] {
   const f = out.toString('utf8').split('\0');
   const entries: GuestEntry[] = [];
-  for (let i = 0; i + 10 <= f.length; i += 10) {
-    const p = f[i + 8];
-    entries.push({
-      kind: KINDS[f[i] as keyof typeof KINDS] ?? 'other', size: Number(f[i + 1]), mode: Number(f[i + 2]), permissions: f[i + 3],
-      owner: f[i + 4], group: f[i + 5], mtime: { seconds: Number(f[i + 6]), nanos: Number(f[i + 7]) },
-      path: p, name: p === '/' ? '/' : p.slice(p.lastIndexOf('/') + 1), ...(f[i + 9] ? { target: f[i + 9] } : {}),
-    });
-  }
+  for (let i = 0; i + ENTRY_FIELDS <= f.length; i += ENTRY_FIELDS) entries.push(entryOf(f.slice(i, i + ENTRY_FIELDS)));
   return entries;
 }
 
-/** Runs `sbx-spawner --fs OP ARGS` as `user`; its entries, or the typed error its errno names. */
-export async function fsOp(agent: Agent, user: string, args: string[], input?: AsyncIterable<Buffer>): Promise<GuestEntry[]> {
-  const r = await collect(agent, { argv: [GUEST_AGENT, '--fs', ...args], user, ...(input ? { input } : {}) });
+/** How `--fs` exits when the user it is run for (`-u`) does not exist. */
+const NO_USER = 3;
+
+/** Users known to exist in a guest (its agent's), so that `fsOp` need not ask again. */
+const knownUsers = new WeakMap<Agent, Set<string>>();
+
+/** Makes sure `user` exists in the guest (startAs makes the default one), once per agent. */
+async function ensureUser(agent: Agent, user: string): Promise<void> {
+  const known = knownUsers.get(agent) ?? new Set<string>();
+  if (known.has(user)) return;
+  await collect(agent, { argv: ['true'], user });
+  known.add(user);
+  knownUsers.set(agent, known);
+}
+
+/**
+ * Runs `sbx-spawner --fs OP ARGS` for `user`; its entries, or the typed error its errno names.
+ * `makesDirs` (mkdir, move, write): run as root with `-u user`, so that the missing directories
+ * it needs are made and given to the user wherever they go, as envd makes them (the rest runs
+ * with the user's permissions all the same).
+ */
+export async function fsOp(agent: Agent, user: string, args: string[], input?: AsyncIterable<Buffer>, makesDirs = false): Promise<GuestEntry[]> {
+  const owned = makesDirs && user !== 'root';
+  if (owned) await ensureUser(agent, user);
+  const argv = [GUEST_AGENT, '--fs', ...(owned ? ['-u', user] : []), ...args];
+  const r = await collect(agent, { argv, user: owned ? 'root' : user, ...(input ? { input } : {}) });
+  if (owned && r.code === NO_USER) throw new ConnectError('invalid_argument', `the sandbox has no user ${JSON.stringify(user)}`);
   if (r.code !== 0) throw fsError(r.stderr);
   return parseEntries(r.stdout);
 }

@@ -2,8 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { forwardedHere, forwardRequest, forwardUpgrade } from '../../api/forward.js';
-import { PortProxy, checkKey } from '../../api/gateway.js';
-import { failUpgrade } from '../../api/http-relay.js';
+import { checkKey } from '../../api/gateway.js';
 import type { Caller } from '../../core/deps.js';
 import type { PortTarget } from '../../util/pipe.js';
 import type { Cluster } from '../../core/cluster.js';
@@ -11,10 +10,12 @@ import type { Peers } from '../../core/peers.js';
 import { ShellbaseError } from '../../errors.js';
 import type { Operations } from '../../ops/dispatch.js';
 import { ControlPlane, isControlPath } from './control.js';
+import { E2bEvents, isEventsPath } from './events.js';
 import { Envd, type PassOn } from './envd.js';
 import { fileRoutes, signedBy } from './files.js';
 import { filesystemService } from './filesystem.js';
 import { sendError } from './http.js';
+import { E2bPortProxy, SandboxNotRunning } from './ports.js';
 import { processService } from './process.js';
 import { Sandboxes } from './sandboxes.js';
 
@@ -58,8 +59,9 @@ export function portHost(host: string | undefined): { port: number; id: string }
 export class E2bCompat {
   readonly sandboxes: Sandboxes;
   private readonly control: ControlPlane;
+  private readonly events: E2bEvents;
   private readonly envd: Envd;
-  private readonly proxy: PortProxy;
+  private readonly proxy: E2bPortProxy;
   private readonly peers: Peers | undefined;
 
   /** `o.cluster` and `o.peers`: cluster mode (locks, and proofs for requests passed to the worker that runs a sandbox). */
@@ -67,8 +69,9 @@ export class E2bCompat {
     this.sandboxes = new Sandboxes(ops, { log, ...(o.cluster ? { cluster: o.cluster } : {}) });
     this.peers = o.peers;
     this.control = new ControlPlane(ops, this.sandboxes);
+    this.events = new E2bEvents(ops);
     this.envd = new Envd(this.sandboxes, ops, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
-    this.proxy = new PortProxy(log);
+    this.proxy = new E2bPortProxy(log, (req) => portHeaders(req.headers) ?? portHost(req.headers.host));
   }
 
   open(): Promise<void> { return this.sandboxes.open(); }
@@ -81,7 +84,7 @@ export class E2bCompat {
   /** Whether a request is E2B's (and `handle` should take it). */
   claims(req: IncomingMessage): boolean {
     const path = (req.url ?? '/').split('?')[0];
-    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath(path) || path === '/files';
+    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath(path) || isEventsPath(path) || path === '/files';
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -97,6 +100,7 @@ export class E2bCompat {
           await this.proxy.request(target, req, res, req.url ?? '/');
         }, passOn !== undefined).catch((err: unknown) => this.proxy.fail(res, err));
       } else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res, passOn);
+      else if (isEventsPath((req.url ?? '/').split('?')[0])) await this.events.handle(req, res);
       else await this.control.handle(req, res, passOn);
     };
     work().catch((err: unknown) => {
@@ -151,7 +155,7 @@ export class E2bCompat {
         await this.proxy.upgrade(target, req, socket, head, req.url ?? '/');
       }, !passed && this.peers !== undefined);
     };
-    work().catch((err: unknown) => failUpgrade(socket, err));
+    work().catch((err: unknown) => this.proxy.failUpgrade(req, socket, err));
     return true;
   }
 
@@ -164,7 +168,7 @@ export class E2bCompat {
    */
   private async toPort(id: string, port: number, req: IncomingMessage, pass: (to: string) => Promise<void>,
     use: (caller: Caller, target: PortTarget) => Promise<void>, mayPass: boolean): Promise<void> {
-    const gone = () => new ShellbaseError('unavailable', `sandbox ${id} has no such port open, or is not running`);
+    const gone = () => new SandboxNotRunning(id);
     const tenant = await this.sandboxes.tenantOf(id);
     if (!tenant) throw gone();
     const caller = await this.sandboxes.callerFor(tenant);

@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 import { formatDuration } from '@shellbase/protocol';
 import { checkTimeout } from '../../core/validate.js';
 import type { Agent } from '../../machines/index.js';
-import { SpawnerRequestError, type Attached, type Exit } from '../../util/spawner.js';
+import { ChannelClosedError, SpawnerRequestError, type Attached, type Exit } from '../../util/spawner.js';
 import { bytesField, ConnectError, timeoutOf, type ServerStream } from './connect.js';
 import type { EnvdCall, Service } from './envd.js';
 import { errnoError, startAs } from './guest.js';
@@ -93,7 +93,7 @@ function endEvent(exit: Exit): object {
  * client is still there, and the stream ends with deadline_exceeded; a connection to a running
  * process (Connect, no `kill`) lets go then. A client that goes away detaches.
  */
-async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { onStdout(c: Buffer): void; onStderr(c: Buffer): void }) => Promise<Attached>, pty: boolean, kill: (() => void) | null,
+async function streamEvents(req: IncomingMessage, stream: ServerStream, open: (h: { onStdout(c: Buffer): void; onStderr(c: Buffer): void }) => Promise<Attached>, pty: boolean, kill: (() => void) | null,
   maxTimeoutMs?: number): Promise<void> {
   const data = (kind: string) => (c: Buffer) => stream.send({ event: { data: { [pty ? 'pty' : kind]: c.toString('base64') } } });
   const p = await open({ onStdout: data('stdout'), onStderr: data('stderr') });
@@ -118,6 +118,21 @@ async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { on
     stream.end();
   } finally {
     clearInterval(ping);
+  }
+}
+
+/**
+ * `streamEvents`, except when the machine goes away under the process (the sandbox killed, ended
+ * or paused: the agent's connection closes): then the stream breaks off, as a stream from a
+ * sandbox E2B ends breaks (`ServerStream.drop`).
+ */
+async function follow(req: IncomingMessage, stream: ServerStream, open: (h: { onStdout(c: Buffer): void; onStderr(c: Buffer): void }) => Promise<Attached>, pty: boolean, kill: (() => void) | null,
+  maxTimeoutMs?: number): Promise<void> {
+  try {
+    await streamEvents(req, stream, open, pty, kill, maxTimeoutMs);
+  } catch (e) {
+    if (!(e instanceof ChannelClosedError)) throw e;
+    stream.drop();
   }
 }
 

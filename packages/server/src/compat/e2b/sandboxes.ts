@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { NetworkPolicy } from '@shellbase/protocol';
 import type { Logger } from 'pino';
 import type { Caller } from '../../core/deps.js';
@@ -7,7 +6,7 @@ import { ShellbaseError, invalid } from '../../errors.js';
 import { IMAGE_NAMES } from '../../images/index.js';
 import type { MachineRow } from '../../machines/index.js';
 import type { Operations } from '../../ops/dispatch.js';
-import { E2B_EXTENSION, asExtension, e2bOf, type E2bSandboxSpec } from './record.js';
+import { E2B_EXTENSION, asExtension, e2bOf, newRecord, type E2bSandboxSpec } from './record.js';
 import { KeyedLock } from '../../util/keyed-lock.js';
 
 /** A sandbox: a machine the E2B-compatible API made, and what it keeps about it. */
@@ -19,20 +18,18 @@ export interface NewSandbox {
   metadata: Record<string, string>;
   envs: Record<string, string>;
   onTimeout: 'kill' | 'pause';
+  /** False: a pause at the timeout drops the memory. */
+  keepMemory: boolean;
   autoResume: boolean;
   publicTraffic: boolean;
   /** Narrows the template's egress policy (compat/e2b/network.ts). */
   network?: NetworkPolicy;
 }
 
-/** The longest timeout a sandbox may have (seconds): a week, like a machine's idle timeout. */
-export const MAX_TIMEOUT_S = 7 * 86_400;
 /** The E2B default template: shellbase's debian image. */
 export const BASE_TEMPLATE = 'base';
 /** E2B's template ids that name a built-in image of another name: `base`, and the code interpreter's (its SDK's default). */
 const TEMPLATE_IMAGES: Record<string, string> = { [BASE_TEMPLATE]: 'debian', 'code-interpreter-v1': 'code-interpreter' };
-
-const token = () => randomBytes(24).toString('hex');
 
 /**
  * Where a sandbox's create-time `envs` are written in the guest (root's, mode 0600), as
@@ -78,6 +75,8 @@ export class Sandboxes {
   private readonly lock = new KeyedLock();
   /** Sandboxes being paused on this worker (`pause`, until their record says so). */
   private readonly pausing = new Set<string>();
+  /** Sandboxes being killed on this worker: envd traffic finds them gone already (a stream their end broke asks `/health`). */
+  private readonly killing = new Set<string>();
   private sweeper: NodeJS.Timeout | null = null;
   private reloading: Promise<void> | null = null;
   private reloadedAt = 0;
@@ -105,6 +104,7 @@ export class Sandboxes {
 
   /** The tenant a sandbox belongs to (in a cluster, one another worker made is looked up in the store). */
   async tenantOf(id: string): Promise<string | undefined> {
+    if (this.killing.has(id)) return undefined;
     const known = this.owners.get(id);
     if (known !== undefined || !this.deps.cluster || !/^m_[a-z0-9]{1,64}$/.test(id)) return known;
     const row = await this.ops.machineRecords.find(id);
@@ -192,7 +192,7 @@ export class Sandboxes {
    */
   async create(caller: Caller, req: NewSandbox): Promise<Sandbox> {
     const t = req.template;
-    const e2b = this.record(req);
+    const e2b = newRecord(req, t);
     let id: string;
     if (isSnapshot(t)) {
       if (req.network) throw invalid('a snapshot keeps the network rules it was taken with', 'leave the network options unset for a snapshot template');
@@ -208,8 +208,7 @@ export class Sandboxes {
     }
     // A snapshot's memory may hold the envs of the sandbox it was taken from: its file is written over, empty or not.
     if (Object.keys(req.envs).length > 0 || isSnapshot(t)) {
-      const data = Buffer.from(JSON.stringify({ version: 1, envs: req.envs }));
-      await this.ops.run(caller, 'machine.writeFile', { id, path: GUEST_ENV_FILE, data, mode: 0o600 }).catch(async (e: unknown) => {
+      await this.writeEnvs(caller, id, req.envs).catch(async (e: unknown) => {
         await this.ops.run(caller, 'machine.remove', { id }).catch((err: unknown) => this.deps.log.error({ err, sandbox: id }, 'removing a sandbox whose envs could not be written failed'));
         throw e;
       });
@@ -226,13 +225,10 @@ export class Sandboxes {
     });
   }
 
-  private record(req: Omit<NewSandbox, 'template'> & { template?: string }, templateId = req.template ?? BASE_TEMPLATE): E2bSandboxSpec {
-    const now = Date.now();
-    return {
-      format: 1, templateId, metadata: req.metadata, envs: req.envs, startedAt: new Date(now).toISOString(),
-      endAt: new Date(now + req.timeoutS * 1000).toISOString(), onTimeout: req.onTimeout, autoResume: req.autoResume, paused: false,
-      accessToken: token(), ...(req.publicTraffic ? {} : { trafficToken: token() }),
-    };
+  /** The sandbox's create-time envs into the guest (GUEST_ENV_FILE). */
+  private async writeEnvs(caller: Caller, id: string, envs: Record<string, string>): Promise<void> {
+    const data = Buffer.from(JSON.stringify({ version: 1, envs }));
+    await this.ops.run(caller, 'machine.writeFile', { id, path: GUEST_ENV_FILE, data, mode: 0o600 });
   }
 
   /** Read, change, write one sandbox's record, one change at a time per sandbox. */
@@ -251,7 +247,10 @@ export class Sandboxes {
     return this.update(caller, id, async (s) => ({ ...s.e2b, endAt: new Date(Date.now() + seconds * 1000).toISOString() }));
   }
 
-  /** Running again if paused (its memory restored), and alive at least `seconds` from now. Whether it was paused. */
+  /**
+   * Running again if paused (its memory restored; paused without memory, booted from its disk),
+   * and alive at least `seconds` from now. Whether it was paused.
+   */
   async connect(caller: Caller, id: string, seconds: number): Promise<{ sandbox: Sandbox; resumed: boolean }> {
     let resumed = false;
     const sandbox = await this.update(caller, id, async (s) => {
@@ -260,27 +259,30 @@ export class Sandboxes {
       }
       resumed = s.e2b.paused || s.row.state === 'paused';
       if (resumed) await this.ops.run(caller, 'machine.resume', { id });
+      // A boot's /run is new: the envs' file is written again.
+      if (resumed && s.e2b.pausedWithoutMemory && Object.keys(s.e2b.envs).length > 0) await this.writeEnvs(caller, id, s.e2b.envs);
+      const { pausedWithoutMemory: _was, ...e2b } = s.e2b;
       const endAt = Math.max(Date.parse(s.e2b.endAt), Date.now() + seconds * 1000);
-      return { ...s.e2b, paused: false, endAt: new Date(endAt).toISOString() };
+      return { ...e2b, paused: false, endAt: new Date(endAt).toISOString() };
     });
     return { sandbox, resumed };
   }
 
   /**
-   * Hibernates it (memory to disk); false if it was paused already. Its record says `paused` in
-   * the same write as its hibernated state, before its lease is given up: in a cluster no worker
-   * finds it hibernated and not paused (and wakes it).
+   * Hibernates it (memory to disk; `memory` false: its memory dropped, its disk kept); false if it
+   * was paused already. Its record says `paused` in the same write as its hibernated state, before
+   * its lease is given up: in a cluster no worker finds it hibernated and not paused (and wakes it).
    */
-  async pause(caller: Caller, id: string): Promise<boolean> {
+  async pause(caller: Caller, id: string, memory = true): Promise<boolean> {
     try {
       return await this.lock.run(id, async () => {
         const s = await this.get(caller, id);
         if (s.e2b.paused) return false;
         this.pausing.add(id);
-        const e2b = { ...s.e2b, paused: true };
+        const e2b: E2bSandboxSpec = { ...s.e2b, paused: true, ...(memory ? {} : { pausedWithoutMemory: true }) };
         // A machine that lost its memory (a stopped one, or in a cluster a lost one) has none to keep.
         const { state } = await this.ops.run(caller, 'machine.get', { id });
-        if (state !== 'stopped' && state !== 'lost') await this.ops.run(caller, 'machine.hibernate', { id, extensions: asExtension(e2b) });
+        if (state !== 'stopped' && state !== 'lost') await this.ops.run(caller, 'machine.hibernate', { id, extensions: asExtension(e2b), memory });
         else await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
         this.schedule(id, caller.tenantId, e2b);
         return true;
@@ -299,8 +301,13 @@ export class Sandboxes {
   async kill(caller: Caller, id: string): Promise<void> {
     await this.lock.run(id, async () => {
       await this.get(caller, id);
-      await this.ops.run(caller, 'machine.remove', { id });
-      this.forget(id);
+      this.killing.add(id);
+      try {
+        await this.ops.run(caller, 'machine.remove', { id });
+        this.forget(id);
+      } finally {
+        this.killing.delete(id);
+      }
     });
   }
 
@@ -310,7 +317,7 @@ export class Sandboxes {
     const copies = await this.ops.run(caller, 'machine.fork', { id, count });
     const out: Sandbox[] = [];
     for (const m of copies) {
-      const e2b = this.record({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
+      const e2b = newRecord({ ...s.e2b, timeoutS: seconds, publicTraffic: !s.e2b.trafficToken }, s.e2b.templateId);
       await this.ops.run(caller, 'machine.setExtension', { id: m.id, name: E2B_EXTENSION, value: e2b });
       this.know(m.id, caller.tenantId, e2b, true);
       out.push(await this.get(caller, m.id));
@@ -366,7 +373,7 @@ export class Sandboxes {
   private async end(caller: Caller, id: string): Promise<void> {
     const s = await this.get(caller, id);
     if (s.e2b.paused || Date.parse(s.e2b.endAt) > Date.now() + 1000) return;
-    if (s.e2b.onTimeout === 'pause') await this.pause(caller, id);
+    if (s.e2b.onTimeout === 'pause') await this.pause(caller, id, s.e2b.keepMemory !== false);
     else await this.kill(caller, id);
   }
 
@@ -390,13 +397,4 @@ export class Sandboxes {
       this.deps.log.error({ err }, 'ending E2B sandboxes past their timeout failed');
     }
   }
-}
-
-/** A timeout in seconds from a request (absent: `fallback`). */
-export function timeoutSeconds(v: unknown, fallback: number): number {
-  if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_TIMEOUT_S) {
-    throw invalid(`timeout must be a whole number of seconds from 1 to ${MAX_TIMEOUT_S}`, `pass timeoutMs ≤ ${MAX_TIMEOUT_S * 1000}`);
-  }
-  return v;
 }

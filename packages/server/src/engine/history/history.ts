@@ -43,7 +43,10 @@ export class History {
           changes: await changesBetween(this.deps.metadata, head, target), cause: { kind: 'reset', command: `reset to ${target.id}` },
           bytes: 0, createdAt: new Date().toISOString(),
         };
-        if (await this.deps.metadata.versions.commit({ version: v, moveHead: { tenantId: caller.tenantId, context: name, expectedHead: head.id } })) return v;
+        if (await this.deps.metadata.versions.commit({ version: v, moveHead: { tenantId: caller.tenantId, context: name, expectedHead: head.id } })) {
+          this.committed(caller, name, v);
+          return v;
+        }
       }
     }));
   }
@@ -105,8 +108,16 @@ export class History {
           depth: Math.max(target.depth, source.depth) + 1, layers, changes: d.b,
           cause: { kind: 'merge', command: `merge ${from}` }, bytes, createdAt: new Date().toISOString(),
         };
-        if (await this.deps.metadata.versions.commit({ version: v, layer: layerRow, moveHead })) return { version: v.id };
+        if (await this.deps.metadata.versions.commit({ version: v, layer: layerRow, moveHead })) {
+          this.committed(caller, name, v);
+          return { version: v.id };
+        }
       }
     }));
+  }
+
+  /** Reports a head this moved. */
+  private committed(caller: Caller, context: string, v: NewVersion): void {
+    this.deps.events.emit({ tenantId: caller.tenantId, kind: 'version.committed', context, data: { version: v.id, parent: v.parent, cause: v.cause } });
   }
 }

@@ -161,6 +161,7 @@ export class ServiceRun implements PortTarget {
       this.go('ready');
       this.lease.watch(spec.idleTimeoutMs, () => { if (this.state === 'running') void this.stop(); });
     } catch (e) {
+      this.startError = (e as Error).message;
       if (launched) {
         await this.stop();
         await this.finishing;
@@ -190,10 +191,23 @@ export class ServiceRun implements PortTarget {
     });
   }
 
-  /** Moves along the lifecycle table (engine/services/lifecycle.ts). */
-  private go(event: ServiceEvent): void {
+  /** Why the start under way failed (reported when the service is asleep again). */
+  private startError: string | null = null;
+
+  /**
+   * Moves along the lifecycle table (engine/services/lifecycle.ts) and reports it: woke on
+   * running; asleep again, failed (a start that failed, a process that ended before it was
+   * ready, a sandbox that failed: `reason`) or slept.
+   */
+  private go(event: ServiceEvent, reason?: string): void {
+    const from = this.state;
     this.state = SERVICE_LIFECYCLE.next(this.row.name, this.state, event);
     if (this.state === 'sleeping' && this.ctx.slept) this.givenBack = this.ctx.slept();
+    if (this.state !== 'running' && this.state !== 'sleeping') return;
+    const why = reason ?? this.startError ?? (from === 'starting' ? 'the process ended before its port was ready' : undefined);
+    if (this.state === 'sleeping') this.startError = null;
+    const kind = this.state === 'running' ? 'service.woke' : why !== undefined ? 'service.failed' : 'service.slept';
+    this.ctx.deps.events.emit({ tenantId: this.row.tenantId, kind, context: this.row.context, data: { service: this.row.name, ...(kind === 'service.failed' ? { reason: why } : {}) } });
   }
 
   /** The last slept() call: stop() resolves only once a cluster has its lease and slot back. */
@@ -275,7 +289,7 @@ export class ServiceRun implements PortTarget {
     await this.closeSession();
     hold.release();
     this.ended = null;
-    this.go('exited');
+    this.go('exited', `the sandbox failed: ${(err as Error).message}`);
   }
 
   /** Ends the run's egress session; the bytes it moved. */

@@ -1,4 +1,4 @@
-import type { ContextConfig, ContextDefaults, ImageConfig, MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, ServiceShare, VersionCause } from '@shellbase/protocol';
+import type { ContextConfig, DeliveryState, EventKind, ContextDefaults, ImageConfig, MachineState, NetworkConnection, NetworkPolicy, ServiceAccess, ServiceShare, VersionCause } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 
 /** The rows of the metadata store (store/metadata/types.ts has its repositories). */
@@ -326,3 +326,76 @@ export interface SnapshotRow {
 
 /** One connection of the egress audit log. */
 export type EgressLogRow = { tenantId: string; context: string } & NetworkConnection;
+
+/** An event as emitted (the store gives it its id). `data` is JSON of format 1 (its fields by kind: protocol's EventSchema). */
+export interface NewEvent {
+  tenantId: string;
+  kind: EventKind;
+  time: string;
+  context?: string;
+  machine?: string;
+  data: Record<string, unknown>;
+}
+
+/** An event as stored: `id` increases with every append. */
+export interface EventRow extends NewEvent { id: number }
+
+/** Which of a tenant's events a reader wants. */
+export interface EventFilter {
+  kinds?: readonly EventKind[];
+  context?: string;
+  machine?: string;
+  /** `sandbox.lifecycle` events of these types only (E2B's `types` filter). */
+  lifecycleTypes?: readonly string[];
+}
+
+/**
+ * A URL a tenant registered for its events. `format`: `shellbase` (the Event as JSON, signed with
+ * Shellbase-Signature) or `e2b` (E2B's lifecycle payload and e2b-signature, registered through the
+ * E2B-compatible API).
+ */
+export interface WebhookRow {
+  id: string;
+  tenantId: string;
+  url: string;
+  /**
+   * What it takes, as match keys: an event's kind, except `sandbox.lifecycle.<type>` for a
+   * sandbox's lifecycle event (so E2B's webhooks can take some of its types).
+   */
+  keys: string[];
+  name: string;
+  secret: string;
+  enabled: boolean;
+  format: 'shellbase' | 'e2b';
+  createdAt: string;
+}
+
+/** One event on its way to one webhook. */
+export interface DeliveryRow {
+  id: number;
+  webhookId: string;
+  tenantId: string;
+  eventId: number;
+  /** The event's kind (when listed; absent once the event was trimmed). */
+  kind?: EventKind;
+  state: DeliveryState;
+  attempts: number;
+  nextAt: string;
+  lastStatus?: number;
+  lastError?: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A delivery claimed to be tried now, with what it needs. */
+export interface DueDelivery { delivery: DeliveryRow; webhook: WebhookRow; event: EventRow }
+
+/** How a delivery attempt went. */
+export interface DeliveryOutcome {
+  state: DeliveryState;
+  attempts: number;
+  nextAt: string;
+  lastStatus?: number;
+  lastError?: string;
+  updatedAt: string;
+}

@@ -1,7 +1,7 @@
 import type { NetworkConnection, NetworkPolicy } from '@shellbase/protocol';
 import type { Change } from '../snapshotter/types.js';
 import type {
-  ApiKeyRow, CommitVersionOptions, ContextChanges, ContextRow, EgressLogRow, ImageRow, LayerRow, LeaseFence, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
+  ApiKeyRow, CommitVersionOptions, ContextChanges, ContextRow, DeliveryOutcome, DeliveryRow, DueDelivery, EgressLogRow, EventFilter, EventRow, NewEvent, WebhookRow, ImageRow, LayerRow, LeaseFence, MachineRow, NewVersion, ServiceRow, SnapshotRow, TenantQuotas, TenantRow, UsageGrouping, UsageRow,
   UsageTotals, VersionRow,
 } from './rows.js';
 
@@ -32,6 +32,8 @@ export interface MetadataStore {
   readonly egressLog: EgressLogRepository;
   readonly images: ImageRepository;
   readonly buildCache: BuildCacheRepository;
+  readonly events: EventRepository;
+  readonly webhooks: WebhookRepository;
   /** Makes every committed transaction durable (survives power loss, not only a crash). */
   sync(): Promise<void>;
   /**
@@ -246,4 +248,46 @@ export interface EgressLogRepository {
   recent(tenantId: string, context: string, limit: number): Promise<NetworkConnection[]>;
   /** Deletes entries older than `before`, at most `limit`; how many. */
   trim(before: string, limit: number): Promise<number>;
+}
+
+/**
+ * Events of every tenant, in one increasing sequence (ids), trimmed by age. Appending an event
+ * also queues a delivery of it to each enabled webhook of its tenant that takes its kind, in the
+ * same transaction: an event stored is an event every such webhook will be sent.
+ */
+export interface EventRepository {
+  /** Stores the events in one transaction (with their deliveries); they come back with their ids, in order. */
+  append(events: readonly NewEvent[]): Promise<EventRow[]>;
+  /** A tenant's events after `afterId`, oldest first, at most `limit`, passing `filter`. */
+  since(tenantId: string, afterId: number, limit: number, filter?: EventFilter): Promise<EventRow[]>;
+  /** A tenant's events newest first (or oldest first with `ascending`), skipping `offset`: E2B's lifecycle API pages this way. */
+  page(tenantId: string, filter: EventFilter, offset: number, limit: number, ascending: boolean): Promise<EventRow[]>;
+  /** Every tenant's events with an id above `afterId` or a time at or after `sinceTime` (another worker's, for this one's listeners), oldest first. */
+  recent(afterId: number, sinceTime: string, limit: number): Promise<EventRow[]>;
+  /** The highest id stored (0 for none). */
+  lastId(): Promise<number>;
+  /** Deletes events older than `before` whose deliveries are all settled, at most `limit`; how many. */
+  trim(before: string, limit: number): Promise<number>;
+}
+
+/** Tenants' webhooks and their deliveries. */
+export interface WebhookRepository {
+  create(row: WebhookRow): Promise<void>;
+  list(tenantId: string, format?: WebhookRow['format']): Promise<WebhookRow[]>;
+  get(tenantId: string, id: string): Promise<WebhookRow | null>;
+  /** Replaces url, kinds, name, secret and enabled; false if there is no such webhook. */
+  update(row: WebhookRow): Promise<boolean>;
+  /** Deletes a webhook and its deliveries; false if there is none. */
+  delete(tenantId: string, id: string): Promise<boolean>;
+  /**
+   * Up to `limit` pending deliveries due at `now` and not claimed by another worker until then,
+   * claimed until `claimUntil` (a worker that dies with a claim leaves it to the next after that).
+   */
+  claimDue(now: string, claimUntil: string, limit: number): Promise<DueDelivery[]>;
+  /** Records an attempt's outcome and releases the claim. */
+  settle(id: number, outcome: DeliveryOutcome): Promise<void>;
+  /** A webhook's deliveries, newest first. */
+  deliveries(tenantId: string, webhookId: string, limit: number): Promise<DeliveryRow[]>;
+  /** The earliest time a pending delivery is due (null when none is pending). */
+  nextDue(): Promise<string | null>;
 }

@@ -1,6 +1,7 @@
 import type { MetadataStore } from '../types.js';
 import { SqlContexts } from './contexts.js';
 import { SqlEgressLog } from './egress-log.js';
+import { SqlEvents, SqlWebhooks } from './events.js';
 import type { SqlDb } from './db.js';
 import { SqlBuildCache, SqlImages } from './images.js';
 import { SqlMachines } from './machines.js';
@@ -20,6 +21,8 @@ export abstract class SqlMetadataStore implements MetadataStore {
   readonly egressLog: SqlEgressLog;
   readonly images: SqlImages;
   readonly buildCache: SqlBuildCache;
+  readonly events: SqlEvents;
+  readonly webhooks: SqlWebhooks;
 
   /** `own`: a dialect's own repositories where it does better than the shared SQL (postgres/). */
   constructor(readonly db: SqlDb, own: { versions?: SqlVersions; tenants?: SqlTenants } = {}) {
@@ -32,6 +35,8 @@ export abstract class SqlMetadataStore implements MetadataStore {
     this.egressLog = new SqlEgressLog(db);
     this.images = new SqlImages(db);
     this.buildCache = new SqlBuildCache(db);
+    this.events = new SqlEvents(db);
+    this.webhooks = new SqlWebhooks(db);
   }
 
   abstract sync(): Promise<void>;

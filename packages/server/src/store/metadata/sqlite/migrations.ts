@@ -220,3 +220,50 @@ MIGRATIONS.push(`
   );
   CREATE INDEX build_cache_version ON build_cache(version);
 `);
+
+/*
+ * 13 (events): tenants' events in one increasing sequence, their webhooks, and each event's
+ * delivery to each webhook (queued with the event, tried until delivered or a day old).
+ */
+MIGRATIONS.push(`
+  CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    time TEXT NOT NULL,
+    context TEXT,
+    machine TEXT,
+    data TEXT NOT NULL
+  );
+  CREATE INDEX events_tenant ON events(tenant_id, id);
+  CREATE INDEX events_time ON events(time);
+  CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    kinds TEXT NOT NULL,
+    name TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    enabled INTEGER NOT NULL,
+    format TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  CREATE INDEX webhooks_tenant ON webhooks(tenant_id, enabled);
+  CREATE TABLE webhook_deliveries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    webhook_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    event_id INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    next_at TEXT NOT NULL,
+    claimed_until TEXT,
+    last_status INTEGER,
+    last_error TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE INDEX webhook_deliveries_due ON webhook_deliveries(state, next_at);
+  CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries(tenant_id, webhook_id, id);
+  CREATE INDEX webhook_deliveries_event ON webhook_deliveries(event_id);
+`);

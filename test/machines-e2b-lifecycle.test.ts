@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { CommandExitError, Sandbox, SandboxError, TimeoutError, type SandboxInfo, type SandboxOpts } from 'e2b';
+import { sleep, startTestServer, type TestServer } from './harness.ts';
+
+// The unmodified `e2b` SDK against a real server, machines under TCG: listing and paging, pause
+// without memory (resumed by a boot from the sandbox's disk), a finished command's result across a
+// pause, commands of a killed sandbox, and MCP gateways. At most two VMs run at once; every
+// sandbox is killed in the end, failures included (and the server's close ends any VM left).
+
+/** Waits until `check` holds (polling), or fails with `what`. */
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** Every page of a listing: the sandboxes' ids, page by page (the paginator's `hasNext` false at the end). */
+async function pages(list: ReturnType<typeof Sandbox.list>, between?: (page: number) => Promise<void>): Promise<string[][]> {
+  const out: string[][] = [];
+  while (list.hasNext) {
+    out.push((await list.nextItems()).map((s: SandboxInfo) => s.sandboxId));
+    if (out.length > 20) throw new Error('the listing does not end');
+    if (list.hasNext) await between?.(out.length);
+  }
+  assert.equal(list.nextToken, undefined, 'no token after the last page');
+  return out;
+}
+
+describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () => {
+  let t: TestServer;
+  const made: Sandbox[] = [];
+  const create = async (opts?: SandboxOpts) => {
+    const s = await Sandbox.create(opts);
+    made.push(s);
+    return s;
+  };
+  /** The files a hibernation with memory keeps in the machine's run directory. */
+  const savedState = (id: string) => existsSync(path.join(t.home, 'machines', 'run', id, 'state.bin'));
+  const bootId = async (s: Sandbox) => (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+
+  before(async () => {
+    t = await startTestServer();
+    Object.assign(process.env, { E2B_API_URL: t.server.url, E2B_SANDBOX_URL: t.server.url, E2B_API_KEY: t.key, E2B_DOMAIN: 'e2b.test' });
+  });
+
+  after(async () => {
+    for (const s of made) await s.kill().catch(() => undefined);
+    try {
+      for (const m of await t.sb.machines.list()) await t.sb.machines.get(m.id).remove();
+    } finally {
+      await t?.close();
+    }
+  });
+
+  test('list pages newest first, filters before paging, and ends; a create while paging is not listed twice', async () => {
+    const query = { metadata: { suite: 'list' } };
+    const a = await create({ metadata: { suite: 'list', n: 'a' } });
+    const b = await create({ metadata: { suite: 'list', n: 'b' } });
+    assert.equal(await b.pause(), true);
+    let c: Sandbox | null = null;
+    // A sandbox made between two pages is newer than the cursor: the pages go on where they were.
+    const seen = await pages(Sandbox.list({ query, limit: 1 }), async () => { c ??= await create({ metadata: { suite: 'list', n: 'c' } }); });
+    assert.deepEqual(seen, [[b.sandboxId], [a.sandboxId]]);
+    assert.ok(c);
+    const cid = (c as Sandbox).sandboxId;
+    assert.deepEqual(await pages(Sandbox.list({ query, limit: 1 })), [[cid], [b.sandboxId], [a.sandboxId]]);
+    assert.deepEqual(await pages(Sandbox.list({ query, limit: 2 })), [[cid, b.sandboxId], [a.sandboxId]]);
+    assert.deepEqual(await pages(Sandbox.list({ query, limit: 3 })), [[cid, b.sandboxId, a.sandboxId]]);
+    assert.deepEqual(await pages(Sandbox.list({ query, limit: 1, order: 'asc' })), [[a.sandboxId], [b.sandboxId], [cid]]);
+    // The state filter applies before paging: two running sandboxes are two pages of one, then the end.
+    assert.deepEqual(await pages(Sandbox.list({ query: { ...query, state: ['running'] }, limit: 1 })), [[cid], [a.sandboxId]]);
+    assert.deepEqual(await pages(Sandbox.list({ query: { ...query, state: ['paused'] }, limit: 1 })), [[b.sandboxId]]);
+    assert.deepEqual(await pages(Sandbox.list({ query: { ...query, state: ['running', 'paused'] }, limit: 2 })), [[cid, b.sandboxId], [a.sandboxId]]);
+    assert.deepEqual(await pages(Sandbox.list({ query: { metadata: { suite: 'list', n: 'b' } }, limit: 1 })), [[b.sandboxId]]);
+    // Sorted by start time (then id), newest first.
+    const listed = await Sandbox.list({ query }).nextItems();
+    assert.deepEqual(listed.map((s) => s.sandboxId), [cid, b.sandboxId, a.sandboxId]);
+    const started = listed.map((s) => s.startedAt.getTime());
+    assert.deepEqual([...started].sort((x, y) => y - x), started);
+    // A token is the listing's own: one it did not make is a 400.
+    await assert.rejects(Sandbox.list({ query, nextToken: 'not-a-token' }).nextItems(), (e: unknown) => e instanceof SandboxError && /400: .*nextToken/.test(e.message));
+    for (const s of [a, b, c as Sandbox]) await s.kill();
+  });
+
+  test('pause without memory keeps the disk; connect boots the sandbox again from it, its processes gone', async () => {
+    const s = await create({ envs: { FROM_CREATE: 'yes' } });
+    await s.files.write('kept/notes.txt', 'on the disk');
+    const sleeper = await s.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
+    const done = await s.commands.run('echo finished; exit 5', { background: true });
+    await until('the short command to end', async () => !(await s.commands.list()).some((p) => p.pid === done.pid));
+    const booted = await bootId(s);
+    assert.equal(await s.pause({ keepMemory: false }), true);
+    assert.equal(await s.pause({ keepMemory: false }), false, 'paused already');
+    assert.equal((await s.getInfo()).state, 'paused');
+    assert.equal((await t.sb.machines.get(s.sandboxId).info()).state, 'hibernated');
+    assert.equal(savedState(s.sandboxId), false, 'no memory kept');
+    assert.equal(await s.isRunning(), false);
+    await assert.rejects(s.commands.run('true'));
+    assert.deepEqual((await Sandbox.list({ query: { state: ['paused'] } }).nextItems()).map((x) => x.sandboxId), [s.sandboxId]);
+    const back = await Sandbox.connect(s.sandboxId);
+    assert.equal((await back.getInfo()).state, 'running');
+    assert.notEqual(await bootId(back), booted, 'booted again');
+    assert.equal(await back.files.read('kept/notes.txt'), 'on the disk');
+    assert.equal((await back.commands.list()).some((p) => p.pid === sleeper.pid), false, 'its processes are gone');
+    assert.equal((await back.commands.run('echo $FROM_CREATE; id -un')).stdout, 'yes\nuser\n');
+    // The create-time envs' file in the guest's /run is there again after the boot.
+    assert.match((await back.commands.run('cat /run/shellbase/sandbox-envs.json', { user: 'root' })).stdout, /"FROM_CREATE":"yes"/);
+    // A command that ended before the pause keeps its result; one that ran was broken off by the pause.
+    const e = await done.wait().then(() => null, (x: unknown) => x);
+    assert.ok(e instanceof CommandExitError, String(e));
+    assert.deepEqual([e.exitCode, e.stdout], [5, 'finished\n']);
+    await assert.rejects(sleeper.wait(), TimeoutError);
+    // With memory, the next pause and resume keep the boot.
+    assert.equal(await back.pause(), true);
+    assert.equal(savedState(s.sandboxId), true);
+    const again = await Sandbox.connect(s.sandboxId);
+    assert.equal(await bootId(again), await bootId(back));
+    await again.kill();
+  });
+
+  test('a timeout that pauses without memory (onTimeout keepMemory: false), also of a sandbox hibernated while idle', async () => {
+    const s = await create({ timeoutMs: 120_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+    assert.deepEqual((await s.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: false });
+    // Hibernated as an idle machine is (with its memory), it is still running to E2B.
+    await t.sb.machines.get(s.sandboxId).hibernate();
+    assert.equal(savedState(s.sandboxId), true);
+    assert.equal((await s.getInfo()).state, 'running');
+    await s.setTimeout(1000);
+    await until('the pause at the timeout', async () => (await s.getInfo()).state === 'paused');
+    await until('the machine to hibernate', async () => (await t.sb.machines.get(s.sandboxId).info()).state === 'hibernated');
+    assert.equal(savedState(s.sandboxId), false, 'no memory kept');
+    await s.kill();
+    // autoResume with a timeout that pauses without memory: the SDK refuses it, and so does the API.
+    const r = await fetch(`${t.server.url}/v2/sandboxes`, {
+      method: 'POST', headers: { 'x-api-key': t.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ autoPause: true, autoPauseMemory: false, autoResume: { enabled: true } }),
+    });
+    assert.equal(r.status, 400, await r.text());
+  });
+
+  test('a background command that finished before a pause keeps its result across the pause', async () => {
+    const s = await create();
+    const h = await s.commands.run('echo out; echo err >&2; exit 7', { background: true });
+    await until('the command to end', async () => !(await s.commands.list()).some((p) => p.pid === h.pid));
+    const running = await s.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
+    const broken = running.wait().then(() => null, (x: unknown) => x);
+    assert.equal(await s.pause(), true);
+    assert.equal((await s.getInfo()).state, 'paused');
+    const back = await Sandbox.connect(s.sandboxId);
+    assert.equal((await back.getInfo()).state, 'running');
+    const e = await h.wait().then(() => null, (x: unknown) => x);
+    assert.ok(e instanceof CommandExitError, String(e));
+    assert.deepEqual([e.exitCode, e.stdout, e.stderr], [7, 'out\n', 'err\n']);
+    assert.equal((await back.commands.list()).some((p) => p.pid === h.pid), false);
+    // A command that ran at the pause: its stream broke off as a paused E2B sandbox's does; the process runs on.
+    const b = await broken;
+    assert.ok(b instanceof TimeoutError, String(b));
+    assert.match(b.message, /The sandbox was killed or reached its end of life while the request was in flight/);
+    assert.ok((await back.commands.list()).some((p) => p.pid === running.pid), 'the process survived the pause');
+    await back.kill();
+  });
+
+  test('a command running when its sandbox is killed, or reaches its timeout, ends with the SDK\'s error for it', async () => {
+    for (const end of ['kill', 'timeout'] as const) {
+      const s = await create();
+      const bg = await s.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
+      const fg = s.commands.run('sleep 3600', { timeoutMs: 0 }).then(() => null, (x: unknown) => x);
+      await until('both commands', async () => (await s.commands.list()).length >= 2);
+      if (end === 'kill') await Sandbox.kill(s.sandboxId);
+      else await s.setTimeout(1000);
+      for (const e of [await bg.wait().then(() => null, (x: unknown) => x), await fg]) {
+        assert.ok(e instanceof TimeoutError, `${end}: ${String(e)}`);
+        assert.match(e.message, /The sandbox was killed or reached its end of life while the request was in flight/);
+      }
+      await until('the sandbox to be gone', async () => !(await Sandbox.list().nextItems()).some((x) => x.sandboxId === s.sandboxId));
+    }
+  });
+
+  test('an MCP gateway is refused before anything is made, in the error the SDK raises for a gateway that does not start', async () => {
+    const before = (await t.sb.machines.list()).length;
+    const e = await Sandbox.create({ mcp: { exa: { apiKey: 'x' } } }).then((s) => { made.push(s); return null; }, (x: unknown) => x);
+    assert.ok(e instanceof SandboxError, String(e));
+    assert.match(e.message, /^400: MCP gateways are not supported by shellbase/);
+    assert.equal(e.statusCode, 400);
+    assert.equal((await t.sb.machines.list()).length, before);
+  });
+});
