@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import type { ShellbaseEvent } from '@shellbase/protocol';
 import { verifyShellbaseSignature } from '@shellbase/server';
@@ -146,6 +149,46 @@ PY`);
     assert.equal(failed.context, 'ev');
     assert.equal(typeof failed.data.reason, 'string');
     s.close();
+  });
+
+  test('the SDK streams events (resuming after an id), lists them and manages webhooks', async () => {
+    const got: ShellbaseEvent[] = [];
+    const stream = await t.sb.events.stream({ kinds: ['version.committed'], context: 'ev' }, (e) => { got.push(e); });
+    const r = await t.sb.context('ev').exec('echo sdk > /root/sdk');
+    const end = Date.now() + 10_000;
+    while (!got.some((e) => e.data.version === r.version) && Date.now() < end) await sleep(20);
+    stream.close();
+    await stream.done;
+    const seen = got.find((e) => e.data.version === r.version)!;
+    assert.ok(seen, 'the commit came through the stream');
+    const r2 = await t.sb.context('ev').exec('echo sdk2 > /root/sdk2');
+    const missed = await t.sb.events.list({ context: 'ev', kinds: ['version.committed'], after: seen.id });
+    assert.deepEqual(missed.map((e) => e.data.version), [r2.version]);
+    const hook = await t.sb.webhooks.create({ url: `http://hooks.test:${port}/sdk`, events: ['machine.state', 'sandbox.lifecycle'] });
+    assert.equal(typeof hook.secret, 'string');
+    assert.deepEqual((await t.sb.webhooks.list()).map((w) => [w.id, w.events]), [[hook.id, ['machine.state', 'sandbox.lifecycle']]]);
+    assert.deepEqual(await t.sb.webhooks.deliveries(hook.id), []);
+    await t.sb.webhooks.delete(hook.id);
+    assert.deepEqual(await t.sb.webhooks.list(), []);
+  });
+
+  test('the CLI lists events and manages webhooks; a bad kind is a usage error', async () => {
+    const cli = async (...args: string[]) => promisify(execFile)(process.execPath, [path.resolve('packages/cli/dist/main.js'), ...args], {
+      env: { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key },
+    }).then((r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }), (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }));
+    const r = await t.sb.context('ev').exec('echo cli > /root/cli');
+    const listed = await cli('events', '--kind', 'version.committed', '--context', 'ev');
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(`\\tversion\\.committed\\tev\\t.*"version":"${r.version}"`));
+    const bad = await cli('events', '--kind', 'nope');
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /unknown event kind "nope"/);
+    const made = await cli('webhook', 'create', `http://hooks.test:${port}/cli`, '--kind', 'machine.state', '--name', 'cli');
+    assert.equal(made.code, 0, made.stderr);
+    const id = /webhook (\S+):/.exec(made.stdout)![1];
+    assert.match((await cli('webhook', 'ls')).stdout, new RegExp(`${id}\\ton\\thttp://hooks.test:${port}/cli\\tmachine.state\\tcli`));
+    assert.equal((await cli('webhook', 'rm', id)).code, 0);
+    assert.equal((await cli('webhook', 'rm', id)).code, 1, 'a second delete finds nothing');
   });
 
   test('a quota\'s refusal is a quota.refused event of that tenant only', async () => {

@@ -1,14 +1,19 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CommandExitError, Sandbox, SandboxError, TimeoutError, type SandboxInfo, type SandboxOpts } from 'e2b';
+import { e2bSignature } from '@shellbase/server';
 import { sleep, startTestServer, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server, machines under TCG: listing and paging, pause
 // without memory (resumed by a boot from the sandbox's disk), a finished command's result across a
 // pause, commands of a killed sandbox, and MCP gateways. At most two VMs run at once; every
 // sandbox is killed in the end, failures included (and the server's close ends any VM left).
+// Lifecycle events: E2B's events API and a webhook registered in E2B's shape, its receiver on
+// 127.0.0.2 (the one address the server lets through as if it were the internet).
+const UPSTREAM = '127.0.0.2';
 
 /** Waits until `check` holds (polling), or fails with `what`. */
 async function until(what: string, check: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
@@ -43,8 +48,17 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
   const savedState = (id: string) => existsSync(path.join(t.home, 'machines', 'run', id, 'state.bin'));
   const bootId = async (s: Sandbox) => (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
 
+  let receiver: Server;
+  const received: { headers: IncomingHttpHeaders; body: string }[] = [];
+
   before(async () => {
-    t = await startTestServer();
+    receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => { body += c.toString(); });
+      req.on('end', () => { received.push({ headers: req.headers, body }); res.writeHead(200).end(); });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, UPSTREAM, resolve));
+    t = await startTestServer({ egress: { default: { egress: 'public' }, allowCidrs: [`${UPSTREAM}/32`], hosts: {}, maxPerSandbox: 8, maxPerTenant: 1024, logDays: 7 } });
     Object.assign(process.env, { E2B_API_URL: t.server.url, E2B_SANDBOX_URL: t.server.url, E2B_API_KEY: t.key, E2B_DOMAIN: 'e2b.test' });
   });
 
@@ -54,7 +68,55 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
       for (const m of await t.sb.machines.list()) await t.sb.machines.get(m.id).remove();
     } finally {
       await t?.close();
+      await new Promise((r) => receiver.close(r));
     }
+  });
+
+  test('lifecycle events: E2B\'s events API and an E2B webhook see created, updated, paused, resumed and killed, signed', async () => {
+    const api = (method: string, p: string, body?: unknown) => fetch(`${t.server.url}${p}`, {
+      method, headers: { 'x-api-key': t.key, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    const port = (receiver.address() as { port: number }).port;
+    const types = ['sandbox.lifecycle.created', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.paused', 'sandbox.lifecycle.resumed', 'sandbox.lifecycle.killed'];
+    // A refused address is refused at registration.
+    assert.equal((await api('POST', '/events/webhooks', { url: 'http://127.0.0.1:9/in', events: types })).status, 400);
+    const reg = await api('POST', '/events/webhooks', { name: 'e2b hook', url: `http://${UPSTREAM}:${port}/in`, enabled: true, events: types, signatureSecret: 'sssh' });
+    assert.equal(reg.status, 201);
+    const hook = await reg.json() as { id: string; events: string[]; enabled: boolean };
+    assert.deepEqual(hook.events, types);
+    assert.equal((await (await api('GET', `/events/webhooks/${hook.id}`)).json() as { id: string }).id, hook.id);
+    const sbx = await create({ metadata: { role: 'events' } });
+    await sbx.setTimeout(120_000);
+    await sbx.pause();
+    await Sandbox.connect(sbx.sandboxId);
+    await sbx.kill();
+    const want = ['created', 'updated', 'paused', 'resumed', 'killed'];
+    let events: { type: string; eventLabel: string; sandboxId: string; eventData: Record<string, unknown> }[] = [];
+    await until('the five lifecycle events', async () => {
+      events = await (await api('GET', `/events/sandboxes/${sbx.sandboxId}?orderAsc=true`)).json() as typeof events;
+      return events.length >= 5;
+    });
+    assert.deepEqual(events.map((e) => e.type), want.map((w) => `sandbox.lifecycle.${w}`));
+    assert.deepEqual(events.map((e) => e.eventLabel), ['create', 'update', 'pause', 'resume', 'kill']);
+    assert.deepEqual(events[0].eventData.sandbox_metadata, { role: 'events' });
+    assert.equal(typeof (events[1].eventData as { set_timeout?: string }).set_timeout, 'string');
+    assert.equal((events[4].eventData as { execution: { vcpu_count: number } }).execution.vcpu_count > 0, true);
+    // Newest first by default; `types` filters before `limit`.
+    const killedOnly = await (await api('GET', `/events/sandboxes?types=sandbox.lifecycle.killed&limit=1`)).json() as { sandboxId: string; type: string }[];
+    assert.deepEqual(killedOnly.map((e) => [e.sandboxId, e.type]), [[sbx.sandboxId, 'sandbox.lifecycle.killed']]);
+    // The webhook got each, in E2B's payload, with e2b-signature over the body.
+    await until('five deliveries', () => received.filter((r) => JSON.parse(r.body).sandboxId === sbx.sandboxId).length >= 5);
+    const mine = received.filter((r) => JSON.parse(r.body).sandboxId === sbx.sandboxId);
+    assert.deepEqual(mine.map((r) => JSON.parse(r.body).type).sort(), [...types].sort());
+    for (const r of mine) {
+      assert.equal(r.headers['e2b-webhook-id'], hook.id);
+      assert.equal(r.headers['e2b-signature-version'], 'v1');
+      assert.equal(r.headers['e2b-signature'], e2bSignature('sssh', r.body));
+    }
+    assert.equal((await api('PATCH', `/events/webhooks/${hook.id}`, { enabled: false })).status, 200);
+    assert.equal((await (await api('GET', '/events/webhooks')).json() as { enabled: boolean }[])[0].enabled, false);
+    assert.equal((await api('DELETE', `/events/webhooks/${hook.id}`)).status, 200);
+    assert.equal((await api('GET', `/events/webhooks/${hook.id}`)).status, 404);
   });
 
   test('list pages newest first, filters before paging, and ends; a create while paging is not listed twice', async () => {

@@ -8,12 +8,13 @@ import { machineCommands } from './commands/machines.js';
 import { serverCommands } from './commands/serve.js';
 import { serviceCommands } from './commands/services.js';
 import { networkCommands } from './commands/network.js';
+import { eventCommands } from './commands/events.js';
 import { imageCommands } from './commands/images.js';
 import { mcpCommand } from './mcp/server.js';
 
 /** Every command, in the order the usage lists them. */
 const COMMANDS: Command[] = [...serverCommands.slice(0, 1), ...clientCommands.slice(0, 4), ...fileCommands, ...clientCommands.slice(4),
-  ...serviceCommands, ...networkCommands, ...imageCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
+  ...serviceCommands, ...networkCommands, ...eventCommands, ...imageCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
 
 const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 

@@ -41,6 +41,8 @@ export interface ServerConfig {
   warm: boolean;
   /** Garbage collection: how often, and how much history a tenant that sets none keeps. */
   gc: { intervalMs: number; retentionDays: number; keepVersions: number; budgetMs: number };
+  /** Tenants' events: days they are kept (SHELLBASE_EVENTS_DAYS; garbage collection trims them). */
+  events: { keepDays: number };
   /** Quotas of a tenant that sets none of its own. */
   quotas: { contexts: number; storedBytes: number; concurrentQueries: number; runningServices: number; runningMachines: number; tenantCpus: number };
   machines: MachinesConfig;
@@ -273,6 +275,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       keepVersions: num('SHELLBASE_KEEP_VERSIONS', 10),
       budgetMs: num('SHELLBASE_GC_BUDGET_MS', 10_000),
     },
+    events: { keepDays: num('SHELLBASE_EVENTS_DAYS', 7) },
     quotas: {
       contexts: num('SHELLBASE_QUOTA_CONTEXTS', 1_000_000),
       storedBytes: num('SHELLBASE_QUOTA_STORED_BYTES', Number.POSITIVE_INFINITY),

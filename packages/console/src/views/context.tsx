@@ -4,7 +4,8 @@ import { Confirm, Dialog } from '../components/dialog.js';
 import { act, ErrorBox, notify } from '../components/errors.js';
 import { ago, exact, shortId } from '../lib/format.js';
 import { go, href } from '../lib/router.js';
-import { useAsync, useInterval } from '../lib/use-async.js';
+import { useAsync } from '../lib/use-async.js';
+import { useEvents } from '../lib/use-events.js';
 import { CreateContext } from './contexts.js';
 import { FilesView } from './files.js';
 import { HistoryView } from './history.js';
@@ -17,8 +18,8 @@ const TABS: [string, string][] = [['history', 'History'], ['files', 'Files'], ['
 /** One context: its head, and tabs for its history, files, queries, services and machines. */
 export function ContextView({ name, tab, query }: { name: string; tab: string; query: URLSearchParams }) {
   const ctx = useAsync(() => sb.contexts.get(name), [name]);
-  // Agents change contexts too: the head is looked up again every 5 s.
-  useInterval(ctx.reload, 5000);
+  // Agents change contexts too: the head is looked up again when a commit to it is reported.
+  useEvents({ context: name, kinds: ['version.committed'] }, `context:${name}`, ctx.reload);
   const [forking, setForking] = useState(false);
   const [merging, setMerging] = useState(false);
   const [deleting, setDeleting] = useState(false);

@@ -1,10 +1,11 @@
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { sb } from '../api/session.js';
 import { Confirm, Dialog } from '../components/dialog.js';
 import { act, ErrorBox, notify } from '../components/errors.js';
 import { ago, exact, seconds, shortId } from '../lib/format.js';
 import { go, href } from '../lib/router.js';
-import { useAsync, useInterval } from '../lib/use-async.js';
+import { useAsync } from '../lib/use-async.js';
+import { useEvents } from '../lib/use-events.js';
 import { MachineConsoleTail } from './machine-console.js';
 import { MachineTerminal } from './machine-terminal.js';
 
@@ -18,7 +19,7 @@ export function MachinesView({ id, context, embedded }: { id?: string; context?:
 function MachineList({ context, embedded }: { context?: string; embedded?: boolean }) {
   const list = useAsync(() => sb.machines.list(), []);
   const snaps = useAsync(() => sb.machines.snapshots(), []);
-  useInterval(list.reload, 5000);
+  useEvents({ kinds: ['machine.state'] }, 'machines', list.reload);
   const [creating, setCreating] = useState(false);
   const machines = (list.data ?? []).filter((m) => !context || m.context === context);
   return (
@@ -132,9 +133,11 @@ function MachineDetail({ id }: { id: string }) {
   const m = useAsync(() => machine.info(), [id]);
   const [committing, setCommitting] = useState(false);
   const [deleting, setDeleting] = useState(false);
-  // No polling once a delete is on its way: a poll answered after it would be a 404.
+  // No reloading once a delete is on its way: an answer after it would be a 404.
   const [removing, setRemoving] = useState(false);
-  useInterval(m.reload, 4000, !removing);
+  const removingRef = useRef(removing);
+  removingRef.current = removing;
+  useEvents({ machine: id, kinds: ['machine.state'] }, `machine:${id}`, () => { if (!removingRef.current) m.reload(); });
   const [port, setPort] = useState('');
   const x = m.data;
   const step = (s: 'pause' | 'resume' | 'hibernate' | 'stop') => act(() => machine[s](), (r) => `Machine ${r.state}`).then(m.reload);

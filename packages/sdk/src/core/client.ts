@@ -2,6 +2,7 @@ import { isErrorCode, type ApiKey, type BuildEvent, type BuildResult, type Conte
 import { ContextHandle } from './context.js';
 import { MachineHandle, machinesApi } from './machine.js';
 import { build, buildStream, imagesApi, type BuildOptions } from './images.js';
+import { eventsApi, webhooksApi } from './events.js';
 import { ConnectionError, errorFromBody } from './errors.js';
 import type { RequestOptions, Transport } from './transport.js';
 
@@ -45,6 +46,12 @@ export class Shellbase implements Transport {
 
   /** OCI images: `await sb.images.pull('docker.io/library/python:3.12-slim')`, then contexts of them. */
   readonly images = imagesApi(this);
+
+  /** What happens in the tenant: `await sb.events.stream({ kinds: ['version.committed'] }, (e) => ...)`. */
+  readonly events = eventsApi(this);
+
+  /** URLs the tenant's events are POSTed to, signed: `await sb.webhooks.create({ url, events: [...] })`. */
+  readonly webhooks = webhooksApi(this);
 
   /**
    * Builds a Dockerfile into the context `tag` (steps the cache has are not run

@@ -9,8 +9,9 @@ export { tar, tarBlob, type TarBlobInput, type TarInput } from './tar.js';
 export * from './errors.js';
 export { limitMessage } from './limits.js';
 export { ndjson } from './ndjson.js';
+export type { EventsFilter, EventStream } from './events.js';
 export type { RequestOptions, Transport } from './transport.js';
 export { TIMEOUT_CEILING_MS, formatDuration, parseDuration } from '@shellbase/protocol';
-export type { ApiKey, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
+export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
   Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
   BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent } from '@shellbase/protocol';

@@ -230,6 +230,7 @@ export class GarbageCollector {
     }
     const usageRowsRolledUp = complete ? await this.rollUp(deadline) : 0;
     if (complete) await this.trimEgressLog(deadline);
+    if (complete) await this.trimEvents(deadline);
     await this.reclaim(deadline);
     const templatesDeleted = await this.templates().catch((err) => { log.error({ err }, 'collecting machine templates failed'); return 0; });
     const result: GcResult = {
@@ -273,6 +274,12 @@ export class GarbageCollector {
   private async trimEgressLog(deadline: number): Promise<void> {
     const before = new Date(Date.now() - this.deps.config.egress.logDays * DAY_MS).toISOString();
     await foldPacer().drain((limit) => this.deps.metadata.egressLog.trim(before, limit), () => performance.now() < deadline);
+  }
+
+  /** Drops events older than SHELLBASE_EVENTS_DAYS (not ones a webhook delivery still waits for), a page at a time, within the budget. */
+  private async trimEvents(deadline: number): Promise<void> {
+    const before = new Date(Date.now() - this.deps.config.events.keepDays * DAY_MS).toISOString();
+    await foldPacer().drain((limit) => this.deps.metadata.events.trim(before, limit), () => performance.now() < deadline);
   }
 
   /** Each tenant's retention: its own settings, else the server's. */

@@ -18,6 +18,24 @@ export interface LifecycleData {
   extra?: Record<string, unknown>;
 }
 
+/** What a lifecycle event is told of its sandbox. */
+interface Reported {
+  row: { id: string; spec: { cpus: number; memoryMb: number; context?: string } };
+  e2b: { templateId: string; metadata: Record<string, string>; startedAt: string };
+}
+
+/**
+ * Reports a sandbox's move as a `sandbox.lifecycle` event of the caller's (pause and kill carry
+ * E2B's `execution`: when it started, its vCPUs and memory, how long it ran).
+ */
+export function reportLifecycle(ops: Operations, caller: Caller, s: Reported, type: LifecycleData['type'], extra: Record<string, unknown> = {}): Promise<void> {
+  const execution = type === 'paused' || type === 'killed'
+    ? { execution: { started_at: s.e2b.startedAt, vcpu_count: s.row.spec.cpus, memory_mb: s.row.spec.memoryMb, execution_time: Math.max(0, Date.now() - Date.parse(s.e2b.startedAt)) } }
+    : {};
+  const data: LifecycleData = { type, templateId: s.e2b.templateId, metadata: s.e2b.metadata, extra: { ...execution, ...extra } };
+  return ops.run(caller, 'event.emit', { event: { kind: 'sandbox.lifecycle', machine: s.row.id, data: data as unknown as Record<string, unknown> } });
+}
+
 /** A lifecycle event in E2B's shape (its events API and its webhooks' payload). */
 export function e2bEvent(e: EventRow) {
   const d = e.data as unknown as LifecycleData;

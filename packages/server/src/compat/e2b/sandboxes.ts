@@ -7,6 +7,7 @@ import { IMAGE_NAMES } from '../../images/index.js';
 import type { MachineRow } from '../../machines/index.js';
 import type { Operations } from '../../ops/dispatch.js';
 import { E2B_EXTENSION, asExtension, e2bOf, newRecord, type E2bSandboxSpec } from './record.js';
+import { reportLifecycle } from './events.js';
 import { KeyedLock } from '../../util/keyed-lock.js';
 
 /** A sandbox: a machine the E2B-compatible API made, and what it keeps about it. */
@@ -214,7 +215,9 @@ export class Sandboxes {
       });
     }
     this.know(id, caller.tenantId, e2b, true);
-    return this.get(caller, id);
+    const made = await this.get(caller, id);
+    await reportLifecycle(this.ops, caller, made, 'created');
+    return made;
   }
 
   /** Whether the caller has a context of that name (a template that names one; `name:tag` names none). */
@@ -243,8 +246,10 @@ export class Sandboxes {
   }
 
   /** Its timeout from now. */
-  setTimeout(caller: Caller, id: string, seconds: number): Promise<Sandbox> {
-    return this.update(caller, id, async (s) => ({ ...s.e2b, endAt: new Date(Date.now() + seconds * 1000).toISOString() }));
+  async setTimeout(caller: Caller, id: string, seconds: number): Promise<Sandbox> {
+    const s = await this.update(caller, id, async (s) => ({ ...s.e2b, endAt: new Date(Date.now() + seconds * 1000).toISOString() }));
+    await reportLifecycle(this.ops, caller, s, 'updated', { set_timeout: s.e2b.endAt });
+    return s;
   }
 
   /**
@@ -265,6 +270,7 @@ export class Sandboxes {
       const endAt = Math.max(Date.parse(s.e2b.endAt), Date.now() + seconds * 1000);
       return { ...e2b, paused: false, endAt: new Date(endAt).toISOString() };
     });
+    if (resumed) await reportLifecycle(this.ops, caller, sandbox, 'resumed');
     return { sandbox, resumed };
   }
 
@@ -285,6 +291,7 @@ export class Sandboxes {
         if (state !== 'stopped' && state !== 'lost') await this.ops.run(caller, 'machine.hibernate', { id, extensions: asExtension(e2b), memory });
         else await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
         this.schedule(id, caller.tenantId, e2b);
+        await reportLifecycle(this.ops, caller, s, 'paused');
         return true;
       });
     } finally {
@@ -300,11 +307,12 @@ export class Sandboxes {
 
   async kill(caller: Caller, id: string): Promise<void> {
     await this.lock.run(id, async () => {
-      await this.get(caller, id);
+      const s = await this.get(caller, id);
       this.killing.add(id);
       try {
         await this.ops.run(caller, 'machine.remove', { id });
         this.forget(id);
+        await reportLifecycle(this.ops, caller, s, 'killed');
       } finally {
         this.killing.delete(id);
       }
@@ -321,6 +329,7 @@ export class Sandboxes {
       await this.ops.run(caller, 'machine.setExtension', { id: m.id, name: E2B_EXTENSION, value: e2b });
       this.know(m.id, caller.tenantId, e2b, true);
       out.push(await this.get(caller, m.id));
+      await reportLifecycle(this.ops, caller, out.at(-1)!, 'created');
     }
     return out;
   }
