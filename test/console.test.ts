@@ -159,6 +159,11 @@ describe('console: a browser session', () => {
   test('a 10,000-entry directory stays a short DOM (virtualised)', async () => {
     const made = await api('POST', '/v1/contexts/demo/exec', { command: 'mkdir -p /root/many && cd /root/many && seq -w 1 10000 | xargs touch' });
     assert.equal(made.json.exitCode, 0);
+    const requested: string[] = [];
+    const onRequest = (r: { url(): string }) => { requested.push(r.url()); };
+    page.on('request', onRequest);
+    await open('#/contexts'); // the context's view mounts afresh below
+    await page.getByRole('heading', { name: 'Contexts' }).waitFor();
     await open('#/contexts/demo/files?path=%2Froot%2Fmany');
     const list = page.getByRole('list', { name: 'Entries of /root/many (10000)' });
     await list.getByRole('button', { name: /00001/ }).waitFor();
@@ -181,6 +186,9 @@ describe('console: a browser session', () => {
     await relisted;
     assert.deepEqual(await page.evaluate(() => (window as unknown as { labels: string[] }).labels), [], 'the list kept its entries');
     await list.getByRole('button', { name: /10000/ }).waitFor({ timeout: 5000 });
+    page.off('request', onRequest);
+    // The head is read again because the context's event stream reported the commit (no polling).
+    assert.ok(requested.some((u) => /\/v1\/events\?/.test(u) && u.includes('kinds=version.committed') && u.includes('context=demo')), 'the view streams the context\'s commits');
   });
 
   test('fork, write on the fork, merge it back: the graph draws both lanes and the merge', async () => {

@@ -71,7 +71,12 @@ describe('events and webhooks', { timeout: 300_000 }, () => {
     receiver = createServer((req, res) => {
       let body = '';
       req.on('data', (c: Buffer) => { body += c.toString(); });
-      req.on('end', () => { received.push({ headers: req.headers, body }); res.writeHead(answers.shift() ?? 200).end('ok'); });
+      req.on('end', () => {
+        received.push({ headers: req.headers, body });
+        // /slow answers its status, then never ends its body.
+        if (req.url === '/slow') { res.writeHead(200); res.write('still going'); return; }
+        res.writeHead(answers.shift() ?? 200).end('ok');
+      });
     });
     await new Promise<void>((resolve) => receiver.listen(0, UPSTREAM, resolve));
     port = (receiver.address() as { port: number }).port;
@@ -234,6 +239,28 @@ PY`);
     assert.ok((log.json.connections as { kind: string; host: string; allowed: boolean }[]).some((c) => c.kind === 'webhook' && c.host === 'hooks.test' && c.allowed));
     assert.equal((await t.http('DELETE', `/v1/webhooks/${hook.id}`)).status, 204);
     assert.equal((await t.http('GET', `/v1/webhooks/${hook.id}`)).status, 404);
+  });
+
+  test('a receiver that answers its status and never ends its body is delivered to; a stream left open does not hold up a close', async () => {
+    const hook = (await t.http('POST', '/v1/webhooks', { body: { url: `http://hooks.test:${port}/slow`, events: ['version.committed'] } })).json as { id: string };
+    await t.sb.context('ev').exec('echo slow > /root/slow');
+    let d: { state: string; attempts: number; lastStatus?: number } | undefined;
+    const end = Date.now() + 15_000;
+    while (Date.now() < end) {
+      d = (await t.http('GET', `/v1/webhooks/${hook.id}/deliveries`)).json.deliveries[0];
+      if (d?.state === 'delivered') break;
+      await sleep(50);
+    }
+    assert.deepEqual([d?.state, d?.attempts, d?.lastStatus], ['delivered', 1, 200]);
+    assert.equal((await t.http('DELETE', `/v1/webhooks/${hook.id}`)).status, 204);
+    // Another server, a stream open on it: its close ends the stream (the test's timeout catches a hang).
+    const other = await startTestServer();
+    const res = await fetch(`${other.server.url}/v1/events`, { headers: { authorization: `Bearer ${other.key}`, accept: 'text/event-stream' } });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await reader.read();
+    await other.close();
+    for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) break;
   });
 
   test('refused addresses: at registration (400, nothing stored) and at delivery (nothing sent)', async () => {

@@ -63,6 +63,25 @@ export function qemuProcesses(home: string, ...parts: string[]): string[] {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Waits until `check` holds (polling every 50 ms), or fails with `what` after `ms`. */
+export async function until(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Ends what a suite of E2B sandboxes left (each one it made killed, then any machine of the admin tenant), then the server. */
+export async function closeWithSandboxes(t: TestServer | undefined, made: { kill(): Promise<unknown> }[]): Promise<void> {
+  for (const s of made) await s.kill().catch(() => undefined);
+  try {
+    if (t) for (const m of await t.sb.machines.list()) await t.sb.machines.get(m.id).remove();
+  } finally {
+    await t?.close();
+  }
+}
+
 const CLI = path.resolve('packages/cli/dist/main.js');
 
 /** A server in its own process, so that it can be killed with SIGKILL. */

@@ -3,7 +3,7 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { InvalidArgumentError, Sandbox, type FilesystemEvent } from 'e2b';
-import { sleep, startTestServer, type TestServer } from './harness.ts';
+import { closeWithSandboxes, startTestServer, until, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server (machines under TCG): what E2B's envd and edge do
 // that the SDK relies on: the edge's 502s for guest ports, the base template's `python`, writes
@@ -12,14 +12,6 @@ import { sleep, startTestServer, type TestServer } from './harness.ts';
 // watching network mounts). At most two sandboxes run at once; every one is killed in the end.
 const DOMAIN = 'e2b.test';
 
-/** Waits until `check` holds (polling), or fails with `what`. */
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe('envd and the edge as the E2B SDK expects them', { timeout: 600_000 }, () => {
   let t: TestServer;
@@ -48,14 +40,7 @@ describe('envd and the edge as the E2B SDK expects them', { timeout: 600_000 }, 
     sbx = await create();
   });
 
-  after(async () => {
-    for (const s of made) await s.kill().catch(() => undefined);
-    try {
-      for (const m of await t.sb.machines.list()) await t.sb.machines.get(m.id).remove();
-    } finally {
-      await t?.close();
-    }
-  });
+  after(() => closeWithSandboxes(t, made));
 
   test('getHost: a port nobody listens on, a paused and a killed sandbox answer 502 as E2B\'s edge does; shellbase\'s gateway keeps its 503', async () => {
     const s = await create();

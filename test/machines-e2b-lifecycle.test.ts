@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CommandExitError, Sandbox, SandboxError, TimeoutError, type SandboxInfo, type SandboxOpts } from 'e2b';
 import { e2bSignature } from '@shellbase/server';
-import { sleep, startTestServer, type TestServer } from './harness.ts';
+import { closeWithSandboxes, startTestServer, until, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server, machines under TCG: listing and paging, pause
 // without memory (resumed by a boot from the sandbox's disk), a finished command's result across a
@@ -15,14 +15,6 @@ import { sleep, startTestServer, type TestServer } from './harness.ts';
 // 127.0.0.2 (the one address the server lets through as if it were the internet).
 const UPSTREAM = '127.0.0.2';
 
-/** Waits until `check` holds (polling), or fails with `what`. */
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** Every page of a listing: the sandboxes' ids, page by page (the paginator's `hasNext` false at the end). */
 async function pages(list: ReturnType<typeof Sandbox.list>, between?: (page: number) => Promise<void>): Promise<string[][]> {
@@ -63,11 +55,9 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
   });
 
   after(async () => {
-    for (const s of made) await s.kill().catch(() => undefined);
     try {
-      for (const m of await t.sb.machines.list()) await t.sb.machines.get(m.id).remove();
+      await closeWithSandboxes(t, made);
     } finally {
-      await t?.close();
       await new Promise((r) => receiver.close(r));
     }
   });
@@ -95,7 +85,7 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
     await until('the five lifecycle events', async () => {
       events = await (await api('GET', `/events/sandboxes/${sbx.sandboxId}?orderAsc=true`)).json() as typeof events;
       return events.length >= 5;
-    });
+    }, 60_000);
     assert.deepEqual(events.map((e) => e.type), want.map((w) => `sandbox.lifecycle.${w}`));
     assert.deepEqual(events.map((e) => e.eventLabel), ['create', 'update', 'pause', 'resume', 'kill']);
     assert.deepEqual(events[0].eventData.sandbox_metadata, { role: 'events' });
@@ -105,7 +95,7 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
     const killedOnly = await (await api('GET', `/events/sandboxes?types=sandbox.lifecycle.killed&limit=1`)).json() as { sandboxId: string; type: string }[];
     assert.deepEqual(killedOnly.map((e) => [e.sandboxId, e.type]), [[sbx.sandboxId, 'sandbox.lifecycle.killed']]);
     // The webhook got each, in E2B's payload, with e2b-signature over the body.
-    await until('five deliveries', () => received.filter((r) => JSON.parse(r.body).sandboxId === sbx.sandboxId).length >= 5);
+    await until('five deliveries', () => received.filter((r) => JSON.parse(r.body).sandboxId === sbx.sandboxId).length >= 5, 60_000);
     const mine = received.filter((r) => JSON.parse(r.body).sandboxId === sbx.sandboxId);
     assert.deepEqual(mine.map((r) => JSON.parse(r.body).type).sort(), [...types].sort());
     for (const r of mine) {
@@ -154,7 +144,7 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
     await s.files.write('kept/notes.txt', 'on the disk');
     const sleeper = await s.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
     const done = await s.commands.run('echo finished; exit 5', { background: true });
-    await until('the short command to end', async () => !(await s.commands.list()).some((p) => p.pid === done.pid));
+    await until('the short command to end', async () => !(await s.commands.list()).some((p) => p.pid === done.pid), 60_000);
     const booted = await bootId(s);
     assert.equal(await s.pause({ keepMemory: false }), true);
     assert.equal(await s.pause({ keepMemory: false }), false, 'paused already');
@@ -193,8 +183,8 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
     assert.equal(savedState(s.sandboxId), true);
     assert.equal((await s.getInfo()).state, 'running');
     await s.setTimeout(1000);
-    await until('the pause at the timeout', async () => (await s.getInfo()).state === 'paused');
-    await until('the machine to hibernate', async () => (await t.sb.machines.get(s.sandboxId).info()).state === 'hibernated');
+    await until('the pause at the timeout', async () => (await s.getInfo()).state === 'paused', 60_000);
+    await until('the machine to hibernate', async () => (await t.sb.machines.get(s.sandboxId).info()).state === 'hibernated', 60_000);
     assert.equal(savedState(s.sandboxId), false, 'no memory kept');
     await s.kill();
     // autoResume with a timeout that pauses without memory: the SDK refuses it, and so does the API.
@@ -208,7 +198,7 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
   test('a background command that finished before a pause keeps its result across the pause', async () => {
     const s = await create();
     const h = await s.commands.run('echo out; echo err >&2; exit 7', { background: true });
-    await until('the command to end', async () => !(await s.commands.list()).some((p) => p.pid === h.pid));
+    await until('the command to end', async () => !(await s.commands.list()).some((p) => p.pid === h.pid), 60_000);
     const running = await s.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
     const broken = running.wait().then(() => null, (x: unknown) => x);
     assert.equal(await s.pause(), true);
@@ -232,14 +222,14 @@ describe('the E2B SDK against shellbase: lifecycle', { timeout: 900_000 }, () =>
       const s = await create();
       const bg = await s.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
       const fg = s.commands.run('sleep 3600', { timeoutMs: 0 }).then(() => null, (x: unknown) => x);
-      await until('both commands', async () => (await s.commands.list()).length >= 2);
+      await until('both commands', async () => (await s.commands.list()).length >= 2, 60_000);
       if (end === 'kill') await Sandbox.kill(s.sandboxId);
       else await s.setTimeout(1000);
       for (const e of [await bg.wait().then(() => null, (x: unknown) => x), await fg]) {
         assert.ok(e instanceof TimeoutError, `${end}: ${String(e)}`);
         assert.match(e.message, /The sandbox was killed or reached its end of life while the request was in flight/);
       }
-      await until('the sandbox to be gone', async () => !(await Sandbox.list().nextItems()).some((x) => x.sandboxId === s.sandboxId));
+      await until('the sandbox to be gone', async () => !(await Sandbox.list().nextItems()).some((x) => x.sandboxId === s.sandboxId), 60_000);
     }
   });
 

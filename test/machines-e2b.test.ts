@@ -3,21 +3,13 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { CommandExitError, FileNotFoundError, InvalidArgumentError, NotFoundError, Sandbox, SandboxNotFoundError, AuthenticationError, RateLimitError, TimeoutError, type FilesystemEvent, type SandboxOpts } from 'e2b';
-import { sleep, startTestServer, type TestServer } from './harness.ts';
+import { closeWithSandboxes, sleep, startTestServer, until, type TestServer } from './harness.ts';
 
 // The unmodified `e2b` SDK against a real server, machines under TCG. One sandbox lives through the
 // suite; tests that need another make it and kill it, so at most two VMs run at once. Every
 // sandbox is killed in the end, failures included (and the server's close ends any VM left).
 const DOMAIN = 'e2b.test';
 
-/** Waits until `check` holds (polling), or fails with `what`. */
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
   let t: TestServer;
@@ -35,14 +27,7 @@ describe('the E2B SDK against shellbase', { timeout: 600_000 }, () => {
     sbx = await create({ metadata: { suite: 'e2b', role: 'main' }, envs: { FROM_CREATE: 'yes' } });
   });
 
-  after(async () => {
-    for (const s of made) await s.kill().catch(() => undefined);
-    try {
-      for (const m of await t.sb.machines.list()) await t.sb.machines.get(m.id).remove();
-    } finally {
-      await t?.close();
-    }
-  });
+  after(() => closeWithSandboxes(t, made));
 
   test('create, then commands.run: output and exit code; the sandbox is a shellbase machine', async () => {
     const r = await sbx.commands.run('echo hi');

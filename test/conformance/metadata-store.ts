@@ -256,7 +256,7 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     await md.webhooks.create(hook);
     await md.webhooks.create({ ...hook, id: 'wh2', keys: ['machine.state'], enabled: false, format: 'e2b' });
     await md.webhooks.create({ ...hook, id: 'wh3', tenantId: 't2' });
-    const rows = await md.events.append([
+    const { events: rows, deliveries } = await md.events.append([
       ev('t1', 'version.committed', '2026-01-01T00:00:00.000Z', { context: 'a', data: { version: 'v1' } }),
       ev('t1', 'machine.state', '2026-01-02T00:00:00.000Z', { machine: 'm1', data: { state: 'running' } }),
       ev('t2', 'version.committed', '2026-01-02T00:00:00.000Z', { context: 'a' }),
@@ -264,6 +264,8 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
       ev('t1', 'sandbox.lifecycle', '2026-01-03T00:00:00.000Z', { machine: 'm1', data: { type: 'created', templateId: 'base' } }),
     ]);
     const ids = rows.map((r) => r.id);
+    assert.equal(deliveries, 3, 't1\'s commit and killed sandbox to wh1, t2\'s commit to wh3');
+    assert.deepEqual(await md.events.append([]), { events: [], deliveries: 0 });
     assert.deepEqual([...ids].sort((x, y) => x - y), ids, 'ids increase in order');
     assert.equal(new Set(ids).size, 5);
     assert.equal(await md.events.lastId(), ids[4]);
@@ -274,7 +276,9 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.deepEqual((await md.events.since('t1', 0, 10, { machine: 'm1', lifecycleTypes: ['created'] })).map((e) => e.id), [ids[4]]);
     assert.deepEqual((await md.events.page('t1', { kinds: ['sandbox.lifecycle'] }, 0, 10, false)).map((e) => e.id), [ids[4], ids[3]]);
     assert.deepEqual((await md.events.page('t1', {}, 1, 2, true)).map((e) => e.id), [ids[1], ids[3]]);
-    assert.deepEqual((await md.events.recent(ids[3], '2026-01-02T00:00:00.000Z', 10)).map((e) => e.id), [ids[1], ids[2], ids[3], ids[4]]);
+    assert.deepEqual((await md.events.recent(ids[2], 10)).map((e) => e.id), [ids[3], ids[4]]);
+    assert.deepEqual((await md.events.recent(ids[0], 2)).map((e) => e.id), [ids[1], ids[2]]);
+    assert.deepEqual((await md.events.late(ids[3], '2026-01-02T00:00:00.000Z', 10)).map((e) => e.id), [ids[1], ids[2], ids[3]]);
     // Deliveries: t1's commit and its killed sandbox to wh1 (wh2 is disabled), t2's commit to wh3.
     assert.deepEqual((await md.webhooks.deliveries('t1', 'wh1', 10)).map((d) => [d.eventId, d.kind, d.state, d.attempts]),
       [[ids[3], 'sandbox.lifecycle', 'pending', 0], [ids[0], 'version.committed', 'pending', 0]]);

@@ -9,7 +9,11 @@ export interface EventsFilter {
   after?: string;
 }
 
-/** A stream of events: `close()` ends it; `done` settles when it ends (rejecting on a dropped connection). */
+/**
+ * A stream of events: `close()` ends it; `done` settles when it ends: resolves when closed here or
+ * by the server, rejects when the connection drops or the server reports an error (a rejection no
+ * one awaits is not an unhandled one).
+ */
 export interface EventStream {
   close(): void;
   readonly done: Promise<void>;
@@ -32,7 +36,9 @@ async function readEvents(body: ReadableStream<Uint8Array>, onEvent: (e: Shellba
       buf = buf.slice(i + 2);
       const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
       const type = block.split('\n').find((l) => l.startsWith('event: '))?.slice(7);
-      if (data && type !== 'error') onEvent(JSON.parse(data) as ShellbaseEvent);
+      if (!data) continue;
+      if (type === 'error') throw new Error(`the event stream ended: ${(JSON.parse(data) as { message?: string }).message ?? data}`);
+      onEvent(JSON.parse(data) as ShellbaseEvent);
     }
   }
 }
@@ -52,6 +58,7 @@ export function eventsApi(t: Transport) {
       const abort = new AbortController();
       const res = await t.request('GET', '/v1/events', { query: query(filter), accept: 'text/event-stream', signal: abort.signal });
       const done = readEvents(res.body!, onEvent).catch((e: unknown) => { if (!abort.signal.aborted) throw e; });
+      done.catch(() => undefined);
       return { close: () => abort.abort(), done };
     },
   };

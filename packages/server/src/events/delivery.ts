@@ -17,8 +17,9 @@ const MAX_BACKOFF_MS = 3_600_000;
 const CLAIM_MS = 60_000;
 /** Deliveries tried at once by one worker. */
 const BATCH = 16;
-/** How often a worker looks for due deliveries when it was not told of new ones. */
+/** How often a worker looks for due deliveries when it was not told of new ones; the least it waits between looks. */
 const IDLE_POLL_MS = 1_000;
+const MIN_WAIT_MS = 100;
 
 /** The wait before attempt `n + 1` after `n` failed ones. */
 export const backoffMs = (failed: number) => Math.min(FIRST_BACKOFF_MS * 2 ** Math.max(0, failed - 1), MAX_BACKOFF_MS);
@@ -78,7 +79,7 @@ export class Deliverer {
   private next(): void {
     if (this.again) { this.again = false; this.schedule(0); return; }
     void this.o.metadata.webhooks.nextDue().then((at) => {
-      const wait = at === null ? IDLE_POLL_MS : Math.max(0, Math.min(IDLE_POLL_MS, Date.parse(at) - Date.now()));
+      const wait = at === null ? IDLE_POLL_MS : Math.max(MIN_WAIT_MS, Math.min(IDLE_POLL_MS, Date.parse(at) - Date.now()));
       this.schedule(wait);
     }, () => this.schedule(IDLE_POLL_MS));
   }
@@ -88,6 +89,9 @@ export class Deliverer {
       const now = Date.now();
       let due: DueDelivery[];
       try {
+        // A read first: claiming is a write transaction, and most passes find nothing due.
+        const at = await this.o.metadata.webhooks.nextDue();
+        if (at === null || Date.parse(at) > now) return;
         due = await this.o.metadata.webhooks.claimDue(new Date(now).toISOString(), new Date(now + CLAIM_MS).toISOString(), BATCH);
       } catch (err) {
         this.o.log.warn({ err }, 'reading due webhook deliveries failed');

@@ -57,7 +57,7 @@ export class Events {
     this.log = new EventLog(o.metadata.events, o.log, { readOthers: o.readOthers });
     this.webhooks = new Webhooks(o.metadata, o.egress, o.defaultPolicy);
     this.deliverer = new Deliverer({ metadata: o.metadata, egress: o.egress, defaultPolicy: o.defaultPolicy, formats: this.formats, log: o.log });
-    this.log.onStored = () => this.deliverer.kick();
+    this.log.onQueued = () => this.deliverer.kick();
   }
 
   start(): void { this.deliverer.start(); }

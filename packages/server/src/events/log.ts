@@ -13,8 +13,13 @@ type Listener = (event: EventRow) => void;
 
 /** How far back another worker's events are looked for again (a row can become visible after one with a higher id). */
 const LATE_MS = 3_000;
-/** How often a worker of a cluster reads the events others stored, while someone here listens. */
+/** How often a worker of a cluster reads the events others stored, while someone here listens; rows a read takes at most. */
 const POLL_MS = 100;
+const READ_PAGE = 1000;
+/** Events held for a store that failed, at most (the oldest go past it). */
+const MAX_PENDING = 100_000;
+/** The wait before writing again after the store failed. */
+const RETRY_MS = 1_000;
 
 export function matches(filter: EventFilter, e: EventRow): boolean {
   if (filter.kinds?.length && !filter.kinds.includes(e.kind)) return false;
@@ -27,9 +32,10 @@ export function matches(filter: EventFilter, e: EventRow): boolean {
 /**
  * The event log: what the engine, the services, the machines and the front doors emit is
  * written to the metadata store in batches (one transaction a tick, which also queues webhook
- * deliveries) and handed to this worker's listeners as soon as it has its id. In a cluster, a
- * worker with listeners also reads the events other workers stored (every POLL_MS, looking
- * LATE_MS back for rows that became visible late, each handed on once).
+ * deliveries) and handed to this worker's listeners as soon as it has its id; a batch the store
+ * refused is kept and written again. In a cluster, a worker with listeners also reads the events
+ * other workers stored (every POLL_MS: those after the last id it saw, and LATE_MS back for rows
+ * that became visible after higher ids; each handed on once).
  */
 export class EventLog implements EventSink {
   private pending: NewEvent[] = [];
@@ -41,8 +47,8 @@ export class EventLog implements EventSink {
   private cursor = 0;
   /** Ids handed on recently (another worker's rows are read more than once). */
   private readonly seen = new Map<number, number>();
-  /** Told after events are stored (the webhook deliverer). */
-  onStored: (events: EventRow[]) => void = () => undefined;
+  /** Told after events are stored that queued webhook deliveries (the deliverer). */
+  onQueued: () => void = () => undefined;
 
   constructor(private readonly repo: EventRepository, private readonly log: Logger, private readonly opts: { readOthers: boolean }) {}
 
@@ -59,10 +65,17 @@ export class EventLog implements EventSink {
     this.pending = [];
     if (batch.length === 0) return this.flushing;
     this.flushing = this.flushing.then(async () => {
-      const rows = await this.repo.append(batch);
-      this.publish(rows);
-      this.onStored(rows);
-    }).catch((err: unknown) => this.log.error({ err, events: batch.length }, 'writing events failed'));
+      const { events, deliveries } = await this.repo.append(batch);
+      this.publish(events);
+      if (deliveries > 0) this.onQueued();
+    }).catch((err: unknown) => {
+      // Kept, in order, for the next write (a store that is down for a while drops the oldest past MAX_PENDING).
+      this.pending = [...batch, ...this.pending];
+      const dropped = this.pending.length - MAX_PENDING;
+      if (dropped > 0) this.pending.splice(0, dropped);
+      this.log.error({ err, events: batch.length, dropped: Math.max(0, dropped) }, 'writing events failed; trying again');
+      if (!this.closed) setTimeout(() => void this.flush(), RETRY_MS).unref();
+    });
     return this.flushing;
   }
 
@@ -95,10 +108,16 @@ export class EventLog implements EventSink {
 
   private async startReading(): Promise<void> {
     this.timer = setTimeout(() => undefined, 0);
-    if (this.cursor === 0) this.cursor = await this.repo.lastId().catch(() => 0);
+    // Only what is stored from now on is new to this worker's listeners.
+    this.cursor = Math.max(this.cursor, await this.repo.lastId().catch(() => 0));
     const read = async () => {
       try {
-        this.publish(await this.repo.recent(this.cursor, new Date(Date.now() - LATE_MS).toISOString(), 1000));
+        for (;;) {
+          const page = await this.repo.recent(this.cursor, READ_PAGE);
+          this.publish(page);
+          if (page.length < READ_PAGE) break;
+        }
+        this.publish(await this.repo.late(this.cursor, new Date(Date.now() - LATE_MS).toISOString(), READ_PAGE));
       } catch (err) {
         this.log.warn({ err }, 'reading other workers\' events failed');
       }
@@ -107,7 +126,10 @@ export class EventLog implements EventSink {
     if (this.timer) this.timer = setTimeout(() => void read(), POLL_MS);
   }
 
+  private closed = false;
+
   async close(): Promise<void> {
+    this.closed = true;
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }
     this.listeners.clear();
     this.listening = 0;

@@ -80,7 +80,7 @@ export class MachineRuns {
     this.reportState(row);
   }
 
-  /** The state each machine was last reported in (a `machine.state` event goes out when it changes). */
+  /** The state each machine this worker runs was last in (a `machine.state` event goes out when it changes). */
   private readonly reported = new Map<string, string>();
 
   private reportState(row: MachineRow, state: string = row.state): void {
@@ -97,6 +97,7 @@ export class MachineRuns {
   async lost(id: string): Promise<void> {
     const run = this.active.get(id);
     if (!run) return;
+    this.reported.delete(id);
     this.deps.log.warn({ machine: id }, 'machine taken over by another worker: its process here ends');
     await run.serial(() => run.abandon()).catch((err: unknown) => this.deps.log.error({ err, machine: id }, 'ending a machine taken over by another worker failed'));
   }
@@ -132,6 +133,8 @@ export class MachineRuns {
       if (row.state === 'hibernated' && (existsSync(this.layout.hibernation(row.id).state) || existsSync(this.layout.coldMarker(row.id)))) continue;
       if (row.state !== 'stopped') {
         await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
+        this.reported.set(row.id, row.state);
+        this.reportState({ ...row, state: 'stopped' });
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
       }
     }
@@ -276,6 +279,8 @@ export class MachineRuns {
   runOf(row: MachineRow): MachineRun {
     let run = this.active.get(row.id);
     if (!run) {
+      // Its next state change is reported from the state its row has now.
+      this.reported.set(row.id, row.state);
       run = new MachineRun(row, {
         host: this.host_!,
         save: async (r) => { await this.write(r); await this.place?.saved(r); },

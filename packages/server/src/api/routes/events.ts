@@ -6,11 +6,16 @@ import {
 } from '@shellbase/protocol/schemas';
 import type { Operations } from '../../ops/dispatch.js';
 import { errorResponses } from '../schemas.js';
+import { ShellbaseError } from '../../errors.js';
 import { eventId, kindsFilter } from '../../events/index.js';
 
 /** A comment line every this many ms of silence keeps proxies and clients from taking the stream for dead. */
 const SSE_KEEPALIVE_MS = 15_000;
 const LIST_LIMIT = 1000;
+/** Streams a tenant may have open on one server at once. */
+export const MAX_STREAMS = 32;
+/** Bytes a stream may have waiting for a client that does not read; past them it is ended (the client resumes with Last-Event-ID). */
+const MAX_BUFFERED = 4 << 20;
 
 /**
  * The tenant's events: `GET /v1/events` as a Server-Sent Events stream (`Accept:
@@ -18,6 +23,11 @@ const LIST_LIMIT = 1000;
  * a page of the kept ones as JSON; and its webhooks with their deliveries.
  */
 export function eventRoutes(app: FastifyInstance, ops: Operations): void {
+  // Open streams end before the server closes (a stream never ends by itself).
+  const open = new Set<() => void>();
+  const perTenant = new Map<string, number>();
+  app.addHook('preClose', async () => { for (const end of [...open]) end(); });
+
   app.get<{ Querystring: Static<typeof EventsQuery> }>('/v1/events', {
     config: { op: 'event.stream' },
     schema: { tags: ['events'], querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(Event) }), ...errorResponses } },
@@ -32,26 +42,48 @@ export function eventRoutes(app: FastifyInstance, ops: Operations): void {
     if (!(req.headers.accept ?? '').includes('text/event-stream')) {
       return { events: await ops.run(req.caller, 'event.list', { filter, after, limit: LIST_LIMIT }) };
     }
+    const tenant = req.caller.tenantId;
+    const streams = perTenant.get(tenant) ?? 0;
+    if (streams >= MAX_STREAMS) {
+      throw new ShellbaseError('limit_exceeded', `a tenant has at most ${MAX_STREAMS} event streams open at once on a server`, { hint: 'close one, or filter one stream by kind instead of opening several' });
+    }
+    perTenant.set(tenant, streams + 1);
     const res = reply.raw;
     let last = Date.now();
-    const write = (text: string) => { last = Date.now(); if (!res.destroyed) res.write(text); };
+    let stop: (() => void) | null = null;
+    let ended = false;
+    let timer: NodeJS.Timeout | undefined;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      clearInterval(timer);
+      stop?.();
+      open.delete(end);
+      const left = (perTenant.get(tenant) ?? 1) - 1;
+      if (left > 0) perTenant.set(tenant, left); else perTenant.delete(tenant);
+      if (!res.writableEnded) res.end();
+    };
+    const write = (text: string) => {
+      if (ended || res.destroyed) return;
+      last = Date.now();
+      res.write(text);
+      if (res.writableLength > MAX_BUFFERED) end();
+    };
     reply.hijack();
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
     write(': shellbase events\n\n');
-    let stop: (() => void) | null = null;
-    const timer = setInterval(() => { if (Date.now() - last >= SSE_KEEPALIVE_MS) write(': keep-alive\n\n'); }, SSE_KEEPALIVE_MS / 3);
+    timer = setInterval(() => { if (Date.now() - last >= SSE_KEEPALIVE_MS) write(': keep-alive\n\n'); }, SSE_KEEPALIVE_MS / 3);
     timer.unref();
-    const end = () => { clearInterval(timer); stop?.(); stop = null; };
+    open.add(end);
     res.once('close', end);
     try {
-      stop = await ops.run(req.caller, 'event.stream', {
+      const s = await ops.run(req.caller, 'event.stream', {
         filter, after, send: (e) => write(`id: ${e.id}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`),
       });
-      if (res.destroyed) end();
+      if (ended) s(); else stop = s;
     } catch (err) {
       write(`event: error\ndata: ${JSON.stringify({ message: (err as Error).message })}\n\n`);
       end();
-      res.end();
     }
     return reply;
   });

@@ -124,9 +124,10 @@ export class E2bEvents {
       if (typeof b.url !== 'string' || !b.url) throw invalid('url is required', 'pass the URL events are POSTed to');
       const name = optionalString(b.name, 'name', 128);
       const secret = optionalString(b.signatureSecret, 'signatureSecret', 256);
+      if (!secret) throw invalid('signatureSecret is required', 'pass the secret deliveries are signed with (e2b-signature)');
       const enabled = optionalBoolean(b.enabled, 'enabled');
       const w = await this.ops.run(caller, 'webhook.e2bCreate', {
-        spec: { url: b.url, keys: lifecycleTypes(b.events, 'events'), ...(name !== undefined ? { name } : {}), ...(secret !== undefined ? { secret } : {}), ...(enabled !== undefined ? { enabled } : {}) },
+        spec: { url: b.url, keys: lifecycleTypes(b.events, 'events'), secret, ...(name !== undefined ? { name } : {}), ...(enabled !== undefined ? { enabled } : {}) },
       });
       sendJson(res, 201, shown(w));
     } else if (id === undefined && req.method === 'GET') {
@@ -138,6 +139,7 @@ export class E2bEvents {
       const url = optionalString(b.url, 'url', 2048);
       const name = optionalString(b.name, 'name', 128);
       const secret = optionalString(b.signatureSecret, 'signatureSecret', 256);
+      if (secret === '') throw invalid('signatureSecret may not be empty', 'pass the secret deliveries are signed with, or leave it out to keep the one set');
       const enabled = optionalBoolean(b.enabled, 'enabled');
       const change = {
         ...(url !== undefined ? { url } : {}), ...(name !== undefined ? { name } : {}), ...(secret !== undefined ? { secret } : {}),

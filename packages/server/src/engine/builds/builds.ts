@@ -253,7 +253,10 @@ export class Builds {
       const now = new Date().toISOString();
       const row = await metadata.contexts.get(caller.tenantId, tag);
       if (row) {
-        if (await metadata.contexts.update(caller.tenantId, tag, { head: { expected: row.head, to: s.version.id }, image: s.image, defaults, config: s.config, updatedAt: now })) return;
+        if (await metadata.contexts.update(caller.tenantId, tag, { head: { expected: row.head, to: s.version.id }, image: s.image, defaults, config: s.config, updatedAt: now })) {
+          this.deps.events.emit({ tenantId: caller.tenantId, kind: 'version.committed', context: tag, data: { version: s.version.id, parent: row.head, cause: { kind: 'build', command: `build --tag ${tag}` } } });
+          return;
+        }
         continue;
       }
       const { contexts } = quotasOf(this.deps.config, caller);
@@ -261,7 +264,10 @@ export class Builds {
         throw overQuota('contexts', contexts, 'delete contexts you no longer need, or build into an existing context');
       }
       const fresh: ContextRow = { tenantId: caller.tenantId, name: tag, head: s.version.id, image: s.image, createdAt: now, updatedAt: now, defaults, config: s.config };
-      if (await metadata.contexts.create(fresh)) return;
+      if (await metadata.contexts.create(fresh)) {
+        this.deps.events.emit({ tenantId: caller.tenantId, kind: 'version.committed', context: tag, data: { version: s.version.id, parent: null, cause: { kind: 'build', command: `build --tag ${tag}` } } });
+        return;
+      }
     }
     throw new ShellbaseError('conflict', `context ${tag} kept changing while the build finished`, { hint: 'build again' });
   }

@@ -197,9 +197,9 @@ export class ServiceRun implements PortTarget {
   /**
    * Moves along the lifecycle table (engine/services/lifecycle.ts) and reports it: woke on
    * running; asleep again, failed (a start that failed, a process that ended before it was
-   * ready, a sandbox that failed: `reason`) or slept.
+   * ready or on its own with a failure code, a sandbox that failed: `reason`) or slept.
    */
-  private go(event: ServiceEvent, reason?: string): void {
+  private go(event: ServiceEvent, reason?: string, more: Record<string, unknown> = {}): void {
     const from = this.state;
     this.state = SERVICE_LIFECYCLE.next(this.row.name, this.state, event);
     if (this.state === 'sleeping' && this.ctx.slept) this.givenBack = this.ctx.slept();
@@ -207,7 +207,7 @@ export class ServiceRun implements PortTarget {
     const why = reason ?? this.startError ?? (from === 'starting' ? 'the process ended before its port was ready' : undefined);
     if (this.state === 'sleeping') this.startError = null;
     const kind = this.state === 'running' ? 'service.woke' : why !== undefined ? 'service.failed' : 'service.slept';
-    this.ctx.deps.events.emit({ tenantId: this.row.tenantId, kind, context: this.row.context, data: { service: this.row.name, ...(kind === 'service.failed' ? { reason: why } : {}) } });
+    this.ctx.deps.events.emit({ tenantId: this.row.tenantId, kind, context: this.row.context, data: { service: this.row.name, ...more, ...(kind === 'service.failed' ? { reason: why } : {}) } });
   }
 
   /** The last slept() call: stop() resolves only once a cluster has its lease and slot back. */
@@ -276,7 +276,9 @@ export class ServiceRun implements PortTarget {
         hold.release();
         this.ended = null;
         this.sandbox = null;
-        this.go('exited');
+        // Ended on its own while it served (not asked to stop), with a failure code: it failed.
+        const crashed = this.state === 'running' && result.exitCode !== 0;
+        this.go('exited', crashed ? `the process exited ${result.signal ? `on ${result.signal}` : `with code ${result.exitCode}`}` : undefined, { exitCode: result.exitCode });
       }
     })();
     return this.finishing;

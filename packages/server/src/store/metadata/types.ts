@@ -256,17 +256,19 @@ export interface EgressLogRepository {
  * same transaction: an event stored is an event every such webhook will be sent.
  */
 export interface EventRepository {
-  /** Stores the events in one transaction (with their deliveries); they come back with their ids, in order. */
-  append(events: readonly NewEvent[]): Promise<EventRow[]>;
+  /** Stores the events in one transaction (with their deliveries); they come back with their ids, in order, and how many deliveries were queued. */
+  append(events: readonly NewEvent[]): Promise<{ events: EventRow[]; deliveries: number }>;
   /** A tenant's events after `afterId`, oldest first, at most `limit`, passing `filter`. */
   since(tenantId: string, afterId: number, limit: number, filter?: EventFilter): Promise<EventRow[]>;
   /** A tenant's events newest first (or oldest first with `ascending`), skipping `offset`: E2B's lifecycle API pages this way. */
   page(tenantId: string, filter: EventFilter, offset: number, limit: number, ascending: boolean): Promise<EventRow[]>;
-  /** Every tenant's events with an id above `afterId` or a time at or after `sinceTime` (another worker's, for this one's listeners), oldest first. */
-  recent(afterId: number, sinceTime: string, limit: number): Promise<EventRow[]>;
+  /** Every tenant's events with an id above `afterId`, oldest first, at most `limit` (other workers' events, for this one's listeners). */
+  recent(afterId: number, limit: number): Promise<EventRow[]>;
+  /** Every tenant's events with an id at most `throughId` and a time at or after `sinceTime`, at most `limit` (rows that became visible after higher ids). */
+  late(throughId: number, sinceTime: string, limit: number): Promise<EventRow[]>;
   /** The highest id stored (0 for none). */
   lastId(): Promise<number>;
-  /** Deletes events older than `before` whose deliveries are all settled, at most `limit`; how many. */
+  /** Deletes settled deliveries made before `before`, then events older than that whose deliveries are all settled, at most `limit` of each; how many events. */
   trim(before: string, limit: number): Promise<number>;
 }
 
@@ -282,12 +284,13 @@ export interface WebhookRepository {
   /**
    * Up to `limit` pending deliveries due at `now` and not claimed by another worker until then,
    * claimed until `claimUntil` (a worker that dies with a claim leaves it to the next after that).
+   * A due delivery whose webhook or event is gone is marked failed instead.
    */
   claimDue(now: string, claimUntil: string, limit: number): Promise<DueDelivery[]>;
   /** Records an attempt's outcome and releases the claim. */
   settle(id: number, outcome: DeliveryOutcome): Promise<void>;
   /** A webhook's deliveries, newest first. */
   deliveries(tenantId: string, webhookId: string, limit: number): Promise<DeliveryRow[]>;
-  /** The earliest time a pending delivery is due (null when none is pending). */
+  /** The earliest time a pending delivery is due (a claimed one: when its claim runs out; null when none is pending). */
   nextDue(): Promise<string | null>;
 }

@@ -39,7 +39,7 @@ function filtered(filter: EventFilter | undefined): { sql: string; params: Param
   if (filter?.kinds?.length) { sql += ` AND kind IN (${marks(filter.kinds.length)})`; params.push(...filter.kinds); }
   if (filter?.context !== undefined) { sql += ' AND context = ?'; params.push(filter.context); }
   if (filter?.machine !== undefined) { sql += ' AND machine = ?'; params.push(filter.machine); }
-  // A sandbox lifecycle event's data is written with its type first (events/log.ts).
+  // A sandbox lifecycle event's data is written with its type first (compat/e2b/events.ts, LifecycleData).
   if (filter?.lifecycleTypes?.length) { sql += ` AND (${filter.lifecycleTypes.map(() => 'data LIKE ?').join(' OR ')})`; params.push(...filter.lifecycleTypes.map((t) => `{"type":${JSON.stringify(t)}%`)); }
   return { sql, params };
 }
@@ -48,21 +48,22 @@ function filtered(filter: EventFilter | undefined): { sql: string; params: Param
 export class SqlEvents implements EventRepository {
   constructor(private readonly db: SqlDb) {}
 
-  append(events: readonly NewEvent[]): Promise<EventRow[]> {
-    if (events.length === 0) return Promise.resolve([]);
+  append(events: readonly NewEvent[]): Promise<{ events: EventRow[]; deliveries: number }> {
+    if (events.length === 0) return Promise.resolve({ events: [], deliveries: 0 });
     return this.db.tx(async (db) => {
       const out: EventRow[] = [];
+      let deliveries = 0;
       for (const e of events) {
         const r = await db.get<{ id: number | string }>(`INSERT INTO events (tenant_id, kind, time, context, machine, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
           [e.tenantId, e.kind, e.time, e.context ?? null, e.machine ?? null, JSON.stringify(e.data)]);
         const id = Number(r!.id);
         const key = e.kind === 'sandbox.lifecycle' ? `sandbox.lifecycle.${String(e.data.type)}` : e.kind;
-        await db.run(`INSERT INTO webhook_deliveries (webhook_id, tenant_id, event_id, state, attempts, next_at, created_at, updated_at)
+        deliveries += await db.run(`INSERT INTO webhook_deliveries (webhook_id, tenant_id, event_id, state, attempts, next_at, created_at, updated_at)
           SELECT id, tenant_id, ?, 'pending', 0, ?, ?, ? FROM webhooks WHERE tenant_id = ? AND enabled = 1 AND kinds LIKE ?`,
         [id, e.time, e.time, e.time, e.tenantId, `%,${key},%`]);
         out.push({ ...e, id });
       }
-      return out;
+      return { events: out, deliveries };
     });
   }
 
@@ -79,8 +80,13 @@ export class SqlEvents implements EventRepository {
     return rows.map(toEvent);
   }
 
-  async recent(afterId: number, sinceTime: string, limit: number): Promise<EventRow[]> {
-    const rows = await this.db.all<EventRecord>(`SELECT ${EVENT} FROM events WHERE id > ? OR time >= ? ORDER BY id LIMIT ?`, [afterId, sinceTime, limit]);
+  async recent(afterId: number, limit: number): Promise<EventRow[]> {
+    const rows = await this.db.all<EventRecord>(`SELECT ${EVENT} FROM events WHERE id > ? ORDER BY id LIMIT ?`, [afterId, limit]);
+    return rows.map(toEvent);
+  }
+
+  async late(throughId: number, sinceTime: string, limit: number): Promise<EventRow[]> {
+    const rows = await this.db.all<EventRecord>(`SELECT ${EVENT} FROM events WHERE id <= ? AND time >= ? ORDER BY id LIMIT ?`, [throughId, sinceTime, limit]);
     return rows.map(toEvent);
   }
 
@@ -89,7 +95,9 @@ export class SqlEvents implements EventRepository {
     return Number(r?.id ?? 0);
   }
 
-  trim(before: string, limit: number): Promise<number> {
+  async trim(before: string, limit: number): Promise<number> {
+    // Settled deliveries of that age go first (their outcome is kept as long as the events are).
+    await this.db.run(`DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND created_at < ? ORDER BY id LIMIT ?)`, [before, limit]);
     return this.db.run(`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time < ?
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id AND d.state = 'pending') ORDER BY id LIMIT ?)`, [before, limit]);
   }
@@ -133,10 +141,16 @@ export class SqlWebhooks implements WebhookRepository {
         AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY next_at, id LIMIT ?`, [now, now, limit]);
       const out: DueDelivery[] = [];
       for (const d of ds) {
-        await db.run('UPDATE webhook_deliveries SET claimed_until = ? WHERE id = ?', [claimUntil, d.id]);
         const w = await db.get<WebhookRecord>(`SELECT ${WEBHOOK} FROM webhooks WHERE id = ?`, [d.webhook_id]);
         const e = await db.get<EventRecord>(`SELECT ${EVENT} FROM events WHERE id = ?`, [d.event_id]);
-        if (w && e) out.push({ delivery: toDelivery(d), webhook: toWebhook(w), event: toEvent(e) });
+        if (!w || !e) {
+          // Its webhook or event is gone: nothing can be sent.
+          await db.run(`UPDATE webhook_deliveries SET state = 'failed', last_error = ?, updated_at = ?, claimed_until = NULL WHERE id = ?`,
+            [w ? 'the event is no longer kept' : 'the webhook was deleted', now, d.id]);
+          continue;
+        }
+        await db.run('UPDATE webhook_deliveries SET claimed_until = ? WHERE id = ?', [claimUntil, d.id]);
+        out.push({ delivery: toDelivery(d), webhook: toWebhook(w), event: toEvent(e) });
       }
       return out;
     });
@@ -154,7 +168,9 @@ export class SqlWebhooks implements WebhookRepository {
   }
 
   async nextDue(): Promise<string | null> {
-    const r = await this.db.get<{ at: string | null }>(`SELECT MIN(next_at) AS at FROM webhook_deliveries WHERE state = 'pending'`);
+    // A claimed delivery is due again only when its claim runs out.
+    const r = await this.db.get<{ at: string | null }>(`SELECT MIN(CASE WHEN claimed_until IS NOT NULL AND claimed_until > next_at THEN claimed_until ELSE next_at END) AS at
+      FROM webhook_deliveries WHERE state = 'pending'`);
     return r?.at ?? null;
   }
 }
