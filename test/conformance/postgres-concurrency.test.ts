@@ -14,6 +14,9 @@ after(async () => { await cluster?.stop(); });
 
 const now = () => new Date().toISOString();
 const noSync = { layers: async () => undefined, metadata: async () => undefined };
+/** What the committers report: a `version.committed` per head they moved. */
+let reported: { kind: string; data: Record<string, unknown> }[] = [];
+const sink = { emit: (e: { kind: string; data: Record<string, unknown> }) => { reported.push(e); } };
 
 async function threeWorkers(): Promise<{ stores: PostgresMetadataStore[]; root: VersionRow; close: () => Promise<void> }> {
   const url = await cluster.createDatabase();
@@ -34,8 +37,9 @@ async function history(md: MetadataStore): Promise<VersionRow[]> {
 
 test('postgres: 60 commits on one context from three pools at once, on disjoint paths: all on the head, each once', async () => {
   const { stores, root, close } = await threeWorkers();
+  reported = [];
   try {
-    const committers = stores.map((md) => new Committer(md, noSync));
+    const committers = stores.map((md) => new Committer(md, noSync, sink));
     const outcomes = await Promise.all(Array.from({ length: 60 }, (_, i) => committers[i % 3].commit('t1', 'c', root,
       { layerId: `l${i}`, bytes: i + 1, changes: [[`/f${i}`, 'f']] }, { kind: 'exec' })));
     assert.ok(outcomes.every((o) => o.committed), 'disjoint paths always rebase');
@@ -45,6 +49,8 @@ test('postgres: 60 commits on one context from three pools at once, on disjoint 
     assert.deepEqual(layers, Array.from({ length: 60 }, (_, i) => `l${i}`).sort(), 'each layer exactly once on the head');
     assert.deepEqual(new Set(outcomes.map((o) => o.version)), new Set(chain.slice(0, 60).map((v) => v.id)), 'every acknowledged version is in the history');
     assert.equal(await stores[2].tenants.storedBytes('t1'), (60 * 61) / 2, 'each layer counted once');
+    assert.deepEqual(new Set(reported.map((e) => e.data.version)), new Set(outcomes.map((o) => o.version)), 'one version.committed per acknowledged commit');
+    assert.equal(reported.length, 60);
   } finally {
     await close();
   }
@@ -53,7 +59,7 @@ test('postgres: 60 commits on one context from three pools at once, on disjoint 
 test('postgres: 30 commits to one path from three pools at once: one wins per head, the rest are kept as conflicts', async () => {
   const { stores, root, close } = await threeWorkers();
   try {
-    const committers = stores.map((md) => new Committer(md, noSync));
+    const committers = stores.map((md) => new Committer(md, noSync, sink));
     const outcomes = await Promise.all(Array.from({ length: 30 }, (_, i) => committers[i % 3].commit('t1', 'c', root,
       { layerId: `l${i}`, bytes: 1, changes: [['/same', 'f']] }, { kind: 'exec' })));
     const won = outcomes.filter((o) => o.committed);
@@ -75,7 +81,7 @@ test('postgres: a commit fenced by a lease lands while the lease is its worker\'
     await two.cluster.register('w2', 'http://w2');
     const first = await one.cluster.claim('service', 'tok', 'w1', 60_000);
     assert.deepEqual(first, { mine: true, epoch: 1 });
-    const committer = new Committer(one, noSync);
+    const committer = new Committer(one, noSync, sink);
     const fence = { kind: 'service', key: 'tok', worker: 'w1', epoch: 1 };
     const ok = await committer.commit('t1', 'c', root, { layerId: 'l1', bytes: 1, changes: [['/a', 'f']] }, { kind: 'service' }, fence);
     assert.ok(ok.committed);
@@ -84,11 +90,11 @@ test('postgres: a commit fenced by a lease lands while the lease is its worker\'
     await assert.rejects(committer.commit('t1', 'c', root, { layerId: 'l2', bytes: 1, changes: [['/b', 'f']] }, { kind: 'service' }, fence),
       (e: Error & { code?: string }) => e.code === 'failed_precondition' && /taken over/.test(e.message));
     assert.equal((await one.contexts.get('t1', 'c'))!.head, ok.head, 'the stale commit moved nothing');
-    const fresh = await new Committer(two, noSync).commit('t1', 'c', root, { layerId: 'l3', bytes: 1, changes: [['/c', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 });
+    const fresh = await new Committer(two, noSync, sink).commit('t1', 'c', root, { layerId: 'l3', bytes: 1, changes: [['/c', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 });
     assert.ok(fresh.committed, "the new holder's commit lands");
     // The holder's unclaim leaves the row to nobody: a fence names a lease that is gone then.
     await two.cluster.unclaim('service', 'tok', 'w2');
-    await assert.rejects(new Committer(two, noSync).commit('t1', 'c', root, { layerId: 'l4', bytes: 1, changes: [['/d', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 }),
+    await assert.rejects(new Committer(two, noSync, sink).commit('t1', 'c', root, { layerId: 'l4', bytes: 1, changes: [['/d', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 }),
       (e: Error & { code?: string }) => e.code === 'failed_precondition');
   } finally {
     await close();

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { inBackground } from '../util/background.js';
 import type { NetworkPolicy } from '@shellbase/protocol';
 import type { Egress } from '../net/egress.js';
 import type { DeliveryOutcome, DueDelivery, MetadataStore, EventRow, WebhookRow } from '../store/metadata/types.js';
@@ -72,7 +73,10 @@ export class Deliverer {
   private schedule(ms: number): void {
     if (this.closed) return;
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => { this.timer = null; this.running = this.pass().finally(() => { this.running = null; this.next(); }); }, ms);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.running = inBackground(() => this.pass()).finally(() => { this.running = null; inBackground(() => this.next()); });
+    }, ms);
     this.timer.unref();
   }
 

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { inBackground } from '../util/background.js';
 import type { EventFilter, EventRepository, EventRow, NewEvent } from '../store/metadata/types.js';
 
 /** What parts of the server emit into: fire and forget (the event is written within a tick, after the change it reports). */
@@ -56,7 +57,8 @@ export class EventLog implements EventSink {
     this.pending.push({ ...event, time: event.time ?? new Date().toISOString() });
     if (this.scheduled) return;
     this.scheduled = true;
-    setImmediate(() => { this.scheduled = false; void this.flush(); });
+    // Off the request's path: no request waits for it (its round trips count as background work).
+    setImmediate(() => { this.scheduled = false; void inBackground(() => this.flush()); });
   }
 
   /** Writes what was emitted and hands it on (shutdown and tests wait for it). */
@@ -85,7 +87,7 @@ export class EventLog implements EventSink {
     if (!set) this.listeners.set(tenantId, (set = new Set()));
     set.add(listener);
     this.listening++;
-    if (this.opts.readOthers && !this.timer) void this.startReading();
+    if (this.opts.readOthers && !this.timer) void inBackground(() => this.startReading());
     return () => {
       if (!set.delete(listener)) return;
       if (set.size === 0) this.listeners.delete(tenantId);
