@@ -61,6 +61,7 @@ from shellbase import Shellbase
 sb = Shellbase("http://127.0.0.1:1", "k")
 objects = {
     "Shellbase": sb, "contexts": sb.contexts, "tenants": sb.tenants, "machines": sb.machines, "images": sb.images,
+    "events": sb.events, "webhooks": sb.webhooks,
     "context": sb.context("c"), "context.files": sb.context("c").files, "context.services": sb.context("c").services,
     "context.network": sb.context("c").network,
     "machine": sb.machines.get("m"), "machine.files": sb.machines.get("m").files,
@@ -116,6 +117,7 @@ describe('the Python SDK', { timeout: SUITE_TIMEOUT_MS + 5 * 60_000 }, () => {
     const sb = new Shellbase({ url: 'http://127.0.0.1:1', apiKey: 'k' });
     const ts: Record<string, object> = {
       Shellbase: sb, contexts: sb.contexts, tenants: sb.tenants, machines: sb.machines, images: sb.images,
+      events: sb.events, webhooks: sb.webhooks,
       context: sb.context('c'), 'context.files': sb.context('c').files, 'context.services': sb.context('c').services,
       'context.network': sb.context('c').network,
       machine: sb.machines.get('m'), 'machine.files': sb.machines.get('m').files,

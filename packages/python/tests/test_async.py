@@ -14,8 +14,9 @@ from shellbase import AsyncShellbase, ExitEvent, NotFoundError, OutputEvent, She
 LONG = "echo started; sleep 30; echo finished > /root/finished"
 STOPPED_WITHIN_S = 15.0
 
-# Calls that send nothing (handles) stay plain functions; exec_stream returns an async iterator.
-NOT_COROUTINES = {"Shellbase.context", "context.at", "machines.get", "context.exec_stream", "machine.exec_stream", "Shellbase.build_stream"}
+# Calls that send nothing (handles) stay plain functions; exec_stream and events.stream return async iterators.
+NOT_COROUTINES = {"Shellbase.context", "context.at", "machines.get", "context.exec_stream", "machine.exec_stream", "Shellbase.build_stream",
+                  "events.stream"}
 
 
 def public(obj: object) -> dict[str, object]:
@@ -32,6 +33,8 @@ class SurfaceTest(unittest.TestCase):
             ("tenants", sync.tenants, aio.tenants),
             ("machines", sync.machines, aio.machines),
             ("images", sync.images, aio.images),
+            ("events", sync.events, aio.events),
+            ("webhooks", sync.webhooks, aio.webhooks),
             ("context", sync.context("c"), aio.context("c")),
             ("context.files", sync.context("c").files, aio.context("c").files),
             ("context.services", sync.context("c").services, aio.context("c").services),

@@ -1,4 +1,4 @@
-"""shellbase: contexts, queries, files, history, services, machines, images and builds from Python.
+"""shellbase: contexts, queries, files, history, services, machines, images, builds, events and webhooks from Python.
 
     from shellbase import Shellbase
     sb = Shellbase()                       # SHELLBASE_URL, SHELLBASE_API_KEY
@@ -29,6 +29,7 @@ from .errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from .events import EventFeed, Events, Webhooks
 from .images import BuildStream, Dockerignore, Images, tar_context
 from .limits import TIMEOUT_CEILING_MS
 from .machines import MachineFiles, MachineHandle, Machines
@@ -56,9 +57,13 @@ from .types import (
     ContextNetwork,
     CreatedKey,
     CreatedTenant,
+    Delivery,
+    DeliveryState,
     DiffChange,
     DiffResult,
     DirEntry,
+    Event,
+    EventKind,
     ExecEvent,
     ExecExit,
     ExecResult,
@@ -93,6 +98,8 @@ from .types import (
     UsageItem,
     Version,
     VersionCause,
+    Webhook,
+    WebhookCreated,
 )
 
 __version__ = "0.1.0"
@@ -101,7 +108,8 @@ __all__ = [
     "AllowEgress", "AlreadyExistsError", "ApiKey", "AsyncShellbase", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep",
     "BuildStepDone", "BuildStepStart", "BuildStream", "CodeError", "CodeExecution", "CodeResult", "Dockerignore", "Image", "ImageProgress", "Images", "tar_context", "CommitMode", "Conflict", "ConflictError",
     "ConnectionKind", "Context", "ContextFiles", "ContextHandle", "ContextNetwork", "ContextNetworking", "ContextServices",
-    "Contexts", "CreatedKey", "CreatedTenant", "DiffChange", "DiffResult", "DirEntry", "ErrorCode", "EventStream",
+    "Contexts", "CreatedKey", "CreatedTenant", "Delivery", "DeliveryState", "DiffChange", "DiffResult", "DirEntry", "ErrorCode",
+    "Event", "EventFeed", "EventKind", "EventStream", "Events",
     "ExecEvent", "ExecExit", "ExecResult", "ExecStream", "ExecUsage", "ExitEvent", "ExposedPort", "FailedPreconditionError",
     "FileStat", "ForbiddenError", "GcResult", "InternalError", "InvalidArgumentError", "LimitExceededError", "LimitHit", "Limits",
     "LocalTunnel", "Machine", "MachineExecEvent", "MachineExecResult", "MachineExecStream", "MachineExitEvent",
@@ -109,5 +117,6 @@ __all__ = [
     "NetworkPolicy", "NoEgress", "NotFoundError", "OnConflict", "OutputEvent", "PayloadTooLargeError", "PublicEgress",
     "QuotaError", "Response", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare", "Shellbase",
     "ShellbaseConnectionError", "ShellbaseError", "ShellbaseTimeoutError", "TIMEOUT_CEILING_MS", "Tenant", "TenantChange", "Tenants",
-    "UnauthorizedError", "UnavailableError", "Usage", "UsageItem", "Version", "VersionCause", "__version__",
+    "UnauthorizedError", "UnavailableError", "Usage", "UsageItem", "Version", "VersionCause", "Webhook",
+    "WebhookCreated", "Webhooks", "__version__",
 ]

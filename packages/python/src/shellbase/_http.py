@@ -86,10 +86,12 @@ current_scope: ContextVar[CancelScope | None] = ContextVar("shellbase_cancel_sco
 class Response:
     """An answer whose body has not been read yet; `abort()` drops the connection (stopping a stream's query)."""
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, transport: Transport, timeout: float | None) -> None:
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, transport: Transport, timeout: float | None,
+                 sock: socket.socket | None) -> None:
         self._conn = conn
         self._resp = resp
-        self._sock = conn.sock
+        # The connection's socket as it was sent on: an answer that closes the connection leaves `conn.sock` None.
+        self._sock = sock
         self._transport = transport
         self._timeout = timeout
         self.url = transport.url
@@ -178,6 +180,7 @@ class Transport:
             send_headers.setdefault("Content-Type", "application/octet-stream")
         qs = urllib.parse.urlencode({k: v if isinstance(v, list) else _query_value(v) for k, v in (query or {}).items() if v is not None}, doseq=True)
         conn = self._connect(timeout)
+        sock = conn.sock
         try:
             try:
                 conn.request(method, f"{self.target(path)}{'?' + qs if qs else ''}", body=payload, headers=send_headers)
@@ -190,7 +193,7 @@ class Transport:
         except BaseException:  # KeyboardInterrupt and the like: the connection goes, and the server stops the work
             conn.close()
             raise
-        response = Response(conn, resp, self, timeout)
+        response = Response(conn, resp, self, timeout, sock)
         if 200 <= resp.status < 300:
             return response
         raise self._error(response)

@@ -8,6 +8,7 @@ from typing import Callable, Literal, Mapping
 from ._http import Body, QueryValue, Response, Transport, UrlSource
 from ._wire import JsonObject, from_wire, to_wire
 from .context import ContextHandle, quote
+from .events import Events, Webhooks
 from .images import BuildStream, Images, Source, build, build_stream
 from .machines import Machines
 from .tunnel import open_tunnel
@@ -102,6 +103,10 @@ class Shellbase:
         #: OCI images: `sb.images.pull("docker.io/library/python:3.12-slim")`, then contexts of them.
         self.images = Images(self._t)
         self.tenants = Tenants(self._t)
+        #: The tenant's events: `sb.events.list(context="demo")`, `for e in sb.events.stream(kinds=["version.committed"])`.
+        self.events = Events(self._t)
+        #: URLs the server POSTs the tenant's events to: `sb.webhooks.create(url, ["machine.state"])`.
+        self.webhooks = Webhooks(self._t)
 
     @property
     def url(self) -> str:

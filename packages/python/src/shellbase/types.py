@@ -2,7 +2,7 @@
 
 The objects of the API's responses are generated from its schemas into _wire_types.py (scripts/wire-types.mjs)
 and re-exported here. This module adds what the OpenAPI document does not describe: the SDK's option dicts,
-the lines of NDJSON streams, and the entries of a directory listing.
+the lines of NDJSON streams, the entries of a directory listing, and a webhook's registration answer.
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ from ._wire_types import (
     ContextNetwork,
     CreatedKey,
     CreatedTenant,
+    Delivery,
+    DeliveryState,
     DiffChange,
     DiffResult,
+    Event,
+    EventKind,
     ExecExit,
     ExecResult,
     ExecUsage,
@@ -61,17 +65,19 @@ from ._wire_types import (
     UsageItem,
     Version,
     VersionCause,
+    Webhook,
 )
 
 __all__ = [
     "AllowEgress", "ApiKey", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep", "BuildStepDone", "BuildStepStart",
     "CodeError", "CodeExecution", "CodeResult", "CommitMode",
-    "Conflict", "ConnectionKind", "Context", "ContextConfig", "ContextDefaults", "ContextNetwork", "CreatedKey", "CreatedTenant", "DiffChange",
-    "DiffResult", "DirEntry", "ExecEvent", "ExecExit", "ExecResult", "ExecUsage", "ExitEvent", "ExposedPort", "FileStat", "FileType", "GcResult",
+    "Conflict", "ConnectionKind", "Context", "ContextConfig", "ContextDefaults", "ContextNetwork", "CreatedKey", "CreatedTenant", "Delivery",
+    "DeliveryState", "DiffChange", "DiffResult", "DirEntry", "Event", "EventKind", "ExecEvent", "ExecExit", "ExecResult", "ExecUsage",
+    "ExitEvent", "ExposedPort", "FileStat", "FileType", "GcResult",
     "Image", "ImageConfig", "ImageProgress", "LimitHit", "Limits", "Machine", "MachineConsole", "MachineExecEvent", "MachineExecResult",
     "MachineExit", "MachineExitEvent", "MachineLimits", "MachinePort", "MachineSnapshot", "MachineState", "MachineUsage", "NetworkConnection",
     "NetworkPolicy", "NoEgress", "OnConflict", "OutputEvent", "PublicEgress", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare",
-    "ServiceState", "Tenant", "TenantChange", "Usage", "UsageItem", "Version", "VersionCause",
+    "ServiceState", "Tenant", "TenantChange", "Usage", "UsageItem", "Version", "VersionCause", "Webhook", "WebhookCreated",
 ]
 
 
@@ -114,6 +120,16 @@ class TenantChange(TypedDict, total=False):
 @dataclass(frozen=True, kw_only=True)
 class DirEntry(FileStat):
     name: str
+
+
+# A webhook as its registration answers it (the OpenAPI document gives this one as Webhook and the secret, combined).
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookCreated(Webhook):
+    """A webhook just registered, with its signing secret (shown only here): deliveries carry
+    `Shellbase-Signature: t=UNIX_SECONDS,v1=HEX`, HEX the HMAC-SHA256 of `"{t}.{body}"` keyed by it."""
+
+    secret: str
 
 
 # The lines of NDJSON streams (exec, builds, pulls and imports).

@@ -3,6 +3,7 @@
 from ._run import AsyncEventStream, AsyncResponse
 from .client import AsyncContexts, AsyncShellbase, AsyncTenants
 from .context import AsyncContextFiles, AsyncContextHandle, AsyncContextNetworking, AsyncContextServices, AsyncExecStream
+from .events import AsyncEventFeed, AsyncEvents, AsyncWebhooks
 from .machines import AsyncMachineExecStream, AsyncMachineFiles, AsyncMachineHandle, AsyncMachinePty, AsyncMachines
 from .tunnel import AsyncLocalTunnel
 
@@ -12,7 +13,9 @@ __all__ = [
     "AsyncContextNetworking",
     "AsyncContextServices",
     "AsyncContexts",
+    "AsyncEventFeed",
     "AsyncEventStream",
+    "AsyncEvents",
     "AsyncExecStream",
     "AsyncLocalTunnel",
     "AsyncMachineExecStream",
@@ -23,4 +26,5 @@ __all__ = [
     "AsyncResponse",
     "AsyncShellbase",
     "AsyncTenants",
+    "AsyncWebhooks",
 ]

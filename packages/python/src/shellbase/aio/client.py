@@ -10,6 +10,7 @@ from ..client import Contexts, Shellbase, Tenants
 from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
 from ._run import AsyncResponse, run_sync
 from .context import AsyncContextHandle
+from .events import AsyncEvents, AsyncWebhooks
 from .machines import AsyncMachines
 from .images import AsyncImages
 from ..images import Source
@@ -83,6 +84,8 @@ class AsyncShellbase:
         self.machines = AsyncMachines(self.sync.machines)
         self.tenants = AsyncTenants(self.sync.tenants)
         self.images = AsyncImages(self.sync.images)
+        self.events = AsyncEvents(self.sync.events)
+        self.webhooks = AsyncWebhooks(self.sync.webhooks)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,141 @@
+"""Events and webhooks for asyncio: the same calls as `shellbase.Events` and `shellbase.Webhooks`, awaited."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..events import EventFeed, Events, Webhooks
+from ..types import Delivery, Event, EventKind, Webhook, WebhookCreated
+from ._run import run_sync
+
+
+def _next(feed: EventFeed) -> Event | None:
+    # StopIteration cannot cross a Future: the end is None (events never are).
+    for event in feed:
+        return event
+    return None
+
+
+class AsyncEventFeed:
+    """The tenant's events as they happen, as an async iterator (see `shellbase.EventFeed`).
+
+    The request goes out on `async with` (which returns once the server answered) or on the first
+    `__anext__`. `aclose()`, leaving `async with`, breaking out of `async for`,
+    dropping the last reference, or cancelling the task that waits for an event closes the connection.
+    """
+
+    def __init__(self, opener: Callable[[], EventFeed], after: str | None) -> None:
+        self._opener: Callable[[], EventFeed] | None = opener
+        self._feed: EventFeed | None = None
+        self._after = after
+        self._closed = False
+
+    @property
+    def last_id(self) -> str | None:
+        """The id of the last event yielded (at first the `after` the stream was opened with): `after=` resumes there."""
+        return self._feed.last_id if self._feed is not None else self._after
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def _open(self) -> EventFeed:
+        if self._feed is None:
+            assert self._opener is not None
+            opener, self._opener = self._opener, None
+            self._feed = await run_sync(opener)
+            if self._closed:  # closed while it opened
+                self._feed.close()
+        return self._feed
+
+    def __aiter__(self) -> AsyncEventFeed:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            event = await run_sync(_next, await self._open())
+        except BaseException:
+            self._close()
+            raise
+        if event is None:
+            self._closed = True
+            raise StopAsyncIteration
+        return event
+
+    def _close(self) -> None:
+        self._closed = True
+        self._opener = None
+        if self._feed is not None:
+            self._feed.close()
+
+    async def aclose(self) -> None:
+        """Ends the stream."""
+        self._close()
+
+    async def __aenter__(self) -> AsyncEventFeed:
+        try:
+            await self._open()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._close()
+
+    def __del__(self) -> None:
+        self._close()
+
+
+class AsyncEvents:
+    """`sb.events` of the asyncio client."""
+
+    def __init__(self, events: Events) -> None:
+        self._s = events
+
+    def stream(
+        self,
+        *,
+        kinds: Sequence[EventKind] | None = None,
+        context: str | None = None,
+        machine: str | None = None,
+        after: str | None = None,
+    ) -> AsyncEventFeed:
+        """`async with sb.events.stream(...) as feed: async for event in feed: ...`"""
+        return AsyncEventFeed(lambda: self._s.stream(kinds=kinds, context=context, machine=machine, after=after), after)
+
+    # Last: a method named `list` shadows the builtin in the class body's annotations after it.
+    async def list(
+        self,
+        *,
+        kinds: Sequence[EventKind] | None = None,
+        context: str | None = None,
+        machine: str | None = None,
+        after: str | None = None,
+    ) -> list[Event]:
+        return await run_sync(self._s.list, kinds=kinds, context=context, machine=machine, after=after)
+
+
+class AsyncWebhooks:
+    """`sb.webhooks` of the asyncio client."""
+
+    def __init__(self, webhooks: Webhooks) -> None:
+        self._s = webhooks
+
+    async def create(self, url: str, events: Sequence[EventKind], *, name: str | None = None) -> WebhookCreated:
+        return await run_sync(self._s.create, url, events, name=name)
+
+    async def get(self, id: str) -> Webhook:
+        return await run_sync(self._s.get, id)
+
+    async def delete(self, id: str) -> None:
+        await run_sync(self._s.delete, id)
+
+    async def deliveries(self, id: str, *, limit: int | None = None) -> list[Delivery]:
+        return await run_sync(self._s.deliveries, id, limit=limit)
+
+    # Last: a method named `list` shadows the builtin in the class body's annotations after it.
+    async def list(self) -> list[Webhook]:
+        return await run_sync(self._s.list)
