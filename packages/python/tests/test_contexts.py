@@ -142,3 +142,33 @@ class ContextsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ExportImportTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.sb = client()
+        self.ctx = self.sb.context(unique("export"))
+        self.copy = self.sb.context(unique("imported"))
+
+    def tearDown(self) -> None:
+        drop(self.ctx)
+        drop(self.copy)
+
+    def test_an_archive_round_trip_keeps_version_ids_and_files(self) -> None:
+        import io
+        import tempfile
+
+        first = self.ctx.exec("echo one > /root/n")
+        second = self.ctx.exec("echo two > /root/n")
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/ctx.sbx"
+            self.sb.contexts.export(self.ctx.name, path, history=True)
+            made = self.sb.contexts.import_archive(path, as_name=self.copy.name)
+        self.assertEqual((made.name, made.head), (self.copy.name, second.version))
+        self.assertIn(first.version, [v.id for v in self.copy.versions()])
+        self.assertEqual(self.copy.files.read_text("/root/n"), "two\n")
+        # Into a binary file; a second import under a taken name is refused.
+        buf = io.BytesIO()
+        self.sb.contexts.export(self.ctx.name, buf)
+        with self.assertRaises(AlreadyExistsError):
+            self.sb.contexts.import_archive(buf.getvalue(), as_name=self.copy.name)

@@ -14,3 +14,4 @@ export * from './machines.js';
 export * from './operations.js';
 export * from './services.js';
 export * from './tenants.js';
+export * from './transfer.js';

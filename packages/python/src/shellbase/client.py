@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
-from typing import Callable, Literal, Mapping
+from typing import IO, Callable, Literal, Mapping
 
 from ._http import Body, QueryValue, Response, Transport, UrlSource
 from ._wire import JsonObject, from_wire, to_wire
@@ -37,6 +38,35 @@ class Contexts:
     def delete(self, name: str) -> None:
         """Deletes a context; garbage collection soon frees what only it held."""
         self._t.request("DELETE", f"/v1/contexts/{quote(name)}").close()
+
+    def export(self, name: str, dest: str | os.PathLike[str] | IO[bytes], *, version: str | None = None, history: bool = False) -> None:
+        """Writes the context as an archive (docs/formats.md) to `dest`, a path or a binary file, as it
+        streams: its head, a `version`, or with `history` every version the head reaches."""
+        query: dict[str, QueryValue] = {"version": version, "history": "true" if history else None}
+        response = self._t.request("GET", f"/v1/contexts/{quote(name)}/export", query=query, accept="application/x-tar")
+        with response:
+            if isinstance(dest, (str, os.PathLike)):
+                with open(dest, "wb") as out:
+                    _copy(response, out)
+            else:
+                _copy(response, dest)
+
+    def import_archive(self, archive: str | os.PathLike[str] | bytes | IO[bytes], *, as_name: str | None = None) -> Context:
+        """A new context from an archive `export` wrote (a path, bytes or a binary file), with its
+        version ids; `as_name` names it (default: the archive's name). Admin key only."""
+        if isinstance(archive, (str, os.PathLike)):
+            with open(archive, "rb") as f:
+                return self.import_archive(f, as_name=as_name)
+        data = self._t.request("POST", "/v1/contexts/import", query={"as": as_name}, body=archive, headers={"Content-Type": "application/x-tar"}).json()
+        return from_wire(Context, data if isinstance(data, dict) else {})
+
+
+def _copy(response: Response, out: IO[bytes]) -> None:
+    while True:
+        chunk = response.read(1 << 16)
+        if not chunk:
+            return
+        out.write(chunk)
 
 
 class Tenants:

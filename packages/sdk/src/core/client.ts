@@ -1,7 +1,7 @@
 import { isErrorCode, type ApiKey, type BuildEvent, type BuildResult, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { MachineHandle, machinesApi } from './machine.js';
-import { build, buildStream, imagesApi, type BuildOptions } from './images.js';
+import { build, buildStream, imagesApi, type BuildOptions, type TarBody } from './images.js';
 import { eventsApi, webhooksApi } from './events.js';
 import { ConnectionError, errorFromBody } from './errors.js';
 import type { RequestOptions, Transport } from './transport.js';
@@ -39,6 +39,20 @@ export class Shellbase implements Transport {
     create: (body: { name: string; image?: string; from?: { context: string; version?: string } }): Promise<Context> =>
       this.json('POST', '/v1/contexts', { body }),
     delete: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/contexts/${encodeURIComponent(name)}`); },
+    /**
+     * The context as an archive (docs/formats.md), streamed: its head, a `version`, or with
+     * `history` every version the head reaches. An archive cut short fails its import.
+     */
+    export: async (name: string, options: { version?: string; history?: boolean; signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> => {
+      const res = await this.request('GET', `/v1/contexts/${encodeURIComponent(name)}/export`, {
+        query: { version: options.version, history: options.history ? 'true' : undefined }, signal: options.signal,
+      });
+      if (!res.body) throw new Error('the export answered without a body');
+      return res.body;
+    },
+    /** A new context from an archive `export` wrote, with its version ids; `as` names it (default: the archive's name). */
+    import: (archive: TarBody, options: { as?: string; signal?: AbortSignal } = {}): Promise<Context> =>
+      this.json('POST', '/v1/contexts/import', { raw: archive, query: { as: options.as }, signal: options.signal }),
   };
 
   /** Machines (microVMs): `await sb.machines.create()` then `machine.exec(...)`, `machine.fork(2)`. */

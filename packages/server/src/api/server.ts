@@ -22,6 +22,7 @@ import { fileRoutes } from './routes/files.js';
 import { gcRoutes } from './routes/gc.js';
 import { historyRoutes } from './routes/history.js';
 import { imageRoutes } from './routes/images.js';
+import { transferRoutes } from './routes/transfer.js';
 import { serviceRoutes } from './routes/services.js';
 import { networkRoutes } from './routes/network.js';
 import { eventRoutes } from './routes/events.js';
@@ -164,6 +165,7 @@ export async function buildApi({ ops, e2b, log, metrics, http: limits, peers, tl
   networkRoutes(app, ops);
   eventRoutes(app, ops);
   imageRoutes(app, ops);
+  transferRoutes(app, ops);
   machineRoutes(app, ops);
   consoleRoutes(app);
   // Upgrades: the E2B API's guest ports claim theirs, machines' PTYs theirs; the rest are TCP tunnels to services (or refused there).

@@ -23,6 +23,9 @@ import { Builds } from './builds/builds.js';
 import { checkUser, runAs } from './users.js';
 import type { VersionView } from './files/view.js';
 import { removeTree } from '../util/remove.js';
+import type { Readable } from 'node:stream';
+import { exportContext, type ExportOptions } from './transfer/export.js';
+import { importContext, type ImportOptions } from './transfer/import.js';
 
 /** What the engine asks of peer subsystems (machines), wired by the server. */
 export interface EnginePeers {
@@ -354,6 +357,16 @@ export class Engine {
     if (before === undefined) return (await this.deps.metadata.versions.lineage(row.head, limit)).map(toVersion);
     const from = await this.version(caller, before);
     return from.parent ? (await this.deps.metadata.versions.lineage(from.parent, limit)).map(toVersion) : [];
+  }
+
+  /** The context's head (or a version, or its whole history) as an archive (engine/transfer/format.ts). */
+  exportContext(caller: Caller, name: string, opts: ExportOptions): Promise<Readable> {
+    return exportContext(this.deps, (c, id) => this.version(c, id), caller, name, opts);
+  }
+
+  /** A context made from an archive, with the archive's version ids. */
+  importContext(caller: Caller, body: Readable, opts: ImportOptions): Promise<Context> {
+    return importContext(this.deps, (image) => this.imageVersion(image), caller, body, opts);
   }
 
   exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks = {}): Promise<ExecResult> {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Mapping
+import os
+from typing import IO, Callable, Literal, Mapping
 
 from .._http import Body, QueryValue, UrlSource
 from .._wire import JsonObject
@@ -37,6 +38,12 @@ class AsyncContexts:
 
     async def delete(self, name: str) -> None:
         await run_sync(self._s.delete, name)
+
+    async def export(self, name: str, dest: str | os.PathLike[str] | IO[bytes], *, version: str | None = None, history: bool = False) -> None:
+        await run_sync(self._s.export, name, dest, version=version, history=history)
+
+    async def import_archive(self, archive: str | os.PathLike[str] | bytes | IO[bytes], *, as_name: str | None = None) -> Context:
+        return await run_sync(self._s.import_archive, archive, as_name=as_name)
 
 
 class AsyncTenants:

@@ -1,0 +1,128 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { ShellbaseError, invalid, notFound } from '../../errors.js';
+import { SYSTEM_TENANT, type Caller, type Deps } from '../../core/deps.js';
+import { checkName } from '../../core/validate.js';
+import { imageVersionId, isImageLayer, isImportedLayer, parseImageLayer } from '../../store/layer-ids.js';
+import type { VersionRow } from '../../store/metadata/types.js';
+import type { LayerTransfer, Snapshotter } from '../../store/snapshotter/types.js';
+import { TAR_END, tarPadding } from '../../util/tar.js';
+import { ARCHIVE_KIND, CONTEXT_ARCHIVE_FORMAT, MANIFEST, SUMS, layerEntry, tarHeader, type Manifest, type ManifestVersion } from './format.js';
+
+export interface ExportOptions {
+  /** That version (and its layers) instead of the head. */
+  version?: string;
+  /** Every version reachable from the head (over parents and merges). */
+  history?: boolean;
+}
+
+/** The snapshotter's layer packing, or failed_precondition where it has none (the memory store, a cluster's cache). */
+export function transferOf(s: Snapshotter): LayerTransfer {
+  const t = s as Partial<LayerTransfer>;
+  if (typeof t.exportLayer !== 'function' || typeof t.importLayer !== 'function') {
+    throw new ShellbaseError('failed_precondition', 'this server\'s layer store cannot pack layers, so contexts cannot be exported or imported here', {
+      hint: 'export and import on an embedded server (btrfs layer store)',
+    });
+  }
+  return t as LayerTransfer;
+}
+
+type VersionOf = (caller: Caller, id: string) => Promise<VersionRow>;
+
+/**
+ * A context's versions as an archive (format.ts). What it names is read and pinned first (a
+ * missing context or version fails before a byte is sent); layers are then packed one at a
+ * time, each spooled to a file below `$SHELLBASE_HOME/tmp` (a tar entry's size comes before its
+ * bytes) and sent, so the archive is never held whole, in memory or on disk. A failure while
+ * streaming ends the stream with an error: the archive is cut short, which an import refuses.
+ */
+export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Caller, name: string, opts: ExportOptions): Promise<Readable> {
+  const transfer = transferOf(deps.snapshotter);
+  checkName(name);
+  if (opts.version !== undefined && opts.history) throw invalid('pass a version or history, not both', 'drop one of them');
+  const ctx = await deps.metadata.contexts.get(caller.tenantId, name);
+  if (!ctx) throw notFound('context', name);
+  const top = await versionOf(caller, opts.version ?? ctx.head);
+
+  const chosen = new Map<string, VersionRow>();
+  const queue = [top];
+  while (queue.length > 0) {
+    const v = queue.pop()!;
+    if (chosen.has(v.id) || v.tenantId === SYSTEM_TENANT) continue;
+    chosen.set(v.id, v);
+    if (!opts.history) continue;
+    for (const p of [v.parent, v.merged]) if (p && !chosen.has(p)) queue.push(await versionOf(caller, p));
+  }
+  const versions = [...chosen.values()].sort((a, b) => a.depth - b.depth || a.createdAt.localeCompare(b.createdAt));
+
+  const images = new Map<string, Manifest['images'][number]>();
+  const layerIds: string[] = [];
+  for (const v of versions) {
+    for (const l of v.layers) {
+      const image = parseImageLayer(l);
+      if (image) images.set(l, { name: image.name, version: imageVersionId(image.name, image.tag), layer: l });
+      else if (!isImageLayer(l) && !layerIds.includes(l)) layerIds.push(l);
+    }
+  }
+  const imageVersions = new Set([...images.values()].map((i) => i.version));
+  const kept = (p: string | null | undefined): string | null => (p && (chosen.has(p) || imageVersions.has(p)) ? p : null);
+  const mv: ManifestVersion[] = [];
+  for (const v of versions) {
+    const parent = kept(v.parent);
+    mv.push({
+      id: v.id, parent, merged: kept(v.merged), createdAt: v.createdAt, cause: v.cause, bytes: v.bytes, layers: v.layers,
+      changes: parent === v.parent ? await deps.metadata.versions.changes(v.id) : null,
+    });
+  }
+  const manifest: Manifest = {
+    kind: ARCHIVE_KIND, format: CONTEXT_ARCHIVE_FORMAT, createdAt: new Date().toISOString(),
+    context: {
+      name: ctx.name, image: ctx.image, head: top.id,
+      ...(ctx.defaults ? { defaults: ctx.defaults } : {}), ...(ctx.config ? { config: ctx.config } : {}), ...(ctx.network ? { network: ctx.network } : {}),
+    },
+    images: [...images.values()],
+    layers: await Promise.all(layerIds.map(async (id) => ({
+      id, kind: isImportedLayer(id) ? 'import' as const : 'exec' as const, bytes: await deps.metadata.versions.layerBytes([id]),
+    }))),
+    versions: mv,
+  };
+  return Readable.from(archive(transfer, path.join(deps.config.home, 'tmp'), manifest), { objectMode: false });
+}
+
+async function* archive(transfer: LayerTransfer, tmp: string, manifest: Manifest): AsyncGenerator<Buffer> {
+  const now = Date.now() / 1000;
+  const sums: string[] = [];
+  const body = Buffer.from(JSON.stringify(manifest));
+  sums.push(`${createHash('sha256').update(body).digest('hex')}  ${MANIFEST}`);
+  yield tarHeader(MANIFEST, body.length, now);
+  yield body;
+  yield tarPadding(body.length);
+  await mkdir(tmp, { recursive: true });
+  const dir = await mkdtemp(path.join(tmp, 'export-'));
+  try {
+    for (const layer of manifest.layers) {
+      const file = path.join(dir, 'layer.zst');
+      const hash = createHash('sha256');
+      let size = 0;
+      const count = new Transform({ transform(c: Buffer, _e, done) { hash.update(c); size += c.length; done(null, c); } });
+      await pipeline(transfer.exportLayer(layer.id), count, createWriteStream(file));
+      const name = layerEntry(layer.id);
+      sums.push(`${hash.digest('hex')}  ${name}`);
+      yield tarHeader(name, size, now);
+      for await (const c of createReadStream(file, { highWaterMark: 1 << 20 })) yield c as Buffer;
+      yield tarPadding(size);
+      await rm(file, { force: true });
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  const text = Buffer.from(sums.join('\n') + '\n');
+  yield tarHeader(SUMS, text.length, now);
+  yield text;
+  yield tarPadding(text.length);
+  yield TAR_END;
+}

@@ -1,0 +1,197 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import Database from 'better-sqlite3';
+import type { Shellbase } from '@shellbase/sdk';
+import { startTestServer, type TestServer } from './harness.ts';
+
+/** Export and import of contexts between two real servers (btrfs, bwrap). */
+describe('context export and import', () => {
+  let a: TestServer;
+  let b: TestServer;
+  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-export-'));
+  const ids: Record<string, string> = {};
+
+  before(async () => {
+    [a, b] = await Promise.all([startTestServer(), startTestServer()]);
+    const src = a.sb.context('src');
+    ids.v1 = (await src.files.write('/root/a.txt', 'one\n')).version;
+    await src.fork('side');
+    await a.sb.context('side').files.write('/root/side.txt', 'side\n');
+    ids.v2 = (await src.exec('echo two > /root/b.txt && mkdir -p /root/d && ln -s ../a.txt /root/d/link && chmod 600 /root/b.txt')).version;
+    ids.merge = (await a.http('POST', '/v1/contexts/src/merge', { body: { from: 'side' } })).json.version;
+    ids.head = (await src.files.write('/root/a.txt', 'three\n')).version;
+  });
+  after(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The archive of a context of `t`, as bytes. */
+  async function exported(t: TestServer, ctx: string, opts: { version?: string; history?: boolean } = {}): Promise<Buffer> {
+    const body = await t.sb.contexts.export(ctx, opts);
+    const parts: Uint8Array[] = [];
+    for await (const c of body as unknown as AsyncIterable<Uint8Array>) parts.push(c);
+    return Buffer.concat(parts);
+  }
+  const importRaw = (t: TestServer, archive: Buffer, as?: string) =>
+    fetch(`${t.server.url}/v1/contexts/import${as ? `?as=${as}` : ''}`, {
+      method: 'POST', body: archive, headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/octet-stream' },
+    }).then(async (r) => ({ status: r.status, json: await r.json() as any }));
+
+  /** A digest of the files (names, types, modes, sizes, link targets, contents) of a version. */
+  const filesHash = async (sb: Shellbase, ctx: string, version?: string) => (await sb.context(ctx).exec(
+    "cd / && { find root etc usr/bin -xdev -printf '%p %y %m %s %l\\n' | sort; find root etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum",
+    { commit: 'never', ...(version ? { version } : {}) })).stdout;
+
+  /** Rows and layer trees of a server (what a refused import must leave as it was). */
+  function stored(t: TestServer) {
+    const db = new Database(path.join(t.home, 'meta.db'), { readonly: true });
+    const rows = {
+      contexts: (db.prepare('SELECT name FROM contexts ORDER BY name').all() as { name: string }[]).map((r) => r.name),
+      versions: (db.prepare('SELECT COUNT(*) AS n FROM versions').get() as { n: number }).n,
+      layers: (db.prepare('SELECT COUNT(*) AS n FROM layers').get() as { n: number }).n,
+    };
+    db.close();
+    return { ...rows, trees: readdirSync(path.join(t.home, 'store', 'layers')).sort() };
+  }
+
+  /** The archive's parts (tar), changed by `edit`, written again in their order. */
+  function rewritten(archive: Buffer, edit: (files: string) => void): Buffer {
+    const at = mkdtempSync(path.join(dir, 'x-'));
+    writeFileSync(path.join(at, 'in.sbx'), archive);
+    const names = execFileSync('tar', ['-tf', 'in.sbx'], { cwd: at, encoding: 'utf8' }).trim().split('\n');
+    execFileSync('mkdir', ['parts'], { cwd: at });
+    execFileSync('tar', ['-xf', '../in.sbx'], { cwd: path.join(at, 'parts') });
+    edit(path.join(at, 'parts'));
+    execFileSync('tar', ['--format=ustar', '-cf', '../out.sbx', ...names], { cwd: path.join(at, 'parts') });
+    return readFileSync(path.join(at, 'out.sbx'));
+  }
+  const resum = (files: string) => {
+    const sums = readFileSync(path.join(files, 'SHA256SUMS'), 'utf8').trim().split('\n').map((l) => {
+      const name = l.slice(66);
+      return `${createHash('sha256').update(readFileSync(path.join(files, name))).digest('hex')}  ${name}`;
+    });
+    writeFileSync(path.join(files, 'SHA256SUMS'), sums.join('\n') + '\n');
+  };
+
+  test('--history: the other server has the same versions, heads and files', async () => {
+    const archive = await exported(a, 'src', { history: true });
+    const names = execFileSync('tar', ['-t'], { input: archive, encoding: 'utf8' }).trim().split('\n');
+    assert.equal(names[0], 'manifest.json');
+    assert.equal(names[names.length - 1], 'SHA256SUMS');
+    assert.ok(names.slice(1, -1).every((n) => /^layers\/[A-Za-z0-9_]+\.zst$/.test(n)), names.join(' '));
+    const ctx = await b.sb.contexts.import(archive);
+    assert.equal(ctx.name, 'src');
+    assert.equal(ctx.head, ids.head);
+    const there = await b.sb.context('src').versions();
+    const here = await a.sb.context('src').versions();
+    assert.deepEqual(there.map((v) => [v.id, v.parent, v.merged, v.cause.kind]), here.map((v) => [v.id, v.parent, v.merged, v.cause.kind]));
+    assert.ok(there.some((v) => v.id === ids.merge && v.merged), 'the merge keeps its second parent');
+    assert.equal(await filesHash(b.sb, 'src'), await filesHash(a.sb, 'src'));
+    assert.equal(await filesHash(b.sb, 'src', ids.v2), await filesHash(a.sb, 'src', ids.v2));
+    assert.equal((await b.sb.context('src').at(ids.v1).files.read('/root/a.txt')).toString(), 'one\n');
+    // History works on the imported versions: a diff from their change sets.
+    const diff = async (t: TestServer) => (await t.http('GET', `/v1/contexts/src/diff?from=${ids.v1}&to=${ids.v2}`)).json;
+    const there2 = await diff(b);
+    assert.ok(there2.changes.some((c: { path: string }) => c.path === '/root/b.txt'), JSON.stringify(there2));
+    assert.deepEqual(there2, await diff(a));
+  });
+
+  test('the head alone, and --version, import with their ids and files; --as names the context', async () => {
+    const head = await exported(a, 'src');
+    const ctx = await b.sb.contexts.import(head, { as: 'head-only' });
+    assert.deepEqual([ctx.name, ctx.head], ['head-only', ids.head]);
+    assert.equal(await filesHash(b.sb, 'head-only'), await filesHash(a.sb, 'src'));
+    const one = await exported(a, 'src', { version: ids.v1 });
+    const old = await b.sb.contexts.import(one, { as: 'old' });
+    assert.equal(old.head, ids.v1);
+    assert.equal(await filesHash(b.sb, 'old'), await filesHash(a.sb, 'src', ids.v1));
+  });
+
+  test('into the server it came from, under another name: its versions and layers are reused', async () => {
+    const before = stored(a);
+    const ctx = await a.sb.contexts.import(await exported(a, 'src', { history: true }), { as: 'copy' });
+    assert.equal(ctx.head, ids.head);
+    const after = stored(a);
+    assert.deepEqual([after.versions, after.layers, after.trees], [before.versions, before.layers, before.trees]);
+    assert.equal(await filesHash(a.sb, 'copy'), await filesHash(a.sb, 'src'));
+  });
+
+  test('a version id that exists with other content is refused, nothing changed', async () => {
+    const archive = rewritten(await exported(a, 'src', { history: true }), (files) => {
+      const m = JSON.parse(readFileSync(path.join(files, 'manifest.json'), 'utf8'));
+      const v = m.versions.find((x: { id: string }) => x.id === ids.v2);
+      v.layers = v.layers.slice(0, -1);
+      writeFileSync(path.join(files, 'manifest.json'), JSON.stringify(m));
+      resum(files);
+    });
+    const before = stored(a);
+    const r = await importRaw(a, archive, 'clash');
+    assert.equal(r.status, 409, JSON.stringify(r.json));
+    assert.equal(r.json.error.code, 'conflict');
+    assert.equal(r.json.error.details.version, ids.v2);
+    assert.deepEqual(stored(a), before);
+  });
+
+  describe('bad archives are refused with nothing changed', () => {
+    // Of a context whose layers the importing server lacks: a refused import has layers to undo.
+    let archive: Buffer;
+    before(async () => {
+      const fresh = a.sb.context('fresh');
+      await fresh.files.write('/root/x', 'x\n');
+      await fresh.exec('head -c 300000 /dev/urandom > /root/big && echo y > /root/y');
+      archive = await exported(a, 'fresh', { history: true });
+    });
+
+    const refused = async (bytes: Buffer, status: number, code: string, message: RegExp) => {
+      const before = stored(b);
+      const r = await importRaw(b, bytes, 'bad');
+      assert.equal(r.status, status, JSON.stringify(r.json));
+      assert.equal(r.json.error.code, code);
+      assert.match(r.json.error.message, message);
+      assert.deepEqual(stored(b), before);
+    };
+
+    test('of a newer format', async () => {
+      await refused(rewritten(archive, (files) => {
+        const m = JSON.parse(readFileSync(path.join(files, 'manifest.json'), 'utf8'));
+        writeFileSync(path.join(files, 'manifest.json'), JSON.stringify({ ...m, format: 2 }));
+        resum(files);
+      }), 412, 'failed_precondition', /format 2; this server reads format 1/);
+    });
+
+    test('cut short, in a layer and before its checksums', async () => {
+      await refused(archive.subarray(0, Math.floor(archive.length * 0.6)), 400, 'invalid_argument', /damaged|cut short|ends in the middle/);
+      await refused(archive.subarray(0, archive.length - 2048), 400, 'invalid_argument', /SHA256SUMS/);
+    });
+
+    test('whose checksums lie about a layer', async () => {
+      await refused(rewritten(archive, (files) => {
+        const sums = readFileSync(path.join(files, 'SHA256SUMS'), 'utf8').split('\n');
+        const i = sums.findIndex((l) => l.includes('layers/'));
+        sums[i] = (sums[i][0] === '0' ? '1' : '0') + sums[i].slice(1);
+        writeFileSync(path.join(files, 'SHA256SUMS'), sums.join('\n'));
+      }), 400, 'invalid_argument', /layers\/.*does not match its sha256/);
+    });
+
+    test('over an existing context name', async () => {
+      const before = stored(b);
+      const r = await importRaw(b, await exported(a, 'src'));
+      assert.equal(r.status, 409, JSON.stringify(r.json));
+      assert.equal(r.json.error.code, 'already_exists');
+      assert.deepEqual(stored(b), before);
+    });
+
+    test('that is no archive at all, or not a context archive', async () => {
+      await refused(Buffer.from('not a tar at all'.repeat(100)), 400, 'invalid_argument', /tar/);
+      await refused(rewritten(archive, (files) => {
+        writeFileSync(path.join(files, 'manifest.json'), '{"kind":"something else"}');
+      }), 400, 'invalid_argument', /not a context archive/);
+    });
+  });
+});
