@@ -14,4 +14,4 @@ export type { LocalTunnel } from './tunnel.js';
 export type { MachinePty, PtyExit } from './pty.js';
 export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
   Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
-  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent } from '@shellbase/protocol';
+  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent, PushResult, RegistryCredentials } from '@shellbase/protocol';

@@ -412,6 +412,19 @@ class NetworkConnection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PushResult:
+    ref: str
+    digest: str
+    layers: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryCredentials:
+    username: str
+    password: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Service:
     """A long-running process over a context, on a URL; it runs only while it is used."""
 

@@ -13,7 +13,7 @@ from .events import Events, Webhooks
 from .images import BuildStream, Images, Source, build, build_stream
 from .machines import Machines
 from .tunnel import open_tunnel
-from .types import ApiKey, BuildEvent, BuildResult, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
+from .types import ApiKey, BuildEvent, BuildResult, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, PushResult, RegistryCredentials, Tenant, TenantChange, Usage
 
 
 class Contexts:
@@ -43,13 +43,21 @@ class Contexts:
         """Writes the context as an archive (docs/formats.md) to `dest`, a path or a binary file, as it
         streams: its head, a `version`, or with `history` every version the head reaches."""
         query: dict[str, QueryValue] = {"version": version, "history": "true" if history else None}
-        response = self._t.request("GET", f"/v1/contexts/{quote(name)}/export", query=query, accept="application/x-tar")
-        with response:
-            if isinstance(dest, (str, os.PathLike)):
-                with open(dest, "wb") as out:
-                    _copy(response, out)
-            else:
-                _copy(response, dest)
+        _save(self._t.request("GET", f"/v1/contexts/{quote(name)}/export", query=query, accept="application/x-tar"), dest)
+
+    def export_oci(self, name: str, dest: str | os.PathLike[str] | IO[bytes], *, version: str | None = None, tag: str | None = None) -> None:
+        """Writes the context (its head or a `version`) as an OCI image layout in a tar (docs/formats.md) to
+        `dest`, a path or a binary file, as it streams; `tag` names it in the layout's index (default `latest`)."""
+        query: dict[str, QueryValue] = {"version": version, "tag": tag}
+        _save(self._t.request("GET", f"/v1/contexts/{quote(name)}/export/oci", query=query, accept="application/x-tar"), dest)
+
+    def push(self, name: str, ref: str, *, version: str | None = None, credentials: RegistryCredentials | None = None,
+             insecure: bool = False) -> PushResult:
+        """Pushes the context (its head or a `version`) to a registry as an OCI image; `ref` is
+        `registry/repository:tag`; `credentials` for a registry that wants them."""
+        body = to_wire({"ref": ref, "version": version, "insecure": True if insecure else None,
+                        "credentials": {"username": credentials.username, "password": credentials.password} if credentials else None})
+        return from_wire(PushResult, self._t.json("POST", f"/v1/contexts/{quote(name)}/push", json_body=body))
 
     def import_archive(self, archive: str | os.PathLike[str] | bytes | IO[bytes], *, as_name: str | None = None) -> Context:
         """A new context from an archive `export` wrote (a path, bytes or a binary file), with its
@@ -67,6 +75,16 @@ def _copy(response: Response, out: IO[bytes]) -> None:
         if not chunk:
             return
         out.write(chunk)
+
+
+def _save(response: Response, dest: str | os.PathLike[str] | IO[bytes]) -> None:
+    """Writes a response's body to a path or a binary file, as it streams."""
+    with response:
+        if isinstance(dest, (str, os.PathLike)):
+            with open(dest, "wb") as out:
+                _copy(response, out)
+        else:
+            _copy(response, dest)
 
 
 class Tenants:

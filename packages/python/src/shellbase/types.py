@@ -56,6 +56,8 @@ from ._wire_types import (
     NoEgress,
     OnConflict,
     PublicEgress,
+    PushResult,
+    RegistryCredentials,
     Service,
     ServiceAccess,
     ServiceShare,
@@ -76,7 +78,7 @@ __all__ = [
     "ExitEvent", "ExposedPort", "FileStat", "FileType", "GcResult",
     "Image", "ImageConfig", "ImageProgress", "LimitHit", "Limits", "Machine", "MachineConsole", "MachineExecEvent", "MachineExecResult",
     "MachineExit", "MachineExitEvent", "MachineLimits", "MachinePort", "MachineSnapshot", "MachineState", "MachineUsage", "NetworkConnection",
-    "NetworkPolicy", "NoEgress", "OnConflict", "OutputEvent", "PublicEgress", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare",
+    "NetworkPolicy", "NoEgress", "OnConflict", "OutputEvent", "PublicEgress", "PushResult", "RegistryCredentials", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare",
     "ServiceState", "Tenant", "TenantChange", "Usage", "UsageItem", "Version", "VersionCause", "Webhook", "WebhookCreated",
 ]
 

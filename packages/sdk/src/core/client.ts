@@ -1,4 +1,4 @@
-import { isErrorCode, type ApiKey, type BuildEvent, type BuildResult, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type Tenant, type UsageItem } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type BuildEvent, type BuildResult, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type PushResult, type RegistryCredentials, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { MachineHandle, machinesApi } from './machine.js';
 import { build, buildStream, imagesApi, type BuildOptions, type TarBody } from './images.js';
@@ -50,6 +50,23 @@ export class Shellbase implements Transport {
       if (!res.body) throw new Error('the export answered without a body');
       return res.body;
     },
+    /**
+     * The context as an OCI image layout (docs/formats.md, "OCI export"), a tar streamed: its head or
+     * a `version`, named `tag` (default `latest`) in the layout's index. `tar -x` it into a directory
+     * for `skopeo copy oci:DIR:TAG …`.
+     */
+    exportOci: async (name: string, options: { version?: string; tag?: string; signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> => {
+      const res = await this.request('GET', `/v1/contexts/${encodeURIComponent(name)}/export/oci`, {
+        query: { version: options.version, tag: options.tag }, signal: options.signal,
+      });
+      if (!res.body) throw new Error('the export answered without a body');
+      return res.body;
+    },
+    /** Pushes the context (its head or a `version`) to a registry as an OCI image, `ref` being `registry/repository:tag`. */
+    push: (name: string, ref: string, options: { version?: string; credentials?: RegistryCredentials; insecure?: boolean; signal?: AbortSignal } = {}): Promise<PushResult> =>
+      this.json('POST', `/v1/contexts/${encodeURIComponent(name)}/push`, {
+        body: { ref, version: options.version, credentials: options.credentials, insecure: options.insecure }, signal: options.signal,
+      }),
     /** A new context from an archive `export` wrote, with its version ids; `as` names it (default: the archive's name). */
     import: (archive: TarBody, options: { as?: string; signal?: AbortSignal } = {}): Promise<Context> =>
       this.json('POST', '/v1/contexts/import', { raw: archive, query: { as: options.as }, signal: options.signal }),

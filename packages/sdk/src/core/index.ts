@@ -14,4 +14,4 @@ export type { RequestOptions, Transport } from './transport.js';
 export { TIMEOUT_CEILING_MS, formatDuration, parseDuration } from '@shellbase/protocol';
 export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
   Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
-  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent } from '@shellbase/protocol';
+  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent, PushResult, RegistryCredentials } from '@shellbase/protocol';

@@ -26,6 +26,7 @@ import { removeTree } from '../util/remove.js';
 import type { Readable } from 'node:stream';
 import { exportContext, type ExportOptions } from './transfer/export.js';
 import { importContext, type ImportOptions } from './transfer/import.js';
+import { exportOciLayout, pushOci, type OciExportOptions, type OciPushOptions, type OciPushResult } from './transfer/oci.js';
 
 /** What the engine asks of peer subsystems (machines), wired by the server. */
 export interface EnginePeers {
@@ -367,6 +368,16 @@ export class Engine {
   /** A context made from an archive, with the archive's version ids. */
   importContext(caller: Caller, body: Readable, opts: ImportOptions): Promise<Context> {
     return importContext(this.deps, (image) => this.imageVersion(image), caller, body, opts);
+  }
+
+  /** The context's head (or a version) as an OCI image layout, a tar (engine/transfer/oci.ts). */
+  exportOci(caller: Caller, name: string, opts: OciExportOptions): Promise<Readable> {
+    return exportOciLayout(this.deps, (c, id) => this.version(c, id), caller, name, opts);
+  }
+
+  /** The context's head (or a version) pushed to a registry as an OCI image. */
+  pushOci(caller: Caller, name: string, opts: OciPushOptions): Promise<OciPushResult> {
+    return pushOci(this.deps, (c, id) => this.version(c, id), caller, name, opts);
   }
 
   exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks = {}): Promise<ExecResult> {

@@ -60,6 +60,8 @@ export const OPERATIONS = {
   'context.diff': op((p, c, a: Named & { range: Arg<E['history']['diff'], 2> }) => p.engine.history.diff(c, a.context, a.range)),
   'context.merge': op((p, c, a: Named & { from: string }) => p.engine.history.merge(c, a.context, a.from)),
   'context.export': op((p, c, a: Named & { opts: Arg<E['exportContext'], 2> }) => p.engine.exportContext(c, a.context, a.opts)),
+  'context.exportOci': op((p, c, a: Named & { opts: Arg<E['exportOci'], 2> }) => p.engine.exportOci(c, a.context, a.opts)),
+  'context.push': op((p, c, a: Named & { opts: Arg<E['pushOci'], 2> }) => p.engine.pushOci(c, a.context, a.opts)),
   'context.import': op((p, c, a: { body: Arg<E['importContext'], 1>; opts: Arg<E['importContext'], 2> }) => p.engine.importContext(c, a.body, a.opts)),
 
   'file.read': op((p, c, a: File & { version?: string }) => p.engine.files.read(c, a.context, a.path, a.version)),

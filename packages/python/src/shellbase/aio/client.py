@@ -8,7 +8,7 @@ from typing import IO, Callable, Literal, Mapping
 from .._http import Body, QueryValue, UrlSource
 from .._wire import JsonObject
 from ..client import Contexts, Shellbase, Tenants
-from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, Tenant, TenantChange, Usage
+from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, PushResult, RegistryCredentials, Tenant, TenantChange, Usage
 from ._run import AsyncResponse, run_sync
 from .context import AsyncContextHandle
 from .events import AsyncEvents, AsyncWebhooks
@@ -41,6 +41,13 @@ class AsyncContexts:
 
     async def export(self, name: str, dest: str | os.PathLike[str] | IO[bytes], *, version: str | None = None, history: bool = False) -> None:
         await run_sync(self._s.export, name, dest, version=version, history=history)
+
+    async def export_oci(self, name: str, dest: str | os.PathLike[str] | IO[bytes], *, version: str | None = None, tag: str | None = None) -> None:
+        await run_sync(self._s.export_oci, name, dest, version=version, tag=tag)
+
+    async def push(self, name: str, ref: str, *, version: str | None = None, credentials: RegistryCredentials | None = None,
+                   insecure: bool = False) -> PushResult:
+        return await run_sync(self._s.push, name, ref, version=version, credentials=credentials, insecure=insecure)
 
     async def import_archive(self, archive: str | os.PathLike[str] | bytes | IO[bytes], *, as_name: str | None = None) -> Context:
         return await run_sync(self._s.import_archive, archive, as_name=as_name)

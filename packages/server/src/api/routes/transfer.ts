@@ -3,13 +3,18 @@ import type { Readable } from 'node:stream';
 import type { Static } from 'typebox';
 import { invalid } from '../../errors.js';
 import type { Operations } from '../../ops/dispatch.js';
-import { ContextImportQuerySchema as ImportQuery, ContextSchema as Context, ExportQuerySchema as ExportQuery, NameParamsSchema as NameParams } from '@shellbase/protocol/schemas';
+import {
+  ContextImportQuerySchema as ImportQuery, ContextSchema as Context, ExportQuerySchema as ExportQuery, NameParamsSchema as NameParams,
+  OciExportQuerySchema as OciQuery, PushBodySchema as PushBody, PushResultSchema as PushResult,
+} from '@shellbase/protocol/schemas';
 import { errorResponses } from '../schemas.js';
 
 /** The media type of a context archive (docs/formats.md). */
 const ARCHIVE_TYPE = 'application/vnd.shellbase.context.v1+tar';
+/** The media type of an OCI image layout as a tar (an "OCI archive"). */
+const OCI_ARCHIVE_TYPE = 'application/vnd.oci.image.layout.v1+tar';
 
-/** Contexts as archives: export one (streamed), import one (a streamed body) as a new context. */
+/** Contexts as archives: export one (streamed), import one (a streamed body) as a new context; as OCI images: a layout (streamed) or a push. */
 export function transferRoutes(app: FastifyInstance, ops: Operations): void {
   app.get<{ Params: Static<typeof NameParams>; Querystring: Static<typeof ExportQuery> }>('/v1/contexts/:name/export', {
     config: { op: 'context.export' }, schema: { tags: ['contexts'], params: NameParams, querystring: ExportQuery, response: { ...errorResponses } },
@@ -19,6 +24,29 @@ export function transferRoutes(app: FastifyInstance, ops: Operations): void {
       context: req.params.name, opts: { ...(q.version !== undefined ? { version: q.version } : {}), history: q.history === true },
     });
     return reply.type(ARCHIVE_TYPE).header('content-disposition', `attachment; filename="${req.params.name}.sbx"`).send(archive);
+  });
+
+  app.get<{ Params: Static<typeof NameParams>; Querystring: Static<typeof OciQuery> }>('/v1/contexts/:name/export/oci', {
+    config: { op: 'context.exportOci' }, schema: { tags: ['contexts'], params: NameParams, querystring: OciQuery, response: { ...errorResponses } },
+  }, async (req, reply) => {
+    const q = req.query;
+    const layout = await ops.run(req.caller, 'context.exportOci', {
+      context: req.params.name, opts: { ...(q.version !== undefined ? { version: q.version } : {}), ...(q.tag !== undefined ? { tag: q.tag } : {}) },
+    });
+    return reply.type(OCI_ARCHIVE_TYPE).header('content-disposition', `attachment; filename="${req.params.name}.oci.tar"`).send(layout);
+  });
+
+  app.post<{ Params: Static<typeof NameParams>; Body: Static<typeof PushBody> }>('/v1/contexts/:name/push', {
+    config: { op: 'context.push' }, schema: { tags: ['contexts'], params: NameParams, body: PushBody, response: { 200: PushResult, ...errorResponses } },
+  }, async (req) => {
+    const b = req.body;
+    return ops.run(req.caller, 'context.push', {
+      context: req.params.name,
+      opts: {
+        ref: b.ref, ...(b.version !== undefined ? { version: b.version } : {}), ...(b.credentials ? { credentials: b.credentials } : {}),
+        ...(b.insecure ? { insecure: true } : {}),
+      },
+    });
   });
 
   // The archive streams into the import: this scope takes any body as a raw stream.

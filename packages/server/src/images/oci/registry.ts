@@ -136,13 +136,7 @@ export class RegistryClient {
         hint: 'shellbase pulls anonymously: the image must be public',
       });
     }
-    const params = new Map<string, string>();
-    for (const p of m[1].matchAll(/([A-Za-z_]+)="([^"]*)"/g)) params.set(p[1].toLowerCase(), p[2]);
-    const realm = params.get('realm');
-    if (!realm || !/^https?:\/\//.test(realm)) throw new ShellbaseError('unavailable', `the registry's auth challenge names no realm: ${challenge}`);
-    const url = new URL(realm);
-    if (params.has('service')) url.searchParams.set('service', params.get('service')!);
-    url.searchParams.set('scope', params.get('scope') ?? `repository:${this.ref.repository}:pull`);
+    const url = tokenUrl(challenge, m[1], (given) => given ?? `repository:${this.ref.repository}:pull`);
     let res: Response;
     try { res = await fetch(url, { signal: this.opts.signal }); } catch (e) {
       if (this.opts.signal?.aborted) throw e;
@@ -161,7 +155,23 @@ export class RegistryClient {
 }
 
 /** Why a registry could not be reached: an unknown host is the caller's mistake, the rest is unavailability. */
-function unreachable(host: string, e: unknown): ShellbaseError {
+/**
+ * Where a Bearer challenge's token is asked for: its realm (http or https) with its service and
+ * the scope `scope` chooses (given the challenge's own, if any). `params` is the challenge after
+ * `Bearer `.
+ */
+export function tokenUrl(challenge: string, params: string, scope: (given: string | undefined) => string): URL {
+  const named = new Map<string, string>();
+  for (const p of params.matchAll(/([A-Za-z_]+)="([^"]*)"/g)) named.set(p[1].toLowerCase(), p[2]);
+  const realm = named.get('realm');
+  if (!realm || !/^https?:\/\//.test(realm)) throw new ShellbaseError('unavailable', `the registry's auth challenge names no realm: ${challenge}`);
+  const url = new URL(realm);
+  if (named.has('service')) url.searchParams.set('service', named.get('service')!);
+  url.searchParams.set('scope', scope(named.get('scope')));
+  return url;
+}
+
+export function unreachable(host: string, e: unknown): ShellbaseError {
   const cause = (e as { cause?: { code?: string; message?: string } }).cause;
   const code = cause?.code ?? '';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') {
@@ -174,7 +184,7 @@ function unreachable(host: string, e: unknown): ShellbaseError {
   });
 }
 
-async function readLimited(res: Response, max: number, what: string): Promise<Buffer> {
+export async function readLimited(res: Response, max: number, what: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let n = 0;
   for await (const c of (res.body ?? []) as AsyncIterable<Uint8Array>) {

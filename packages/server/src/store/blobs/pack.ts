@@ -102,6 +102,36 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
 }
 
 /**
+ * A tree as a plain, uncompressed POSIX tar for an OCI layer (images/oci/layer-tar.ts turns its
+ * overlayfs form into OCI's): `./` first, then every entry sorted by name; numeric host ids;
+ * mtimes to the nanosecond, no atime or ctime; extended attributes but no ACLs (they hold host
+ * ids); sparse files written whole. The same tree, the same bytes. The stream fails when tar does;
+ * destroying it stops tar.
+ */
+export function tarTree(dialer: Dialer, tree: string): Readable {
+  const out = new PassThrough();
+  let tar: DialedProcess | null = null;
+  let closed = false;
+  out.on('close', () => {
+    closed = true;
+    tar?.kill();
+    tar?.socket.destroy();
+  });
+  void (async () => {
+    const t = await dialer.start([...TAR_ENV, 'tar', '--create', '--file=-', ...PAX.filter((o) => o !== '--acls'),
+      '--sort=name', '--directory', tree, '.'], 'out');
+    tar = t;
+    if (closed) { t.kill(); t.socket.destroy(); return; }
+    t.socket.pipe(out, { end: false });
+    const [, code] = await Promise.all([finished(t.socket, { readable: true, writable: false }), t.exited]);
+    t.socket.destroy();
+    if (code === 0) out.end();
+    else out.destroy(new Error(`tar could not read ${tree} (exit ${code}): ${t.stderr().trim().slice(0, 500)}`));
+  })().catch((e: unknown) => out.destroy(e as Error));
+  return out;
+}
+
+/**
  * Unpacks a layer of LAYER_PACK_FORMAT into `into` (an empty directory: its own owner, mode,
  * times and attributes become the packed root's), from a stream or from where a program can
  * fetch it (a blob store's `locate`). GNU tar runs as this process's user, which must be able to

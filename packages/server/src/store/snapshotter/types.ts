@@ -192,3 +192,11 @@ export interface LayerTransfer {
    */
   importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }>;
 }
+
+/**
+ * A snapshotter that reads any layer's tree (image layers too) as a plain tar in overlayfs form
+ * (store/blobs/pack.ts, `tarTree`): what an OCI export starts from (engine/transfer/oci.ts).
+ */
+export interface LayerTarring {
+  tarLayer(layerId: string): Readable;
+}

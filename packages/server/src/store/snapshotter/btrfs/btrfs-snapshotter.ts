@@ -8,10 +8,10 @@ import { isImageLayer, newImportedLayerId } from '../../layer-ids.js';
 import { runOk } from '../../../util/proc.js';
 import { scanLayer, type ScanResult } from './scan.js';
 import { storeOp, storeServer } from './store-server.js';
-import type { Change, CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
+import type { Change, CommittedLayer, LayerReader, LayerTarring, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
-import { packLayer, unpackLayer } from '../../blobs/pack.js';
+import { packLayer, tarTree, unpackLayer } from '../../blobs/pack.js';
 import { Readable } from 'node:stream';
 import type { BlobLocation } from '../../blobs/types.js';
 import { closeVolume, openVolume } from './volume.js';
@@ -53,7 +53,7 @@ export interface BtrfsSnapshotterOptions {
  * (fs/promises): a btrfs operation can wait for a transaction commit (another
  * query's disk fill forces some), which must not stall the event loop.
  */
-export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
+export class BtrfsSnapshotter implements Snapshotter, LayerTransfer, LayerTarring {
   private pool: Scratch[] = [];
   private readonly readers = new Map<string, DirReader>();
   private filling: Promise<void> | null = null;
@@ -253,6 +253,11 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer {
   exportLayer(layerId: string): Readable {
     if (isImageLayer(layerId)) throw new Error(`export: ${layerId} is an image layer (images are built on every host)`);
     return packLayer(this.opts.dialer, this.layerPath(layerId));
+  }
+
+  /** The layer's tree (an image's too) as a plain tar, for an OCI export. */
+  tarLayer(layerId: string): Readable {
+    return tarTree(this.opts.dialer, this.layerPath(layerId));
   }
 
   /**
