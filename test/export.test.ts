@@ -38,9 +38,9 @@ describe('context export and import', () => {
     for await (const c of body as unknown as AsyncIterable<Uint8Array>) parts.push(c);
     return Buffer.concat(parts);
   }
-  const importRaw = (t: TestServer, archive: Buffer, as?: string) =>
+  const importRaw = (t: TestServer, archive: Buffer, as?: string, key = t.key) =>
     fetch(`${t.server.url}/v1/contexts/import${as ? `?as=${as}` : ''}`, {
-      method: 'POST', body: archive, headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/octet-stream' },
+      method: 'POST', body: archive, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
     }).then(async (r) => ({ status: r.status, json: await r.json() as any }));
 
   /** A digest of the files (names, types, modes, sizes, link targets, contents) of a version. */
@@ -120,6 +120,19 @@ describe('context export and import', () => {
     const after = stored(a);
     assert.deepEqual([after.versions, after.layers, after.trees], [before.versions, before.layers, before.trees]);
     assert.equal(await filesHash(a.sb, 'copy'), await filesHash(a.sb, 'src'));
+  });
+
+  test('a tenant\'s own key neither imports (the admin\'s alone) nor exports another tenant\'s context', async () => {
+    const key = (await b.http('POST', '/v1/tenants', { body: { name: 'plain' } })).json.apiKey as string;
+    const archive = await exported(a, 'src');
+    const before = stored(b);
+    const r = await importRaw(b, archive, 'mine', key);
+    assert.equal(r.status, 403);
+    assert.equal(r.json.error.code, 'forbidden');
+    assert.deepEqual(stored(b), before, 'nothing changed');
+    const other = (await a.http('POST', '/v1/tenants', { body: { name: 'other' } })).json.apiKey as string;
+    assert.equal((await a.http('GET', '/v1/contexts/src/export', { key: other })).status, 404);
+    assert.equal((await a.http('GET', '/v1/contexts/src/export/oci', { key: other })).status, 404);
   });
 
   test('a version id that exists with other content is refused, nothing changed', async () => {
