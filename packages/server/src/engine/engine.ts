@@ -23,10 +23,7 @@ import { Builds } from './builds/builds.js';
 import { checkUser, runAs } from './users.js';
 import type { VersionView } from './files/view.js';
 import { removeTree } from '../util/remove.js';
-import type { Readable } from 'node:stream';
-import { exportContext, type ExportOptions } from './transfer/export.js';
-import { importContext, type ImportOptions } from './transfer/import.js';
-import { exportOciLayout, pushOci, type OciExportOptions, type OciPushOptions, type OciPushResult } from './transfer/oci.js';
+import { Transfer } from './transfer/index.js';
 
 /** What the engine asks of peer subsystems (machines), wired by the server. */
 export interface EnginePeers {
@@ -69,6 +66,8 @@ export class Engine {
   readonly files: Files;
   /** Reset, diff and merge. */
   readonly history: History;
+  /** Contexts as archives and OCI images, out and in (engine/transfer/). */
+  readonly transfer: Transfer;
   /** Tenants and their keys (admin only). */
   readonly tenants: Tenants;
   /** The usage ledger, read back. */
@@ -119,6 +118,7 @@ export class Engine {
       exec: this.exec_,
     });
     this.history = new History(deps, committer, this.files, lookups);
+    this.transfer = new Transfer(deps, (c, id) => this.version(c, id), (image) => this.imageVersion(image));
     this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
     this.gc = new GarbageCollector(deps, peers.collect);
     this.usage = new Usage(deps.metadata, peers.storedBytes);
@@ -358,26 +358,6 @@ export class Engine {
     if (before === undefined) return (await this.deps.metadata.versions.lineage(row.head, limit)).map(toVersion);
     const from = await this.version(caller, before);
     return from.parent ? (await this.deps.metadata.versions.lineage(from.parent, limit)).map(toVersion) : [];
-  }
-
-  /** The context's head (or a version, or its whole history) as an archive (engine/transfer/format.ts). */
-  exportContext(caller: Caller, name: string, opts: ExportOptions): Promise<Readable> {
-    return exportContext(this.deps, (c, id) => this.version(c, id), caller, name, opts);
-  }
-
-  /** A context made from an archive, with the archive's version ids. */
-  importContext(caller: Caller, body: Readable, opts: ImportOptions): Promise<Context> {
-    return importContext(this.deps, (image) => this.imageVersion(image), caller, body, opts);
-  }
-
-  /** The context's head (or a version) as an OCI image layout, a tar (engine/transfer/oci.ts). */
-  exportOci(caller: Caller, name: string, opts: OciExportOptions): Promise<Readable> {
-    return exportOciLayout(this.deps, (c, id) => this.version(c, id), caller, name, opts);
-  }
-
-  /** The context's head (or a version) pushed to a registry as an OCI image. */
-  pushOci(caller: Caller, name: string, opts: OciPushOptions): Promise<OciPushResult> {
-    return pushOci(this.deps, (c, id) => this.version(c, id), caller, name, opts);
   }
 
   exec(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks = {}): Promise<ExecResult> {

@@ -25,6 +25,7 @@ import { Network } from '../core/network.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import { MachinePlacement, type Reservation } from './placement.js';
 import { MachineStowage } from './storage/stowage.js';
+import { StateReports } from './state-reports.js';
 
 /**
  * Machines' runs: rows in the metadata store, one MachineRun per machine while the server lives,
@@ -58,6 +59,8 @@ export class MachineRuns {
   readonly network: Network;
   /** Cluster mode: where machines run and how they move (machines/placement.ts); null in the embedded default. */
   readonly place: MachinePlacement | null;
+  /** `machine.state` events of the machines this worker runs. */
+  private readonly states: StateReports;
 
   /**
    * `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots
@@ -65,6 +68,7 @@ export class MachineRuns {
    */
   constructor(readonly deps: Deps, readonly contexts: ContextAccess, blobs?: BlobStore, private readonly backend?: VmBackend) {
     this.network = new Network(deps);
+    this.states = new StateReports(deps.events);
     this.layout = new MachineLayout(deps.config.home, deps.config.cache);
     this.disks = new MachineDisks(deps, this.layout);
     this.io = new MachineIo((caller, id) => this.running(caller, id), deps.config);
@@ -77,17 +81,7 @@ export class MachineRuns {
   /** Writes a machine's row; in a cluster, fenced by its lease when this worker holds it, or held it and lost it (machines/placement.ts). */
   async write(row: MachineRow): Promise<void> {
     await this.deps.metadata.machines.update(row, this.place?.fence(row.id));
-    this.reportState(row);
-  }
-
-  /** The state each machine this worker runs was last in (a `machine.state` event goes out when it changes). */
-  private readonly reported = new Map<string, string>();
-
-  private reportState(row: MachineRow, state: string = row.state): void {
-    const from = this.reported.get(row.id) ?? null;
-    if (from === state) return;
-    if (state === 'deleted') this.reported.delete(row.id); else this.reported.set(row.id, state);
-    this.deps.events.emit({ tenantId: row.tenantId, kind: 'machine.state', machine: row.id, ...(row.spec.context ? { context: row.spec.context } : {}), data: { state, from } });
+    this.states.report(row);
   }
 
   /**
@@ -97,7 +91,7 @@ export class MachineRuns {
   async lost(id: string): Promise<void> {
     const run = this.active.get(id);
     if (!run) return;
-    this.reported.delete(id);
+    this.states.forget(id);
     this.deps.log.warn({ machine: id }, 'machine taken over by another worker: its process here ends');
     await run.serial(() => run.abandon()).catch((err: unknown) => this.deps.log.error({ err, machine: id }, 'ending a machine taken over by another worker failed'));
   }
@@ -133,8 +127,8 @@ export class MachineRuns {
       if (row.state === 'hibernated' && (existsSync(this.layout.hibernation(row.id).state) || existsSync(this.layout.coldMarker(row.id)))) continue;
       if (row.state !== 'stopped') {
         await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
-        this.reported.set(row.id, row.state);
-        this.reportState({ ...row, state: 'stopped' });
+        this.states.seen(row);
+        this.states.report({ ...row, state: 'stopped' });
         this.deps.log.warn({ machine: row.id, was: row.state }, 'machine stopped: its memory did not survive the server');
       }
     }
@@ -191,7 +185,7 @@ export class MachineRuns {
       await this.place?.take(row.id);
       slots?.bind(row.id);
       await this.deps.metadata.machines.create(row);
-      this.reportState(row);
+      this.states.report(row);
     } catch (e) {
       if (ready) await this.ready?.discard(ready);
       throw e;
@@ -231,7 +225,7 @@ export class MachineRuns {
     await run.destroy();
     this.active.delete(run.row.id);
     await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
-    this.reportState(run.row, 'deleted');
+    this.states.report(run.row, 'deleted');
     await this.place?.forget(run.row.id);
     await this.place?.dropped(run.row.id);
     await this.disks.collect(run.row.tenantId, run.row.spec.disk);
@@ -279,8 +273,7 @@ export class MachineRuns {
   runOf(row: MachineRow): MachineRun {
     let run = this.active.get(row.id);
     if (!run) {
-      // Its next state change is reported from the state its row has now.
-      this.reported.set(row.id, row.state);
+      this.states.seen(row);
       run = new MachineRun(row, {
         host: this.host_!,
         save: async (r) => { await this.write(r); await this.place?.saved(r); },

@@ -31,7 +31,8 @@ export function transferOf(s: Snapshotter): LayerTransfer {
   return t as LayerTransfer;
 }
 
-type VersionOf = (caller: Caller, id: string) => Promise<VersionRow>;
+/** A version the caller may read, by id (the engine's lookup). */
+export type VersionOf = (caller: Caller, id: string) => Promise<VersionRow>;
 
 /**
  * A context's versions as an archive (format.ts). What it names is read and pinned first (a

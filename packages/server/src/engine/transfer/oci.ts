@@ -1,3 +1,4 @@
+import type { VersionOf } from './export.js';
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -49,7 +50,6 @@ const LAYER_MEDIA = 'application/vnd.oci.image.layer.v1.tar+gzip';
 const REF_NAME = 'org.opencontainers.image.ref.name';
 const TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
-type VersionOf = (caller: Caller, id: string) => Promise<VersionRow>;
 
 interface Blob { digest: string; size: number }
 interface Plan { tarring: LayerTarring; version: VersionRow; defaults?: ContextDefaults; config?: ContextConfig; tmp: string }
