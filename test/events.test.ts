@@ -263,6 +263,26 @@ PY`);
     for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) break;
   });
 
+  test('a tenant has at most 32 streams open on a server; closing one makes room', async () => {
+    const key = (await t.http('POST', '/v1/tenants', { body: { name: 'streams' } })).json.apiKey as string;
+    const open = (k: string) => {
+      const abort = new AbortController();
+      return fetch(`${t.server.url}/v1/events`, { headers: { authorization: `Bearer ${k}`, accept: 'text/event-stream' }, signal: abort.signal })
+        .then((res) => ({ res, close: () => abort.abort() }));
+    };
+    const streams = await Promise.all(Array.from({ length: 32 }, () => open(key)));
+    assert.ok(streams.every((s) => s.res.status === 200));
+    const over = await open(key);
+    assert.equal(over.res.status, 429);
+    assert.equal(((await over.res.json()) as { error: { code: string } }).error.code, 'limit_exceeded');
+    assert.equal((await open(t.key).then((s) => { s.close(); return s.res.status; })), 200, 'another tenant is not counted');
+    streams[0].close();
+    let again = 0;
+    for (let i = 0; i < 100 && again !== 200; i++) { await sleep(20); const s = await open(key); again = s.res.status; s.close(); }
+    assert.equal(again, 200);
+    for (const s of streams) s.close();
+  });
+
   test('refused addresses: at registration (400, nothing stored) and at delivery (nothing sent)', async () => {
     const bad = [
       { url: `http://127.0.0.1:${port}/in`, events: ['version.committed'] },
