@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Caller } from '../core/deps.js';
@@ -7,7 +6,7 @@ import type { Operations } from '../ops/dispatch.js';
 import type { Peers } from '../core/peers.js';
 import { forwardedHere, forwardUpgrade } from './forward.js';
 import { ShellbaseError, notFound } from '../errors.js';
-import { connectUnix, type PortTarget } from '../util/pipe.js';
+import { connectTarget, type PortTarget } from '../util/pipe.js';
 
 /** The protocol name a client asks for in `Upgrade:` (anything else is not a tunnel). */
 export const TUNNEL_PROTOCOL = 'shellbase-tcp';
@@ -65,14 +64,9 @@ export function tunnelUpgrades(ops: Pick<Operations, 'begin' | 'where'>, find: T
  * socket to it both ways, holding it awake until either side closes.
  */
 export async function joinTunnel(target: PortTarget, socket: Duplex, head: Buffer): Promise<void> {
-  const { socketPath, release } = await target.acquire();
-  let up: Socket;
-  try {
-    up = await connectUnix(socketPath);
-  } catch (e) {
-    release();
+  const { up, release } = await connectTarget(() => target.acquire()).catch((e: unknown) => {
     throw new ShellbaseError('unavailable', `${target.name} did not accept the connection: ${(e as Error).message}`, { hint: 'see its logs' });
-  }
+  });
   const done = () => { release(); socket.destroy(); up.destroy(); };
   // A client gone while the connect was tried again has already closed: nothing would end this.
   if (socket.destroyed) { done(); return; }

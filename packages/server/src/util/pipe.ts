@@ -39,14 +39,24 @@ export async function connectUnix(socketPath: string, retryMs = REFUSED_RETRY_MS
   }
 }
 
+/** Wakes a target (`acquire`) and connects to its socket; when the connect fails, the target is released and the error thrown. */
+export async function connectTarget(acquire: PortTarget['acquire']): Promise<{ up: Socket; release: () => void }> {
+  const { socketPath, release } = await acquire();
+  try {
+    return { up: await connectUnix(socketPath), release };
+  } catch (e) {
+    release();
+    throw e;
+  }
+}
+
 /** PortTarget.pipe in terms of its acquire. */
 export async function pipeThrough(acquire: PortTarget['acquire'], client: Duplex, preface: (string | Buffer)[] = []): Promise<void> {
-  const { socketPath, release } = await acquire();
   let up: Socket;
+  let release: () => void;
   try {
-    up = await connectUnix(socketPath);
+    ({ up, release } = await connectTarget(acquire));
   } catch {
-    release();
     client.destroy();
     return;
   }

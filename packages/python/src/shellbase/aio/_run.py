@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from typing import Callable, Generic, ParamSpec, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, ParamSpec, Protocol, TypeVar
 
 from .._http import CancelScope, Response, current_scope
 from ..streams import EventStream
@@ -61,46 +61,50 @@ class AsyncResponse:
         self._response.close()
 
 
-def _next(stream: EventStream[E, X]) -> E | None:
+class _Closable(Protocol[E]):
+    def __iter__(self) -> Iterator[E]: ...
+
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closable[Any])
+
+
+def _next(stream: Iterable[E]) -> E | None:
     # StopIteration cannot cross a Future: the end is None (events never are).
     for event in stream:
         return event
     return None
 
 
-class AsyncEventStream(Generic[E, X]):
-    """Events as the command writes them, then one exit event (kept in `exit`); the request goes out on
-    the first `__anext__`. Breaking out of `async for`, `aclose()`, leaving `async with`, dropping the
-    last reference, or cancelling the task that waits for an event closes the connection, and the
-    server kills the command."""
+class LazyStream(Generic[S, E]):
+    """A synchronous stream of events opened by `opener` on first use (in a thread) and read one event
+    at a time in threads. Breaking out of `async for`, `aclose()`, leaving `async with`, dropping the
+    last reference, or cancelling the task that waits for an event closes it."""
 
-    def __init__(self, opener: Callable[[], EventStream[E, X]]) -> None:
-        self._opener: Callable[[], EventStream[E, X]] | None = opener
-        self._stream: EventStream[E, X] | None = None
+    def __init__(self, opener: Callable[[], S]) -> None:
+        self._opener: Callable[[], S] | None = opener
+        self._stream: S | None = None
         self._closed = False
-
-    @property
-    def exit(self) -> X | None:
-        """The exit event, once the stream reached it."""
-        return self._stream.exit if self._stream is not None else None
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    def __aiter__(self) -> AsyncEventStream[E, X]:
-        return self
-
-    async def __anext__(self) -> E:
-        if self._closed:
-            raise StopAsyncIteration
+    async def _open(self) -> S:
         if self._stream is None:
             assert self._opener is not None
             opener, self._opener = self._opener, None
             self._stream = await run_sync(opener)
-        stream = self._stream
+            if self._closed:  # closed while it opened
+                self._stream.close()
+        return self._stream
+
+    async def __anext__(self) -> E:
+        if self._closed:
+            raise StopAsyncIteration
         try:
-            event = await run_sync(_next, stream)
+            event = await run_sync(_next, await self._open())
         except BaseException:
             self._close()
             raise
@@ -115,15 +119,30 @@ class AsyncEventStream(Generic[E, X]):
         if self._stream is not None:
             self._stream.close()
 
+    async def __aexit__(self, *exc: object) -> None:
+        self._close()
+
+    def __del__(self) -> None:
+        self._close()
+
+
+class AsyncEventStream(LazyStream[EventStream[E, X], E], Generic[E, X]):
+    """Events as the command writes them, then one exit event (kept in `exit`); the request goes out on
+    the first `__anext__`. Breaking out of `async for`, `aclose()`, leaving `async with`, dropping the
+    last reference, or cancelling the task that waits for an event closes the connection, and the
+    server kills the command."""
+
+    @property
+    def exit(self) -> X | None:
+        """The exit event, once the stream reached it."""
+        return self._stream.exit if self._stream is not None else None
+
+    def __aiter__(self) -> AsyncEventStream[E, X]:
+        return self
+
     async def aclose(self) -> None:
         """Stops reading; if the command still runs, the server kills it."""
         self._close()
 
     async def __aenter__(self) -> AsyncEventStream[E, X]:
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._close()
-
-    def __del__(self) -> None:
-        self._close()

@@ -6,17 +6,10 @@ from typing import Callable, Sequence
 
 from ..events import EventFeed, Events, Webhooks
 from ..types import Delivery, Event, EventKind, Webhook, WebhookCreated
-from ._run import run_sync
+from ._run import LazyStream, run_sync
 
 
-def _next(feed: EventFeed) -> Event | None:
-    # StopIteration cannot cross a Future: the end is None (events never are).
-    for event in feed:
-        return event
-    return None
-
-
-class AsyncEventFeed:
+class AsyncEventFeed(LazyStream[EventFeed, Event]):
     """The tenant's events as they happen, as an async iterator (see `shellbase.EventFeed`).
 
     The request goes out on `async with` (which returns once the server answered) or on the first
@@ -25,50 +18,16 @@ class AsyncEventFeed:
     """
 
     def __init__(self, opener: Callable[[], EventFeed], after: str | None) -> None:
-        self._opener: Callable[[], EventFeed] | None = opener
-        self._feed: EventFeed | None = None
+        super().__init__(opener)
         self._after = after
-        self._closed = False
 
     @property
     def last_id(self) -> str | None:
         """The id of the last event yielded (at first the `after` the stream was opened with): `after=` resumes there."""
-        return self._feed.last_id if self._feed is not None else self._after
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    async def _open(self) -> EventFeed:
-        if self._feed is None:
-            assert self._opener is not None
-            opener, self._opener = self._opener, None
-            self._feed = await run_sync(opener)
-            if self._closed:  # closed while it opened
-                self._feed.close()
-        return self._feed
+        return self._stream.last_id if self._stream is not None else self._after
 
     def __aiter__(self) -> AsyncEventFeed:
         return self
-
-    async def __anext__(self) -> Event:
-        if self._closed:
-            raise StopAsyncIteration
-        try:
-            event = await run_sync(_next, await self._open())
-        except BaseException:
-            self._close()
-            raise
-        if event is None:
-            self._closed = True
-            raise StopAsyncIteration
-        return event
-
-    def _close(self) -> None:
-        self._closed = True
-        self._opener = None
-        if self._feed is not None:
-            self._feed.close()
 
     async def aclose(self) -> None:
         """Ends the stream."""
@@ -81,12 +40,6 @@ class AsyncEventFeed:
             self._close()
             raise
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._close()
-
-    def __del__(self) -> None:
-        self._close()
 
 
 class AsyncEvents:

@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { PortProxy } from '../../api/gateway.js';
 import { failUpgrade } from '../../api/http-relay.js';
 import { ShellbaseError } from '../../errors.js';
-import { connectUnix, type PortTarget } from '../../util/pipe.js';
+import { connectTarget, type PortTarget } from '../../util/pipe.js';
 
 /** A sandbox that is not running (never was, killed, or paused without autoResume) named by E2B-style port traffic. */
 export class SandboxNotRunning extends ShellbaseError {
@@ -58,14 +57,9 @@ export class E2bPortProxy extends PortProxy {
    * the edge's 502 instead of a connection closed without a word.
    */
   override async upgrade(run: PortTarget, req: IncomingMessage, socket: Duplex, head: Buffer, path: string): Promise<void> {
-    const { socketPath, release } = await run.acquire();
-    let up: Socket;
-    try {
-      up = await connectUnix(socketPath);
-    } catch (e) {
-      release();
+    const { up, release } = await connectTarget(() => run.acquire()).catch((e: unknown) => {
       throw new ShellbaseError('unavailable', `${run.name} refused the connection`, { cause: e });
-    }
+    });
     let answered = false;
     let released = false;
     const done = () => {

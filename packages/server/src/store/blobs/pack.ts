@@ -74,30 +74,16 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
   const out = new PassThrough();
   out.write(Buffer.concat([frame, HEADER]));
   const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: options.level ?? 3, [z.ZSTD_c_checksumFlag]: 1 } });
-  let tar: DialedProcess | null = null;
-  let closed = false;
-  out.on('close', () => {
-    closed = true;
-    tar?.kill();
-    tar?.socket.destroy();
-    zstd.destroy();
-  });
-  void (async () => {
-    // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a
-    // pid namespace of its own, tar is pid 1. Started by the spawner (util/dialer.ts): the
-    // server does not fork, and tar's output comes with back-pressure.
-    const t = await dialer.start([...TAR_ENV, 'unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX,
-      '--sort=name', '--sparse', '--directory', tree, '.'], 'out');
-    tar = t;
-    if (closed) { t.kill(); t.socket.destroy(); return; }
+  out.on('close', () => zstd.destroy());
+  // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a pid
+  // namespace of its own, tar is pid 1.
+  const argv = [...TAR_ENV, 'unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX, '--sort=name', '--sparse', '--directory', tree, '.'];
+  tarInto(dialer, argv, `pack ${tree}`, out, (socket) => {
     // zstd's output depends on how its input is cut into writes, and a socket cuts tar's output as
     // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
-    t.socket.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
-    const [, code] = await Promise.all([finished(zstd), t.exited]);
-    t.socket.destroy();
-    if (code === 0) out.end();
-    else out.destroy(new Error(`tar could not pack ${tree} (exit ${code}): ${t.stderr().trim().slice(0, 500)}`));
-  })().catch((e: unknown) => out.destroy(e as Error));
+    socket.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
+    return finished(zstd);
+  });
   return out;
 }
 
@@ -110,6 +96,20 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
  */
 export function tarTree(dialer: Dialer, tree: string): Readable {
   const out = new PassThrough();
+  const argv = [...TAR_ENV, 'tar', '--create', '--file=-', ...PAX.filter((o) => o !== '--acls'), '--sort=name', '--directory', tree, '.'];
+  tarInto(dialer, argv, `read ${tree}`, out, (socket) => {
+    socket.pipe(out, { end: false });
+    return finished(socket, { readable: true, writable: false });
+  });
+  return out;
+}
+
+/**
+ * Runs tar (`argv`) through the spawner (util/dialer.ts: the server does not fork, and tar's output
+ * comes with back-pressure); `feed` pipes its output on into `out` and resolves once that is done.
+ * `out` ends when tar exits 0, else fails naming what tar could not do; destroying `out` stops tar.
+ */
+function tarInto(dialer: Dialer, argv: string[], what: string, out: PassThrough, feed: (socket: DialedProcess['socket']) => Promise<unknown>): void {
   let tar: DialedProcess | null = null;
   let closed = false;
   out.on('close', () => {
@@ -118,17 +118,14 @@ export function tarTree(dialer: Dialer, tree: string): Readable {
     tar?.socket.destroy();
   });
   void (async () => {
-    const t = await dialer.start([...TAR_ENV, 'tar', '--create', '--file=-', ...PAX.filter((o) => o !== '--acls'),
-      '--sort=name', '--directory', tree, '.'], 'out');
+    const t = await dialer.start(argv, 'out');
     tar = t;
     if (closed) { t.kill(); t.socket.destroy(); return; }
-    t.socket.pipe(out, { end: false });
-    const [, code] = await Promise.all([finished(t.socket, { readable: true, writable: false }), t.exited]);
+    const [, code] = await Promise.all([feed(t.socket), t.exited]);
     t.socket.destroy();
     if (code === 0) out.end();
-    else out.destroy(new Error(`tar could not read ${tree} (exit ${code}): ${t.stderr().trim().slice(0, 500)}`));
+    else out.destroy(new Error(`tar could not ${what} (exit ${code}): ${t.stderr().trim().slice(0, 500)}`));
   })().catch((e: unknown) => out.destroy(e as Error));
-  return out;
 }
 
 /**
