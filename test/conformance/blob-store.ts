@@ -60,6 +60,30 @@ export function blobStoreConformance(name: string, make: () => Promise<{ blobs: 
     assert.equal((await b.list({ limit: 10 })).length, 6);
   });
 
+  withStore('documents: put replaces one whole, get reads it, list by prefix sorted, delete; blobs and documents never see each other', async (b) => {
+    const d = b.documents;
+    assert.equal(await d.get('backups/one.json'), null);
+    await d.put('backups/one.json', Buffer.from('first'));
+    await d.put('backups/one.json', Buffer.from('second'));
+    assert.equal((await d.get('backups/one.json'))?.toString(), 'second');
+    await d.put('backups/two.json', Buffer.from('2'));
+    await d.put('layers/l_a', Buffer.from('a'));
+    await d.put('top', Buffer.from(''));
+    assert.deepEqual(await d.list('backups/'), ['backups/one.json', 'backups/two.json']);
+    assert.deepEqual(await d.list('backups/t'), ['backups/two.json']);
+    assert.deepEqual(await d.list(''), ['backups/one.json', 'backups/two.json', 'layers/l_a', 'top']);
+    assert.equal((await d.get('top'))?.length, 0, 'an empty document is not an absent one');
+    assert.deepEqual(await b.list({ limit: 10 }), [], 'documents are not blobs');
+    await b.put(body('a blob'));
+    assert.equal((await d.list('')).length, 4, 'blobs are not documents');
+    assert.equal(await d.delete('backups/one.json'), true);
+    assert.equal(await d.delete('backups/one.json'), false);
+    assert.equal(await d.get('backups/one.json'), null);
+    for (const bad of ['../x', 'a/../b', '/abs', 'a//b', 'a b', 'a/./b', '']) {
+      await assert.rejects(d.put(bad, Buffer.from('x')), (e: { code: string }) => e.code === 'invalid_name', bad);
+    }
+  });
+
   if (options.locates) {
     withStore('locate gives a URL whose GET answers the blob, and 404 once it is gone', async (b) => {
       const info = await b.put(body('fetched by url'));

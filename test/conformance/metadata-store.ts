@@ -39,6 +39,7 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.deepEqual(await md.versions.changes('va'), [['/a', 'f']]);
     assert.equal(await md.versions.changes('v0'), null);
     assert.deepEqual(await md.versions.imageLayers(), ['image:x:1']);
+    assert.deepEqual((await md.versions.layers()).map((l) => [l.id, l.kind, l.bytes]), [['image:x:1', 'image', 0], ['la', 'exec', 1]], 'every layer row, by id');
     assert.equal(await md.versions.layerBytes(['la', 'la', 'image:x:1', 'nope']), 1);
   });
 

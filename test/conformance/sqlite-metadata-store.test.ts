@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { MIGRATIONS } from '../../packages/server/src/store/metadata/sqlite/migrations.ts';
 import { SqliteMetadataStore } from '../../packages/server/src/store/metadata/sqlite/sqlite-store.ts';
+import { SqliteSnapshot } from '../../packages/server/src/store/metadata/sqlite/snapshot.ts';
 import { metadataStoreConformance } from './metadata-store.ts';
 
 metadataStoreConformance('sqlite metadata store', async () => {
@@ -66,6 +67,53 @@ test('sqlite: schema 7 (before the store counted) opens with its layer reference
     assert.equal(await md.tenants.storedBytes('t1'), 30);
     await md.close();
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sqlite: a snapshot taken while commits go on is one moment of the store, read by SqliteSnapshot', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'shellbase-meta-'));
+  const md = new SqliteMetadataStore(path.join(dir, 'meta.db'));
+  try {
+    const now = new Date().toISOString();
+    await md.tenants.create({ id: 't1', name: 't1', admin: false, createdAt: now });
+    await md.versions.ensureImage({ id: 'v0', tenantId: '', parent: null, depth: 0, layers: ['image:x:1'], changes: null, cause: { kind: 'image' }, bytes: 0, createdAt: now },
+      { id: 'image:x:1', kind: 'image', bytes: 0, createdAt: now });
+    await md.contexts.create({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now, updatedAt: now });
+    let head = 'v0';
+    let n = 0;
+    let going = true;
+    const writer = (async () => {
+      while (going) {
+        const id = `v${++n}`;
+        const layers = ['image:x:1', `l${n}`];
+        assert.ok(await md.versions.commit({
+          version: { id, tenantId: 't1', parent: head, depth: n, layers, changes: [], cause: { kind: 'write', command: 'w' }, bytes: 1, createdAt: now },
+          layer: { id: `l${n}`, kind: 'exec', bytes: 1, createdAt: now }, moveHead: { tenantId: 't1', context: 'c', expectedHead: head },
+        }));
+        head = id;
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    while (n < 20) await new Promise((r) => setTimeout(r, 5));
+    const file = path.join(dir, 'copy.db');
+    await md.snapshot(file);
+    const atCopy = n;
+    going = false;
+    await writer;
+    const snap = new SqliteSnapshot(file);
+    try {
+      const copyHead = (await snap.contexts.get('t1', 'c'))!.head;
+      const k = Number(copyHead.slice(1));
+      assert.ok(k >= 20 && k <= atCopy, `the copy's head (${copyHead}) is a commit made before the copy ended`);
+      assert.deepEqual((await snap.versions.layers()).map((l) => l.id).sort(), ['image:x:1', ...Array.from({ length: k }, (_, i) => `l${i + 1}`)].sort(), 'exactly the layers of its versions');
+      assert.deepEqual(await snap.counts(), { tenants: 1, contexts: 1, versions: k + 1 });
+      assert.equal(snap.schema, MIGRATIONS.length);
+    } finally {
+      await snap.close();
+    }
+  } finally {
+    await md.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

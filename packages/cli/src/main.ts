@@ -11,11 +11,12 @@ import { networkCommands } from './commands/network.js';
 import { eventCommands } from './commands/events.js';
 import { imageCommands } from './commands/images.js';
 import { transferCommands } from './commands/transfer.js';
+import { backupCommands } from './commands/backup.js';
 import { mcpCommand } from './mcp/server.js';
 
 /** Every command, in the order the usage lists them. */
 const COMMANDS: Command[] = [...serverCommands.slice(0, 1), ...clientCommands.slice(0, 4), ...fileCommands, ...clientCommands.slice(4),
-  ...serviceCommands, ...networkCommands, ...eventCommands, ...imageCommands, ...transferCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
+  ...serviceCommands, ...networkCommands, ...eventCommands, ...imageCommands, ...transferCommands, ...backupCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
 
 const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 

@@ -13,7 +13,7 @@ import type {
   MachineExecEventSchema, MachineExecRequestSchema, MachineExecResultSchema, MachinePortSchema, MachineSchema, MachineSnapshotSchema,
   MachineStateSchema, NetworkConnectionSchema, NetworkPolicySchema, PtyMessageSchema, ResizeMachineDiskRequestSchema, ServiceAccessSchema,
   ServiceSchema, ServiceShareSchema, ServiceStateSchema, TenantSchema, UsageItemSchema, VersionCauseKindSchema, VersionCauseSchema,
-  VersionSchema, EventKindSchema, PushResultSchema, RegistryCredentialsSchema, EventSchema, WebhookInSchema, WebhookSchema, WebhookCreatedSchema, DeliverySchema, DeliveryStateSchema,
+  VersionSchema, EventKindSchema, PushResultSchema, BackupResultSchema, RegistryCredentialsSchema, EventSchema, WebhookInSchema, WebhookSchema, WebhookCreatedSchema, DeliverySchema, DeliveryStateSchema,
 } from './schemas/index.js';
 
 export {
@@ -58,6 +58,7 @@ export type ApiKey = Static<typeof ApiKeySchema>;
 export type UsageItem = Static<typeof UsageItemSchema>;
 export type GcResult = Static<typeof GcResultSchema>;
 export type PushResult = Static<typeof PushResultSchema>;
+export type BackupResult = Static<typeof BackupResultSchema>;
 export type RegistryCredentials = Static<typeof RegistryCredentialsSchema>;
 
 export type ServiceState = Static<typeof ServiceStateSchema>;

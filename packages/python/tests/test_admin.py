@@ -6,7 +6,7 @@ import unittest
 
 from _support import URL, client, unique, wait_for
 
-from shellbase import ApiKey, ForbiddenError, GcResult, Shellbase, Tenant, UnauthorizedError, Usage
+from shellbase import ApiKey, BackupResult, ForbiddenError, GcResult, InvalidArgumentError, Shellbase, Tenant, UnauthorizedError, Usage
 
 
 class TenantsTest(unittest.TestCase):
@@ -66,6 +66,24 @@ class AdminTest(unittest.TestCase):
         self.assertIsInstance(result, GcResult)
         self.assertGreaterEqual(result.versions_dropped, 0)
         self.assertGreaterEqual(result.ms, 0)
+
+    def test_backup(self) -> None:
+        import shutil
+        import tempfile
+
+        target = tempfile.mkdtemp(prefix="shellbase-py-backup-")
+        try:
+            phases: list[str] = []
+            result = client().backup(target, keep=1, on_progress=lambda p: phases.append(str(p["phase"])))
+            self.assertIsInstance(result, BackupResult)
+            self.assertEqual(result.copied, result.layers)
+            self.assertIn("metadata", phases)
+            again = client().backup(target, keep=1)
+            self.assertEqual(again.removed.backups if again.removed else None, [result.id])
+            with self.assertRaises(InvalidArgumentError):
+                client().backup("relative/dir")
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
 
     def test_usage_of_the_caller(self) -> None:
         sb = client()

@@ -5,6 +5,7 @@ export { ContextHandle, type ExecOptions } from './context.js';
 export { MachineHandle, type MachineExecOptions, type RunCodeOptions } from './machine.js';
 export { contextOf, type BuildOptions } from './images.js';
 export type { ImageProgress, TarBody } from './core/images.js';
+export type { BackupProgress } from './core/client.js';
 export { tar, tarDirectory, type TarInput } from './tar.js';
 export * from './core/errors.js';
 export { limitMessage } from './core/limits.js';
@@ -14,4 +15,4 @@ export type { LocalTunnel } from './tunnel.js';
 export type { MachinePty, PtyExit } from './pty.js';
 export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
   Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
-  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent, PushResult, RegistryCredentials } from '@shellbase/protocol';
+  BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent, PushResult, RegistryCredentials, BackupResult } from '@shellbase/protocol';

@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { startGateway } from './api/gateway.js';
+import { ShellbaseError } from './errors.js';
 import { buildApi } from './api/server.js';
 import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
@@ -19,6 +20,8 @@ import { Dialer } from './util/dialer.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
 import { openMetadataStore } from './store/metadata/index.js';
+import { openBlobStore } from './store/blobs/index.js';
+import { restoreHome, type RestoreOptions, type RestoreProgress, type RestoreResult } from './engine/transfer/restore.js';
 import { openCluster, type ClusterStores } from './cluster/open.js';
 import { startNetwork } from './net/index.js';
 import { GroupSync } from './util/group-sync.js';
@@ -53,15 +56,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const pidFile = path.join(config.home, 'server.pid');
   claimHome(pidFile);
   const dialer = new Dialer(path.join(config.home, 'streams'));
-  const local = new BtrfsSnapshotter({
-    root: path.join(config.home, 'store'),
-    imageFile: path.join(config.home, 'store.btrfs'),
-    sizeGb: config.storeSizeGb,
-    imagePath: (id) => imageRootfs(config.cache, id),
-    defaultDiskMb: config.defaults.diskMb,
-    rootId: SANDBOX_ROOT,
-    dialer,
-  });
+  const local = localSnapshotter(config, dialer);
   // Cluster mode: Postgres and the object store, this host's snapshotter as their cache.
   const pins = new Pins();
   let address = { api: '', gateway: '' };
@@ -201,6 +196,62 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
 }
 
 const runner = (g: GroupSync) => () => g.run();
+
+/** The home's own layer store (btrfs). */
+function localSnapshotter(config: ServerConfig, dialer: Dialer): BtrfsSnapshotter {
+  return new BtrfsSnapshotter({
+    root: path.join(config.home, 'store'),
+    imageFile: path.join(config.home, 'store.btrfs'),
+    sizeGb: config.storeSizeGb,
+    imagePath: (id) => imageRootfs(config.cache, id),
+    defaultDiskMb: config.defaults.diskMb,
+    rootId: SANDBOX_ROOT,
+    dialer,
+  });
+}
+
+/**
+ * Restores a backup (`shellbase restore`) into the configured home, which must be empty and have
+ * no server running over it (engine/transfer/restore.ts); the next server started over the home
+ * serves what the backup holds.
+ */
+export async function restoreServer(config: ServerConfig, from: string, opts: RestoreOptions & { s3Endpoint?: string }, progress?: (p: RestoreProgress) => void): Promise<RestoreResult> {
+  assertNativeBuilt();
+  if (config.cluster) throw new Error('a backup is restored into an embedded server\'s home: start without --metadata and --blobs (to move into a cluster, restore, then migrate)');
+  // Checked before anything is opened: a home in use is not touched at all.
+  const pidFile = path.join(config.home, 'server.pid');
+  if (existsSync(path.join(config.home, 'meta.db')) || serverAlive(pidFile)) {
+    throw new ShellbaseError('failed_precondition', `the home ${config.home} is not empty (it has a server's metadata): a backup is restored only into an empty home`, {
+      hint: 'point SHELLBASE_HOME at a new directory, or move this one away first',
+    });
+  }
+  const source = openBlobStore(from, opts.s3Endpoint ? { endpoint: opts.s3Endpoint } : {});
+  mkdirSync(config.home, { recursive: true, mode: 0o711 });
+  chmodSync(config.home, 0o711);
+  claimHome(pidFile);
+  const dialer = new Dialer(path.join(config.home, 'streams'));
+  const local = localSnapshotter(config, dialer);
+  try {
+    await local.open();
+    return await restoreHome(source, { home: config.home, layers: local, dialer }, { ...(opts.id !== undefined ? { id: opts.id } : {}) }, progress);
+  } finally {
+    await local.close().catch(() => undefined);
+    (source as { close?: () => void }).close?.();
+    rmSync(pidFile, { force: true });
+  }
+}
+
+/** Whether the pid file names a live process (this one included). */
+function serverAlive(pidFile: string): boolean {
+  try {
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    if (!(pid > 0)) return false;
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Refuses to share a data directory with a live server; takes it over from a dead one. */
 function claimHome(pidFile: string): void {

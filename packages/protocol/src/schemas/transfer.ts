@@ -47,3 +47,31 @@ export const PushResultSchema = Type.Object({
   /** How many layers it has. */
   layers: Type.Integer(),
 }, { $id: 'PushResult', title: 'PushResult' });
+
+/** `POST /v1/backups` (admin key): the whole server backed up into a target (docs/formats.md, Server backup). */
+export const BackupBodySchema = Type.Object({
+  /** Where: an absolute directory on the server's host, `file:///DIR`, or `s3://BUCKET/PREFIX`. */
+  to: Type.String({ minLength: 1, maxLength: 4096 }),
+  /** The S3 API's URL for an `s3://` target that is not AWS (credentials: the server's AWS environment). */
+  s3Endpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  /** Keep this many complete backups in the target: older ones, and the blobs only they name, go. */
+  keep: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+}, strict);
+
+export const BackupResultSchema = Type.Object({
+  /** The backup's id (its start time, then a tag): `shellbase restore --id`. */
+  id: Type.String(),
+  /** The moment the backup holds: every commit acknowledged before it is in the backup. */
+  pointAt: Type.String(),
+  /** Layers the backup names. */
+  layers: Type.Integer(),
+  /** Of those, the ones the target lacked and that were copied now. */
+  copied: Type.Integer(),
+  /** Bytes this backup stored in the target. */
+  bytes: Type.Integer(),
+  /** Machines and snapshots on the server: their files are not in a backup. */
+  machines: Type.Integer(),
+  snapshots: Type.Integer(),
+  /** What retention (`keep`) removed. */
+  removed: Type.Optional(Type.Object({ backups: Type.Array(Type.String()), blobs: Type.Integer() })),
+}, { $id: 'BackupResult', title: 'BackupResult' });

@@ -99,6 +99,18 @@ class ApiKey:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BackupResult:
+    id: str
+    point_at: str
+    layers: int
+    copied: int
+    bytes: int
+    machines: int
+    snapshots: int
+    removed: dict[str, object] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class BuildResult:
     context: str
     version: str

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from typing import IO, Callable, Literal, Mapping
 
 from ._http import Body, QueryValue, Response, Transport, UrlSource
 from ._wire import JsonObject, from_wire, to_wire
+from .errors import error_from_body
 from .context import ContextHandle, quote
 from .events import Events, Webhooks
 from .images import BuildStream, Images, Source, build, build_stream
 from .machines import Machines
 from .tunnel import open_tunnel
-from .types import ApiKey, BuildEvent, BuildResult, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, PushResult, RegistryCredentials, Tenant, TenantChange, Usage
+from .types import ApiKey, BackupResult, BuildEvent, BuildResult, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, PushResult, RegistryCredentials, Tenant, TenantChange, Usage
 
 
 class Contexts:
@@ -202,6 +204,28 @@ class Shellbase:
     def gc(self) -> GcResult:
         """Runs garbage collection now (admin key); it also runs in the background."""
         return from_wire(GcResult, self._t.json("POST", "/v1/gc"))
+
+    def backup(self, to: str, *, keep: int | None = None, s3_endpoint: str | None = None,
+               on_progress: Callable[[JsonObject], None] | None = None) -> BackupResult:
+        """Backs the whole server up (admin key) into `to`, a directory on the server's host or `s3://BUCKET/PREFIX`,
+        while it keeps serving; only what the target lacks is copied. `on_progress` gets each progress line
+        (`phase`, `done`, `total`, `bytes`). `shellbase restore` brings a backup back into an empty home."""
+        body: JsonObject = {"to": to, **({"keep": keep} if keep is not None else {}), **({"s3Endpoint": s3_endpoint} if s3_endpoint else {})}
+        with self._t.request("POST", "/v1/backups", json_body=body, accept="application/x-ndjson") as response:
+            while True:
+                line = response.readline()
+                if not line:
+                    raise RuntimeError("the backup ended without its result")
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "error" and isinstance(event.get("error"), dict):
+                    raise error_from_body(event["error"], 500)
+                if event.get("type") == "progress":
+                    if on_progress:
+                        on_progress(event)
+                elif event.get("type") == "backup":
+                    return from_wire(BackupResult, {k: v for k, v in event.items() if k != "type"})
 
     def request(
         self,

@@ -1,10 +1,20 @@
-import { isErrorCode, type ApiKey, type BuildEvent, type BuildResult, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type PushResult, type RegistryCredentials, type Tenant, type UsageItem } from '@shellbase/protocol';
+import { isErrorCode, type ApiKey, type BackupResult, type BuildEvent, type BuildResult, type Context, type ErrorBody, type GcResult, type NetworkPolicy, type PushResult, type RegistryCredentials, type Tenant, type UsageItem } from '@shellbase/protocol';
 import { ContextHandle } from './context.js';
 import { MachineHandle, machinesApi } from './machine.js';
 import { build, buildStream, imagesApi, type BuildOptions, type TarBody } from './images.js';
 import { eventsApi, webhooksApi } from './events.js';
 import { ConnectionError, errorFromBody } from './errors.js';
+import { ndjson } from './ndjson.js';
 import type { RequestOptions, Transport } from './transport.js';
+
+/** A backup's progress line: its phase, how far it is, and the bytes it stored so far. */
+export interface BackupProgress {
+  type: 'progress';
+  phase: 'metadata' | 'layers' | 'retention';
+  done: number;
+  total: number;
+  bytes: number;
+}
 
 export interface ClientOptions {
   /** The server's URL (a page the server itself serves passes `location.origin`). */
@@ -128,6 +138,21 @@ export class Shellbase implements Transport {
   /** Runs garbage collection now (admin key); it also runs in the background. */
   gc(): Promise<GcResult> {
     return this.json('POST', '/v1/gc');
+  }
+
+  /**
+   * Backs the whole server up (admin key) into `to`, a directory on the server's host or
+   * `s3://BUCKET/PREFIX`, while it keeps serving; only what the target lacks is copied.
+   * `shellbase restore` brings a backup back into an empty home.
+   */
+  async backup(options: { to: string; keep?: number; s3Endpoint?: string; onProgress?: (p: BackupProgress) => void; signal?: AbortSignal }): Promise<BackupResult> {
+    const { onProgress, signal, ...body } = options;
+    const res = await this.request('POST', '/v1/backups', { body, accept: 'application/x-ndjson', signal });
+    for await (const e of ndjson<{ type: string } & Record<string, unknown>>(res)) {
+      if (e.type === 'progress') onProgress?.(e as unknown as BackupProgress);
+      else if (e.type === 'backup') { const { type: _t, ...result } = e; return result as unknown as BackupResult; }
+    }
+    throw new Error('the backup ended without its result');
   }
 
   /** Sends a request and throws the typed error for any non-2xx answer. */

@@ -1,7 +1,7 @@
 // The browser-safe core of the SDK (`@shellbase/sdk/core`): nothing here imports a `node:` module
 // or uses Node's globals (test/unit/sdk-core.test.ts checks), so it runs in a browser, a worker or
 // Node. The web console (packages/console) is built on it; `@shellbase/sdk` extends it for Node.
-export { Shellbase, type ClientOptions } from './client.js';
+export { Shellbase, type BackupProgress, type ClientOptions } from './client.js';
 export { ContextHandle, type ExecOptions } from './context.js';
 export { MachineHandle, type MachineExecOptions, type RunCodeOptions } from './machine.js';
 export type { BuildOptions, ImageProgress, TarBody } from './images.js';

@@ -118,9 +118,9 @@ export class Engine {
       exec: this.exec_,
     });
     this.history = new History(deps, committer, this.files, lookups);
-    this.transfer = new Transfer(deps, (c, id) => this.version(c, id), (image) => this.imageVersion(image));
-    this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
     this.gc = new GarbageCollector(deps, peers.collect);
+    this.transfer = new Transfer(deps, this.gc, (c, id) => this.version(c, id), (image) => this.imageVersion(image));
+    this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
     this.usage = new Usage(deps.metadata, peers.storedBytes);
   }
 

@@ -130,6 +130,8 @@ const breath = () => new Promise<void>((resolve) => setImmediate(resolve));
  */
 export class GarbageCollector {
   private running: Promise<GcResult | null> | null = null;
+  /** Work during which nothing is collected (a backup taking its consistent point): runs wait for it. */
+  private pausedBy: Promise<unknown> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private soon: NodeJS.Timeout | null = null;
 
@@ -163,6 +165,21 @@ export class GarbageCollector {
     return cluster ? cluster.exclusive('shellbase:gc', () => this.collect(), { wait }) : this.collect();
   }
 
+  /**
+   * Runs `fn` once no collection is running and with none starting until it ends (a run asked
+   * for meanwhile waits for it): what `fn` reads of the store is not dropped under it.
+   */
+  async paused<T>(fn: () => Promise<T>): Promise<T> {
+    for (;;) {
+      if (this.pausedBy) await this.pausedBy.catch(() => undefined);
+      else if (this.running) await this.running.catch(() => undefined);
+      else break;
+    }
+    const p = fn();
+    this.pausedBy = p;
+    try { return await p; } finally { this.pausedBy = null; }
+  }
+
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     if (this.soon) clearTimeout(this.soon);
@@ -178,6 +195,7 @@ export class GarbageCollector {
   }
 
   private async collect(): Promise<GcResult> {
+    while (this.pausedBy) await this.pausedBy.catch(() => undefined);
     const { metadata, snapshotter, log, meter, config, cluster } = this.deps;
     const started = performance.now();
     // In a cluster, what the other workers' running work pins (their last heartbeats) counts too.

@@ -62,6 +62,7 @@ export const OPERATIONS = {
   'context.export': op((p, c, a: Named & { opts: Arg<E['transfer']['export'], 2> }) => p.engine.transfer.export(c, a.context, a.opts)),
   'context.exportOci': op((p, c, a: Named & { opts: Arg<E['transfer']['exportOci'], 2> }) => p.engine.transfer.exportOci(c, a.context, a.opts)),
   'context.push': op((p, c, a: Named & { opts: Arg<E['transfer']['push'], 2> }) => p.engine.transfer.push(c, a.context, a.opts)),
+  'server.backup': op((p, c, a: { opts: Arg<E['transfer']['backup'], 1>; progress: Arg<E['transfer']['backup'], 2> }) => p.engine.transfer.backup(c, a.opts, a.progress)),
   'context.import': op((p, c, a: { body: Arg<E['transfer']['import'], 1>; opts: Arg<E['transfer']['import'], 2> }) => p.engine.transfer.import(c, a.body, a.opts)),
 
   'file.read': op((p, c, a: File & { version?: string }) => p.engine.files.read(c, a.context, a.path, a.version)),

@@ -8,7 +8,7 @@ from typing import IO, Callable, Literal, Mapping
 from .._http import Body, QueryValue, UrlSource
 from .._wire import JsonObject
 from ..client import Contexts, Shellbase, Tenants
-from ..types import ApiKey, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, PushResult, RegistryCredentials, Tenant, TenantChange, Usage
+from ..types import ApiKey, BackupResult, Context, CreatedKey, CreatedTenant, GcResult, NetworkPolicy, PushResult, RegistryCredentials, Tenant, TenantChange, Usage
 from ._run import AsyncResponse, run_sync
 from .context import AsyncContextHandle
 from .events import AsyncEvents, AsyncWebhooks
@@ -141,6 +141,10 @@ class AsyncShellbase:
 
     async def gc(self) -> GcResult:
         return await run_sync(self.sync.gc)
+
+    async def backup(self, to: str, *, keep: int | None = None, s3_endpoint: str | None = None,
+                     on_progress: Callable[[JsonObject], None] | None = None) -> BackupResult:
+        return await run_sync(lambda: self.sync.backup(to, keep=keep, s3_endpoint=s3_endpoint, on_progress=on_progress))
 
     async def request(
         self,

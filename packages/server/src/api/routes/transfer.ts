@@ -6,7 +6,9 @@ import type { Operations } from '../../ops/dispatch.js';
 import {
   ContextImportQuerySchema as ImportQuery, ContextSchema as Context, ExportQuerySchema as ExportQuery, NameParamsSchema as NameParams,
   OciExportQuerySchema as OciQuery, PushBodySchema as PushBody, PushResultSchema as PushResult,
+  BackupBodySchema as BackupBody, BackupResultSchema as BackupResult,
 } from '@shellbase/protocol/schemas';
+import { respondEvents } from '../ndjson.js';
 import { errorResponses } from '../schemas.js';
 
 /** The media type of a context archive (docs/formats.md). */
@@ -14,7 +16,11 @@ const ARCHIVE_TYPE = 'application/vnd.shellbase.context.v1+tar';
 /** The media type of an OCI image layout as a tar (an "OCI archive"). */
 const OCI_ARCHIVE_TYPE = 'application/vnd.oci.image.layout.v1+tar';
 
-/** Contexts as archives: export one (streamed), import one (a streamed body) as a new context; as OCI images: a layout (streamed) or a push. */
+/**
+ * Contexts as archives: export one (streamed), import one (a streamed body) as a new context; as
+ * OCI images: a layout (streamed) or a push. The whole server into a backup target (progress as
+ * NDJSON with `Accept: application/x-ndjson`).
+ */
 export function transferRoutes(app: FastifyInstance, ops: Operations): void {
   app.get<{ Params: Static<typeof NameParams>; Querystring: Static<typeof ExportQuery> }>('/v1/contexts/:name/export', {
     config: { op: 'context.export' }, schema: { tags: ['contexts'], params: NameParams, querystring: ExportQuery, response: { ...errorResponses } },
@@ -48,6 +54,16 @@ export function transferRoutes(app: FastifyInstance, ops: Operations): void {
       },
     });
   });
+
+  app.post<{ Body: Static<typeof BackupBody> }>('/v1/backups', {
+    config: { op: 'server.backup' }, schema: { tags: ['operations'], body: BackupBody, response: { 200: BackupResult, 403: errorResponses[401], ...errorResponses } },
+  }, async (req, reply) => respondEvents(req.headers.accept, reply, 'backup', async (report) => {
+    const b = req.body;
+    return ops.run(req.caller, 'server.backup', {
+      opts: { to: b.to, ...(b.s3Endpoint !== undefined ? { s3Endpoint: b.s3Endpoint } : {}), ...(b.keep !== undefined ? { keep: b.keep } : {}) },
+      progress: (p) => report({ type: 'progress', ...p }),
+    });
+  }));
 
   // The archive streams into the import: this scope takes any body as a raw stream.
   void app.register(async (scope) => {

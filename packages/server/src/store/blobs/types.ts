@@ -45,6 +45,33 @@ export interface BlobStore {
   delete(digest: string): Promise<boolean>;
   /** Blobs in digest order after `after`, at most `limit` (garbage collection pages through them). */
   list(options: { after?: string; limit: number }): Promise<BlobInfo[]>;
+  /** Small named documents beside the blobs. */
+  readonly documents: DocumentStore;
+}
+
+/**
+ * Small documents by name beside a store's blobs (a backup's catalog: what names which blobs).
+ * A name is `/`-separated segments of `[A-Za-z0-9._-]` (no `.` or `..` segment), at most 512
+ * characters; a document is replaced whole (a reader sees the old bytes or the new, never part);
+ * unlike a blob it may change and is not checked against any digest.
+ */
+export interface DocumentStore {
+  put(name: string, body: Buffer): Promise<void>;
+  /** Its bytes, or null when there is none. */
+  get(name: string): Promise<Buffer | null>;
+  /** The names that start with `prefix`, sorted. */
+  list(prefix: string): Promise<string[]>;
+  /** Deletes one; false when there was none. */
+  delete(name: string): Promise<boolean>;
+}
+
+const DOCUMENT_NAME = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+
+/** Refuses a document name the interface does not allow (an Error with code `invalid_name`). */
+export function checkDocumentName(name: string): void {
+  if (name.length > 512 || !DOCUMENT_NAME.test(name) || name.split('/').some((s) => s === '.' || s === '..')) {
+    throw blobError('invalid_name', `not a document name: ${JSON.stringify(name)}`);
+  }
 }
 
 export const DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -54,7 +81,7 @@ export const DIGEST = /^sha256:[0-9a-f]{64}$/;
  * by URL that failed for a reason that may pass (a connection refused, cut or stalled; an HTTP
  * 5xx, 408 or 429: util/curl.ts).
  */
-export type BlobErrorCode = 'not_found' | 'digest_mismatch' | 'invalid_digest' | 'invalid_pack' | 'unknown_pack_format' | 'fetch_failed';
+export type BlobErrorCode = 'not_found' | 'digest_mismatch' | 'invalid_digest' | 'invalid_name' | 'invalid_pack' | 'unknown_pack_format' | 'fetch_failed';
 
 /** An Error with the code the interface names. */
 export function blobError(code: BlobErrorCode, message: string): Error {

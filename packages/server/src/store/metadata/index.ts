@@ -5,6 +5,7 @@ import type { MetadataStore } from './types.js';
 
 export type * from './types.js';
 export { SqliteMetadataStore } from './sqlite/sqlite-store.js';
+export { SCHEMA_VERSION, SqliteSnapshot } from './sqlite/snapshot.js';
 
 /**
  * The metadata store a URL names (SHELLBASE_METADATA): `postgres://…` or `postgresql://…` (a

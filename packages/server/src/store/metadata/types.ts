@@ -37,6 +37,12 @@ export interface MetadataStore {
   /** Makes every committed transaction durable (survives power loss, not only a crash). */
   sync(): Promise<void>;
   /**
+   * Writes the whole store, as of one moment, to a new SQLite file while it keeps serving (the
+   * embedded store's online backup, in steps between which other work runs); absent where the
+   * store cannot (Postgres: its own tools back it up).
+   */
+  snapshot?(file: string): Promise<void>;
+  /**
    * Returns up to `maxPages` free pages to the file system (SQLite's incremental vacuum: one
    * synchronous statement, ~0.03–0.05 ms a page) and answers how many free pages are left;
    * a no-op answering 0 elsewhere.
@@ -129,6 +135,8 @@ export interface VersionRepository {
   ensureImage(version: NewVersion, layer: LayerRow): Promise<void>;
   /** The image layers versions refer to. */
   imageLayers(): Promise<string[]>;
+  /** Every layer row (image layers too), by id: what a backup copies. */
+  layers(): Promise<LayerRow[]>;
   /** Which of `ids` have a layer row (crash recovery keeps these trees). */
   knownLayers(ids: readonly string[]): Promise<Set<string>>;
   /** Bytes of the given layers (images count 0). */

@@ -1,10 +1,17 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { blobError, checkDigest, type BlobInfo, type BlobStore } from '../types.js';
+import { blobError, checkDigest, checkDocumentName, type BlobInfo, type BlobStore, type DocumentStore } from '../types.js';
 
 /** Blobs in memory, for the fast test tier (it passes the blob store's conformance suite). */
 export class MemoryBlobStore implements BlobStore {
   private readonly blobs = new Map<string, Buffer>();
+  private readonly docs = new Map<string, Buffer>();
+  readonly documents: DocumentStore = {
+    put: async (name, body) => { checkDocumentName(name); this.docs.set(name, Buffer.from(body)); },
+    get: async (name) => { checkDocumentName(name); const d = this.docs.get(name); return d ? Buffer.from(d) : null; },
+    list: async (prefix) => [...this.docs.keys()].filter((n) => n.startsWith(prefix)).sort(),
+    delete: async (name) => { checkDocumentName(name); return this.docs.delete(name); },
+  };
 
   async put(body: Readable, options: { expect?: string } = {}): Promise<BlobInfo> {
     if (options.expect !== undefined) checkDigest(options.expect);

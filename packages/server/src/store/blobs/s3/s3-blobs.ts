@@ -2,13 +2,14 @@ import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { blobError, checkDigest, DIGEST, type BlobInfo, type BlobLocation, type BlobStore } from '../types.js';
+import { blobError, checkDigest, checkDocumentName, DIGEST, type BlobInfo, type BlobLocation, type BlobStore, type DocumentStore } from '../types.js';
 import { MIN_PART } from './multipart.js';
 import { exists, statusOf, uploadBlob, type UploadPlan } from './upload.js';
 
 /**
  * Version of the store's layout under its prefix, written to `PREFIX/format` on first use:
- * 1 = blobs at `PREFIX/sha256/HEX`, uploads in flight at `PREFIX/tmp/UUID`.
+ * 1 = blobs at `PREFIX/sha256/HEX`, uploads in flight at `PREFIX/tmp/UUID`, documents at
+ * `PREFIX/docs/NAME`.
  */
 export const S3_LAYOUT_FORMAT = 1;
 
@@ -52,6 +53,7 @@ export class S3BlobStore implements BlobStore {
   readonly prefix: string;
   private readonly plan: UploadPlan;
   private formatChecked: Promise<void> | null = null;
+  readonly documents: DocumentStore;
 
   constructor(opts: S3BlobStoreOptions) {
     this.bucket = opts.bucket;
@@ -73,6 +75,48 @@ export class S3BlobStore implements BlobStore {
       maxCopySize: opts.maxCopySize ?? 5 * 1024 ** 3, copyPartSize: Math.max(MIN_PART, opts.copyPartSize ?? 512 << 20),
       keyOf: (digest) => this.key(digest),
       tempKey: () => `${this.prefix}tmp/${randomUUID()}`,
+    };
+    this.documents = this.documentStore();
+  }
+
+  /** Documents: one object each at `PREFIX/docs/NAME` (a PutObject replaces one whole). */
+  private documentStore(): DocumentStore {
+    const base = `${this.prefix}docs/`;
+    return {
+      put: async (name, body) => {
+        checkDocumentName(name);
+        await this.ready();
+        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: base + name, Body: body, ContentLength: body.length }));
+      },
+      get: async (name) => {
+        checkDocumentName(name);
+        await this.ready();
+        try {
+          const r = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: base + name }));
+          return Buffer.from(await r.Body!.transformToByteArray());
+        } catch (e) {
+          if (statusOf(e) === 404) return null;
+          throw e;
+        }
+      },
+      list: async (prefix) => {
+        await this.ready();
+        const out: string[] = [];
+        let token: string | undefined;
+        do {
+          const r = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: base + prefix, ContinuationToken: token }));
+          for (const o of r.Contents ?? []) out.push((o.Key ?? '').slice(base.length));
+          token = r.IsTruncated ? r.NextContinuationToken : undefined;
+        } while (token);
+        return out.sort();
+      },
+      delete: async (name) => {
+        checkDocumentName(name);
+        await this.ready();
+        if (!(await exists(this.plan, base + name))) return false;
+        await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: base + name }));
+        return true;
+      },
     };
   }
 

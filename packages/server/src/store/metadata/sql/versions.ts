@@ -109,6 +109,12 @@ export class SqlVersions implements VersionRepository {
     return (await this.db.scan<{ id: string }>("SELECT id FROM layers WHERE kind = 'image'")).map((r) => r.id);
   }
 
+  async layers(): Promise<LayerRow[]> {
+    const rows = await this.db.scan<{ id: string; kind: LayerRow['kind']; bytes: number; created_at: string; digest: string | null }>(
+      'SELECT id, kind, bytes, created_at, digest FROM layers ORDER BY id');
+    return rows.map(toLayer);
+  }
+
   async knownLayers(ids: readonly string[], db: SqlDb = this.db): Promise<Set<string>> {
     const found = await chunked(ids, CHUNK, (c) => db.all<{ id: string }>(`SELECT id FROM layers WHERE id IN (${marks(c.length)})`, c));
     return new Set(found.map((r) => r.id));

@@ -61,6 +61,10 @@ export class SqliteMetadataStore extends SqlMetadataStore {
     await this.wal.datasync();
   }
 
+  async snapshot(file: string): Promise<void> {
+    await this.raw.backup(file);
+  }
+
   /** Returns up to `maxPages` free pages to the file system (a bounded step: the collector paces them) and answers the free pages left. */
   async reclaim(maxPages: number): Promise<number> {
     if (this.raw.pragma('auto_vacuum', { simple: true }) !== 2) return 0;

@@ -1,0 +1,161 @@
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { ShellbaseError } from '../../errors.js';
+import type { Deps } from '../../core/deps.js';
+import { packLayer } from '../../store/blobs/pack.js';
+import type { BlobStore } from '../../store/blobs/types.js';
+import { isImageLayer } from '../../store/layer-ids.js';
+import { SqliteSnapshot } from '../../store/metadata/index.js';
+import type { LayerRow } from '../../store/metadata/types.js';
+import type { GarbageCollector } from '../gc.js';
+import {
+  BACKUP_FORMAT, BACKUP_KIND, applyRetention, backupIds, layerDoc, manifestDoc, newBackupId, readManifest, startedDoc,
+  type BackupBlob, type BackupLayer, type BackupManifest,
+} from './backup-catalog.js';
+import { transferOf } from './export.js';
+
+export interface BackupOptions {
+  /** Keep this many complete backups in the target (older ones and what only they name go). */
+  keep?: number;
+}
+
+export interface BackupProgress {
+  phase: 'metadata' | 'layers' | 'retention';
+  done: number;
+  total: number;
+  /** Bytes stored in the target so far. */
+  bytes: number;
+}
+
+export interface BackupResult {
+  id: string;
+  pointAt: string;
+  layers: number;
+  /** Layers the target lacked, stored now; the rest were there from earlier backups. */
+  copied: number;
+  /** Bytes stored in the target by this backup. */
+  bytes: number;
+  machines: number;
+  snapshots: number;
+  removed?: { backups: string[]; blobs: number };
+}
+
+/** How many layers are packed and stored at once. */
+const LAYERS_AT_ONCE = 2;
+
+/**
+ * Backs the whole server up into `target` while it keeps serving (backup-catalog.ts has the
+ * target's layout). The consistent point is the metadata store's online copy: taken with garbage
+ * collection paused and every layer the copy names pinned before collection runs again, so what
+ * the copy names stays on disk until it is stored. Layers the target already holds (a
+ * `layers/ID.json` document names their blob) are not packed again. The manifest is written
+ * last: a backup cut short at any point is incomplete and never restored from.
+ */
+export async function takeBackup(deps: Deps, gc: GarbageCollector, target: BlobStore, opts: BackupOptions, progress: (p: BackupProgress) => void = () => undefined): Promise<BackupResult> {
+  const transfer = transferOf(deps.snapshotter);
+  const snapshotOf = deps.metadata.snapshot?.bind(deps.metadata);
+  if (!snapshotOf || deps.cluster) {
+    throw new ShellbaseError('failed_precondition', 'only an embedded server (SQLite and a local layer store) backs itself up', {
+      hint: 'a cluster\'s state is in Postgres and its object store: back those up with their own tools (docs/operations.md, Backups)',
+    });
+  }
+  const id = newBackupId();
+  const startedAt = new Date().toISOString();
+  await target.documents.put(startedDoc(id), Buffer.from(JSON.stringify({ kind: BACKUP_KIND, format: BACKUP_FORMAT, id, startedAt })));
+  const tmp = path.join(deps.config.home, 'tmp');
+  mkdirSync(tmp, { recursive: true });
+  const work = await mkdtemp(path.join(tmp, 'backup-'));
+  const hold = deps.pins.hold();
+  let stored = 0;
+  try {
+    const metaDir = path.join(work, 'metadata');
+    mkdirSync(metaDir);
+    const dbFile = path.join(metaDir, 'meta.db');
+    progress({ phase: 'metadata', done: 0, total: 1, bytes: 0 });
+    const { pointAt, layers, images, machines, snapshots, counts, schema } = await gc.paused(async () => {
+      await snapshotOf(dbFile);
+      const pointAt = new Date().toISOString();
+      const snap = new SqliteSnapshot(dbFile);
+      try {
+        const rows = await snap.versions.layers();
+        // Pinned before collection runs again: no layer the copy names is deleted until it is stored.
+        hold.layerIds(rows.map((r) => r.id));
+        return {
+          pointAt, schema: snap.schema, counts: await snap.counts(),
+          layers: rows.filter((r) => !isImageLayer(r.id)), images: rows.filter((r) => isImageLayer(r.id)).map((r) => r.id),
+          machines: (await snap.machines.list()).map((m) => m.id), snapshots: (await snap.machines.listSnapshots()).map((s) => s.id),
+        };
+      } finally {
+        await snap.close();
+      }
+    });
+    const adminKey = path.join(deps.config.home, 'admin.key');
+    if (existsSync(adminKey)) copyFileSync(adminKey, path.join(metaDir, 'admin.key'));
+    const meta = await target.put(packLayer(deps.dialer, metaDir));
+    stored += meta.size;
+    progress({ phase: 'metadata', done: 1, total: 1, bytes: stored });
+
+    const have = await knownLayers(target, layers.map((l) => l.id));
+    const out: BackupLayer[] = new Array<BackupLayer>(layers.length);
+    let copied = 0;
+    let done = 0;
+    let next = 0;
+    const one = async (i: number, row: LayerRow): Promise<void> => {
+      let blob = have.get(row.id);
+      if (!blob) {
+        if (!transfer.has(row.id)) {
+          throw new ShellbaseError('internal', `layer ${row.id} is named by the metadata but missing from the layer store`, { hint: 'run the server\'s start-up checks; the backup is left incomplete' });
+        }
+        const info = await target.put(transfer.exportLayer(row.id));
+        blob = { digest: info.digest, size: info.size };
+        await target.documents.put(layerDoc(row.id), Buffer.from(JSON.stringify(blob)));
+        stored += info.size;
+        copied++;
+      }
+      out[i] = { id: row.id, kind: row.kind as BackupLayer['kind'], bytes: row.bytes, digest: blob.digest, size: blob.size };
+      progress({ phase: 'layers', done: ++done, total: layers.length, bytes: stored });
+    };
+    const worker = async () => { while (next < layers.length) { const i = next++; await one(i, layers[i]); } };
+    await Promise.all(Array.from({ length: Math.min(LAYERS_AT_ONCE, layers.length) }, worker));
+
+    const manifest: BackupManifest = {
+      kind: BACKUP_KIND, format: BACKUP_FORMAT, id, startedAt, pointAt, finishedAt: new Date().toISOString(),
+      metadata: { digest: meta.digest, size: meta.size, schema }, layers: out, images, machines: { machines, snapshots },
+      totals: { ...counts, bytes: out.reduce((s, l) => s + l.bytes, 0) },
+    };
+    await target.documents.put(manifestDoc(id), Buffer.from(JSON.stringify(manifest)));
+    const result: BackupResult = { id, pointAt, layers: out.length, copied, bytes: stored, machines: machines.length, snapshots: snapshots.length };
+    if (opts.keep !== undefined) {
+      progress({ phase: 'retention', done: 0, total: 1, bytes: stored });
+      result.removed = await applyRetention(target, opts.keep);
+      progress({ phase: 'retention', done: 1, total: 1, bytes: stored });
+    }
+    return result;
+  } finally {
+    hold.release();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Which blob holds each of `ids` that the target stored before: the newest complete backup's
+ * manifest first (one read), then the layer documents of the rest (a backup cut short leaves
+ * them for the next). A document is written only once its blob is stored, and retention deletes
+ * it before the blob.
+ */
+async function knownLayers(target: BlobStore, ids: readonly string[]): Promise<Map<string, BackupBlob>> {
+  const known = new Map<string, BackupBlob>();
+  const last = (await backupIds(target)).filter((b) => b.complete).pop();
+  if (last) for (const l of (await readManifest(target, last.id)).layers) known.set(l.id, { digest: l.digest, size: l.size });
+  const wanted = new Set(ids.filter((id) => !known.has(id)).map(layerDoc));
+  const names = (await target.documents.list('layers/')).filter((n) => wanted.has(n));
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    for (let name = names.pop(); name !== undefined; name = names.pop()) {
+      const doc = await target.documents.get(name);
+      if (!doc) continue;
+      try { known.set(name.slice('layers/'.length, -'.json'.length), JSON.parse(doc.toString()) as BackupBlob); } catch { /* damaged: the layer is stored again */ }
+    }
+  }));
+  return known;
+}

@@ -1,0 +1,155 @@
+import { chmodSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline, type Readable } from 'node:stream';
+import { ShellbaseError } from '../../errors.js';
+import { unpackLayer } from '../../store/blobs/pack.js';
+import type { BlobStore } from '../../store/blobs/types.js';
+import { SCHEMA_VERSION, SqliteMetadataStore } from '../../store/metadata/index.js';
+import type { LayerTransfer } from '../../store/snapshotter/types.js';
+import type { Dialer } from '../../util/dialer.js';
+import { checked, damaged, partsOf, readManifest, type BackupBlob } from './backup-catalog.js';
+
+export interface RestoreOptions {
+  /** That backup; the newest complete one without it. */
+  id?: string;
+}
+
+export interface RestoreProgress {
+  phase: 'check' | 'metadata' | 'layers';
+  done: number;
+  total: number;
+}
+
+export interface RestoreResult {
+  id: string;
+  pointAt: string;
+  tenants: number;
+  contexts: number;
+  versions: number;
+  layers: number;
+  /** Machines and snapshots whose rows the restore removed: their files are not in a backup. */
+  removed: { machines: string[]; snapshots: string[] };
+}
+
+/** Where a restore writes: an empty home's layer store (opened by the caller) and its directory. */
+export interface RestoreInto {
+  home: string;
+  layers: LayerTransfer & { remove(layerIds: readonly string[]): Promise<void> };
+  dialer: Dialer;
+}
+
+const LAYERS_AT_ONCE = 2;
+
+/**
+ * Restores a backup (backup-catalog.ts) into an empty home, with no server running over it. The
+ * manifest is read and every part's presence checked before anything is written; each part is
+ * checked against its digest as it streams in, and a layer is kept only once it matched. The
+ * metadata goes into place last (`meta.db` is what makes a home a server's): a restore that
+ * fails, at any point, removes the layers it made and leaves the home as empty as it found it.
+ */
+export async function restoreHome(source: BlobStore, into: RestoreInto, opts: RestoreOptions, progress: (p: RestoreProgress) => void = () => undefined): Promise<RestoreResult> {
+  const metaFile = path.join(into.home, 'meta.db');
+  if (existsSync(metaFile)) {
+    throw new ShellbaseError('failed_precondition', `the home ${into.home} is not empty (it has meta.db): a backup is restored only into an empty home`, {
+      hint: 'point SHELLBASE_HOME at a new directory, or move this one away first',
+    });
+  }
+  const m = await readManifest(source, opts.id);
+  if (m.metadata.schema > SCHEMA_VERSION) {
+    throw new ShellbaseError('failed_precondition', `backup ${m.id} holds metadata of schema ${m.metadata.schema}; this server knows ${SCHEMA_VERSION}`, {
+      hint: 'restore it with the shellbase version that took it, or a newer one',
+    });
+  }
+  const parts = partsOf(m);
+  let checkedParts = 0;
+  for (const { name, blob } of parts) {
+    const info = await source.stat(blob.digest);
+    if (!info) {
+      throw new ShellbaseError('failed_precondition', `the backup's ${name} is missing from the target (${blob.digest}); nothing was restored`, {
+        details: { part: name, digest: blob.digest }, hint: 'restore another backup (`shellbase backup ls`), and check the target with `shellbase backup verify`',
+      });
+    }
+    if (info.size !== blob.size) throw damaged(name, blob.digest);
+    progress({ phase: 'check', done: ++checkedParts, total: parts.length });
+  }
+
+  const tmp = path.join(into.home, 'tmp');
+  mkdirSync(tmp, { recursive: true });
+  const work = await mkdtemp(path.join(tmp, 'restore-'));
+  const made: string[] = [];
+  try {
+    progress({ phase: 'metadata', done: 0, total: 1 });
+    const metaDir = path.join(work, 'metadata');
+    mkdirSync(metaDir);
+    await unpackChecked(source, 'metadata', m.metadata, (s) => unpackLayer(into.dialer, s, metaDir));
+    const db = path.join(metaDir, 'meta.db');
+    if (!existsSync(db)) throw damaged('metadata', m.metadata.digest);
+    progress({ phase: 'metadata', done: 1, total: 1 });
+
+    let done = 0;
+    let next = 0;
+    let failed = false;
+    const worker = async () => {
+      while (next < m.layers.length && !failed) {
+        const l = m.layers[next++];
+        if (!into.layers.has(l.id)) {
+          try {
+            await unpackChecked(source, `layer ${l.id}`, l, (s) => into.layers.importLayer(l.id, s));
+          } catch (e) {
+            failed = true;
+            throw e;
+          }
+          made.push(l.id);
+        }
+        progress({ phase: 'layers', done: ++done, total: m.layers.length });
+      }
+    };
+    // Every worker ends before a failure is answered: none is still making a layer the cleanup misses.
+    const ended = await Promise.allSettled(Array.from({ length: Math.min(LAYERS_AT_ONCE, m.layers.length) }, worker));
+    for (const e of ended) if (e.status === 'rejected') throw e.reason;
+
+    // Machines' files are not in a backup: their rows go (and the result names them).
+    const md = new SqliteMetadataStore(db);
+    const removed = { machines: [] as string[], snapshots: [] as string[] };
+    let counts = { tenants: 0, contexts: 0, versions: 0 };
+    try {
+      for (const s of await md.machines.listSnapshots()) if (await md.machines.deleteSnapshot(s.tenantId, s.id)) removed.snapshots.push(s.id);
+      for (const r of await md.machines.list()) if (await md.machines.delete(r.tenantId, r.id)) removed.machines.push(r.id);
+      counts = { tenants: (await md.tenants.list()).length, contexts: m.totals.contexts, versions: m.totals.versions };
+    } finally {
+      await md.close();
+    }
+    const key = path.join(metaDir, 'admin.key');
+    if (existsSync(key)) {
+      chmodSync(key, 0o600);
+      renameSync(key, path.join(into.home, 'admin.key'));
+    }
+    chmodSync(db, 0o600);
+    renameSync(db, metaFile);
+    return { id: m.id, pointAt: m.pointAt, ...counts, layers: m.layers.length, removed };
+  } catch (e) {
+    await into.layers.remove(made).catch(() => undefined);
+    throw e;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** Streams one part into `use`, failing with the part named when its bytes are not the manifest's. */
+async function unpackChecked(source: BlobStore, part: string, blob: BackupBlob, use: (s: Readable) => Promise<unknown>): Promise<void> {
+  const check = checked(part, blob);
+  let mismatch = false;
+  check.on('error', (e) => { if ((e as ShellbaseError).code === 'failed_precondition') mismatch = true; });
+  const body = pipeline(await source.get(blob.digest), check, () => undefined);
+  try {
+    await use(body);
+  } catch (e) {
+    if (mismatch || e instanceof ShellbaseError) throw mismatch ? damaged(part, blob.digest) : e;
+    // A pack whose own checksums fail (zstd) ends before the digest is known: the part is named either way.
+    throw new ShellbaseError('failed_precondition', `restoring the backup's ${part} failed: ${(e as Error).message}; nothing was restored`, {
+      details: { part, digest: blob.digest }, hint: 'check the target with `shellbase backup verify`, or restore another backup',
+    });
+  }
+  if (mismatch) throw damaged(part, blob.digest);
+}
