@@ -21,6 +21,7 @@ import { warm } from './scenarios/warm.ts';
 import { codeInterpreter } from './scenarios/code-interpreter.ts';
 import { events } from './scenarios/events.ts';
 import { transfer } from './scenarios/transfer.ts';
+import { backup } from './scenarios/backup.ts';
 
 const quick = process.argv.includes('--quick');
 const started = performance.now();
@@ -35,7 +36,7 @@ try {
     ['queries', queries], ['files', files], ['history', history], ['durability', durability],
     ['services', (x) => services(x, rootfs)], ['noisy neighbours', isolation], ['idle contexts', idleContexts],
     ['machines', machines], ['history at scale', historyAtScale], ['e2b', e2b], ['egress', egress], ['images', images],
-    ['warm sandboxes', (x) => warm(x, rootfs)], ['code interpreter', codeInterpreter], ['events', events], ['export', transfer],
+    ['warm sandboxes', (x) => warm(x, rootfs)], ['code interpreter', codeInterpreter], ['events', events], ['export', transfer], ['backup', backup],
   ];
   // `--only NAME` (repeatable) runs just those scenarios (results.json then holds only theirs).
   const only = process.argv.flatMap((a, i) => (process.argv[i - 1] === '--only' ? [a] : []));

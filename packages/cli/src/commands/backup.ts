@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { errorFromBody, type ErrorCode } from '@shellbase/sdk';
 import { flag, numberFlag, UsageError, type Command } from '../args.js';
 import { sb } from './client.js';
 import { server } from './serve.js';
@@ -15,12 +16,12 @@ function target(where: string): string {
 
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 
-/** An error of the server package (these commands run it here), shown as a server's would be. */
+/** An error of the server package (these commands run it here), made the SDK's typed error a server's answer would be. */
 function typed<T>(p: Promise<T>): Promise<T> {
   return p.catch((e: unknown) => {
-    const err = e as { name?: string; code?: string; message?: string; hint?: string };
-    if (err?.name === 'ShellbaseError') throw new UsageError(`${err.code}: ${err.message}${err.hint ? ` (${err.hint})` : ''}`);
-    throw e;
+    const err = e as { name?: string; code?: ErrorCode; message: string; hint?: string; details?: Record<string, unknown> };
+    if (err?.name !== 'ShellbaseError' || !err.code) throw e;
+    throw errorFromBody({ code: err.code, message: err.message, ...(err.hint ? { hint: err.hint } : {}), ...(err.details ? { details: err.details } : {}) }, 500);
   });
 }
 

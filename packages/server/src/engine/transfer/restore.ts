@@ -125,6 +125,8 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
       chmodSync(key, 0o600);
       renameSync(key, path.join(into.home, 'admin.key'));
     }
+    // What SQLite kept beside the file (nothing, once its last connection closed), then the file.
+    for (const f of ['-wal', '-shm']) if (existsSync(db + f)) renameSync(db + f, metaFile + f);
     chmodSync(db, 0o600);
     renameSync(db, metaFile);
     return { id: m.id, pointAt: m.pointAt, ...counts, layers: m.layers.length, removed };
