@@ -9,6 +9,8 @@ import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
 import { Events } from './events/index.js';
 import { Machines } from './machines/machines.js';
+import { restoreMachineFiles } from './machines/backup.js';
+import { MachineLayout } from './machines/layout.js';
 import { E2bCompat } from './compat/e2b/index.js';
 import { e2bWebhookFormat } from './compat/e2b/events.js';
 import { Operations } from './ops/dispatch.js';
@@ -109,6 +111,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   const engine = new Engine(deps, {
     storedBytes: (tenantId) => machines!.storedBytes(tenantId),
     collect: () => machines!.collectTemplates(),
+    backups: { store: (...a) => machines!.backups().store(...a) },
   });
   machines = new Machines(deps, engine.contextAccess(), cluster?.blobs);
   const peers = cluster?.peers;
@@ -233,7 +236,11 @@ export async function restoreServer(config: ServerConfig, from: string, opts: Re
   const local = localSnapshotter(config, dialer);
   try {
     await local.open();
-    return await restoreHome(source, { home: config.home, layers: local, dialer }, { ...(opts.id !== undefined ? { id: opts.id } : {}) }, progress);
+    const layout = new MachineLayout(config.home, config.cache);
+    const log = pino({ level: process.env.SHELLBASE_LOG_LEVEL ?? 'warn' });
+    return await restoreHome(source, {
+      home: config.home, layers: local, dialer, machines: (md, files) => restoreMachineFiles(source, layout, md, log, dialer, files),
+    }, { ...(opts.id !== undefined ? { id: opts.id } : {}) }, progress);
   } finally {
     await local.close().catch(() => undefined);
     (source as { close?: () => void }).close?.();

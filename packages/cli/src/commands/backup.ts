@@ -45,7 +45,8 @@ export const backupCommands: Command[] = [
         },
       });
       console.error(`backup ${r.id}: as of ${r.pointAt}; ${r.layers} layers (${r.copied} copied now), ${mib(r.bytes)} stored`);
-      if (r.machines || r.snapshots) console.error(`backup: ${r.machines} machines and ${r.snapshots} snapshots are not in it (a backup holds no machine's files)`);
+      if (r.machines || r.snapshots) console.error(`backup: with the files of ${r.machines} machines and ${r.snapshots} snapshots`);
+      for (const l of r.left ?? []) console.error(`backup: not in it: ${l.id} (${l.why}); a restore removes it`);
       if (r.removed?.backups.length) console.error(`backup: removed ${r.removed.backups.length} older backups and ${r.removed.blobs} blobs only they named`);
       console.log(r.id);
       return 0;
@@ -97,7 +98,7 @@ export const backupCommands: Command[] = [
       }));
       console.error(`restored backup ${r.id} (as of ${r.pointAt}) into ${config.home}: ${r.tenants} tenants, ${r.contexts} contexts, ${r.versions} versions, ${r.layers} layers`);
       if (r.removed.machines.length || r.removed.snapshots.length) {
-        console.error(`restore: ${r.removed.machines.length} machines and ${r.removed.snapshots.length} snapshots were on the server but are not in a backup; their records were removed: ${[...r.removed.machines, ...r.removed.snapshots].join(' ')}`);
+        console.error(`restore: ${r.removed.machines.length} machines and ${r.removed.snapshots.length} snapshots were on the server but their files are not in the backup; their records were removed: ${[...r.removed.machines, ...r.removed.snapshots].join(' ')}`);
       }
       console.log(r.id);
       return 0;

@@ -69,9 +69,11 @@ export const BackupResultSchema = Type.Object({
   copied: Type.Integer(),
   /** Bytes this backup stored in the target. */
   bytes: Type.Integer(),
-  /** Machines and snapshots on the server: their files are not in a backup. */
+  /** Hibernated and stopped machines, and snapshots, whose files are in the backup. */
   machines: Type.Integer(),
   snapshots: Type.Integer(),
+  /** Machines and snapshots whose files are not (running ones; one deleted or woken during the backup), and why: a restore removes them. */
+  left: Type.Optional(Type.Array(Type.Object({ id: Type.String(), why: Type.String() }))),
   /** What retention (`keep`) removed. */
   removed: Type.Optional(Type.Object({ backups: Type.Array(Type.String()), blobs: Type.Integer() })),
 }, { $id: 'BackupResult', title: 'BackupResult' });

@@ -107,6 +107,7 @@ class BackupResult:
     bytes: int
     machines: int
     snapshots: int
+    left: list[dict[str, object]] | None = None
     removed: dict[str, object] | None = None
 
 

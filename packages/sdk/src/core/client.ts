@@ -10,7 +10,7 @@ import type { RequestOptions, Transport } from './transport.js';
 /** A backup's progress line: its phase, how far it is, and the bytes it stored so far. */
 export interface BackupProgress {
   type: 'progress';
-  phase: 'metadata' | 'layers' | 'retention';
+  phase: 'metadata' | 'layers' | 'machines' | 'retention';
   done: number;
   total: number;
   bytes: number;

@@ -24,6 +24,7 @@ import { checkUser, runAs } from './users.js';
 import type { VersionView } from './files/view.js';
 import { removeTree } from '../util/remove.js';
 import { Transfer } from './transfer/index.js';
+import type { MachineBackups } from '../core/backups.js';
 
 /** What the engine asks of peer subsystems (machines), wired by the server. */
 export interface EnginePeers {
@@ -31,6 +32,8 @@ export interface EnginePeers {
   storedBytes?: (tenantId: string) => Promise<number>;
   /** Collects what garbage collection finds unused there (machines' templates); the number deleted. */
   collect?: () => Promise<number>;
+  /** Machines' files for a server backup. */
+  backups?: MachineBackups;
 }
 
 export interface CreateContextOptions {
@@ -119,7 +122,7 @@ export class Engine {
     });
     this.history = new History(deps, committer, this.files, lookups);
     this.gc = new GarbageCollector(deps, peers.collect);
-    this.transfer = new Transfer(deps, this.gc, (c, id) => this.version(c, id), (image) => this.imageVersion(image));
+    this.transfer = new Transfer(deps, this.gc, peers.backups ?? null, (c, id) => this.version(c, id), (image) => this.imageVersion(image));
     this.tenants = new Tenants(deps.metadata, deps.config, deps.durability);
     this.usage = new Usage(deps.metadata, peers.storedBytes);
   }

@@ -1,3 +1,5 @@
+import type { MachineBackups } from '../core/backups.js';
+import { machineBackups } from './backup.js';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateMachineRequest, Machine, MachineConsole, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
@@ -42,6 +44,9 @@ export class Machines {
   }
 
   /** Runs commands and file calls in machines (their own users: a machine in use does not hibernate). */
+  /** What a server backup takes of machines (their files, each under its lifecycle lock). */
+  backups(): MachineBackups { return machineBackups(this.runs, this.deps); }
+
   get io(): MachineIo { return this.runs.io; }
   /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
   get lastStep(): MachineRuns['lastStep'] { return this.runs.lastStep; }

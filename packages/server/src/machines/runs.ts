@@ -124,7 +124,11 @@ export class MachineRuns {
     // machine: a worker's start leaves them as they are (docs/deploy.md, what is not shared yet).
     if (this.deps.cluster) return;
     for (const row of await this.deps.metadata.machines.list()) {
-      if (row.state === 'hibernated' && (existsSync(this.layout.hibernation(row.id).state) || existsSync(this.layout.coldMarker(row.id)))) continue;
+      if (row.state === 'hibernated' && (existsSync(this.layout.hibernation(row.id).state) || existsSync(this.layout.coldMarker(row.id)))) {
+        // A restored home's run directories are root's (a restore runs without the VM backend): its VMs' uid's again.
+        if (this.host_) this.host_.give(this.layout.runDir(row.id));
+        continue;
+      }
       if (row.state !== 'stopped') {
         await this.deps.metadata.machines.update({ ...row, state: 'stopped' });
         this.states.seen(row);

@@ -3,6 +3,7 @@ import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { DIGEST, type BlobStore } from '../../store/blobs/types.js';
+import type { MachineFilesBackup } from '../../core/backups.js';
 
 /**
  * A backup target (docs/formats.md, "Server backup"): a blob store (a directory or an S3 prefix)
@@ -19,7 +20,7 @@ export const BACKUP_KIND = 'shellbase.backup';
 
 export interface BackupBlob {
   digest: string;
-  /** Bytes of the blob. */
+  /** Bytes of the blob; -1 where the manifest does not record it (machines' files: their digest is the check). */
   size: number;
 }
 
@@ -44,8 +45,8 @@ export interface BackupManifest {
   layers: BackupLayer[];
   /** Built-in images' layers the metadata names: not carried (every server builds its images). */
   images: string[];
-  /** Machines and snapshots in the metadata: their files are not in this format, and a restore removes their rows. */
-  machines: { machines: string[]; snapshots: string[] };
+  /** Machines' and snapshots' files (hibernated and stopped machines, snapshots), and those of the metadata that are not in the backup. */
+  machines: MachineFilesBackup;
   totals: { tenants: number; contexts: number; versions: number; bytes: number };
 }
 
@@ -126,7 +127,17 @@ export async function readManifest(blobs: BlobStore, id?: string): Promise<Backu
 
 /** The blobs a backup is made of, each named for people. */
 export function partsOf(m: BackupManifest): { name: string; blob: BackupBlob }[] {
-  return [{ name: 'metadata', blob: m.metadata }, ...m.layers.map((l) => ({ name: `layer ${l.id}`, blob: l as BackupBlob }))];
+  const machineParts: { name: string; blob: BackupBlob }[] = [];
+  const file = (owner: string, f: { digest: string; name: string } | undefined) => {
+    if (f && !machineParts.some((p) => p.blob.digest === f.digest)) machineParts.push({ name: `${owner}'s ${f.name}`, blob: { digest: f.digest, size: -1 } });
+  };
+  for (const x of [...(m.machines.machines ?? []), ...(m.machines.snapshots ?? [])]) {
+    if (typeof x !== 'object') continue;
+    file(x.id, x.ram);
+    file(x.id, x.deviceState);
+    for (const d of x.disk) file(x.id, d);
+  }
+  return [{ name: 'metadata', blob: m.metadata }, ...m.layers.map((l) => ({ name: `layer ${l.id}`, blob: l as BackupBlob })), ...machineParts];
 }
 
 export interface Damage {
@@ -136,16 +147,20 @@ export interface Damage {
 }
 
 /** Reads every blob of a backup whole and checks its digest and size: the parts that are missing or damaged. */
-export async function verifyBackup(blobs: BlobStore, m: BackupManifest, progress: (done: number, total: number) => void = () => undefined): Promise<Damage[]> {
+export function verifyBackup(blobs: BlobStore, m: BackupManifest, progress: (done: number, total: number) => void = () => undefined): Promise<Damage[]> {
+  return verifyParts(blobs, partsOf(m), progress);
+}
+
+/** Reads each part whole and checks its digest (and its size, where recorded). */
+export async function verifyParts(blobs: BlobStore, parts: { name: string; blob: BackupBlob }[], progress: (done: number, total: number) => void = () => undefined): Promise<Damage[]> {
   const damage: Damage[] = [];
-  const parts = partsOf(m);
   let done = 0;
   for (const { name, blob } of parts) {
     try {
       const hash = createHash('sha256');
       let size = 0;
       await pipeline(await blobs.get(blob.digest), new Writable({ write(c: Buffer, _e, cb) { hash.update(c); size += c.length; cb(); } }));
-      if (`sha256:${hash.digest('hex')}` !== blob.digest || size !== blob.size) damage.push({ part: name, digest: blob.digest, problem: 'damaged' });
+      if (`sha256:${hash.digest('hex')}` !== blob.digest || (blob.size >= 0 && size !== blob.size)) damage.push({ part: name, digest: blob.digest, problem: 'damaged' });
     } catch (e) {
       if ((e as { code?: string }).code !== 'not_found') throw e;
       damage.push({ part: name, digest: blob.digest, problem: 'missing' });
@@ -163,7 +178,7 @@ export function checked(part: string, blob: BackupBlob): Transform {
     transform(c: Buffer, _e, done) { hash.update(c); size += c.length; done(null, c); },
     flush(done) {
       const digest = `sha256:${hash.digest('hex')}`;
-      done(digest === blob.digest && size === blob.size ? null : damaged(part, blob.digest));
+      done(digest === blob.digest && (blob.size < 0 || size === blob.size) ? null : damaged(part, blob.digest));
     },
   });
 }

@@ -9,6 +9,7 @@ import { isImageLayer } from '../../store/layer-ids.js';
 import { SqliteSnapshot } from '../../store/metadata/index.js';
 import type { LayerRow } from '../../store/metadata/types.js';
 import type { GarbageCollector } from '../gc.js';
+import type { MachineBackups, MachineFilesBackup } from '../../core/backups.js';
 import {
   BACKUP_FORMAT, BACKUP_KIND, applyRetention, backupIds, layerDoc, manifestDoc, newBackupId, readManifest, startedDoc,
   type BackupBlob, type BackupLayer, type BackupManifest,
@@ -21,7 +22,7 @@ export interface BackupOptions {
 }
 
 export interface BackupProgress {
-  phase: 'metadata' | 'layers' | 'retention';
+  phase: 'metadata' | 'layers' | 'machines' | 'retention';
   done: number;
   total: number;
   /** Bytes stored in the target so far. */
@@ -36,8 +37,11 @@ export interface BackupResult {
   copied: number;
   /** Bytes stored in the target by this backup. */
   bytes: number;
+  /** Machines and snapshots whose files are in the backup. */
   machines: number;
   snapshots: number;
+  /** Those that are not, and why. */
+  left?: { id: string; why: string }[];
   removed?: { backups: string[]; blobs: number };
 }
 
@@ -52,7 +56,7 @@ const LAYERS_AT_ONCE = 2;
  * `layers/ID.json` document names their blob) are not packed again. The manifest is written
  * last: a backup cut short at any point is incomplete and never restored from.
  */
-export async function takeBackup(deps: Deps, gc: GarbageCollector, target: BlobStore, opts: BackupOptions, progress: (p: BackupProgress) => void = () => undefined): Promise<BackupResult> {
+export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles: MachineBackups | null, target: BlobStore, opts: BackupOptions, progress: (p: BackupProgress) => void = () => undefined): Promise<BackupResult> {
   const transfer = transferOf(deps.snapshotter);
   const snapshotOf = deps.metadata.snapshot?.bind(deps.metadata);
   if (!snapshotOf || deps.cluster) {
@@ -84,7 +88,7 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, target: BlobS
         return {
           pointAt, schema: snap.schema, counts: await snap.counts(),
           layers: rows.filter((r) => !isImageLayer(r.id)), images: rows.filter((r) => isImageLayer(r.id)).map((r) => r.id),
-          machines: (await snap.machines.list()).map((m) => m.id), snapshots: (await snap.machines.listSnapshots()).map((s) => s.id),
+          machines: await snap.machines.list(), snapshots: await snap.machines.listSnapshots(),
         };
       } finally {
         await snap.close();
@@ -119,13 +123,19 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, target: BlobS
     const worker = async () => { while (next < layers.length) { const i = next++; await one(i, layers[i]); } };
     await Promise.all(Array.from({ length: Math.min(LAYERS_AT_ONCE, layers.length) }, worker));
 
+    const files: MachineFilesBackup = machineFiles && (machines.length || snapshots.length)
+      ? await machineFiles.store(target, machines, snapshots, (d, n) => progress({ phase: 'machines', done: d, total: n, bytes: stored }))
+      : { machines: [], snapshots: [], left: [...machines, ...snapshots].map((m) => ({ id: m.id, why: 'machines are not on this server' })) };
     const manifest: BackupManifest = {
       kind: BACKUP_KIND, format: BACKUP_FORMAT, id, startedAt, pointAt, finishedAt: new Date().toISOString(),
-      metadata: { digest: meta.digest, size: meta.size, schema }, layers: out, images, machines: { machines, snapshots },
+      metadata: { digest: meta.digest, size: meta.size, schema }, layers: out, images, machines: files,
       totals: { ...counts, bytes: out.reduce((s, l) => s + l.bytes, 0) },
     };
     await target.documents.put(manifestDoc(id), Buffer.from(JSON.stringify(manifest)));
-    const result: BackupResult = { id, pointAt, layers: out.length, copied, bytes: stored, machines: machines.length, snapshots: snapshots.length };
+    const result: BackupResult = {
+      id, pointAt, layers: out.length, copied, bytes: stored, machines: files.machines.length, snapshots: files.snapshots.length,
+      ...(files.left.length ? { left: files.left } : {}),
+    };
     if (opts.keep !== undefined) {
       progress({ phase: 'retention', done: 0, total: 1, bytes: stored });
       result.removed = await applyRetention(target, opts.keep);

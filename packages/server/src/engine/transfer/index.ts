@@ -4,6 +4,7 @@ import type { Caller, Deps } from '../../core/deps.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { openBlobStore, parseBlobStoreUrl } from '../../store/blobs/index.js';
 import type { GarbageCollector } from '../gc.js';
+import type { MachineBackups } from '../../core/backups.js';
 import { takeBackup, type BackupOptions, type BackupProgress } from './backup.js';
 import { exportContext, type ExportOptions, type VersionOf } from './export.js';
 import { importContext, type ImageVersionOf, type ImportOptions } from './import.js';
@@ -18,7 +19,7 @@ export class Transfer {
   /** The backup running now: a server takes one at a time. */
   private backingUp: string | null = null;
 
-  constructor(private readonly deps: Deps, private readonly gc: GarbageCollector, private readonly versionOf: VersionOf, private readonly imageVersion: ImageVersionOf) {}
+  constructor(private readonly deps: Deps, private readonly gc: GarbageCollector, private readonly machines: MachineBackups | null, private readonly versionOf: VersionOf, private readonly imageVersion: ImageVersionOf) {}
 
   /** The whole server, as of one moment, into a target (a directory or an S3 prefix); admin only. */
   async backup(caller: Caller, opts: BackupOptions & { to: string; s3Endpoint?: string }, progress?: (p: BackupProgress) => void): Promise<BackupResult> {
@@ -30,7 +31,7 @@ export class Transfer {
     const target = openBlobStore(opts.to, opts.s3Endpoint ? { endpoint: opts.s3Endpoint } : {});
     this.backingUp = opts.to;
     try {
-      return await takeBackup(this.deps, this.gc, target, { ...(opts.keep !== undefined ? { keep: opts.keep } : {}) }, progress);
+      return await takeBackup(this.deps, this.gc, this.machines, target, { ...(opts.keep !== undefined ? { keep: opts.keep } : {}) }, progress);
     } finally {
       this.backingUp = null;
       (target as { close?: () => void }).close?.();

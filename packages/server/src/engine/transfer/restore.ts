@@ -8,7 +8,9 @@ import type { BlobStore } from '../../store/blobs/types.js';
 import { SCHEMA_VERSION, SqliteMetadataStore } from '../../store/metadata/index.js';
 import type { LayerTransfer } from '../../store/snapshotter/types.js';
 import type { Dialer } from '../../util/dialer.js';
-import { checked, damaged, partsOf, readManifest, type BackupBlob } from './backup-catalog.js';
+import { checked, damaged, partsOf, readManifest, verifyParts, type BackupBlob } from './backup-catalog.js';
+import type { MachineFilesBackup } from '../../core/backups.js';
+import type { MetadataStore } from '../../store/metadata/types.js';
 
 export interface RestoreOptions {
   /** That backup; the newest complete one without it. */
@@ -16,7 +18,7 @@ export interface RestoreOptions {
 }
 
 export interface RestoreProgress {
-  phase: 'check' | 'metadata' | 'layers';
+  phase: 'check' | 'metadata' | 'layers' | 'machines';
   done: number;
   total: number;
 }
@@ -28,7 +30,7 @@ export interface RestoreResult {
   contexts: number;
   versions: number;
   layers: number;
-  /** Machines and snapshots whose rows the restore removed: their files are not in a backup. */
+  /** Machines and snapshots whose rows the restore removed: their files are not in the backup. */
   removed: { machines: string[]; snapshots: string[] };
 }
 
@@ -37,6 +39,12 @@ export interface RestoreInto {
   home: string;
   layers: LayerTransfer & { remove(layerIds: readonly string[]): Promise<void> };
   dialer: Dialer;
+  /**
+   * Puts the backup's machine files in place and points the restored rows at them, removing the
+   * rows of those not in the backup (their ids returned); files it made are under the home's
+   * `machines/`, which a failed restore removes.
+   */
+  machines(md: MetadataStore, files: MachineFilesBackup): Promise<{ machines: string[]; snapshots: string[] }>;
 }
 
 const LAYERS_AT_ONCE = 2;
@@ -70,7 +78,7 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
         details: { part: name, digest: blob.digest }, hint: 'restore another backup (`shellbase backup ls`), and check the target with `shellbase backup verify`',
       });
     }
-    if (info.size !== blob.size) throw damaged(name, blob.digest);
+    if (blob.size >= 0 && info.size !== blob.size) throw damaged(name, blob.digest);
     progress({ phase: 'check', done: ++checkedParts, total: parts.length });
   }
 
@@ -109,13 +117,20 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     const ended = await Promise.allSettled(Array.from({ length: Math.min(LAYERS_AT_ONCE, m.layers.length) }, worker));
     for (const e of ended) if (e.status === 'rejected') throw e.reason;
 
-    // Machines' files are not in a backup: their rows go (and the result names them).
+    // Machines' files: each blob checked whole first (they are unpacked by path, not streamed through a check).
+    const machineParts = parts.filter((p) => p.name !== 'metadata' && !p.name.startsWith('layer '));
+    progress({ phase: 'machines', done: 0, total: machineParts.length });
+    const bad = await verifyParts(source, machineParts, (d, n) => progress({ phase: 'machines', done: d, total: n }));
+    if (bad.length) {
+      throw new ShellbaseError('failed_precondition', `the backup's ${bad[0].part} is ${bad[0].problem} (${bad[0].digest}); nothing was restored`, {
+        details: { part: bad[0].part, digest: bad[0].digest }, hint: 'restore another backup (`shellbase backup ls`), and check the target with `shellbase backup verify`',
+      });
+    }
     const md = new SqliteMetadataStore(db);
-    const removed = { machines: [] as string[], snapshots: [] as string[] };
+    let removed = { machines: [] as string[], snapshots: [] as string[] };
     let counts = { tenants: 0, contexts: 0, versions: 0 };
     try {
-      for (const s of await md.machines.listSnapshots()) if (await md.machines.deleteSnapshot(s.tenantId, s.id)) removed.snapshots.push(s.id);
-      for (const r of await md.machines.list()) if (await md.machines.delete(r.tenantId, r.id)) removed.machines.push(r.id);
+      removed = await into.machines(md, m.machines);
       counts = { tenants: (await md.tenants.list()).length, contexts: m.totals.contexts, versions: m.totals.versions };
     } finally {
       await md.close();
@@ -132,6 +147,7 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     return { id: m.id, pointAt: m.pointAt, ...counts, layers: m.layers.length, removed };
   } catch (e) {
     await into.layers.remove(made).catch(() => undefined);
+    await rm(path.join(into.home, 'machines'), { recursive: true, force: true });
     throw e;
   } finally {
     await rm(work, { recursive: true, force: true });

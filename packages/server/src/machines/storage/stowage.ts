@@ -52,10 +52,21 @@ export class MachineStowage {
    * the top is frozen too (a snapshot's).
    */
   async store(files: LocalMachineFiles, { frozenTop = false }: { frozenTop?: boolean } = {}): Promise<StoredMachineFiles> {
-    const disk: StoredFile[] = [];
-    for (const [i, f] of (await backingChain(files.disk[0])).entries()) disk.push(await this.storeFile(f.file, f.name, i > 0 || frozenTop));
+    const disk = await this.storeDisk(files.disk[0], { frozenTop });
     const [ram, state] = await Promise.all([this.storeFile(files.ram, 'ram', false), this.storeFile(files.state, 'state.bin', false)]);
     return { format: 1, id: newId('st'), ram, state, disk };
+  }
+
+  /** A disk's chain from `top` down (found by following backing files), top first; frozen files stored before are not packed again. */
+  async storeDisk(top: string, { frozenTop = false }: { frozenTop?: boolean } = {}): Promise<StoredFile[]> {
+    const disk: StoredFile[] = [];
+    for (const [i, f] of (await backingChain(top)).entries()) disk.push(await this.storeFile(f.file, f.name, i > 0 || frozenTop));
+    return disk;
+  }
+
+  /** A machine's memory or device state file as a blob. */
+  storeMemory(file: string, name: 'ram' | 'state.bin'): Promise<StoredFile> {
+    return this.storeFile(file, name, false);
   }
 
   /**
