@@ -1,5 +1,5 @@
 export { clusterFromEnv, loadConfig, tlsFromEnv, type ClusterConfig, type Limits, type ServerConfig } from './config.js';
-export { restoreServer, startServer, type RunningServer } from './server.js';
+export { migrateServer, restoreServer, startServer, type RunningServer } from './server.js';
 export { listBackups, readManifest, verifyBackup, type BackupListing, type BackupManifest, type Damage } from './engine/transfer/backup-catalog.js';
 export { openBlobStore } from './store/blobs/index.js';
 export { buildImage, imageBuilt, imageInfo, imageRootfs, IMAGE_NAMES, type DockerfileBuild, type DockerfileBuilder } from './images/index.js';

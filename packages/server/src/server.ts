@@ -9,7 +9,8 @@ import type { ServerConfig } from './config.js';
 import { Engine } from './engine/engine.js';
 import { Events } from './events/index.js';
 import { Machines } from './machines/machines.js';
-import { restoreMachineFiles } from './machines/backup.js';
+import { restoreMachineFiles, stowForCluster } from './machines/backup.js';
+import { migrateHome, type MigrateProgress, type MigrateResult } from './engine/transfer/migrate.js';
 import { MachineLayout } from './machines/layout.js';
 import { E2bCompat } from './compat/e2b/index.js';
 import { e2bWebhookFormat } from './compat/e2b/events.js';
@@ -21,7 +22,7 @@ import { PrometheusMeter } from './meter/prometheus.js';
 import { Dialer } from './util/dialer.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
-import { openMetadataStore } from './store/metadata/index.js';
+import { openMetadataStore, SqliteMetadataStore } from './store/metadata/index.js';
 import { openBlobStore } from './store/blobs/index.js';
 import { restoreHome, type RestoreOptions, type RestoreProgress, type RestoreResult } from './engine/transfer/restore.js';
 import { openCluster, type ClusterStores } from './cluster/open.js';
@@ -244,6 +245,41 @@ export async function restoreServer(config: ServerConfig, from: string, opts: Re
   } finally {
     await local.close().catch(() => undefined);
     (source as { close?: () => void }).close?.();
+    rmSync(pidFile, { force: true });
+  }
+}
+
+/**
+ * Moves this home's data (an embedded server's, stopped) into a cluster's stores (`shellbase
+ * migrate`: engine/transfer/migrate.ts); workers started on those stores then serve it.
+ */
+export async function migrateServer(config: ServerConfig, to: { metadata: string; blobs: string; s3Endpoint?: string }, progress?: (p: MigrateProgress) => void): Promise<MigrateResult> {
+  assertNativeBuilt();
+  const pidFile = path.join(config.home, 'server.pid');
+  if (serverAlive(pidFile)) throw new ShellbaseError('failed_precondition', `a server runs over ${config.home}`, { hint: 'stop it first: a migration copies a home that nothing changes' });
+  if (!existsSync(path.join(config.home, 'meta.db'))) throw new ShellbaseError('failed_precondition', `${config.home} holds no server's data (no meta.db)`, { hint: 'point SHELLBASE_HOME at the embedded server\'s home' });
+  const { PostgresMetadataStore } = await import('./store/metadata/postgres/postgres-store.js');
+  if (!/^postgres(ql)?:\/\//.test(to.metadata)) throw new ShellbaseError('invalid_argument', 'a cluster keeps its metadata in Postgres', { hint: 'pass --metadata postgres://USER:PASSWORD@HOST:PORT/DATABASE' });
+  claimHome(pidFile);
+  const dialer = new Dialer(path.join(config.home, 'streams'));
+  const local = localSnapshotter(config, dialer);
+  const metadata = new SqliteMetadataStore(path.join(config.home, 'meta.db'));
+  const blobs = openBlobStore(to.blobs, to.s3Endpoint ? { endpoint: to.s3Endpoint } : {});
+  let target: InstanceType<typeof PostgresMetadataStore> | null = null;
+  try {
+    target = await PostgresMetadataStore.open(to.metadata);
+    await local.open();
+    const layout = new MachineLayout(config.home, config.cache);
+    const log = pino({ level: process.env.SHELLBASE_LOG_LEVEL ?? 'warn' });
+    return await migrateHome({
+      home: config.home, metadata, layers: local,
+      machines: (b, rows, snaps) => stowForCluster(b, layout, log, dialer, rows, snaps),
+    }, { metadata: target, blobs }, progress);
+  } finally {
+    await local.close().catch(() => undefined);
+    await metadata.close();
+    await target?.close();
+    (blobs as { close?: () => void }).close?.();
     rmSync(pidFile, { force: true });
   }
 }

@@ -7,6 +7,7 @@ import { server } from './serve.js';
 const BACKUP = 'shellbase backup --to DIR|s3://BUCKET/PREFIX [--keep N] [--s3-endpoint URL]   (the whole server, online: admin key)';
 const LS = 'shellbase backup ls DIR|s3://… [--s3-endpoint URL] [--json]   (the backups a target holds)';
 const VERIFY = 'shellbase backup verify DIR|s3://… [--id ID] [--s3-endpoint URL]   (reads every part and checks its digest)';
+const MIGRATE = 'shellbase migrate --metadata postgres://… --blobs s3://BUCKET/PREFIX [--s3-endpoint URL]   (SHELLBASE_HOME, its server stopped, into a cluster\'s stores)';
 const RESTORE = 'shellbase restore --from DIR|s3://… [--id ID] [--s3-endpoint URL]   (into SHELLBASE_HOME, empty, no server running)';
 
 /** A target as the server and the stores read it: a relative directory is made absolute here. */
@@ -25,7 +26,7 @@ function typed<T>(p: Promise<T>): Promise<T> {
   });
 }
 
-/** Backups of a whole server: take one (through the server), list and verify a target's, restore one (here, offline). */
+/** Backups of a whole server: take one (through the server), list and verify a target's, restore one (here, offline); a home moved into a cluster. */
 export const backupCommands: Command[] = [
   {
     name: 'backup',
@@ -101,6 +102,30 @@ export const backupCommands: Command[] = [
         console.error(`restore: ${r.removed.machines.length} machines and ${r.removed.snapshots.length} snapshots were on the server but their files are not in the backup; their records were removed: ${[...r.removed.machines, ...r.removed.snapshots].join(' ')}`);
       }
       console.log(r.id);
+      return 0;
+    },
+  },
+  {
+    name: 'migrate',
+    spec: { usage: MIGRATE, flags: { metadata: 'string', blobs: 'string', 's3-endpoint': 'string' } },
+    async run(args) {
+      const metadata = flag(args, 'metadata');
+      const blobs = flag(args, 'blobs');
+      if (!metadata || !blobs) throw new UsageError(`--metadata and --blobs are required\n\nusage: ${MIGRATE}`);
+      const { loadConfig, migrateServer } = await server();
+      const endpoint = flag(args, 's3-endpoint');
+      const config = loadConfig({ cluster: null });
+      let shown = '';
+      const r = await typed(migrateServer(config, { metadata, blobs: target(blobs), ...(endpoint ? { s3Endpoint: endpoint } : {}) }, (p) => {
+        if (p.phase === 'metadata') return;
+        const line = `${p.phase} ${p.done}/${p.total}`;
+        if (line !== shown && (p.done === p.total || p.done % 100 === 0)) console.error(`migrate: ${line}`);
+        shown = line;
+      }));
+      const total = Object.values(r.rows).reduce((a, b) => a + b, 0);
+      console.error(`migrated ${config.home}: ${total} rows, ${r.layers} layers (${r.layersCopied} copied now), ${r.machines} hibernated machines and ${r.snapshots} snapshots; verified`);
+      for (const l of r.left) console.error(`migrate: left behind: ${l.id} (${l.why})`);
+      console.error('start workers with the same --metadata and --blobs (docs/deploy.md); the admin key is this home\'s admin.key');
       return 0;
     },
   },

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { BackedUpMachine, MachineBackups, MachineFilesBackup } from '../core/backups.js';
 import type { Deps } from '../core/deps.js';
 import type { BlobStore } from '../store/blobs/types.js';
-import type { MachineRow, MetadataStore, SnapshotRow, StoredFile } from '../store/metadata/types.js';
+import type { MachineRow, MetadataStore, SnapshotRow, StoredFile, StoredMachineFiles } from '../store/metadata/types.js';
 import type { Dialer } from '../util/dialer.js';
 import { newId } from '../util/ids.js';
 import type { MachineLayout } from './layout.js';
@@ -125,5 +125,19 @@ async function placeChain(stowage: MachineStowage, layout: MachineLayout, tenant
     if (!existsSync(file)) await stowage.fetchFile(f, file, out[i + 1]);
     out[i] = file;
   }
+  return out;
+}
+
+/**
+ * Stows hibernated machines' and snapshots' files into a cluster's object store (a migration from
+ * an embedded server, offline), as a cluster's worker stows them on hibernation: by id, what each
+ * row's `stored` becomes.
+ */
+export async function stowForCluster(blobs: BlobStore, layout: MachineLayout, log: Logger, dialer: Dialer,
+  machines: readonly MachineRow[], snapshots: readonly SnapshotRow[]): Promise<Map<string, StoredMachineFiles>> {
+  const stowage = new MachineStowage(blobs, layout, log, dialer);
+  const out = new Map<string, StoredMachineFiles>();
+  for (const s of snapshots) out.set(s.id, await stowage.store({ ram: s.spec.ram, state: s.spec.state, disk: s.spec.disk }, { frozenTop: true }));
+  for (const m of machines) out.set(m.id, await stowage.store({ ...layout.hibernation(m.id), disk: m.spec.disk }));
   return out;
 }
