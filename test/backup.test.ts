@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { Shellbase } from '@shellbase/sdk';
 import { loadConfig, restoreServer, startServer, type BackupManifest } from '@shellbase/server';
-import { spawnServer, startTestServer, type TestServer } from './harness.ts';
+import { exited, spawnServer, startTestServer, stopServer, type TestServer } from './harness.ts';
 import { startS3, type TestS3 } from './s3.ts';
 
 const run = promisify(execFile);
@@ -226,7 +226,7 @@ describe('a backup cut short, and one in S3', () => {
       // Killed once the first layer is stored: 23 layers of 4 MB (incompressible) were still to go.
       const cut = sb.backup({ to: target, onProgress: (p) => { if (p.phase === 'layers' && p.done >= 1) child.kill('SIGKILL'); } });
       await assert.rejects(cut);
-      await new Promise((r) => child.once('exit', r));
+      await exited(child);
       const ls1 = await cli(['backup', 'ls', target, '--json']);
       const broken = (JSON.parse(ls1.stdout) as { id: string; complete: boolean }[]);
       assert.equal(broken.length, 1);
@@ -240,8 +240,7 @@ describe('a backup cut short, and one in S3', () => {
       assert.equal((await restoreServer(config, target, {})).id, r.id, 'the newest complete backup');
       rmSync(fresh, { recursive: true, force: true });
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      await stopServer(child);
     }
   });
 

@@ -79,12 +79,38 @@ describe('context export and import', () => {
     writeFileSync(path.join(files, 'SHA256SUMS'), sums.join('\n') + '\n');
   };
 
+  test('a layer larger than a piece goes in several pieces; an archive of format 1 (each layer one entry) still imports', async () => {
+    const big = a.sb.context('big');
+    await big.exec('head -c 20000000 /dev/urandom > /root/r && echo small > /root/s');
+    const archive = await exported(a, 'big');
+    const names = execFileSync('tar', ['-t'], { input: archive, encoding: 'utf8' }).trim().split('\n');
+    const pieces = names.filter((n) => /\.zst\.\d{4}$/.test(n));
+    assert.ok(pieces.length >= 3, `20 MB of random bytes in pieces of 8 MiB: ${names.join(' ')}`);
+    assert.equal((await b.sb.contexts.import(archive, { as: 'big2' })).head, (await a.sb.contexts.get('big')).head);
+    assert.equal(await filesHash(b.sb, 'big2'), await filesHash(a.sb, 'big'));
+    // The same archive in format 1: each layer's pieces joined into one entry.
+    const at = mkdtempSync(path.join(dir, 'f1-'));
+    execFileSync('tar', ['-x'], { input: archive, cwd: at });
+    const m = JSON.parse(readFileSync(path.join(at, 'manifest.json'), 'utf8'));
+    writeFileSync(path.join(at, 'manifest.json'), JSON.stringify({ ...m, format: 1 }));
+    const entries = ['manifest.json'];
+    for (const l of m.layers as { id: string }[]) {
+      const mine = pieces.filter((p) => p.startsWith(`layers/${l.id}.zst.`)).sort();
+      writeFileSync(path.join(at, 'layers', `${l.id}.zst`), Buffer.concat(mine.map((p) => readFileSync(path.join(at, p)))));
+      entries.push(`layers/${l.id}.zst`);
+    }
+    writeFileSync(path.join(at, 'SHA256SUMS'), entries.map((e) => `${createHash('sha256').update(readFileSync(path.join(at, e))).digest('hex')}  ${e}`).join('\n') + '\n');
+    const one = execFileSync('tar', ['--format=ustar', '-cf', '-', ...entries, 'SHA256SUMS'], { cwd: at, maxBuffer: 1 << 28 });
+    assert.equal((await b.sb.contexts.import(one, { as: 'big1' })).head, (await a.sb.contexts.get('big')).head);
+    assert.equal(await filesHash(b.sb, 'big1'), await filesHash(a.sb, 'big'));
+  });
+
   test('--history: the other server has the same versions, heads and files', async () => {
     const archive = await exported(a, 'src', { history: true });
     const names = execFileSync('tar', ['-t'], { input: archive, encoding: 'utf8' }).trim().split('\n');
     assert.equal(names[0], 'manifest.json');
     assert.equal(names[names.length - 1], 'SHA256SUMS');
-    assert.ok(names.slice(1, -1).every((n) => /^layers\/[A-Za-z0-9_]+\.zst$/.test(n)), names.join(' '));
+    assert.ok(names.slice(1, -1).every((n) => /^layers\/[A-Za-z0-9_]+\.zst\.\d{4}$/.test(n)), names.join(' '));
     const ctx = await b.sb.contexts.import(archive);
     assert.equal(ctx.name, 'src');
     assert.equal(ctx.head, ids.head);
@@ -173,9 +199,9 @@ describe('context export and import', () => {
     test('of a newer format', async () => {
       await refused(rewritten(archive, (files) => {
         const m = JSON.parse(readFileSync(path.join(files, 'manifest.json'), 'utf8'));
-        writeFileSync(path.join(files, 'manifest.json'), JSON.stringify({ ...m, format: 2 }));
+        writeFileSync(path.join(files, 'manifest.json'), JSON.stringify({ ...m, format: 99 }));
         resum(files);
-      }), 412, 'failed_precondition', /format 2; this server reads format 1/);
+      }), 412, 'failed_precondition', /format 99; this server reads formats 1 and 2/);
     });
 
     test('cut short, in a layer and before its checksums', async () => {

@@ -102,6 +102,19 @@ export async function spawnServer(home: string, opts: { ownGroup?: boolean; env?
   return { child, sb: new Shellbase({ url, apiKey: readFileSync(path.join(home, 'admin.key'), 'utf8').trim() }) };
 }
 
+/** Resolves once `child` has exited (at once when it already has). */
+export function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+/** Signals a server started by `spawnServer` and waits for it to end. */
+export async function stopServer(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  const done = exited(child);
+  child.kill(signal);
+  await done;
+}
+
 /** A loopback port nothing listens on (it was free a moment ago). */
 export async function closedPort(): Promise<number> {
   const { createServer } = await import('node:net');

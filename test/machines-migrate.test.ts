@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Shellbase } from '@shellbase/sdk';
 import { PREFIX, startCluster, type TestCluster } from './cluster-harness.ts';
-import { spawnServer } from './harness.ts';
+import { spawnServer, stopServer } from './harness.ts';
 
 const run = promisify(execFile);
 const CLI = path.resolve('packages/cli/dist/main.js');
@@ -35,8 +35,7 @@ describe('machines migrated into a cluster', { timeout: 900_000 }, () => {
       await m.hibernate();
       hibernated = m.id;
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      await stopServer(child);
     }
     const r = await run(process.execPath, [CLI, 'migrate', '--metadata', cluster.database, '--blobs', `s3://${cluster.s3.bucket}/${PREFIX}`, '--s3-endpoint', cluster.s3.endpoint], {
       env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1' },

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Shellbase } from '@shellbase/sdk';
 import { PREFIX, startCluster, type TestCluster } from './cluster-harness.ts';
-import { spawnServer } from './harness.ts';
+import { spawnServer, stopServer } from './harness.ts';
 
 const run = promisify(execFile);
 const CLI = path.resolve('packages/cli/dist/main.js');
@@ -57,8 +57,7 @@ describe('migrating an embedded server into a cluster', { timeout: 600_000 }, ()
       }
       source.adminKey = readFileSync(path.join(home, 'admin.key'), 'utf8').trim();
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      await stopServer(child);
     }
   });
   after(async () => {
@@ -101,8 +100,7 @@ describe('migrating an embedded server into a cluster', { timeout: 600_000 }, ()
     try {
       await sb.context('x').files.write('/root/x', 'x\n');
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      await stopServer(child);
     }
     const before = await cluster.sql<{ n: string }>('SELECT COUNT(*) AS n FROM versions');
     const r = await migrate(other);

@@ -222,6 +222,9 @@ test('layer packs: the same tree packs to the same bytes on another host (a fetc
     await stores[1].importLayer(layer.layerId, await blobs.get(first.digest));
     await stores[1].sync();
     assert.deepEqual(await blobs.put(stores[1].exportLayer(layer.layerId)), first, 'unpacked and packed again on another');
+    // A small tree's pack (compressed in process, as a commit's upload asks): the same on both hosts too.
+    const small = await blobs.put(stores[0].exportLayer(layer.layerId, { bytes: layer.bytes }));
+    assert.deepEqual(await blobs.put(stores[1].exportLayer(layer.layerId, { bytes: layer.bytes })), small, 'in process, on another host');
     const [src, dst] = await Promise.all(stores.map((s) => s.reader(layer.layerId)));
     const r = dst;
     // Packs keep modification times, not access times (pack.ts).

@@ -79,7 +79,7 @@ class AdminTest(unittest.TestCase):
             self.assertEqual(result.copied, result.layers)
             self.assertIn("metadata", phases)
             again = client().backup(target, keep=1)
-            self.assertEqual(again.removed.backups if again.removed else None, [result.id])
+            self.assertEqual(again.removed["backups"] if again.removed else None, [result.id])
             with self.assertRaises(InvalidArgumentError):
                 client().backup("relative/dir")
         finally:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import IO, Callable, Literal, Mapping
 
 from ._http import Body, QueryValue, Response, Transport, UrlSource
 from ._wire import JsonObject, from_wire, to_wire
-from .errors import error_from_body
+from .streams import final_event
 from .context import ContextHandle, quote
 from .events import Events, Webhooks
 from .images import BuildStream, Images, Source, build, build_stream
@@ -212,20 +211,8 @@ class Shellbase:
         (`phase`, `done`, `total`, `bytes`). `shellbase restore` brings a backup back into an empty home."""
         body: JsonObject = {"to": to, **({"keep": keep} if keep is not None else {}), **({"s3Endpoint": s3_endpoint} if s3_endpoint else {})}
         with self._t.request("POST", "/v1/backups", json_body=body, accept="application/x-ndjson") as response:
-            while True:
-                line = response.readline()
-                if not line:
-                    raise RuntimeError("the backup ended without its result")
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                if event.get("type") == "error" and isinstance(event.get("error"), dict):
-                    raise error_from_body(event["error"], 500)
-                if event.get("type") == "progress":
-                    if on_progress:
-                        on_progress(event)
-                elif event.get("type") == "backup":
-                    return from_wire(BackupResult, {k: v for k, v in event.items() if k != "type"})
+            event = final_event(response, "backup", on_progress)
+        return from_wire(BackupResult, {k: v for k, v in event.items() if k != "type"})
 
     def request(
         self,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import tarfile
@@ -12,8 +11,7 @@ from typing import IO, Callable, Mapping, Union
 
 from ._http import Transport
 from ._wire import JsonObject, from_wire
-from .errors import error_from_body
-from .streams import EventStream
+from .streams import EventStream, final_event
 from .types import BuildEvent, BuildResult, BuildResultEvent, BuildStepDone, BuildStepStart, Image, ImageProgress, OutputEvent
 
 #: A build context or an archive: a directory (or file) path, bytes, or a binary file.
@@ -173,20 +171,7 @@ class Images:
 
     def _ndjson(self, method: str, path: str, final: str, on_progress: Callable[[ImageProgress], None] | None, **kw: object) -> JsonObject:
         with self._t.request(method, path, accept="application/x-ndjson", **kw) as response:  # type: ignore[arg-type]
-            while True:
-                line = response.readline()
-                if not line:
-                    raise RuntimeError(f"the {final} stream ended early")
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                if event.get("type") == "error" and isinstance(event.get("error"), dict):
-                    raise error_from_body(event["error"], 500)
-                if event.get("type") == "progress":
-                    if on_progress:
-                        on_progress(from_wire(ImageProgress, event))
-                elif event.get("type") == final:
-                    return event
+            return final_event(response, final, (lambda e: on_progress(from_wire(ImageProgress, e))) if on_progress else None)
 
     def pull(self, ref: str, *, insecure: bool = False, on_progress: Callable[[ImageProgress], None] | None = None) -> Image:
         """Pulls an image from its registry (`insecure`: plain HTTP; loopback registries always are)."""

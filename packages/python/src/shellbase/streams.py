@@ -105,3 +105,22 @@ def parse_machine_event(event: JsonObject) -> OutputEvent | MachineExitEvent:
 
 ExecStream = EventStream[OutputEvent | ExitEvent, ExitEvent]
 MachineExecStream = EventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
+
+
+def final_event(response: Response, final: str, on_progress: Callable[[JsonObject], None] | None) -> JsonObject:
+    """Reads a long operation's NDJSON answer (a pull, an import, a backup): each `progress` line to
+    `on_progress`, an `error` line raised as its typed error; returns the `final` line."""
+    while True:
+        line = response.readline()
+        if not line:
+            raise RuntimeError(f"the {final} stream ended early")
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        if event.get("type") == "error" and isinstance(event.get("error"), dict):
+            raise error_from_body(event["error"], 500)
+        if event.get("type") == "progress":
+            if on_progress:
+                on_progress(event)
+        elif event.get("type") == final:
+            return event

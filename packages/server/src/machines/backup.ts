@@ -7,6 +7,7 @@ import type { BlobStore } from '../store/blobs/types.js';
 import type { MachineRow, MetadataStore, SnapshotRow, StoredFile, StoredMachineFiles } from '../store/metadata/types.js';
 import type { Dialer } from '../util/dialer.js';
 import { newId } from '../util/ids.js';
+import { runOk } from '../util/proc.js';
 import type { MachineLayout } from './layout.js';
 import type { MachineRuns } from './runs.js';
 import { MachineStowage } from './storage/stowage.js';
@@ -21,6 +22,8 @@ export function machineBackups(runs: MachineRuns, deps: Pick<Deps, 'metadata' | 
     async store(target, machines, snapshots, progress) {
       const stowage = new MachineStowage(target, runs.layout, deps.log, deps.dialer);
       const out: MachineFilesBackup = { machines: [], snapshots: [], left: [] };
+      // Synced first: a file whose blocks are not allocated yet looks sparse to tar (store/blobs/pack.ts).
+      if (existsSync(runs.layout.root)) await runOk('sync', ['-f', runs.layout.root]);
       const total = machines.length + snapshots.length;
       let done = 0;
       for (const snap of snapshots) {
@@ -137,6 +140,8 @@ export async function stowForCluster(blobs: BlobStore, layout: MachineLayout, lo
   machines: readonly MachineRow[], snapshots: readonly SnapshotRow[]): Promise<Map<string, StoredMachineFiles>> {
   const stowage = new MachineStowage(blobs, layout, log, dialer);
   const out = new Map<string, StoredMachineFiles>();
+  if (machines.length + snapshots.length === 0) return out;
+  await runOk('sync', ['-f', layout.root]);
   for (const s of snapshots) out.set(s.id, await stowage.store({ ram: s.spec.ram, state: s.spec.state, disk: s.spec.disk }, { frozenTop: true }));
   for (const m of machines) out.set(m.id, await stowage.store({ ...layout.hibernation(m.id), disk: m.spec.disk }));
   return out;

@@ -100,6 +100,9 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles:
     stored += meta.size;
     progress({ phase: 'metadata', done: 1, total: 1, bytes: stored });
 
+    // The store synced first: a file whose blocks are not allocated yet (a commit whose own sync
+    // has not finished) looks sparse to tar, which would pack holes for its data (pack.ts).
+    await deps.snapshotter.sync();
     const have = await knownLayers(target, layers.map((l) => l.id));
     const out: BackupLayer[] = new Array<BackupLayer>(layers.length);
     let copied = 0;
@@ -111,7 +114,7 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles:
         if (!transfer.has(row.id)) {
           throw new ShellbaseError('internal', `layer ${row.id} is named by the metadata but missing from the layer store`, { hint: 'run the server\'s start-up checks; the backup is left incomplete' });
         }
-        const info = await target.put(transfer.exportLayer(row.id));
+        const info = await target.put(transfer.exportLayer(row.id, { bytes: row.bytes }));
         blob = { digest: info.digest, size: info.size };
         await target.documents.put(layerDoc(row.id), Buffer.from(JSON.stringify(blob)));
         stored += info.size;

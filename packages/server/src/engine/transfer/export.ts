@@ -1,9 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import { SYSTEM_TENANT, type Caller, type Deps } from '../../core/deps.js';
 import { checkName } from '../../core/validate.js';
@@ -11,7 +7,7 @@ import { imageVersionId, isImageLayer, isImportedLayer, parseImageLayer } from '
 import type { VersionRow } from '../../store/metadata/types.js';
 import type { LayerTransfer, Snapshotter } from '../../store/snapshotter/types.js';
 import { TAR_END, tarPadding } from '../../util/tar.js';
-import { ARCHIVE_KIND, CONTEXT_ARCHIVE_FORMAT, MANIFEST, SUMS, layerEntry, tarHeader, type Manifest, type ManifestVersion } from './format.js';
+import { ARCHIVE_KIND, CONTEXT_ARCHIVE_FORMAT, MANIFEST, PIECE_BYTES, SUMS, pieceEntry, tarHeader, type Manifest, type ManifestVersion } from './format.js';
 
 export interface ExportOptions {
   /** That version (and its layers) instead of the head. */
@@ -37,9 +33,9 @@ export type VersionOf = (caller: Caller, id: string) => Promise<VersionRow>;
 /**
  * A context's versions as an archive (format.ts). What it names is read and pinned first (a
  * missing context or version fails before a byte is sent); layers are then packed one at a
- * time, each spooled to a file below `$SHELLBASE_HOME/tmp` (a tar entry's size comes before its
- * bytes) and sent, so the archive is never held whole, in memory or on disk. A failure while
- * streaming ends the stream with an error: the archive is cut short, which an import refuses.
+ * time and sent in pieces as they are packed (at most `PIECE_BYTES` held), so the archive is
+ * never held whole, in memory or on disk. A failure while streaming ends the stream with an
+ * error: the archive is cut short, which an import refuses.
  */
 export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Caller, name: string, opts: ExportOptions): Promise<Readable> {
   const transfer = transferOf(deps.snapshotter);
@@ -91,10 +87,12 @@ export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Ca
     }))),
     versions: mv,
   };
-  return Readable.from(archive(transfer, path.join(deps.config.home, 'tmp'), manifest), { objectMode: false });
+  // Synced first: a file whose blocks are not allocated yet looks sparse to tar (pack.ts).
+  await deps.snapshotter.sync();
+  return Readable.from(archive(transfer, manifest), { objectMode: false });
 }
 
-async function* archive(transfer: LayerTransfer, tmp: string, manifest: Manifest): AsyncGenerator<Buffer> {
+async function* archive(transfer: LayerTransfer, manifest: Manifest): AsyncGenerator<Buffer> {
   const now = Date.now() / 1000;
   const sums: string[] = [];
   const body = Buffer.from(JSON.stringify(manifest));
@@ -102,24 +100,35 @@ async function* archive(transfer: LayerTransfer, tmp: string, manifest: Manifest
   yield tarHeader(MANIFEST, body.length, now);
   yield body;
   yield tarPadding(body.length);
-  await mkdir(tmp, { recursive: true });
-  const dir = await mkdtemp(path.join(tmp, 'export-'));
-  try {
-    for (const layer of manifest.layers) {
-      const file = path.join(dir, 'layer.zst');
-      const hash = createHash('sha256');
-      let size = 0;
-      const count = new Transform({ transform(c: Buffer, _e, done) { hash.update(c); size += c.length; done(null, c); } });
-      await pipeline(transfer.exportLayer(layer.id), count, createWriteStream(file));
-      const name = layerEntry(layer.id);
+  for (const layer of manifest.layers) {
+    // Each piece goes out as soon as it is full (hashed as its bytes come): packing and sending overlap.
+    let held: Buffer[] = [];
+    let bytes = 0;
+    let hash = createHash('sha256');
+    let piece = 0;
+    const flush = function* (): Generator<Buffer> {
+      const name = pieceEntry(layer.id, piece++);
       sums.push(`${hash.digest('hex')}  ${name}`);
-      yield tarHeader(name, size, now);
-      for await (const c of createReadStream(file, { highWaterMark: 1 << 20 })) yield c as Buffer;
-      yield tarPadding(size);
-      await rm(file, { force: true });
+      yield tarHeader(name, bytes, now);
+      yield* held;
+      yield tarPadding(bytes);
+      held = [];
+      bytes = 0;
+      hash = createHash('sha256');
+    };
+    for await (const c of transfer.exportLayer(layer.id, { bytes: layer.bytes })) {
+      let chunk = c as Buffer;
+      while (bytes + chunk.length >= PIECE_BYTES) {
+        const take = chunk.subarray(0, PIECE_BYTES - bytes);
+        held.push(take);
+        hash.update(take);
+        bytes += take.length;
+        yield* flush();
+        chunk = chunk.subarray(take.length);
+      }
+      if (chunk.length) { held.push(chunk); hash.update(chunk); bytes += chunk.length; }
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
+    if (bytes > 0 || piece === 0) yield* flush();
   }
   const text = Buffer.from(sums.join('\n') + '\n');
   yield tarHeader(SUMS, text.length, now);

@@ -3,26 +3,36 @@ import { ShellbaseError, invalid } from '../../errors.js';
 import type { Change } from '../../store/snapshotter/types.js';
 
 /**
- * The context archive (`shellbase export`, docs/formats.md), format 1: a POSIX tar of
+ * The context archive (`shellbase export`, docs/formats.md), format 2: a POSIX tar of
  *
  * 1. `manifest.json`: a `Manifest` (below), first;
- * 2. `layers/ID.zst`: each layer the manifest lists, in its order, as a packed layer
- *    (store/blobs/pack.ts, LAYER_PACK_FORMAT: a zstd stream with a header frame);
+ * 2. each layer the manifest lists, in its order, as a packed layer (store/blobs/pack.ts,
+ *    LAYER_PACK_FORMAT: a zstd stream with a header frame) cut into pieces of at most
+ *    `PIECE_BYTES`, `layers/ID.zst.0000`, `.0001`, … (their concatenation is the pack), so the
+ *    writer streams a layer as it is packed: a tar entry's size comes before its bytes;
  * 3. `SHA256SUMS`: last, in sha256sum's format (`HEX  NAME`), the digest of every part above.
  *
+ * Format 1 (read, no longer written) held each layer whole as one entry, `layers/ID.zst`.
  * The digests come last because a layer's packed bytes are known only once packed, and the
  * archive is written in one pass. An archive without its `SHA256SUMS` is incomplete.
  * Built-in images' layers (`image:NAME:TAG`) are not in it: the manifest names the image,
  * and the importing server uses its own build of it.
  */
-export const CONTEXT_ARCHIVE_FORMAT = 1;
+export const CONTEXT_ARCHIVE_FORMAT = 2;
+/** The formats an import reads. */
+export const READABLE_FORMATS: readonly number[] = [1, 2];
+/** The most bytes of a layer's pack in one entry (what the writer holds before it sends one). */
+export const PIECE_BYTES = 8 << 20;
 export const ARCHIVE_KIND = 'shellbase.context';
 export const MANIFEST = 'manifest.json';
 export const SUMS = 'SHA256SUMS';
 /** The largest manifest an importer reads (it is held in memory). */
 export const MAX_MANIFEST = 256 << 20;
 
+/** A format-1 layer entry's name (the whole pack). */
 export const layerEntry = (layerId: string): string => `layers/${layerId}.zst`;
+/** The name of piece `i` of a layer's pack (format 2). */
+export const pieceEntry = (layerId: string, i: number): string => `layers/${layerId}.zst.${String(i).padStart(4, '0')}`;
 
 export interface ManifestLayer {
   id: string;
@@ -49,7 +59,7 @@ export interface ManifestVersion {
 
 export interface Manifest {
   kind: typeof ARCHIVE_KIND;
-  format: typeof CONTEXT_ARCHIVE_FORMAT;
+  format: number;
   createdAt: string;
   context: {
     name: string;
@@ -78,9 +88,9 @@ export function parseManifest(bytes: Buffer): Manifest {
   try { m = JSON.parse(bytes.toString('utf8')) as Partial<Manifest>; } catch { throw bad('its manifest is not JSON'); }
   if (m === null || typeof m !== 'object' || m.kind !== ARCHIVE_KIND) throw bad('its manifest is not a context archive\'s');
   if (typeof m.format !== 'number') throw bad('its manifest has no format');
-  if (m.format !== CONTEXT_ARCHIVE_FORMAT) {
-    throw new ShellbaseError('failed_precondition', `the archive is of format ${m.format}; this server reads format ${CONTEXT_ARCHIVE_FORMAT}`, {
-      details: { format: m.format, supported: CONTEXT_ARCHIVE_FORMAT }, hint: 'import it on a server of the release that wrote it, or a newer one',
+  if (!READABLE_FORMATS.includes(m.format)) {
+    throw new ShellbaseError('failed_precondition', `the archive is of format ${m.format}; this server reads formats ${READABLE_FORMATS.join(' and ')}`, {
+      details: { format: m.format, supported: READABLE_FORMATS }, hint: 'import it on a server of the release that wrote it, or a newer one',
     });
   }
   const c = m.context;

@@ -8,7 +8,7 @@ import { checkName } from '../../core/validate.js';
 import type { ContextRow, NewVersion, VersionRow } from '../../store/metadata/types.js';
 import { readTar, type TarEntry } from '../../util/tar.js';
 import { transferOf } from './export.js';
-import { MANIFEST, MAX_MANIFEST, SUMS, layerEntry, parseManifest, parseSums, type Manifest } from './format.js';
+import { MANIFEST, MAX_MANIFEST, SUMS, layerEntry, parseManifest, parseSums, pieceEntry, type Manifest } from './format.js';
 
 export interface ImportOptions {
   /** The new context's name (default: the archive's). */
@@ -60,21 +60,41 @@ class Import {
       const plan = await this.plan(m, name);
       let sums: Map<string, string> | null = null;
       let at = 0;
-      for (let e = await next(entries); e; e = await next(entries)) {
+      // The entry read past a layer's last piece (format 2), for the next turn.
+      let ahead: TarEntry | null = null;
+      for (let e = await next(entries); e; e = ahead ?? await next(entries)) {
+        ahead = null;
         if (e.header.path === SUMS) { sums = parseSums((await readWhole(e, 1 << 20)).toString('utf8')); break; }
         const layer = m.layers[at];
-        if (!layer || e.header.path !== layerEntry(layer.id)) throw damaged(`unexpected entry ${JSON.stringify(e.header.path)}`);
+        const whole = m.format === 1;
+        if (!layer || e.header.path !== (whole ? layerEntry(layer.id) : pieceEntry(layer.id, 0))) throw damaged(`unexpected entry ${JSON.stringify(e.header.path)}`);
         at++;
-        const hash = createHash('sha256');
+        // The layer's pack: its one entry (format 1), or its pieces in order (format 2), each entry hashed.
+        const first = e;
+        const pack = async function* (): AsyncGenerator<Buffer> {
+          let cur: TarEntry | null = first;
+          for (let k = 1; cur; k++) {
+            const hash = createHash('sha256');
+            for await (const c of cur.body) { hash.update(c as Buffer); yield c as Buffer; }
+            hashes.set(cur.header.path, hash.digest('hex'));
+            if (whole) return;
+            const n = await next(entries);
+            if (n && n.header.path === pieceEntry(layer.id, k)) cur = n;
+            else { ahead = n; return; }
+          }
+        };
         if (plan.reuse.has(layer.id)) {
-          for await (const c of e.body) hash.update(c);
+          for await (const _ of pack()) { /* hashed only */ }
         } else {
           this.caller.hold.layerIds([layer.id]);
           this.madeLayers.push(layer.id);
-          const bytes = await this.unpack(transfer.importLayer.bind(transfer), layer.id, e, hash);
+          const bytes = await this.unpack(transfer.importLayer.bind(transfer), layer.id, pack());
           plan.bytes.set(layer.id, bytes);
         }
-        hashes.set(e.header.path, hash.digest('hex'));
+        if (ahead === null && !whole) {
+          // The archive ended right after the layer's last piece: no SHA256SUMS follows.
+          break;
+        }
       }
       if (!sums) throw damaged(`it ends before its ${SUMS} (the archive was cut short)`);
       if (at !== m.layers.length) throw damaged(`it holds ${at} of its ${m.layers.length} layers`);
@@ -152,12 +172,12 @@ class Import {
     return { versions, reuse, existing, bytes: new Map<string, number>(), head: m.context.head };
   }
 
-  /** Unpacks one layer's entry, hashing every byte of it (what the unpacker leaves unread too). */
-  private async unpack(importLayer: (id: string, r: Readable) => Promise<{ bytes: number }>, id: string, e: TarEntry, hash: Hash): Promise<number> {
-    const it = e.body[Symbol.asyncIterator]();
+  /** Unpacks one layer's pack, reading every byte of it (what the unpacker leaves unread too: its entries are hashed as read). */
+  private async unpack(importLayer: (id: string, r: Readable) => Promise<{ bytes: number }>, id: string, pack: AsyncGenerator<Buffer>): Promise<number> {
+    const it = pack;
     const source = new Readable({
       read() {
-        it.next().then((r) => { if (r.done) this.push(null); else { hash.update(r.value); this.push(r.value); } }, (err: Error) => this.destroy(err));
+        it.next().then((r) => { if (r.done) this.push(null); else this.push(r.value); }, (err: Error) => this.destroy(err));
       },
     });
     let bytes: number;
@@ -167,7 +187,7 @@ class Import {
       if (err instanceof ShellbaseError) throw err;
       throw damaged(`layer ${id} could not be unpacked: ${(err as Error).message}`, { layer: id });
     }
-    for (let r = await it.next(); !r.done; r = await it.next()) hash.update(r.value);
+    for (let r = await it.next(); !r.done; r = await it.next()) { /* hashed as read */ }
     return bytes;
   }
 

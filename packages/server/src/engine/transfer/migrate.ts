@@ -36,7 +36,7 @@ export interface MigrateResult {
 export interface MigrateFrom {
   home: string;
   metadata: SqliteMetadataStore;
-  layers: LayerTransfer;
+  layers: LayerTransfer & { sync(): Promise<void> };
   /** Stores machines' files in the object store as cluster mode keeps a hibernated machine's or a snapshot's. */
   machines(blobs: BlobStore, rows: readonly MachineRow[], snapshots: readonly SnapshotRow[]): Promise<Map<string, StoredMachineFiles>>;
 }
@@ -63,13 +63,15 @@ export async function migrateHome(from: MigrateFrom, to: { metadata: PostgresMet
   await to.blobs.documents.put(MIGRATION_DOC, Buffer.from(JSON.stringify({ kind: 'shellbase.migration', format: 1, source, startedAt: new Date().toISOString() })));
   await to.metadata.cluster.ready;
 
-  // Layers: what workers fetch, recorded before the rows that name them.
+  // Layers: what workers fetch, recorded before the rows that name them (the store synced first:
+  // a file whose blocks are not allocated yet looks sparse to tar, pack.ts).
+  await from.layers.sync();
   const layers = (await from.metadata.versions.layers()).filter((l) => !isImageLayer(l.id));
   const known = await to.metadata.cluster.blobsOf(layers.map((l) => l.id));
   let layersCopied = 0;
   for (const [i, l] of layers.entries()) {
     if (!known.has(l.id)) {
-      const info = await to.blobs.put(from.layers.exportLayer(l.id));
+      const info = await to.blobs.put(from.layers.exportLayer(l.id, { bytes: l.bytes }));
       await to.metadata.cluster.recordBlob({ layerId: l.id, digest: info.digest, size: info.size, format: LAYER_PACK_FORMAT });
       layersCopied++;
     }

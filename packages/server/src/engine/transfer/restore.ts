@@ -37,7 +37,7 @@ export interface RestoreResult {
 /** Where a restore writes: an empty home's layer store (opened by the caller) and its directory. */
 export interface RestoreInto {
   home: string;
-  layers: LayerTransfer & { remove(layerIds: readonly string[]): Promise<void> };
+  layers: LayerTransfer & { remove(layerIds: readonly string[]): Promise<void>; sync(): Promise<void> };
   dialer: Dialer;
   /**
    * Puts the backup's machine files in place and points the restored rows at them, removing the
@@ -47,7 +47,7 @@ export interface RestoreInto {
   machines(md: MetadataStore, files: MachineFilesBackup): Promise<{ machines: string[]; snapshots: string[] }>;
 }
 
-const LAYERS_AT_ONCE = 2;
+const LAYERS_AT_ONCE = 3;
 
 /**
  * Restores a backup (backup-catalog.ts) into an empty home, with no server running over it. The
@@ -98,6 +98,9 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     let done = 0;
     let next = 0;
     let failed = false;
+    // Each layer is written out while the next unpacks (one sync at a time), not all at the end.
+    let flushing: Promise<void> = Promise.resolve();
+    const flush = () => { flushing = flushing.then(() => into.layers.sync()).catch(() => undefined); };
     const worker = async () => {
       while (next < m.layers.length && !failed) {
         const l = m.layers[next++];
@@ -109,6 +112,7 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
             throw e;
           }
           made.push(l.id);
+          flush();
         }
         progress({ phase: 'layers', done: ++done, total: m.layers.length });
       }
@@ -116,6 +120,8 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     // Every worker ends before a failure is answered: none is still making a layer the cleanup misses.
     const ended = await Promise.allSettled(Array.from({ length: Math.min(LAYERS_AT_ONCE, m.layers.length) }, worker));
     for (const e of ended) if (e.status === 'rejected') throw e.reason;
+    await flushing;
+    await into.layers.sync();
 
     // Machines' files: each blob checked whole first (they are unpacked by path, not streamed through a check).
     const machineParts = parts.filter((p) => p.name !== 'metadata' && !p.name.startsWith('layer '));

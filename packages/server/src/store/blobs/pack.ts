@@ -41,7 +41,17 @@ const PAX = [
 export interface PackOptions {
   /** zstd level (default 3). */
   level?: number;
+  /**
+   * The tree's bytes of file data, where the caller knows them: a tree of less than `SMALL_TREE`
+   * is compressed in this process (no program to start: what a small commit's upload wants),
+   * others by the zstd program (faster on large trees). Either way the bytes are a function of
+   * the tree, the level and this hint.
+   */
+  bytes?: number;
 }
+
+/** Below this many bytes of file data, a tree is compressed in this process (PackOptions.bytes). */
+export const SMALL_TREE = 1 << 20;
 
 /** tar's environment: nothing of the server's but a search path; the C locale (names sort bytewise). */
 const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
@@ -73,16 +83,28 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
   frame.writeUInt32LE(HEADER.length, 4);
   const out = new PassThrough();
   out.write(Buffer.concat([frame, HEADER]));
-  const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: options.level ?? 3, [z.ZSTD_c_checksumFlag]: 1 } });
-  out.on('close', () => zstd.destroy());
+  const level = Math.max(1, Math.min(19, Math.round(options.level ?? 3)));
   // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a pid
   // namespace of its own, tar is pid 1.
-  const argv = [...TAR_ENV, 'unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX, '--sort=name', '--sparse', '--directory', tree, '.'];
-  tarInto(dialer, argv, `pack ${tree}`, out, (socket) => {
-    // zstd's output depends on how its input is cut into writes, and a socket cuts tar's output as
-    // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
-    socket.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
-    return finished(zstd);
+  const tar = ['unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX, '--sort=name', '--sparse', '--directory', tree, '.'];
+  if (options.bytes !== undefined && options.bytes < SMALL_TREE) {
+    // A small tree (a commit's layer, mostly): compressed here, with no compressor process to start.
+    const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: level, [z.ZSTD_c_checksumFlag]: 1 } });
+    out.on('close', () => zstd.destroy());
+    tarInto(dialer, [...TAR_ENV, ...tar], `pack ${tree}`, out, (socket) => {
+      // zstd's output depends on how its input is cut into writes, and a socket cuts tar's output as
+      // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
+      socket.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
+      return finished(zstd);
+    });
+    return out;
+  }
+  // tar and the zstd program beside each other, as `tar | zstd` runs (zstd reads its input in
+  // blocks of its own, and its output does not depend on its number of threads).
+  const script = `set -o pipefail; "$@" | zstd -q -${level} -T2 --check --stdout`;
+  tarInto(dialer, [...TAR_ENV, 'bash', '-c', script, 'pack', ...tar], `pack ${tree}`, out, (socket) => {
+    socket.pipe(out, { end: false });
+    return finished(socket, { readable: true, writable: false });
   });
   return out;
 }
@@ -208,7 +230,8 @@ function checkHeader(): Transform {
   });
 }
 
-/** Bytes per write into the compressor (see packLayer). */
+
+/** Bytes per write into the in-process compressor (see packLayer). */
 const ZSTD_FEED = 128 << 10;
 
 /** Re-cuts a stream into chunks of exactly `size` bytes (the last one shorter). */

@@ -184,8 +184,11 @@ export interface Snapshotter {
 export interface LayerTransfer {
   /** Whether the layer is complete on this host (image layers: always). */
   has(layerId: string): boolean;
-  /** The layer packed (a stream that fails, never ends cleanly, when packing fails). */
-  exportLayer(layerId: string): Readable;
+  /**
+   * The layer packed (a stream that fails, never ends cleanly, when packing fails); `hint.bytes`:
+   * its bytes of file data, where the caller knows them (store/blobs/pack.ts, PackOptions).
+   */
+  exportLayer(layerId: string, hint?: { bytes?: number }): Readable;
   /**
    * Makes the layer from its pack (a stream, or where a program can fetch it: store/blobs/pack.ts),
    * under the same id; nothing of it stays when it fails.

@@ -54,7 +54,7 @@ export class LocalBlobStore implements BlobStore {
   async get(digest: string, range?: { start: number; end: number }): Promise<Readable> {
     const f = this.file(digest);
     if (!existsSync(f)) throw blobError('not_found', `no blob ${digest}`);
-    return createReadStream(f, range);
+    return createReadStream(f, { ...range, highWaterMark: 1 << 20 });
   }
 
   async stat(digest: string): Promise<BlobInfo | null> {

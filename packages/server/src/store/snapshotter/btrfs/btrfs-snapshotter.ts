@@ -250,9 +250,9 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer, LayerTarrin
     return isImageLayer(layerId) || existsSync(this.metaPath(layerId));
   }
 
-  exportLayer(layerId: string): Readable {
+  exportLayer(layerId: string, hint: { bytes?: number } = {}): Readable {
     if (isImageLayer(layerId)) throw new Error(`export: ${layerId} is an image layer (images are built on every host)`);
-    return packLayer(this.opts.dialer, this.layerPath(layerId));
+    return packLayer(this.opts.dialer, this.layerPath(layerId), { ...(hint.bytes !== undefined ? { bytes: hint.bytes } : {}) });
   }
 
   /** The layer's tree (an image's too) as a plain tar, for an OCI export. */

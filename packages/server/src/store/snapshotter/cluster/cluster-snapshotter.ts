@@ -6,7 +6,9 @@ import { isImageLayer } from '../../layer-ids.js';
 import { CAN_FETCH, LAYER_PACK_FORMAT, LOCATION_TTL_S, fetchMayPass } from '../../blobs/pack.js';
 import type { BlobStore } from '../../blobs/types.js';
 import { withFetchRetries } from '../../../util/curl.js';
-import type { CommittedLayer, LayerReader, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
+import type { CommittedLayer, LayerReader, LayerTarring, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
+import type { BlobLocation } from '../../blobs/types.js';
+import type { Readable } from 'node:stream';
 import { LayerCache } from './layer-cache.js';
 
 /** Where each layer's packed blob is: the cluster's table (store/metadata/postgres/cluster-store.ts). */
@@ -45,7 +47,7 @@ export interface ClusterSnapshotterOptions {
  *
  * Squashing writes a new layer (a new blob); no blob is ever rewritten.
  */
-export class ClusterSnapshotter implements Snapshotter {
+export class ClusterSnapshotter implements Snapshotter, LayerTransfer, LayerTarring {
   private readonly fetching = new Map<string, Promise<void>>();
   private readonly cache: LayerCache;
   private readonly local: Snapshotter & LayerTransfer;
@@ -115,6 +117,49 @@ export class ClusterSnapshotter implements Snapshotter {
     await this.opts.index.dropBlobs(layerIds.filter((id) => !isImageLayer(id)));
     await this.local.remove(layerIds);
     for (const id of layerIds) this.cache.forget(id);
+  }
+
+  /** Whether the layer is complete on this host. */
+  has(layerId: string): boolean { return this.local.has(layerId); }
+
+  /**
+   * The layer packed: its blob, straight from the object store (a blob is the layer packed in
+   * LAYER_PACK_FORMAT, as it was committed), or, where none is recorded, packed here.
+   */
+  exportLayer(layerId: string, hint: { bytes?: number } = {}): Readable {
+    const out = new PassThrough();
+    void (async () => {
+      const blob = (await this.opts.index.blobsOf([layerId])).get(layerId);
+      if (blob && blob.format === LAYER_PACK_FORMAT) await pipeline(await this.opts.blobs.get(blob.digest), out);
+      else {
+        await this.ensure([layerId]);
+        await pipeline(this.local.exportLayer(layerId, hint), out);
+      }
+    })().catch((e: unknown) => out.destroy(e as Error));
+    return out;
+  }
+
+  /** Makes the layer here from its pack, then stores it in the object store as a commit's (recorded before this returns). */
+  async importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }> {
+    if ((await this.opts.index.blobsOf([layerId])).has(layerId)) {
+      if (!(packed as { url?: string }).url) (packed as Readable).destroy();
+      return { bytes: 0 };
+    }
+    const { bytes } = await this.local.importLayer(layerId, packed);
+    await this.upload(layerId, bytes);
+    return { bytes };
+  }
+
+  /** The layer's tree as a plain tar (store/blobs/pack.ts, `tarTree`), fetched here first. */
+  tarLayer(layerId: string): Readable {
+    const local = this.local as Partial<LayerTarring>;
+    const out = new PassThrough();
+    void (async () => {
+      if (typeof local.tarLayer !== 'function') throw new Error('this host\'s snapshotter cannot read layers as tars');
+      await this.ensure([layerId]);
+      await pipeline(local.tarLayer(layerId), out);
+    })().catch((e: unknown) => out.destroy(e as Error));
+    return out;
   }
 
   /** Bytes and count of the layers this worker keeps (of those it committed or fetched). */
@@ -200,7 +245,7 @@ export class ClusterSnapshotter implements Snapshotter {
    */
   private async upload(layerId: string, bytes: number): Promise<void> {
     await this.local.sync();
-    const packed = this.local.exportLayer(layerId);
+    const packed = this.local.exportLayer(layerId, { bytes });
     try {
       const info = await this.opts.blobs.put(packed);
       await this.opts.index.recordBlob({ layerId, digest: info.digest, size: info.size, format: LAYER_PACK_FORMAT });
