@@ -28,7 +28,11 @@ describe('machines migrated into a cluster', { timeout: 900_000 }, () => {
     const { child, sb } = await spawnServer(home);
     let hibernated = '';
     let snapshot = '';
+    let stopped = '';
     try {
+      const s = await sb.machines.create();
+      await s.stop();
+      stopped = s.id;
       const m = await sb.machines.create();
       await m.exec('echo in-memory > /dev/shm/mem && echo on-disk > /root/kept');
       snapshot = await m.snapshot();
@@ -41,11 +45,13 @@ describe('machines migrated into a cluster', { timeout: 900_000 }, () => {
       env: { ...process.env, SHELLBASE_HOME: home, SHELLBASE_STORE_SIZE_GB: '16', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1' },
     });
     assert.match(r.stderr, /1 hibernated machines and 1 snapshots/);
+    assert.match(r.stderr, new RegExp(`left behind: ${stopped} \\(stopped\\)`));
     const w = path.join(dir, 'w1');
     mkdirSync(w, { mode: 0o711 });
     copyFileSync(path.join(home, 'admin.key'), path.join(w, 'admin.key'));
     const worker = await cluster.start('w1', {}, w);
     const admin = new Shellbase({ url: worker.url, apiKey: readFileSync(path.join(home, 'admin.key'), 'utf8').trim() });
+    assert.deepEqual((await admin.machines.list()).map((x) => x.id), [hibernated], 'the stopped machine stayed behind');
     const m = admin.machines.get(hibernated);
     assert.equal((await m.info()).state, 'hibernated');
     assert.equal((await m.exec('cat /dev/shm/mem /root/kept')).stdout, 'in-memory\non-disk\n', 'its memory and its disk, fetched from the object store');

@@ -90,8 +90,12 @@ describe('migrating an embedded server into a cluster', { timeout: 600_000 }, ()
       }
       assert.equal(Object.keys(source.heads).length, (await admin.contexts.list()).length + (await acme.contexts.list()).length);
     }
-    // The cluster goes on from there.
+    // The cluster goes on from there; migrating again now would take that back, and is refused.
     await new Shellbase({ url: w2.url, apiKey: source.adminKey }).context('main').files.write('/root/after', 'after\n');
+    const late = await migrate(home);
+    assert.equal(late.code, 1);
+    assert.match(late.stderr, /already serves this data/);
+    assert.equal((await new Shellbase({ url: w1.url, apiKey: source.adminKey }).context('main').files.read('/root/after')).toString(), 'after\n', 'the cluster\'s write stays');
   });
 
   test('another server\'s home is refused by stores that hold this one\'s data, and changes nothing', async () => {

@@ -97,8 +97,17 @@ test('sqlite: a snapshot taken while commits go on is one moment of the store, r
     })();
     while (n < 20) await new Promise((r) => setTimeout(r, 5));
     const file = path.join(dir, 'copy.db');
+    // A transaction open on the store's connection while the copy is made is not in it.
+    let release = () => undefined as void;
+    const held = new Promise<void>((r) => { release = r; });
+    const open = md.db.tx(async (db) => {
+      await db.run("INSERT INTO tenants (id, name, admin, created_at) VALUES ('t_open', 'open', 0, 'now')");
+      await held;
+    });
     await md.snapshot(file);
     const atCopy = n;
+    release();
+    await open;
     going = false;
     await writer;
     const snap = new SqliteSnapshot(file);
@@ -107,7 +116,7 @@ test('sqlite: a snapshot taken while commits go on is one moment of the store, r
       const k = Number(copyHead.slice(1));
       assert.ok(k >= 20 && k <= atCopy, `the copy's head (${copyHead}) is a commit made before the copy ended`);
       assert.deepEqual((await snap.versions.layers()).map((l) => l.id).sort(), ['image:x:1', ...Array.from({ length: k }, (_, i) => `l${i + 1}`)].sort(), 'exactly the layers of its versions');
-      assert.deepEqual(await snap.counts(), { tenants: 1, contexts: 1, versions: k + 1 });
+      assert.deepEqual(await snap.counts(), { tenants: 1, contexts: 1, versions: k + 1 }, 'the open transaction\'s tenant is not in the copy');
       assert.equal(snap.schema, MIGRATIONS.length);
     } finally {
       await snap.close();

@@ -22,7 +22,7 @@ import { PrometheusMeter } from './meter/prometheus.js';
 import { Dialer } from './util/dialer.js';
 import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
-import { openMetadataStore, SqliteMetadataStore } from './store/metadata/index.js';
+import { openMetadataStore, SCHEMA_VERSION, SqliteSnapshot } from './store/metadata/index.js';
 import { openBlobStore } from './store/blobs/index.js';
 import { restoreHome, type RestoreOptions, type RestoreProgress, type RestoreResult } from './engine/transfer/restore.js';
 import { openCluster, type ClusterStores } from './cluster/open.js';
@@ -260,11 +260,19 @@ export async function migrateServer(config: ServerConfig, to: { metadata: string
   if (!existsSync(path.join(config.home, 'meta.db'))) throw new ShellbaseError('failed_precondition', `${config.home} holds no server's data (no meta.db)`, { hint: 'point SHELLBASE_HOME at the embedded server\'s home' });
   const { PostgresMetadataStore } = await import('./store/metadata/postgres/postgres-store.js');
   if (!/^postgres(ql)?:\/\//.test(to.metadata)) throw new ShellbaseError('invalid_argument', 'a cluster keeps its metadata in Postgres', { hint: 'pass --metadata postgres://USER:PASSWORD@HOST:PORT/DATABASE' });
+  const blobs = openBlobStore(to.blobs, to.s3Endpoint ? { endpoint: to.s3Endpoint } : {});
   claimHome(pidFile);
   const dialer = new Dialer(path.join(config.home, 'streams'));
   const local = localSnapshotter(config, dialer);
-  const metadata = new SqliteMetadataStore(path.join(config.home, 'meta.db'));
-  const blobs = openBlobStore(to.blobs, to.s3Endpoint ? { endpoint: to.s3Endpoint } : {});
+  // Read only: the home stays as it was (a schema older than this version's is refused, not migrated).
+  const metadata = new SqliteSnapshot(path.join(config.home, 'meta.db'));
+  if (metadata.schema !== SCHEMA_VERSION) {
+    await metadata.close();
+    rmSync(pidFile, { force: true });
+    throw new ShellbaseError('failed_precondition', `the home's metadata is of schema ${metadata.schema}; this version migrates schema ${SCHEMA_VERSION}`, {
+      hint: 'start and stop the server over the home once with this version, then migrate',
+    });
+  }
   let target: InstanceType<typeof PostgresMetadataStore> | null = null;
   try {
     target = await PostgresMetadataStore.open(to.metadata);

@@ -43,10 +43,9 @@ export class Machines {
     this.runs = new MachineRuns(deps, contexts, blobs, backend);
   }
 
-  /** Runs commands and file calls in machines (their own users: a machine in use does not hibernate). */
   /** What a server backup takes of machines (their files, each under its lifecycle lock). */
   backups(): MachineBackups { return machineBackups(this.runs, this.deps); }
-
+  /** Runs commands and file calls in machines (their own users: a machine in use does not hibernate). */
   get io(): MachineIo { return this.runs.io; }
   /** How long each kind of step took the last time (the bench reads the source's pause in a fork here). */
   get lastStep(): MachineRuns['lastStep'] { return this.runs.lastStep; }

@@ -60,6 +60,11 @@ export interface BackupListing {
   layers: number;
 }
 
+/** What a layer id may be (store/layer-ids.ts spells them): it becomes a directory's name at restore. */
+const LAYER_ID = /^[A-Za-z0-9_-]{1,128}$/;
+/** The names machines' files have in their packs (machines/storage/stowage.ts). */
+const FILE_NAMES = ['disk.qcow2', 'disk.raw', 'ram', 'state.bin'];
+
 export const startedDoc = (id: string): string => `backups/${id}/started.json`;
 export const manifestDoc = (id: string): string => `backups/${id}/manifest.json`;
 export const layerDoc = (layerId: string): string => `layers/${layerId}.json`;
@@ -121,7 +126,17 @@ export async function readManifest(blobs: BlobStore, id?: string): Promise<Backu
   if (m.format !== BACKUP_FORMAT) {
     throw new ShellbaseError('failed_precondition', `backup ${id} is in format ${String(m.format)}; this server reads format ${BACKUP_FORMAT}`, { hint: 'restore it with the shellbase version that took it, or a newer one' });
   }
-  for (const b of [m.metadata, ...m.layers]) if (!DIGEST.test(b.digest)) throw invalid(`backup ${id}: its manifest names a blob that is not a digest`, 'restore another backup');
+  // What restore turns into paths and rows: checked before anything is read.
+  const bad = () => invalid(`backup ${id}: its manifest is malformed`, 'restore another backup');
+  if (!m.metadata || !Array.isArray(m.layers) || !m.machines || !Array.isArray(m.machines.machines) || !Array.isArray(m.machines.snapshots)) throw bad();
+  for (const b of [m.metadata, ...m.layers]) if (!b || typeof b.digest !== 'string' || !DIGEST.test(b.digest) || !Number.isSafeInteger(b.size)) throw bad();
+  for (const l of m.layers) if (typeof l.id !== 'string' || !LAYER_ID.test(l.id) || !['exec', 'squash', 'import'].includes(l.kind)) throw bad();
+  for (const x of [...m.machines.machines, ...m.machines.snapshots]) {
+    if (!x || typeof x.id !== 'string' || !/^[ms]_[a-z0-9]{1,64}$/.test(x.id) || !Array.isArray(x.disk)) throw bad();
+    for (const f of [x.ram, 'deviceState' in x ? x.deviceState : undefined, ...x.disk]) {
+      if (f !== undefined && (typeof f.digest !== 'string' || !DIGEST.test(f.digest) || !FILE_NAMES.includes(f.name))) throw bad();
+    }
+  }
   return m;
 }
 
@@ -209,7 +224,8 @@ export async function applyRetention(blobs: BlobStore, keep: number): Promise<{ 
   for (const b of complete.filter((c) => !gone.includes(c.id))) for (const { blob } of partsOf(await readManifest(blobs, b.id))) live.add(blob.digest);
   for (const name of await blobs.documents.list('layers/')) {
     const doc = await blobs.documents.get(name);
-    const digest = doc ? (JSON.parse(doc.toString()) as BackupBlob).digest : null;
+    let digest: string | null = null;
+    try { digest = doc ? (JSON.parse(doc.toString()) as BackupBlob).digest : null; } catch { /* damaged: it goes */ }
     if (!digest || !live.has(digest)) await blobs.documents.delete(name);
   }
   let deleted = 0;

@@ -123,8 +123,16 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles:
       out[i] = { id: row.id, kind: row.kind as BackupLayer['kind'], bytes: row.bytes, digest: blob.digest, size: blob.size };
       progress({ phase: 'layers', done: ++done, total: layers.length, bytes: stored });
     };
-    const worker = async () => { while (next < layers.length) { const i = next++; await one(i, layers[i]); } };
-    await Promise.all(Array.from({ length: Math.min(LAYERS_AT_ONCE, layers.length) }, worker));
+    let failed = false;
+    const worker = async () => {
+      while (next < layers.length && !failed) {
+        const i = next++;
+        try { await one(i, layers[i]); } catch (e) { failed = true; throw e; }
+      }
+    };
+    // Every worker ends before a failure is answered: none still packs a layer whose pin is released.
+    const ended = await Promise.allSettled(Array.from({ length: Math.min(LAYERS_AT_ONCE, layers.length) }, worker));
+    for (const e of ended) if (e.status === 'rejected') throw e.reason;
 
     const files: MachineFilesBackup = machineFiles && (machines.length || snapshots.length)
       ? await machineFiles.store(target, machines, snapshots, (d, n) => progress({ phase: 'machines', done: d, total: n, bytes: stored }))
@@ -154,13 +162,15 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles:
 /**
  * Which blob holds each of `ids` that the target stored before: the newest complete backup's
  * manifest first (one read), then the layer documents of the rest (a backup cut short leaves
- * them for the next). A document is written only once its blob is stored, and retention deletes
- * it before the blob.
+ * them for the next; a document is written only once its blob is stored), kept only where the
+ * target still holds the blob.
  */
 async function knownLayers(target: BlobStore, ids: readonly string[]): Promise<Map<string, BackupBlob>> {
   const known = new Map<string, BackupBlob>();
   const last = (await backupIds(target)).filter((b) => b.complete).pop();
-  if (last) for (const l of (await readManifest(target, last.id)).layers) known.set(l.id, { digest: l.digest, size: l.size });
+  // A newest manifest that does not read teaches nothing: the layer documents still do.
+  const manifest = last ? await readManifest(target, last.id).catch(() => null) : null;
+  for (const l of manifest?.layers ?? []) known.set(l.id, { digest: l.digest, size: l.size });
   const wanted = new Set(ids.filter((id) => !known.has(id)).map(layerDoc));
   const names = (await target.documents.list('layers/')).filter((n) => wanted.has(n));
   await Promise.all(Array.from({ length: 8 }, async () => {
@@ -170,5 +180,14 @@ async function knownLayers(target: BlobStore, ids: readonly string[]): Promise<M
       try { known.set(name.slice('layers/'.length, -'.json'.length), JSON.parse(doc.toString()) as BackupBlob); } catch { /* damaged: the layer is stored again */ }
     }
   }));
+  // Only blobs the target still holds are reused (one listing of it): a lost one is stored again.
+  const held = new Set<string>();
+  for (let after: string | undefined; ;) {
+    const page = await target.list({ limit: 1000, ...(after ? { after } : {}) });
+    for (const b of page) held.add(b.digest);
+    if (page.length < 1000) break;
+    after = page[page.length - 1].digest;
+  }
+  for (const [id, b] of known) if (!held.has(b.digest)) known.delete(id);
   return known;
 }

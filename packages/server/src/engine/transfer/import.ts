@@ -101,6 +101,8 @@ class Import {
       for (const [part, hex] of hashes) {
         if (sums.get(part) !== hex) throw damaged(`${part} does not match its sha256 in ${SUMS}`, { part });
       }
+      // And the other way: every part the sums name was read (a piece dropped from the middle or the end).
+      for (const part of sums.keys()) if (!hashes.has(part)) throw damaged(`${SUMS} names ${part}, which the archive lacks`, { part });
       await this.deps.durability.layers();
       return await this.commit(m, name, plan);
     } catch (e) {

@@ -5,7 +5,7 @@ import { ShellbaseError } from '../../errors.js';
 import { LAYER_PACK_FORMAT } from '../../store/blobs/pack.js';
 import type { BlobStore } from '../../store/blobs/types.js';
 import { isImageLayer } from '../../store/layer-ids.js';
-import type { SqliteMetadataStore } from '../../store/metadata/index.js';
+import type { SqliteSnapshot } from '../../store/metadata/index.js';
 import { copyRows, countRows } from '../../store/metadata/postgres/copy-rows.js';
 import type { PostgresMetadataStore } from '../../store/metadata/postgres/postgres-store.js';
 import type { MachineRow, SnapshotRow, StoredMachineFiles } from '../../store/metadata/types.js';
@@ -35,7 +35,8 @@ export interface MigrateResult {
 
 export interface MigrateFrom {
   home: string;
-  metadata: SqliteMetadataStore;
+  /** The home's metadata, read only. */
+  metadata: SqliteSnapshot;
   layers: LayerTransfer & { sync(): Promise<void> };
   /** Stores machines' files in the object store as cluster mode keeps a hibernated machine's or a snapshot's. */
   machines(blobs: BlobStore, rows: readonly MachineRow[], snapshots: readonly SnapshotRow[]): Promise<Map<string, StoredMachineFiles>>;
@@ -60,13 +61,23 @@ export async function migrateHome(from: MigrateFrom, to: { metadata: PostgresMet
       hint: 'migrate into an empty Postgres database and an empty bucket prefix',
     });
   }
-  await to.blobs.documents.put(MIGRATION_DOC, Buffer.from(JSON.stringify({ kind: 'shellbase.migration', format: 1, source, startedAt: new Date().toISOString() })));
   await to.metadata.cluster.ready;
+  // Run again, a migration converges on the source; once a worker has served the data, that would
+  // take the cluster's own changes back (heads, keys, counters).
+  const workers = Number((await to.metadata.db.get<{ n: string }>('SELECT COUNT(*) AS n FROM cluster_workers'))?.n ?? 0);
+  const layers = (await from.metadata.versions.layers()).filter((l) => !isImageLayer(l.id));
+  const ours = new Set(layers.map((l) => l.id));
+  const recorded = await to.metadata.db.all<{ layer_id: string }>('SELECT layer_id FROM cluster_layer_blobs');
+  if (workers > 0 || recorded.some((r) => !ours.has(r.layer_id))) {
+    throw new ShellbaseError('failed_precondition', 'the cluster already serves this data (a worker has run on it): migrating again would take its changes back; nothing was copied', {
+      hint: 'the migration is done; start workers on these stores',
+    });
+  }
+  await to.blobs.documents.put(MIGRATION_DOC, Buffer.from(JSON.stringify({ kind: 'shellbase.migration', format: 1, source, startedAt: new Date().toISOString() })));
 
   // Layers: what workers fetch, recorded before the rows that name them (the store synced first:
   // a file whose blocks are not allocated yet looks sparse to tar, pack.ts).
   await from.layers.sync();
-  const layers = (await from.metadata.versions.layers()).filter((l) => !isImageLayer(l.id));
   const known = await to.metadata.cluster.blobsOf(layers.map((l) => l.id));
   let layersCopied = 0;
   for (const [i, l] of layers.entries()) {

@@ -83,6 +83,9 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
   }
 
   const tmp = path.join(into.home, 'tmp');
+  // What a failed restore removes of the home's machines: their directory, when it made it.
+  const machinesDir = path.join(into.home, 'machines');
+  const hadMachines = existsSync(machinesDir);
   mkdirSync(tmp, { recursive: true });
   const work = await mkdtemp(path.join(tmp, 'restore-'));
   const made: string[] = [];
@@ -153,7 +156,7 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     return { id: m.id, pointAt: m.pointAt, ...counts, layers: m.layers.length, removed };
   } catch (e) {
     await into.layers.remove(made).catch(() => undefined);
-    await rm(path.join(into.home, 'machines'), { recursive: true, force: true });
+    if (!hadMachines) await rm(machinesDir, { recursive: true, force: true });
     throw e;
   } finally {
     await rm(work, { recursive: true, force: true });

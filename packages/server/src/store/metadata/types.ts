@@ -37,9 +37,9 @@ export interface MetadataStore {
   /** Makes every committed transaction durable (survives power loss, not only a crash). */
   sync(): Promise<void>;
   /**
-   * Writes the whole store, as of one moment, to a new SQLite file while it keeps serving (the
-   * embedded store's online backup, in steps between which other work runs); absent where the
-   * store cannot (Postgres: its own tools back it up).
+   * Writes the whole store as of its last committed transaction to a new SQLite file while it
+   * keeps serving (the embedded store's online copy, off the event loop); absent where the store
+   * cannot (Postgres: its own tools back it up).
    */
   snapshot?(file: string): Promise<void>;
   /**

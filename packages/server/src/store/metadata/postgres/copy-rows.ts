@@ -5,6 +5,8 @@ type Row = Record<string, unknown>;
 
 /** Rows per INSERT (Postgres takes at most 65,535 parameters a statement). */
 const BATCH = 200;
+/** Rows read from SQLite at a time (tables but versions). */
+const PAGE = 5000;
 
 /**
  * Copies every row of every table of an embedded (SQLite) store into a Postgres store of the same
@@ -31,23 +33,38 @@ export async function copyRows(source: SqlDb, target: PostgresDb, options: {
     if (missing.length) throw new Error(`the Postgres store's ${table} lacks ${missing.map((c) => c.name).join(', ')}: run the same shellbase version on both sides`);
     const names = cols.map((c) => c.name);
     const keys = cols.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name);
-    let rows = await source.scan<Row>(`SELECT * FROM ${quoteId(table)}`);
-    if (table === 'versions') rows = parentsFirst(rows);
-    const kept = rows.map((r) => options.rewrite?.(table, r) ?? r).filter((r): r is Row => r !== null);
     const conflict = keys.length === 0 ? 'ON CONFLICT DO NOTHING'
       : names.length > keys.length
         ? `ON CONFLICT (${keys.map(quoteId).join(', ')}) DO UPDATE SET ${names.filter((n) => !keys.includes(n)).map((n) => `${quoteId(n)} = excluded.${quoteId(n)}`).join(', ')}`
         : `ON CONFLICT (${keys.map(quoteId).join(', ')}) DO NOTHING`;
-    for (let i = 0; i < kept.length; i += BATCH) {
-      const batch = kept.slice(i, i + BATCH);
-      const values = batch.map(() => `(${names.map(() => '?').join(', ')})`).join(', ');
-      await target.run(`INSERT INTO ${quoteId(table)} (${names.map(quoteId).join(', ')}) VALUES ${values} ${conflict}`,
-        batch.flatMap((r) => names.map((n) => r[n] as never)));
-      options.progress?.(table, Math.min(i + BATCH, kept.length));
+    let copied = 0;
+    const write = async (rows: Row[]) => {
+      const kept = rows.map((r) => (options.rewrite ? options.rewrite(table, r) : r)).filter((r): r is Row => r !== null);
+      for (let i = 0; i < kept.length; i += BATCH) {
+        const batch = kept.slice(i, i + BATCH);
+        const values = batch.map(() => `(${names.map(() => '?').join(', ')})`).join(', ');
+        await target.run(`INSERT INTO ${quoteId(table)} (${names.map(quoteId).join(', ')}) VALUES ${values} ${conflict}`,
+          batch.flatMap((r) => names.map((n) => r[n] as never)));
+      }
+      copied += kept.length;
+      options.progress?.(table, copied);
+    };
+    if (table === 'versions') {
+      // Parents first over the whole table (versions are a graph, not a sequence).
+      await write(parentsFirst(await source.scan<Row>(`SELECT * FROM ${quoteId(table)}`)));
+    } else {
+      // A page at a time by rowid: the ledgers (usage, events, the egress log) may be large.
+      for (let after = -Infinity; ;) {
+        const page = await source.all<Row & { _rowid: number }>(`SELECT rowid AS _rowid, * FROM ${quoteId(table)} WHERE rowid > ? ORDER BY rowid LIMIT ?`,
+          [after === -Infinity ? Number.MIN_SAFE_INTEGER : after, PAGE]);
+        if (page.length === 0) break;
+        after = page[page.length - 1]._rowid;
+        await write(page.map(({ _rowid: _r, ...row }) => row));
+      }
     }
     const identity = await target.get<{ seq: string | null }>('SELECT pg_get_serial_sequence(?, ?) AS seq', [table, 'id']).catch(() => undefined);
-    if (identity?.seq && kept.length) await target.get(`SELECT setval(?::regclass, GREATEST((SELECT COALESCE(MAX(id), 0) FROM ${quoteId(table)}), 1))`, [identity.seq]);
-    counts[table] = kept.length;
+    if (identity?.seq && copied) await target.get(`SELECT setval(?::regclass, GREATEST((SELECT COALESCE(MAX(id), 0) FROM ${quoteId(table)}), 1))`, [identity.seq]);
+    counts[table] = copied;
   }
   return counts;
 }

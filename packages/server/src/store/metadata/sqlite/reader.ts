@@ -29,7 +29,7 @@ export class Reader {
         try {
           let st = statements.get(m.sql);
           if (!st) { st = db.prepare(m.sql); if (statements.size >= 64) statements.clear(); statements.set(m.sql, st); }
-          parentPort.postMessage({ id: m.id, rows: st.all(...m.params) });
+          parentPort.postMessage({ id: m.id, rows: m.run ? (st.run(...m.params), []) : st.all(...m.params) });
         } catch (e) {
           parentPort.postMessage({ id: m.id, error: { message: e.message, code: e.code } });
         }
@@ -51,11 +51,20 @@ export class Reader {
   }
 
   all<T>(sql: string, params: readonly Param[]): Promise<T[]> {
+    return this.send<T>(sql, params, false);
+  }
+
+  /** A statement that returns no rows (`VACUUM INTO`: a copy of the last committed state). */
+  async run(sql: string, params: readonly Param[]): Promise<void> {
+    await this.send(sql, params, true);
+  }
+
+  private send<T>(sql: string, params: readonly Param[], run: boolean): Promise<T[]> {
     const id = this.next++;
     return new Promise<T[]>((resolve, reject) => {
       this.waiting.set(id, { resolve: resolve as (rows: unknown[]) => void, reject });
       this.worker.ref(); // an answer awaited keeps the process alive; an idle reader does not
-      this.worker.postMessage({ id, sql, params });
+      this.worker.postMessage({ id, sql, params, run });
     });
   }
 

@@ -61,8 +61,12 @@ export class SqliteMetadataStore extends SqlMetadataStore {
     await this.wal.datasync();
   }
 
+  /**
+   * `VACUUM INTO` on the reader thread's read-only connection: one read transaction, so the copy
+   * is the last committed state (never a transaction this connection has open), and no writer waits.
+   */
   async snapshot(file: string): Promise<void> {
-    await this.raw.backup(file);
+    await this.reader.run('VACUUM INTO ?', [file]);
   }
 
   /** Returns up to `maxPages` free pages to the file system (a bounded step: the collector paces them) and answers the free pages left. */
