@@ -9,6 +9,7 @@ import { isImageLayer } from '../../store/layer-ids.js';
 import { SqliteSnapshot } from '../../store/metadata/index.js';
 import type { LayerRow } from '../../store/metadata/types.js';
 import type { GarbageCollector } from '../gc.js';
+import { eachAtOnce } from '../../util/at-once.js';
 import type { MachineBackups, MachineFilesBackup } from '../../core/backups.js';
 import {
   BACKUP_FORMAT, BACKUP_KIND, applyRetention, backupIds, layerDoc, manifestDoc, newBackupId, readManifest, startedDoc,
@@ -107,7 +108,6 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles:
     const out: BackupLayer[] = new Array<BackupLayer>(layers.length);
     let copied = 0;
     let done = 0;
-    let next = 0;
     const one = async (i: number, row: LayerRow): Promise<void> => {
       let blob = have.get(row.id);
       if (!blob) {
@@ -123,16 +123,8 @@ export async function takeBackup(deps: Deps, gc: GarbageCollector, machineFiles:
       out[i] = { id: row.id, kind: row.kind as BackupLayer['kind'], bytes: row.bytes, digest: blob.digest, size: blob.size };
       progress({ phase: 'layers', done: ++done, total: layers.length, bytes: stored });
     };
-    let failed = false;
-    const worker = async () => {
-      while (next < layers.length && !failed) {
-        const i = next++;
-        try { await one(i, layers[i]); } catch (e) { failed = true; throw e; }
-      }
-    };
-    // Every worker ends before a failure is answered: none still packs a layer whose pin is released.
-    const ended = await Promise.allSettled(Array.from({ length: Math.min(LAYERS_AT_ONCE, layers.length) }, worker));
-    for (const e of ended) if (e.status === 'rejected') throw e.reason;
+    // Every call ends before a failure is answered: none still packs a layer whose pin is released.
+    await eachAtOnce(layers, LAYERS_AT_ONCE, (row, i) => one(i, row));
 
     const files: MachineFilesBackup = machineFiles && (machines.length || snapshots.length)
       ? await machineFiles.store(target, machines, snapshots, (d, n) => progress({ phase: 'machines', done: d, total: n, bytes: stored }))

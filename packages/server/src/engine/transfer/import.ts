@@ -1,5 +1,5 @@
 import type { Context } from '@shellbase/protocol';
-import { createHash, type Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { durably, type Caller, type Deps } from '../../core/deps.js';

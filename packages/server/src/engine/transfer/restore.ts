@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline, type Readable } from 'node:stream';
 import { ShellbaseError } from '../../errors.js';
+import { eachAtOnce } from '../../util/at-once.js';
 import { unpackLayer } from '../../store/blobs/pack.js';
 import type { BlobStore } from '../../store/blobs/types.js';
 import { SCHEMA_VERSION, SqliteMetadataStore } from '../../store/metadata/index.js';
@@ -99,30 +100,18 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     progress({ phase: 'metadata', done: 1, total: 1 });
 
     let done = 0;
-    let next = 0;
-    let failed = false;
     // Each layer is written out while the next unpacks (one sync at a time), not all at the end.
     let flushing: Promise<void> = Promise.resolve();
     const flush = () => { flushing = flushing.then(() => into.layers.sync()).catch(() => undefined); };
-    const worker = async () => {
-      while (next < m.layers.length && !failed) {
-        const l = m.layers[next++];
-        if (!into.layers.has(l.id)) {
-          try {
-            await unpackChecked(source, `layer ${l.id}`, l, (s) => into.layers.importLayer(l.id, s));
-          } catch (e) {
-            failed = true;
-            throw e;
-          }
-          made.push(l.id);
-          flush();
-        }
-        progress({ phase: 'layers', done: ++done, total: m.layers.length });
+    // Every call ends before a failure is answered: none is still making a layer the cleanup misses.
+    await eachAtOnce(m.layers, LAYERS_AT_ONCE, async (l) => {
+      if (!into.layers.has(l.id)) {
+        await unpackChecked(source, `layer ${l.id}`, l, (s) => into.layers.importLayer(l.id, s));
+        made.push(l.id);
+        flush();
       }
-    };
-    // Every worker ends before a failure is answered: none is still making a layer the cleanup misses.
-    const ended = await Promise.allSettled(Array.from({ length: Math.min(LAYERS_AT_ONCE, m.layers.length) }, worker));
-    for (const e of ended) if (e.status === 'rejected') throw e.reason;
+      progress({ phase: 'layers', done: ++done, total: m.layers.length });
+    });
     await flushing;
     await into.layers.sync();
 
