@@ -81,21 +81,28 @@ describe('server backup and restore', () => {
   test('a backup taken during concurrent writes restores on a fresh home: every version, the same files, the same keys', async () => {
     // Writers commit on two contexts for as long as the backup runs.
     let writing = true;
-    const acked: { ctx: string; version: string; n: number }[] = [];
+    const acked: { ctx: string; version: string; n: number; sent: number; at: number }[] = [];
     const writer = async (ctx: string) => {
-      for (let n = 0; writing; n++) acked.push({ ctx, version: (await a.sb.context(ctx).files.write(`/root/w${n}.txt`, `${ctx} ${n}\n`)).version, n });
+      for (let n = 0; writing; n++) {
+        const sent = Date.now();
+        const { version } = await a.sb.context(ctx).files.write(`/root/w${n}.txt`, `${ctx} ${n}\n`);
+        acked.push({ ctx, version, n, sent, at: Date.now() });
+      }
     };
     const writers = [writer('w1'), writer('w2')];
-    await new Promise((r) => setTimeout(r, 300));
+    // Both contexts exist, with acknowledged writes, before the backup starts (however slow the host).
+    while (!['w1', 'w2'].every((c) => acked.some((w) => w.ctx === c))) await new Promise((r) => setTimeout(r, 20));
     const ackedBefore = acked.length;
     const phases = new Set<string>();
+    const started = Date.now();
     const r = await a.sb.backup({ to: target, onProgress: (p) => phases.add(p.phase) });
+    const ended = Date.now();
     writing = false;
     await Promise.all(writers);
     first = r.id;
     assert.deepEqual([...phases].sort(), ['layers', 'metadata']);
     assert.equal(r.copied, r.layers, 'the first backup copies every layer');
-    assert.ok(ackedBefore > 0 && acked.length > ackedBefore, 'writes were acknowledged before and during the backup');
+    assert.ok(acked.some((w) => w.sent < ended && w.at > started), 'writes were in flight while the backup ran');
 
     const m = manifestOf(target, r.id);
     const { home, config } = freshHome();

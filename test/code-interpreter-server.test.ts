@@ -34,6 +34,7 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     // A stand-in for the template's shellbase_display module: register() adds IPython formatters
     // for the two E2B MIME types (objects with _repr_e2b_data_ / _repr_e2b_chart_ methods).
     mkdirSync(path.join(home, 'display'));
+    mkdirSync(path.join(home, 'tmp')); // kernels' scratch (R's Rtmp* among it) goes with the home
     writeFileSync(path.join(home, 'display', 'shellbase_display.py'), [
       'from IPython.core.formatters import BaseFormatter',
       'from traitlets import ObjectName, Unicode',
@@ -45,7 +46,7 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
       '',
     ].join('\n'));
     child = spawn(PYTHON, ['-m', 'ci_server', '--host', '127.0.0.1', '--port', '0', '--cwd', home, '--env-file', path.join(home, 'sandbox-envs.json')], {
-      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: home, LANG: 'C.UTF-8', PYTHONPATH: `${SERVER_DIR}:${path.join(home, 'display')}`, CI_TEST_MARK: MARK, SANDBOX_WIDE: 'from-sandbox' },
+      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: home, TMPDIR: path.join(home, 'tmp'), LANG: 'C.UTF-8', PYTHONPATH: `${SERVER_DIR}:${path.join(home, 'display')}`, CI_TEST_MARK: MARK, SANDBOX_WIDE: 'from-sandbox' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     child.stderr!.setEncoding('utf8');
