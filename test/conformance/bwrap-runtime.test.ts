@@ -17,7 +17,7 @@ runtimeConformance('bwrap runtime', async () => {
     defaultDiskMb: 64, poolSize: 0, rootId: 100_000, dialer,
   });
   await snapshotter.open();
-  const runtime = new BwrapRuntime(cgroupDriver(`conf${process.pid}`), { dialer });
+  const runtime = new BwrapRuntime(cgroupDriver(`conf${process.pid}`), { dialer, helpers: path.join(dir, 'helpers') });
   return {
     runtime, snapshotter, image: imageInfo(cache, 'debian').layerId, imageFile: '/etc/debian_version',
     done: async () => { await runtime.close(); await snapshotter.close(); rmSync(dir, { recursive: true, force: true }); },

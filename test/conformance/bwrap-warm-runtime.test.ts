@@ -21,7 +21,7 @@ async function fixture(min?: number): Promise<RuntimeFixture & { runtime: BwrapR
     defaultDiskMb: 64, poolSize: 0, rootId: 100_000, dialer,
   });
   await snapshotter.open();
-  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { dialer, warm: { dir: path.join(dir, 'warm'), min } });
+  const runtime = new BwrapRuntime(cgroupDriver(`warm${process.pid}`), { dialer, helpers: path.join(dir, 'helpers'), warm: { dir: path.join(dir, 'warm'), min } });
   await runtime.start();
   return {
     runtime, snapshotter, dir, image: imageInfo(cache, 'debian').layerId, imageFile: '/etc/debian_version',
@@ -60,6 +60,43 @@ test('bwrap runtime, warm: a member that dies as it is taken never runs the comm
     assert.equal(r.exitCode, 0, r.stderr);
     assert.match(r.stdout, /^bwrap .* ran\n$/s, 'it ran once, cold');
     assert.equal(r.stderr, '');
+  } finally {
+    await f.done();
+  }
+});
+
+test('bwrap runtime: a volume whose path runs through a symlink of the sandbox\'s tree is refused, warm and cold; nothing is mounted where it leads', async () => {
+  const f = await fixture(1);
+  try {
+    const scratch = await f.snapshotter.prepare({ diskMb: 64 });
+    const made = await f.runtime.run({ mount: await f.snapshotter.mounts([f.image], scratch), argv: ['bash', '-c', 'mkdir -p /root/real && ln -s /root/real /root/link && ln -s /etc /root/etc'], env: {}, cwd: '/root', limits: LIMITS });
+    assert.equal(made.exitCode, 0, made.stderr);
+    const layer = (await f.snapshotter.commit(scratch))!;
+    for (const stdin of [undefined, 'cold']) {
+      for (const target of ['/root/link/v', '/root/etc/v']) {
+        const own = await f.snapshotter.prepare({ diskMb: 64 });
+        const vol = await f.snapshotter.prepare({ diskMb: 64 });
+        try {
+          await assert.rejects(f.runtime.run({
+            mount: await f.snapshotter.mounts([f.image, layer.layerId], own), argv: ['bash', '-c', 'true'], env: {}, cwd: '/root', limits: LIMITS, stdin,
+            volumes: [{ target, readOnly: false, mount: await f.snapshotter.mounts([f.image], vol) }],
+          }), /sandbox set-up failed: .*(symbolic links|root\/(link|etc)\/v)/, `${target}${stdin ? ' (cold)' : ''}`);
+        } finally {
+          await f.snapshotter.discard(own);
+          await f.snapshotter.discard(vol);
+        }
+      }
+    }
+    // Through a plain directory it mounts.
+    const own = await f.snapshotter.prepare({ diskMb: 64 });
+    const vol = await f.snapshotter.prepare({ diskMb: 64 });
+    const ok = await f.runtime.run({
+      mount: await f.snapshotter.mounts([f.image, layer.layerId], own), argv: ['bash', '-c', 'cat /root/real/v/etc/debian_version'], env: {}, cwd: '/root', limits: LIMITS,
+      volumes: [{ target: '/root/real/v', readOnly: true, mount: await f.snapshotter.mounts([f.image], vol) }],
+    });
+    assert.equal(ok.exitCode, 0, ok.stderr);
+    await f.snapshotter.discard(own);
+    await f.snapshotter.discard(vol);
   } finally {
     await f.done();
   }

@@ -74,6 +74,25 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.equal(await md.versions.commit({ version: c, layer: layer('lc', 1), moveHead: move, requireLayers: true }), false, 'a moved head still loses');
   });
 
+  withStore('commits to several contexts land together or not at all', async ({ md, root }) => {
+    await md.contexts.create({ tenantId: 't1', name: 'vol', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() });
+    const onC = { ...version('va', root, ['image:x:1', 'la']), context: 'c' };
+    const onVol = { ...version('vv', root, ['image:x:1', 'lv']), context: 'vol' };
+    const both = (expected: string) => [
+      { version: onC, layer: layer('la', 1), moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } },
+      { version: onVol, layer: layer('lv', 2), moveHead: { tenantId: 't1', context: 'vol', expectedHead: expected } },
+    ];
+    assert.equal(await md.versions.commitAll(both('elsewhere')), false, 'one moved head refuses both');
+    assert.equal((await md.contexts.get('t1', 'c'))!.head, 'v0', 'the first commit was rolled back');
+    assert.equal(await md.versions.get('va'), null);
+    assert.deepEqual(await md.versions.knownLayers(['la', 'lv']), new Set());
+    assert.equal(await md.tenants.storedBytes('t1'), 0);
+    assert.equal(await md.versions.commitAll(both('v0')), true);
+    assert.equal((await md.contexts.get('t1', 'c'))!.head, 'va');
+    assert.equal((await md.contexts.get('t1', 'vol'))!.head, 'vv');
+    assert.equal(await md.tenants.storedBytes('t1'), 3);
+  });
+
   withStore('contexts are unique per tenant; lineage is newest first', async ({ md, root }) => {
     assert.equal(await md.contexts.create({ tenantId: 't1', name: 'c', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }), false);
     assert.ok(await md.contexts.create({ tenantId: 't1', name: 'b', head: 'v0', image: 'x', createdAt: now(), updatedAt: now() }));

@@ -76,6 +76,26 @@ export function runtimeConformance(name: string, make: () => Promise<RuntimeFixt
     }
   });
 
+  withRuntime('volumes: other layer stacks at their targets, read-only or writing into their own scratch; no mount point is a write', async (f, run) => {
+    const expected = (await f.snapshotter.reader(f.image)).readAll(f.imageFile.slice(1)).toString();
+    const own = await f.snapshotter.prepare({ diskMb: 64 });
+    try {
+      const rw = await f.snapshotter.mounts([f.image], own);
+      const ro = await f.snapshotter.mounts([f.image], own);
+      const { r, layer } = await run(`cat /mnt/ro${f.imageFile} && echo no > /mnt/ro/root/x || echo refused; echo v > /data/vol/root/v && echo mine > /root/mine`, {
+        volumes: [{ target: '/mnt/ro', mount: ro, readOnly: true }, { target: '/data/vol', mount: rw, readOnly: false }],
+      });
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, `${expected}refused\n`, 'the read-only stack shows its files and takes no write');
+      assert.deepEqual(layer?.changes, [['/root', 'd'], ['/root/mine', 'f']], 'only the command\'s own write: no mount point, nothing of a volume');
+      const vol = await f.snapshotter.commit(own);
+      assert.deepEqual(vol?.changes, [['/root', 'd'], ['/root/v', 'f']], 'the writable volume\'s writes are its scratch\'s');
+    } catch (e) {
+      await f.snapshotter.discard(own).catch(() => undefined);
+      throw e;
+    }
+  });
+
   withRuntime('unpackTar: a tar stream\'s files, directories and links land in the scratch, owned as a sandbox sees them', async (f) => {
     const scratch = await f.snapshotter.prepare({ diskMb: 64 });
     const body = tar([

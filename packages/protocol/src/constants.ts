@@ -13,6 +13,9 @@ export const VERSION_CAUSE_KINDS = ['exec', 'write', 'merge', 'reset', 'image', 
  */
 export const TIMEOUT_CEILING_MS = 86_400_000;
 
+/** Contexts one query may mount (ExecRequest.mounts). */
+export const MAX_MOUNTS = 16;
+
 export const FILE_TYPES = ['file', 'dir', 'symlink', 'other'] as const;
 
 export const DIFF_KINDS = ['added', 'modified', 'deleted'] as const;

@@ -8,7 +8,7 @@ import type { Static } from 'typebox';
 import type {
   ApiKeySchema, BuildEventSchema, CodeErrorSchema, CodeEventSchema, CodeExecutionSchema, CodeResultSchema, RunCodeRequestSchema, BuildResultSchema, BuildStepSchema, CommitModeSchema, ConnectionKindSchema, ContextConfigSchema,
   ContextDefaultsSchema, ContextNetworkSchema, ContextSchema, CreateMachineRequestSchema, CreateServiceRequestSchema, DiffChangeSchema,
-  DiffResultSchema, DirEntrySchema, ErrorBodySchema, ExecEventSchema, ExecExitSchema, ExecLimitsSchema, ExecRequestSchema, ExecResultSchema, ExecUsageSchema,
+  DiffResultSchema, DirEntrySchema, ErrorBodySchema, ExecEventSchema, ExecExitSchema, ExecLimitsSchema, ExecRequestSchema, ExecResultSchema, ExecUsageSchema, MountSchema, MountResultSchema,
   FileStatSchema, FileTypeSchema, GcResultSchema, ImageConfigSchema, ImageEventSchema, ImageSchema, LimitHitSchema, MachineConsoleSchema,
   MachineExecEventSchema, MachineExecRequestSchema, MachineExecResultSchema, MachinePortSchema, MachineSchema, MachineSnapshotSchema,
   MachineStateSchema, NetworkConnectionSchema, NetworkPolicySchema, PtyMessageSchema, ResizeMachineDiskRequestSchema, ServiceAccessSchema,
@@ -18,7 +18,7 @@ import type {
 
 export {
   CODE_MAX_CHARS, DIFF_KINDS, EVENT_KINDS, FILE_TYPES, MACHINE_CONSOLE_MAX_BYTES, MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, PTY_KEY_PREFIX, PTY_PROTOCOL, SERVICE_ACCESS,
-  SERVICE_STATES, TIMEOUT_CEILING_MS, VERSION_CAUSE_KINDS,
+  SERVICE_STATES, TIMEOUT_CEILING_MS, VERSION_CAUSE_KINDS, MAX_MOUNTS,
 } from './constants.js';
 
 /** The wire form of an error: the body is `{error: ErrorBody}`. */
@@ -44,6 +44,8 @@ export type LimitHit = Static<typeof LimitHitSchema>;
 export type ExecRequest = Static<typeof ExecRequestSchema>;
 export type ExecUsage = Static<typeof ExecUsageSchema>;
 export type ExecResult = Static<typeof ExecResultSchema>;
+export type Mount = Static<typeof MountSchema>;
+export type MountResult = Static<typeof MountResultSchema>;
 export type ExecExit = Static<typeof ExecExitSchema>;
 export type ExecEvent = Static<typeof ExecEventSchema>;
 

@@ -6,7 +6,7 @@ import unittest
 
 from _support import client, drop, unique
 
-from shellbase import AlreadyExistsError, ConflictError, Context, ExecResult, NotFoundError
+from shellbase import AlreadyExistsError, ConflictError, Context, ExecResult, Mount, NotFoundError
 
 
 class ExecTest(unittest.TestCase):
@@ -53,6 +53,24 @@ class ExecTest(unittest.TestCase):
         self.assertGreaterEqual(slow.limit.max, 3_600_000)
         self.assertRegex(slow.timeout_message or "", r"timeoutMs = 500\b.*pass timeout_ms up to .*this tenant's maximum")
         self.assertIsNone(r.timeout_message)
+
+    def test_mounts_read_only_and_writable(self) -> None:
+        vol = self.sb.context(unique("vol"))
+        try:
+            first = vol.exec("echo one > /root/a")
+            ro = self.ctx.exec("cat /mnt/v/root/a; echo x > /mnt/v/root/b || echo refused", mounts=[Mount(context=vol.name, path="/mnt/v", read_only=True)])
+            self.assertEqual(ro.stdout, "one\nrefused\n")
+            assert ro.mounts is not None
+            self.assertEqual((ro.mounts[0].base_version, ro.mounts[0].committed), (first.version, False))
+            rw = self.ctx.exec("echo two > /mnt/v/root/a", mounts=[{"context": vol.name, "path": "/mnt/v"}])
+            assert rw.mounts is not None
+            self.assertTrue(rw.mounts[0].committed)
+            self.assertEqual(vol.info().head, rw.mounts[0].version)
+            self.assertEqual(vol.exec("cat /root/a").stdout, "two\n")
+            with self.assertRaises(NotFoundError):
+                self.ctx.exec("true", mounts=[Mount(context=unique("missing"), path="/mnt/x")])
+        finally:
+            drop(vol)
 
     def test_at_a_version_fork_versions_and_reset(self) -> None:
         first = self.ctx.exec("echo one > /root/n")

@@ -13,6 +13,6 @@ export type { EventsFilter, EventStream } from './core/events.js';
 export { TIMEOUT_CEILING_MS, formatDuration, parseDuration } from '@shellbase/protocol';
 export type { LocalTunnel } from './tunnel.js';
 export type { MachinePty, PtyExit } from './pty.js';
-export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, FileStat, Tenant, UsageItem, Version,
+export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, Mount, MountResult, FileStat, Tenant, UsageItem, Version,
   Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
   BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent, PushResult, RegistryCredentials, BackupResult } from '@shellbase/protocol';

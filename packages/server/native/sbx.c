@@ -3,13 +3,17 @@
  * snapshotter's store commands are `sbx-store`, store.c):
  *
  *   sbx run [--cgroup FILE]... [--userns BASE:COUNT] [--nofile N] [--seccomp-fd N]
- *           [--chdir DIR --lower L --upper U --work W --merged M] -- PROGRAM ARGS...
+ *           [--chdir DIR --lower L --upper U --work W --merged M [--overlay SPEC]...] -- PROGRAM ARGS...
  *       Joins the given cgroups (by writing "0" to each FILE, a v1 `tasks` or a
  *       v2 `cgroup.procs` file), asks to be SIGKILLed when its parent (the
  *       server) dies, enters a private mount namespace, mounts the overlay
  *       there and execs PROGRAM (bubblewrap). The overlay mount lives only in
  *       that namespace, so it vanishes with the sandbox, even after a crash.
  *       Without the overlay options it only joins cgroups and sets limits.
+ *       Each --overlay SPEC (`TARGET,lowerdir=…[,upperdir=…,workdir=…]`, at most
+ *       16) mounts another overlay at M/TARGET after the first (a mounted
+ *       context: mount_overlay_at), read-only when it has no upper directory;
+ *       a symlink on the way to TARGET refuses the sandbox.
  *       Relative paths in L, U and W are resolved from DIR, which keeps the
  *       mount options of long layer chains inside one page. With --userns,
  *       PROGRAM runs as uid/gid 0 of a new user namespace that maps ids
@@ -38,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -51,6 +57,7 @@
 
 int cmd_warm(int argc, char **argv); /* warm.c */
 void clear_volatile_marker(const char *work);
+int mount_overlay_at(const char *merged, const char *spec, const char **what);
 
 static void die(const char *what) {
   fprintf(stderr, "sbx: %s: %s\n", what, strerror(errno));
@@ -146,8 +153,55 @@ void clear_volatile_marker(const char *work) {
   }
 }
 
+/*
+ * A further overlay inside the merged tree `merged` (a context mounted into a sandbox): SPEC is
+ * `TARGET,OPTIONS` with TARGET relative to `merged` and OPTIONS the overlay's lowerdir and, when
+ * writable, upperdir and workdir. TARGET is resolved beneath `merged` refusing every symlink (the
+ * context's tree is the tenant's: a link there must not move the mount out of it), and the overlay
+ * mounted on what was found, nosuid and nodev, read-only without an upper directory. -1 with
+ * errno and `*what` naming the step when it fails.
+ */
+int mount_overlay_at(const char *merged, const char *spec, const char **what) {
+  static char rel[4096], opts[16384], fdpath[64];
+  const char *comma = strchr(spec, ',');
+  *what = spec;
+  if (!comma || comma == spec || spec[0] == '/') { errno = EINVAL; return -1; }
+  if ((size_t)snprintf(rel, sizeof rel, "%.*s", (int)(comma - spec), spec) >= sizeof rel) { errno = ENAMETOOLONG; return -1; }
+  const char *rest = comma + 1, *up = strstr(rest, "upperdir="), *wk = strstr(rest, "workdir=");
+  if ((size_t)snprintf(opts, sizeof opts, "%s,redirect_dir=off,index=off,metacopy=off%s", rest, up ? ",volatile" : "") >= sizeof opts) { errno = ENAMETOOLONG; return -1; }
+  if (up && wk) {
+    char work[4096];
+    const char *start = wk + strlen("workdir="), *end = strchr(start, ',');
+    size_t n = end ? (size_t)(end - start) : strlen(start);
+    if (n >= sizeof work) { errno = ENAMETOOLONG; return -1; }
+    memcpy(work, start, n);
+    work[n] = '\0';
+    clear_volatile_marker(work);
+  } else if (up || wk) { errno = EINVAL; return -1; }
+  int root = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) { *what = merged; return -1; }
+  struct open_how how = {
+    .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+  };
+  int at = (int)syscall(SYS_openat2, root, rel, &how, sizeof how);
+  close(root);
+  *what = rel;
+  if (at < 0) return -1;
+  snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", at);
+  int r = mount("overlay", fdpath, "overlay", MS_NOSUID | MS_NODEV | (up ? 0 : MS_RDONLY), opts);
+  int saved = errno;
+  close(at);
+  errno = saved;
+  return r;
+}
+
+#define MAX_OVERLAYS 16
+
 static int cmd_run(int argc, char **argv) {
   const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
+  const char *overlays[MAX_OVERLAYS];
+  int no = 0;
   unsigned long ns_base = 0, ns_count = 0;
   int i;
   for (i = 0; i < argc; i++) {
@@ -162,7 +216,10 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(argv[i], "--upper") == 0) upper = argv[++i];
     else if (strcmp(argv[i], "--work") == 0) work = argv[++i];
     else if (strcmp(argv[i], "--merged") == 0) merged = argv[++i];
-    else if (strcmp(argv[i], "--userns") == 0) {
+    else if (strcmp(argv[i], "--overlay") == 0) {
+      if (no == MAX_OVERLAYS) { fprintf(stderr, "sbx: more than %d overlays\n", MAX_OVERLAYS); return 125; }
+      overlays[no++] = argv[++i];
+    } else if (strcmp(argv[i], "--userns") == 0) {
       if (parse_userns(argv[++i], &ns_base, &ns_count) != 0) { fprintf(stderr, "sbx: bad --userns %s\n", argv[i]); return 125; }
     } else if (strcmp(argv[i], "--seccomp-fd") == 0) {
       int want = atoi(argv[++i]), fd = sandbox_filter_fd();
@@ -196,6 +253,10 @@ static int cmd_run(int argc, char **argv) {
   clear_volatile_marker(work);
   if (mount("overlay", merged, "overlay", 0, opts) != 0) die("mount overlay");
   free(opts);
+  for (int k = 0; k < no; k++) {
+    const char *what;
+    if (mount_overlay_at(merged, overlays[k], &what) != 0) die(what);
+  }
   if (chdir("/") != 0) die("chdir /");
   if (ns_count) enter_userns(ns_base, ns_count);
   execvp(argv[i], &argv[i]);

@@ -306,7 +306,7 @@ static void run_job(int go) {
       if (fd < 0 || fstat(fd, &st) != 0) warm_die(v);
       binds[nb++] = (struct bind_op){.src = fd, .dir = S_ISDIR(st.st_mode), .ro = k[2] == 'r', .target = job.argv[++i]};
     }
-    /* --cgroup, --lower, --upper, --work: the outer's */
+    /* --cgroup, --lower, --upper, --work, --overlay: the outer's */
   }
   if (i >= job.argc || !chdir_to || !merged) { errno = EINVAL; warm_die("job"); }
   char **argv = &job.argv[i];

@@ -3,7 +3,8 @@
  * itself and the inner into the query's cgroups (the inner is single-threaded, so writing its
  * pid to a v1 `tasks` file moves it without the global threadgroup lock, like `sbx run`'s "0"),
  * enters the inner's mount namespace and mounts the overlay there with exactly the options of
- * `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's bind of it as `/` adds those today).
+ * `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's bind of it as `/` adds those today),
+ * then the further overlays of mounted contexts inside it (`--overlay`, as `sbx run` has them).
  */
 #define _GNU_SOURCE
 #include "warm.h"
@@ -27,6 +28,8 @@ static void write_pid(const char *file, pid_t pid) {
 
 void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
   const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
+  const char *overlays[16];
+  int no = 0;
   for (int i = 0; i + 1 < job->argc && strcmp(job->argv[i], "--") != 0; i++) {
     const char *k = job->argv[i], *v = job->argv[i + 1];
     if (strcmp(k, "--cgroup") == 0) { write_pid(v, inner); write_pid(v, getpid()); i++; }
@@ -35,6 +38,11 @@ void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
     else if (strcmp(k, "--upper") == 0) { upper = v; i++; }
     else if (strcmp(k, "--work") == 0) { work = v; i++; }
     else if (strcmp(k, "--merged") == 0) { merged = v; i++; }
+    else if (strcmp(k, "--overlay") == 0) {
+      if (no == (int)(sizeof overlays / sizeof *overlays)) { errno = E2BIG; warm_die(k); }
+      overlays[no++] = v;
+      i++;
+    }
     else if (strcmp(k, "--bind") == 0 || strcmp(k, "--ro-bind") == 0 || strcmp(k, "--setenv") == 0) i += 2;
     else if (strcmp(k, "--cwd") == 0 || strcmp(k, "--cap-add") == 0 || strcmp(k, "--hand") == 0) i++;
     else { errno = EINVAL; warm_die(k); }
@@ -50,4 +58,8 @@ void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
   clear_volatile_marker(work);
   if (mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) != 0) warm_die("mount overlay");
   free(opts);
+  for (int k = 0; k < no; k++) {
+    const char *what;
+    if (mount_overlay_at(merged, overlays[k], &what) != 0) warm_die(what);
+  }
 }

@@ -23,6 +23,8 @@ int cmd_warm(int argc, char **argv);
 void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns);
 /* sbx.c: removes the marker a `volatile` overlay leaves in a reused work directory. */
 void clear_volatile_marker(const char *work);
+/* sbx.c: a further overlay (a mounted context) at a path inside the merged tree. */
+int mount_overlay_at(const char *merged, const char *spec, const char **what);
 
 /* warm-inner.c: pid 1 of the sandbox, from its birth to the command's end. */
 void warm_inner(int go, int ready, const char *base) __attribute__((noreturn));

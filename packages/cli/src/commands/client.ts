@@ -1,18 +1,25 @@
-import { Shellbase, limitMessage } from '@shellbase/sdk';
-import { durationFlag, flag, numberFlag, UsageError, type Command } from '../args.js';
+import { Shellbase, limitMessage, type Mount } from '@shellbase/sdk';
+import { durationFlag, flag, listFlag, numberFlag, UsageError, type Command } from '../args.js';
 import { networkFlag } from './policy.js';
 
 /** A client from SHELLBASE_URL and SHELLBASE_API_KEY (or the admin key of a server on this host). */
 export const sb = () => new Shellbase();
 
-const EXEC = 'shellbase exec CTX [--version V] [--timeout DURATION] [--commit always|on-success|never] [--network none|public|allow:DOMAIN,…] -- CMD...';
+const EXEC = 'shellbase exec CTX [--version V] [--timeout DURATION] [--commit always|on-success|never] [--network none|public|allow:DOMAIN,…] [--mount CTX:/PATH[:ro][@VERSION]]... -- CMD...';
 const COMMIT_MODES = ['always', 'on-success', 'never'];
+
+/** `--mount data:/mnt/data[:ro][@VERSION]`: another context shown at a path (read-only with `:ro`, at a version with `@`). */
+export function parseMount(text: string, usage: string): Mount {
+  const m = /^([^:@/]+):(\/[^@]*?)(:ro|:rw)?(?:@([^@:/]+))?$/.exec(text);
+  if (!m) throw new UsageError(`--mount takes CTX:/PATH[:ro][@VERSION], not ${JSON.stringify(text)}\n\nusage: ${usage}`);
+  return { context: m[1], path: m[2], ...(m[3] === ':ro' ? { readOnly: true } : {}), ...(m[4] ? { version: m[4] } : {}) };
+}
 
 /** Queries, contexts, history listings, tenants, keys, usage and collection: the client commands. */
 export const clientCommands: Command[] = [
   {
     name: 'exec',
-    spec: { usage: EXEC, flags: { version: 'string', timeout: 'string', commit: 'string', network: 'string' }, positionals: [1, 1], rest: 'required' },
+    spec: { usage: EXEC, flags: { version: 'string', timeout: 'string', commit: 'string', network: 'string', mount: 'list' }, positionals: [1, 1], rest: 'required' },
     async run(args) {
       const [ctx] = args.positionals;
       const commit = flag(args, 'commit');
@@ -25,6 +32,7 @@ export const clientCommands: Command[] = [
         commit: commit as 'always' | 'on-success' | 'never' | undefined,
         timeoutMs: durationFlag(args, 'timeout', EXEC),
         network: networkFlag(args, EXEC),
+        ...(args.flags.has('mount') ? { mounts: listFlag(args, 'mount').map((t) => parseMount(t, EXEC)) } : {}),
         signal: abort.signal,
       })) {
         if (ev.type === 'stdout') process.stdout.write(ev.data);
@@ -34,7 +42,10 @@ export const clientCommands: Command[] = [
           if (ev.oomKilled) console.error('shellbase: killed: out of memory');
           if (ev.truncated) console.error('shellbase: output truncated');
           if (ev.conflict) console.error(`shellbase: conflict on ${ev.conflict.paths.join(', ')}; work kept as version ${ev.conflict.version}`);
-          if (process.env.SHELLBASE_VERBOSE) console.error(`version ${ev.version}${ev.committed ? ' (committed)' : ''}`);
+          if (process.env.SHELLBASE_VERBOSE) {
+            console.error(`version ${ev.version}${ev.committed ? ' (committed)' : ''}`);
+            for (const m of ev.mounts ?? []) console.error(`mount ${m.context} at ${m.path}: version ${m.version}${m.committed ? ' (committed)' : ''}`);
+          }
           return ev.exitCode;
         }
       }

@@ -31,6 +31,12 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
       timeoutMs: z.number().int().min(1).max(TIMEOUT_CEILING_MS).optional()
         .describe('Kill the command after this many milliseconds (default 60 s; at most the tenant\'s maximum, 1 h unless the admin raised it, up to 24 h)'),
       stdin: z.string().optional(),
+      mounts: z.array(z.object({
+        context: z.string().min(1).max(128).describe('Another context of yours (a volume: a dataset, a cache, a checkout)'),
+        path: z.string().min(2).max(4096).describe('Where the command sees it, e.g. /mnt/data (its whole tree: its /root is at /mnt/data/root)'),
+        readOnly: z.boolean().optional().describe('Show it without taking writes (else what the command writes there commits into it, with this context\'s commit)'),
+        version: z.string().max(128).optional().describe('Show this version of it instead of its head'),
+      })).max(16).optional().describe('Other contexts mounted into the sandbox'),
     },
     outputSchema: {
       ...commandOutput,
@@ -39,21 +45,25 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
       version: z.string().describe('The context\'s version after the command'),
       committed: z.boolean().describe('Whether the command\'s file changes became the new head'),
       conflict: z.object({ paths: z.array(z.string()), version: z.string() }).optional(),
+      mounts: z.array(z.object({ context: z.string(), path: z.string(), version: z.string(), committed: z.boolean() })).optional()
+        .describe('Each mount\'s version after the command (a new one when its writes were committed)'),
     },
   }, async (a) => guarded(async () => {
     const ctx = ctxOf(a);
-    const r = await ctx.exec(a.command, { version: a.version, timeoutMs: a.timeoutMs, stdin: a.stdin });
+    const r = await ctx.exec(a.command, { version: a.version, timeoutMs: a.timeoutMs, stdin: a.stdin, ...(a.mounts ? { mounts: a.mounts } : {}) });
     const parts = [`exit code ${r.exitCode}${r.timedOut ? ` (${limitMessage(r.limit)})` : ''}${r.oomKilled ? ' (out of memory)' : ''}`];
     const out = await fitted(`--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`, async (file, text) => { await ctx.files.write(file, text); }, 'read it with read_file and offset');
     parts.push(out.text);
     if (r.truncated) parts.push('[the command wrote more than the output cap; the rest was dropped: redirect to a file and read it with read_file]');
     parts.push(r.conflict ? `conflict: its changes overlap others on ${r.conflict.paths.join(', ')}; kept as version ${r.conflict.version}`
       : `version ${r.version}${r.committed ? ' (its changes were committed)' : ' (nothing changed)'}`);
+    for (const m of r.mounts ?? []) parts.push(`mount ${m.context} at ${m.path}: version ${m.version}${m.committed ? ' (its changes there were committed)' : ''}`);
     return {
       text: parts.join('\n'),
       structured: {
         exitCode: r.exitCode, stdout: cut(r.stdout), stderr: cut(r.stderr), timedOut: r.timedOut, ...limitFields(r), oomKilled: r.oomKilled, truncated: r.truncated,
         version: r.version, committed: r.committed, ...(out.file ? { outputFile: out.file } : {}), ...(r.conflict ? { conflict: r.conflict } : {}),
+        ...(r.mounts ? { mounts: r.mounts.map((m) => ({ context: m.context, path: m.path, version: m.version, committed: m.committed })) } : {}),
       },
     };
   }));

@@ -48,6 +48,12 @@ export const VersionCauseSchema = Type.Object({
   command: Type.Optional(Type.String()),
   /** The exit code of the query (`exec`) or service run (`service`) whose writes this version holds. */
   exitCode: Type.Optional(Type.Integer()),
+  /** The contexts the query saw mounted, each at the version it saw (and the version its writes became). */
+  mounts: Type.Optional(Type.Array(Type.Object({
+    context: Type.String(), path: Type.String(), version: Type.String(), readOnly: Type.Boolean(), wrote: Type.Optional(Type.String()),
+  }))),
+  /** For writes through a mount: the query's context and the version committed with this one. */
+  mountedBy: Type.Optional(Type.Object({ context: Type.String(), path: Type.String(), version: Type.String() })),
 }, { title: 'VersionCause' });
 
 export const VersionSchema = Type.Object({

@@ -261,6 +261,7 @@ class ExecExit(ExecExitMethods):
     retries: int = 0
     limit: LimitHit | None = None
     usage: ExecUsage
+    mounts: list[MountResult] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,6 +412,25 @@ class MachineUsage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Mount:
+    context: str
+    path: str
+    version: str | None = None
+    read_only: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MountResult:
+    context: str
+    path: str
+    read_only: bool
+    base_version: str
+    version: str
+    committed: bool
+    conflict: Conflict | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class NetworkConnection:
     """One connection a sandbox asked the egress proxy for."""
 
@@ -502,6 +522,8 @@ class VersionCause:
     kind: VersionCauseKind
     command: str | None = None
     exit_code: int | None = None
+    mounts: list[dict[str, object]] | None = None
+    mounted_by: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import urllib.parse
+from dataclasses import asdict
 from typing import IO, Callable, Mapping, Sequence, Union
 
 from ._http import Response, Transport
@@ -21,6 +22,7 @@ from .types import (
     ExitEvent,
     FileStat,
     Limits,
+    Mount,
     NetworkConnection,
     NetworkPolicy,
     OnConflict,
@@ -229,12 +231,15 @@ class ContextHandle:
     def _exec_body(
         self, command: Command, stdin: str | None, env: Mapping[str, str] | None, cwd: str | None, version: str | None,
         commit: CommitMode | None, on_conflict: OnConflict | None, timeout_ms: int | None, limits: Limits | None,
-        network: NetworkPolicy | None,
+        network: NetworkPolicy | None, mounts: Sequence[Mount | Mapping[str, object]] | None = None,
     ) -> JsonObject:
-        return {**command_body(command), **to_wire({
+        body = {**command_body(command), **to_wire({
             "stdin": stdin, "env": env, "cwd": cwd, "version": version if version is not None else self.pinned_version,
             "commit": commit, "on_conflict": on_conflict, "timeout_ms": timeout_ms, "limits": limits, "network": network,
         })}
+        if mounts is not None:
+            body["mounts"] = [to_wire(asdict(m) if isinstance(m, Mount) else m) for m in mounts]
+        return body
 
     def exec(
         self,
@@ -249,15 +254,18 @@ class ContextHandle:
         timeout_ms: int | None = None,
         limits: Limits | None = None,
         network: NetworkPolicy | None = None,
+        mounts: Sequence[Mount | Mapping[str, object]] | None = None,
         timeout: float | None = None,
     ) -> ExecResult:
         """Runs a command in a fresh sandbox over the context (or `version`) and waits for its result.
 
         `timeout_ms` is the command's limit on the server; `timeout` (seconds) is how long this client
         waits for the answer before it gives up, which also stops the query. `network` narrows the
-        context's egress policy for this query (`{"egress": "none"}`: no network at all).
+        context's egress policy for this query (`{"egress": "none"}`: no network at all). `mounts`
+        shows other contexts at paths (`Mount(context="data", path="/mnt/data", read_only=True)`);
+        what the command writes under a writable one commits into it with this context's commit.
         """
-        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits, network)
+        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits, network, mounts)
         data = self._t.json("POST", self._path("/exec"), json_body=body, timeout=exec_timeout(self._t, timeout, timeout_ms))
         return from_wire(ExecResult, data)
 
@@ -274,6 +282,7 @@ class ContextHandle:
         timeout_ms: int | None = None,
         limits: Limits | None = None,
         network: NetworkPolicy | None = None,
+        mounts: Sequence[Mount | Mapping[str, object]] | None = None,
         timeout: float | None = None,
     ) -> ExecStream:
         """Runs a command and yields its output as it happens, then one exit event (also kept in `.exit`).
@@ -281,7 +290,7 @@ class ContextHandle:
         Closing the stream early (break, `close()`, the end of a `with` block) stops the query.
         `timeout` is the longest wait for each event.
         """
-        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits, network)
+        body = self._exec_body(command, stdin, env, cwd, version, commit, on_conflict, timeout_ms, limits, network, mounts)
         response = self._t.request("POST", self._path("/exec"), json_body=body, accept="application/x-ndjson",
                                    timeout=exec_timeout(self._t, timeout, timeout_ms))
         return EventStream(response, parse_exec_event, ExitEvent)

@@ -52,6 +52,8 @@ from ._wire_types import (
     MachineSnapshot,
     MachineState,
     MachineUsage,
+    Mount,
+    MountResult,
     NetworkConnection,
     NetworkPolicy,
     NoEgress,
@@ -78,7 +80,7 @@ __all__ = [
     "DeliveryState", "DiffChange", "DiffResult", "DirEntry", "Event", "EventKind", "ExecEvent", "ExecExit", "ExecResult", "ExecUsage",
     "ExitEvent", "ExposedPort", "FileStat", "FileType", "GcResult", "BackupResult",
     "Image", "ImageConfig", "ImageProgress", "LimitHit", "Limits", "Machine", "MachineConsole", "MachineExecEvent", "MachineExecResult",
-    "MachineExit", "MachineExitEvent", "MachineLimits", "MachinePort", "MachineSnapshot", "MachineState", "MachineUsage", "NetworkConnection",
+    "MachineExit", "MachineExitEvent", "MachineLimits", "MachinePort", "MachineSnapshot", "MachineState", "MachineUsage", "Mount", "MountResult", "NetworkConnection",
     "NetworkPolicy", "NoEgress", "OnConflict", "OutputEvent", "PublicEgress", "PushResult", "RegistryCredentials", "Service", "ServiceAccess", "ServiceLimits", "ServiceShare",
     "ServiceState", "Tenant", "TenantChange", "Usage", "UsageItem", "Version", "VersionCause", "Webhook", "WebhookCreated",
 ]

@@ -20,6 +20,15 @@ export interface CommitOutcome {
   conflict?: { paths: string[]; version: string };
 }
 
+/** One context's part of a commit made together with others (commitTogether). */
+export interface CommitPart {
+  context: string;
+  base: VersionRow;
+  layer: CommittedLayer;
+  /** Its version's cause, given the ids of every part's version (in order): the versions name each other. */
+  cause(ids: readonly string[]): VersionCause;
+}
+
 /**
  * Commits a layer made over `base` to a context (architecture.md, step 5):
  * - head still at base: the new version goes on top;
@@ -49,6 +58,71 @@ export class Committer {
       this.events.emit({ tenantId, kind: 'version.committed', context, data: { version: outcome.version, parent: outcome.parent ?? null, cause } });
     }
     return outcome;
+  }
+
+  /**
+   * Commits layers to several contexts (a query's own and its writable mounts) as one: every head
+   * moves, or none does. Each part gets the optimistic concurrency of `commit` (a moved head is
+   * rebased onto when nothing overlaps); when any part conflicts, or any context is gone, no head
+   * moves and every part's version is kept unattached on its base, each conflict named on its part.
+   */
+  async commitTogether(tenantId: string, parts: readonly CommitPart[]): Promise<CommitOutcome[]> {
+    await this.durability.layers();
+    const keys = [...new Set(parts.map((p) => p.context))].sort();
+    // Locks taken in one order (a single commit takes one): no two commits wait for each other.
+    const run = keys.reduceRight<() => Promise<CommitOutcome[]>>((inner, c) => () => this.locked(tenantId, c, inner), () => this.togetherLocked(tenantId, parts));
+    const outcomes = await run();
+    await this.durability.metadata();
+    outcomes.forEach((o, i) => {
+      if (o.committed) this.events.emit({ tenantId, kind: 'version.committed', context: parts[i].context, data: { version: o.version, parent: o.parent ?? null, cause: parts[i].cause(outcomes.map((x) => x.version)) } });
+    });
+    return outcomes;
+  }
+
+  private async togetherLocked(tenantId: string, parts: readonly CommitPart[]): Promise<CommitOutcome[]> {
+    const createdAt = new Date().toISOString();
+    const ids = parts.map(() => newId('v'));
+    const build = (i: number, parent: VersionRow, context: string | null): NewVersion => {
+      const { layer } = parts[i];
+      return {
+        id: ids[i], tenantId, parent: parent.id, context, depth: parent.depth + 1, layers: [...parent.layers, layer.layerId],
+        changes: layer.changes, cause: parts[i].cause(ids), bytes: layer.bytes, createdAt,
+      };
+    };
+    const layerRow = (i: number) => ({ id: parts[i].layer.layerId, kind: 'exec' as const, bytes: parts[i].layer.bytes, createdAt });
+    const landed = (parents: readonly VersionRow[]): CommitOutcome[] => parts.map((_, i) => ({
+      head: ids[i], version: ids[i], committed: true, layerCount: parents[i].layers.length + 1, parent: parents[i].id,
+    }));
+    // Most often every head is still the base its part ran over (as in `commit`).
+    const bases = parts.map((p) => p.base);
+    if (await this.md.versions.commitAll(parts.map((p, i) => ({
+      version: build(i, p.base, p.context), layer: layerRow(i), moveHead: { tenantId, context: p.context, expectedHead: p.base.id }, requireLayers: true,
+    })))) return landed(bases);
+    for (;;) {
+      const plans: { base: VersionRow; parent: VersionRow; head: string | null; conflict?: string[] }[] = [];
+      for (const [i, p] of parts.entries()) {
+        const ctx = await this.md.contexts.get(tenantId, p.context);
+        const base = (await this.md.versions.get(p.base.id)) ?? p.base;
+        if (!ctx) { plans.push({ base, parent: base, head: null }); continue; }
+        if (ctx.head === base.id) { plans.push({ base, parent: base, head: ctx.head }); continue; }
+        const head = await this.md.versions.get(ctx.head);
+        if (!head) throw new Error(`context ${p.context} points at missing version ${ctx.head}`);
+        const theirs = await changesBetween(this.md, base, head);
+        const paths = theirs === null ? parts[i].layer.changes.map(([x]) => x) : overlappingPaths(parts[i].layer.changes, theirs);
+        plans.push({ base, parent: paths.length ? base : head, head: ctx.head, ...(paths.length ? { conflict: paths } : {}) });
+      }
+      if (plans.some((p) => p.head === null || p.conflict)) {
+        // Nothing moves: each part's work stays readable, unattached on its own base.
+        await this.md.versions.commitAll(parts.map((p, i) => ({ version: build(i, plans[i].base, plans[i].head === null ? null : p.context), layer: layerRow(i) })));
+        return parts.map((p, i) => ({
+          head: plans[i].head ?? ids[i], version: ids[i], committed: false, layerCount: plans[i].base.layers.length + 1,
+          ...(plans[i].conflict ? { conflict: { paths: plans[i].conflict!, version: ids[i] } } : {}),
+        }));
+      }
+      if (await this.md.versions.commitAll(parts.map((p, i) => ({
+        version: build(i, plans[i].parent, p.context), layer: layerRow(i), moveHead: { tenantId, context: p.context, expectedHead: plans[i].head! },
+      })))) return landed(plans.map((x) => x.parent));
+    }
   }
 
   /** Runs `task` while no other commit to the context runs in this process. */

@@ -17,6 +17,7 @@ import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validat
 import type { VersionView } from './files/view.js';
 import { checkUser, runAs } from './users.js';
 import type { SandboxSpec, SandboxUser } from '../runtime/types.js';
+import { applyTogether, checkMountPoints, checkMounts, commitParts, discardMounts, mountResults, volumesOf, withMounts, type MountAsked, type Mounted } from './mounts.js';
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
@@ -105,9 +106,13 @@ export class ExecRunner {
     if (req.cwd !== undefined) checkCwd(req.cwd);
     checkEnv(req.env);
     if (req.user !== undefined) checkUser(req.user);
+    const asked = checkMounts(name, req.mounts);
+    // Mounted contexts are found (or refused) before the query's own is made on first use.
+    let found: VersionRow[] | null = await Promise.all(asked.map(async (m) => (await this.lookups.target(caller, m.context, m.version, false)).base));
     const target = (await early) ?? await this.lookups.target(caller, name, req.version);
     let base = target.base;
     const { context } = target;
+    if (asked.length) checkMountPoints(await this.lookups.view(base), name, asked);
     const as = await runAs(command, req.command !== undefined, req, context.defaults, () => this.lookups.view(target.base), this.lookups.builtIn(context.image));
     const { argv, env, user } = as;
     const cwd = checkCwd(as.cwd);
@@ -127,11 +132,13 @@ export class ExecRunner {
         const spec: RunSpec = {
           argv, preamble: wrapped.argv, handOver: wrapped.handOver, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group,
         };
-        ran = await this.runOnce(base, spec, hooks, req.commit ?? 'always');
+        const bases = found ?? await Promise.all(asked.map(async (m) => (await this.lookups.target(caller, m.context, m.version, false)).base));
+        found = null;
+        ran = await this.runOnce(base, spec, hooks, req.commit ?? 'always', asked, bases);
       } finally {
         if (session) traffic = await session.close();
       }
-      const { run, layer, bytesWritten, refused } = ran;
+      const { run, layer, bytesWritten, refused, mounted, written } = ran;
       const result = resultOf(run, base.id, bytesWritten, limits, quotas.maximums.timeoutMs);
       if (traffic) Object.assign(result.usage, { egressBytes: traffic.bytesOut, ingressBytes: traffic.bytesIn });
       const row: UsageRow = {
@@ -145,18 +152,32 @@ export class ExecRunner {
         throw refused;
       }
       if (retries > 0) result.retries = retries;
-      if (!layer) {
+      if (mounted.length) result.mounts = mountResults(mounted);
+      const cause = hooks.cause ?? { kind: 'exec', command: describe(req), exitCode: run.exitCode };
+      if (!layer && !written.some(Boolean)) {
         this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, bytesWritten > 0 ? 'discarded' : 'nothing');
         return result;
       }
-      const outcome = await this.committer.commit(caller.tenantId, name, base, layer, hooks.cause ?? { kind: 'exec', command: describe(req), exitCode: run.exitCode });
-      applyOutcome(result, outcome);
-      this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
-      if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
-      if (!outcome.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
+      let head: string | null;
+      if (!written.some(Boolean)) {
+        const outcome = await this.committer.commit(caller.tenantId, name, base, layer!, withMounts(cause, mounted));
+        applyOutcome(result, outcome);
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcome.committed ? 'committed' : 'conflict');
+        if (outcome.committed) this.squasher.maybeSquash(caller.tenantId, name, outcome.layerCount);
+        head = outcome.head;
+      } else {
+        // Writes through writable mounts commit with the query's own: every head moves, or none.
+        const { parts, index } = commitParts(name, base, layer, cause, mounted, written);
+        const outcomes = await this.committer.commitTogether(caller.tenantId, parts);
+        const own = applyTogether(result, mounted, layer !== null, index, outcomes);
+        this.deps.meter.queryEnded(outcomeOf(run), run.wallMs, outcomes[0].committed ? 'committed' : 'conflict');
+        outcomes.forEach((o, i) => { if (o.committed) this.squasher.maybeSquash(caller.tenantId, parts[i].context, o.layerCount); });
+        head = own ? own.head : null;
+      }
+      if (!result.conflict || req.onConflict !== 'retry' || retries >= MAX_RETRIES || hooks.signal?.aborted) {
         return result;
       }
-      base = await this.lookups.version(caller, outcome.head);
+      base = head ? await this.lookups.version(caller, head) : (await this.lookups.target(caller, name)).base;
     }
   }
 
@@ -194,38 +215,65 @@ export class ExecRunner {
   }
 
   /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
+  /**
+   * Runs the sandbox; its writes become a layer only when the commit mode wants them. `asked`:
+   * the query's mounts, each showing the version in `bases`; `written` has each writable mount's
+   * layer (null for read-only ones and those that wrote nothing).
+   */
   private async runOnce(
     base: VersionRow,
     spec: RunSpec,
     hooks: ExecHooks,
     mode: string,
-  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown }> {
+    asked: readonly MountAsked[] = [],
+    bases: readonly VersionRow[] = [],
+  ): Promise<{ run: SandboxResult; layer: CommittedLayer | null; bytesWritten: number; refused?: unknown; mounted: Mounted[]; written: (CommittedLayer | null)[] }> {
     const { snapshotter: layers, runtime } = this.deps;
     base = await this.squasher.mountable(base);
     // A worker that lacks the layers fetches them while the scratch is made (`mounts` waits for them).
     layers.ensure?.(base.layers).catch(() => undefined);
-    const scratch = await layers.prepare({ diskMb: spec.limits.diskMb });
+    const mounted: Mounted[] = [];
+    for (const [i, m] of asked.entries()) {
+      const seen = await this.squasher.mountable(bases[i]);
+      layers.ensure?.(seen.layers).catch(() => undefined);
+      mounted.push({ ...m, base: seen, scratch: m.readOnly ? null : await layers.prepare({ diskMb: spec.limits.diskMb }).catch(async (e: unknown) => { await discardMounts(layers, mounted); throw e; }) });
+    }
+    const scratch = await layers.prepare({ diskMb: spec.limits.diskMb }).catch(async (e: unknown) => { await discardMounts(layers, mounted); throw e; });
     let run: SandboxResult;
     try {
       const mount = await layers.mounts(base.layers, scratch);
+      const volumes = mounted.length ? await volumesOf(layers, mounted, scratch) : undefined;
       // The host's authorities above the layers (never among the writes), their variables under the command's.
       const trusted = await this.deps.trust?.forSandbox(base.layers, spec.env) ?? { env: spec.env };
       run = await runtime.run({
-        mount, argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, ...trusted,
+        mount, volumes, argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, ...trusted,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
         group: spec.group,
       });
     } catch (e) {
       await layers.discard(scratch);
+      await discardMounts(layers, mounted);
       throw e;
     }
     // The sandbox ran (and is metered) even when its writes cannot be kept (a path too deep).
+    const keep = wantsCommit(mode, run);
+    let bytesWritten = 0;
+    let refused: unknown;
+    const written: (CommittedLayer | null)[] = [];
+    for (const m of mounted) {
+      if (!m.scratch) { written.push(null); continue; }
+      try {
+        if (keep) { const l = await layers.commit(m.scratch); bytesWritten += l?.bytes ?? 0; written.push(l); }
+        else { bytesWritten += await layers.release(m.scratch); written.push(null); }
+      } catch (e) { refused ??= e; written.push(null); }
+    }
     try {
-      if (!wantsCommit(mode, run)) return { run, layer: null, bytesWritten: await layers.release(scratch) };
+      if (!keep) return { run, layer: null, bytesWritten: bytesWritten + await layers.release(scratch), mounted, written, refused };
       const layer = await layers.commit(scratch);
-      return { run, layer, bytesWritten: layer?.bytes ?? 0 };
-    } catch (refused) {
-      return { run, layer: null, bytesWritten: 0, refused };
+      if (refused) return { run, layer: null, bytesWritten: 0, refused, mounted, written: written.map(() => null) };
+      return { run, layer, bytesWritten: bytesWritten + (layer?.bytes ?? 0), mounted, written };
+    } catch (e) {
+      return { run, layer: null, bytesWritten: 0, refused: e, mounted, written: written.map(() => null) };
     }
   }
 }

@@ -48,6 +48,13 @@ export interface SandboxSpec {
    * sandboxes cannot crowd out another's.
    */
   group?: { id: string; cpus: number };
+  /**
+   * Other layer stacks shown at absolute paths outside /tmp (mounted contexts): each mounted over
+   * the sandbox's tree at `target`, from `mount`'s layers, writable into `mount`'s scratch unless
+   * `readOnly` (then its upper and work are not used). The runtime provides every mount point
+   * without it becoming one of the command's writes.
+   */
+  volumes?: readonly SandboxVolume[];
   /** Host paths to show inside, below /tmp (which is not part of the context). */
   binds?: { source: string; target: string; readOnly?: boolean }[];
   /**
@@ -70,6 +77,13 @@ export interface SandboxSpec {
   stream?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /** Called once the sandbox process started (long-running sandboxes: services). */
   onStart?: (sandbox: RunningSandbox) => void;
+}
+
+/** A layer stack mounted into a sandbox (SandboxSpec.volumes). */
+export interface SandboxVolume {
+  mount: MountSpec;
+  target: string;
+  readOnly: boolean;
 }
 
 export interface RunningSandbox {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import IO, Callable, Mapping
+from typing import IO, Callable, Mapping, Sequence
 
 from ..context import Command, ContextFiles, ContextHandle, ContextNetworking, ContextServices, Data
 from ..errors import ShellbaseError
@@ -17,6 +17,7 @@ from ..types import (
     ExitEvent,
     FileStat,
     Limits,
+    Mount,
     NetworkConnection,
     NetworkPolicy,
     OnConflict,
@@ -163,11 +164,12 @@ class AsyncContextHandle:
         timeout_ms: int | None = None,
         limits: Limits | None = None,
         network: NetworkPolicy | None = None,
+        mounts: Sequence[Mount | Mapping[str, object]] | None = None,
         timeout: float | None = None,
     ) -> ExecResult:
         """Runs a command and waits for its result; cancelling the task (or `asyncio.timeout`) stops the query."""
         return await run_sync(self._s.exec, command, stdin=stdin, env=env, cwd=cwd, version=version, commit=commit,
-                              on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, network=network, timeout=timeout)
+                              on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, network=network, mounts=mounts, timeout=timeout)
 
     def exec_stream(
         self,
@@ -182,13 +184,14 @@ class AsyncContextHandle:
         timeout_ms: int | None = None,
         limits: Limits | None = None,
         network: NetworkPolicy | None = None,
+        mounts: Sequence[Mount | Mapping[str, object]] | None = None,
         timeout: float | None = None,
     ) -> AsyncExecStream:
         """`async for event in ctx.exec_stream(...)`: output as it happens, then one exit event; leaving early stops the query."""
 
         def opener() -> ExecStream:
             return self._s.exec_stream(command, stdin=stdin, env=env, cwd=cwd, version=version, commit=commit,
-                                       on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, network=network, timeout=timeout)
+                                       on_conflict=on_conflict, timeout_ms=timeout_ms, limits=limits, network=network, mounts=mounts, timeout=timeout)
 
         return AsyncEventStream(opener)
 

@@ -7,7 +7,6 @@ import type { Cgroup, CgroupDriver } from '../cgroups/index.js';
 import type { CgroupLimits } from '../cgroups/types.js';
 import { HAS_CURL } from '../../util/curl.js';
 import type { Readable } from 'node:stream';
-import type { MountSpec } from '../../store/snapshotter/types.js';
 import type { Bridge, BridgeSpec, HelperSpec, JailSpec, LayerCompression, RemoteBlob, Runtime, SandboxResult, SandboxSpec, SandboxUser, UnpackOptions, UnpackedLayer } from '../types.js';
 import type { Dialer } from '../../util/dialer.js';
 import { bridge, gunzipConfined, hasIgzip, jail, runHelper, unpackLayerConfined, unpackTar } from './helpers.js';
@@ -16,6 +15,7 @@ import { CappedOutput } from './output.js';
 import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js';
 import { WarmPool, type WarmPoolOptions } from './warm-pool.js';
 import { warmJob } from './warm-job.js';
+import { MountPoints, overlayArgs, stacked } from './volumes.js';
 
 /** Open files per sandbox process (soft and hard limit): thousands, not the host's table. */
 export const OPEN_FILES = 4096;
@@ -37,6 +37,8 @@ export class BwrapRuntime implements Runtime {
   /** sbx-tarcheck where the sandboxes' root can read it. */
   private readonly tarcheck: string;
   private readonly warm: WarmPool | null;
+  /** Mount points of volumes (in the helpers directory; none without one). */
+  private readonly points: MountPoints | null;
 
   /**
    * `dialer`: starts the programs a stream goes through (a layer's tar and decompressor). `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside
@@ -48,6 +50,7 @@ export class BwrapRuntime implements Runtime {
     this.userShim = SBX_USER;
     this.tarcheck = SBX_TARCHECK;
     this.dialer = options.dialer;
+    this.points = options.helpers ? new MountPoints(path.join(options.helpers, 'mountpoints')) : null;
     if (options.helpers) {
       mkdirSync(options.helpers, { recursive: true, mode: 0o711 });
       this.userShim = path.join(options.helpers, 'sbx-user');
@@ -153,7 +156,7 @@ export class BwrapRuntime implements Runtime {
     };
     // Warm: sandboxes without stdin that nobody watches start (services need the cold path's pid).
     const warm = this.warm && !stream && !spec.onStart && !spec.stdin?.length
-      ? this.warm.take(warmJob({ mount: withOverlays(spec), joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
+      ? this.warm.take(warmJob({ mount: stacked(spec, this.points), volumes: overlayArgs(spec, this.points), joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
       : null;
     let spawned = warm ? warm.spawned : this.startCold(spec, cgroup, handlers);
     spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });
@@ -219,19 +222,14 @@ export class BwrapRuntime implements Runtime {
   /** `sbx run` mounts the overlay in a private mount namespace and execs bwrap. */
   private startCold(spec: SandboxSpec, cgroup: Cgroup, handlers: SpawnHandlers): Spawned {
     const merged = path.join(spec.mount.chdir, spec.mount.merged);
-    const mount = withOverlays(spec);
+    const mount = stacked(spec, this.points);
     const args = ['run'];
     for (const f of cgroup.joinFiles) args.push('--cgroup', f);
     args.push('--userns', USERNS_SPEC, '--nofile', String(OPEN_FILES), '--seccomp-fd', String(SECCOMP_FD), '--chdir', mount.chdir, '--lower', mount.lower, '--upper', mount.upper,
-      '--work', mount.work, '--merged', mount.merged, '--', 'bwrap',
+      '--work', mount.work, '--merged', mount.merged, ...overlayArgs(spec, this.points), '--', 'bwrap',
       ...bwrapArgs({ merged, ...this.commandLine(spec, false), env: spec.env, cwd: spec.cwd }));
     return spawner.start([SBX, ...args], spec.stdin, handlers);
   }
-}
-
-/** The sandbox's mount with its overlays (absolute paths) above the layers. */
-function withOverlays(spec: SandboxSpec): MountSpec {
-  return spec.overlays?.length ? { ...spec.mount, lower: [...spec.overlays, spec.mount.lower].join(':') } : spec.mount;
 }
 
 /** Where `sbx-user` appears inside a sandbox (its private /tmp). */

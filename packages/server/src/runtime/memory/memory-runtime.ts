@@ -1,7 +1,8 @@
 import { lstatSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import type { MemorySnapshotter, MergedTree } from '../../store/snapshotter/memory/memory-snapshotter.js';
+import type { MemorySnapshotter } from '../../store/snapshotter/memory/memory-snapshotter.js';
+import { MountedTree, type Tree } from './mounted-tree.js';
 import type { ArchiveUnpacking, SandboxResult, SandboxRuntime, SandboxSpec } from '../types.js';
 import { parseScript, type Command } from './script.js';
 import { invalid } from '../../errors.js';
@@ -17,7 +18,7 @@ class Exit extends Error { constructor(readonly code: number) { super(`exit ${co
  * A runtime for the fast test tier, over the in-memory snapshotter: it runs a
  * small shell language (runtime/memory/script.ts: echo, cat, rm, mkdir, cp,
  * ls, test, sleep, exit, true, false; `;`, `&&`, `||`, `>`, `>>`, `>&2`)
- * against the mount's merged tree, with overlayfs' write rules. It passes the
+ * against the mount's merged tree (and its volumes at their targets), with overlayfs' write rules. It passes the
  * runtime's conformance suites (sandboxes, tar unpacking); programs that need a host
  * (bridges, helpers, jails: HostPrograms) are the bwrap runtime's only.
  */
@@ -26,7 +27,10 @@ export class MemoryRuntime implements SandboxRuntime, ArchiveUnpacking {
 
   async run(spec: SandboxSpec): Promise<SandboxResult> {
     const started = performance.now();
-    const tree = this.snapshotter.merged(spec.mount, (spec.overlays ?? []).map(hostTree));
+    const own = this.snapshotter.merged(spec.mount, (spec.overlays ?? []).map(hostTree));
+    const tree = spec.volumes?.length
+      ? new MountedTree(own, spec.volumes.map((v) => ({ target: v.target, readOnly: v.readOnly, tree: v.readOnly ? this.snapshotter.layersOnly(v.mount) : this.snapshotter.merged(v.mount) })))
+      : own;
     const out = { stdout: '', stderr: '', truncated: false };
     const emit = (stream: 'stdout' | 'stderr', text: string) => {
       const room = spec.limits.outputBytes - Buffer.byteLength(out[stream]);
@@ -105,7 +109,7 @@ export class MemoryRuntime implements SandboxRuntime, ArchiveUnpacking {
 }
 
 interface Env {
-  tree: MergedTree;
+  tree: Tree;
   cwd: string;
   stdin: Buffer;
   emit(stream: 'stdout' | 'stderr', text: string): void;

@@ -126,6 +126,11 @@ export interface VersionRepository {
    * conflict, or work whose context is gone).
    */
   commit(options: CommitVersionOptions): Promise<boolean>;
+  /**
+   * Several commits (each as `commit` makes it) in one transaction: every version inserted and
+   * every head moved, or (false) none of it, when any head moved or any layer went.
+   */
+  commitAll(options: readonly CommitVersionOptions[]): Promise<boolean>;
   get(id: string): Promise<VersionRow | null>;
   /** The paths a version changed over its parent; null for an image (or an unknown version). */
   changes(id: string): Promise<Change[] | null>;

@@ -52,26 +52,35 @@ export class SqlVersions implements VersionRepository {
       [l.id, l.kind, l.bytes, l.createdAt, l.digest ?? null]);
   }
 
-  async commit({ version, layer, moveHead, fence, requireLayers }: CommitVersionOptions): Promise<boolean> {
+  async commit(options: CommitVersionOptions): Promise<boolean> {
+    return this.commitAll([options]);
+  }
+
+  async commitAll(all: readonly CommitVersionOptions[]): Promise<boolean> {
     try {
       await this.db.tx(async (db) => {
-        if (fence) await checkFence(db, fence);
-        if (requireLayers) {
-          const older = [...new Set(version.layers)].filter((id) => id !== layer?.id);
-          if ((await this.knownLayers(older, db)).size !== older.length) throw HEAD_MOVED;
-        }
-        if (layer) await this.insertLayer(db, layer);
-        await insertVersion(db, version, !moveHead);
-        if (!moveHead) return;
-        const moved = await db.run('UPDATE contexts SET head = ?, updated_at = ? WHERE tenant_id = ? AND name = ? AND head = ?',
-          [version.id, version.createdAt, moveHead.tenantId, moveHead.context, moveHead.expectedHead]);
-        if (moved !== 1) throw HEAD_MOVED; // rolls the whole transaction back
+        for (const o of all) await this.commitIn(db, o);
       });
       return true;
     } catch (e) {
       if (e === HEAD_MOVED) return false;
       throw e;
     }
+  }
+
+  /** One commit's statements inside a transaction; HEAD_MOVED (rolling it back) when a check fails. */
+  private async commitIn(db: SqlDb, { version, layer, moveHead, fence, requireLayers }: CommitVersionOptions): Promise<void> {
+    if (fence) await checkFence(db, fence);
+    if (requireLayers) {
+      const older = [...new Set(version.layers)].filter((id) => id !== layer?.id);
+      if ((await this.knownLayers(older, db)).size !== older.length) throw HEAD_MOVED;
+    }
+    if (layer) await this.insertLayer(db, layer);
+    await insertVersion(db, version, !moveHead);
+    if (!moveHead) return;
+    const moved = await db.run('UPDATE contexts SET head = ?, updated_at = ? WHERE tenant_id = ? AND name = ? AND head = ?',
+      [version.id, version.createdAt, moveHead.tenantId, moveHead.context, moveHead.expectedHead]);
+    if (moved !== 1) throw HEAD_MOVED; // rolls the whole transaction back
   }
 
   async get(id: string): Promise<VersionRow | null> {

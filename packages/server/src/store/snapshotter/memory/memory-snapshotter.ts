@@ -63,6 +63,11 @@ export class MemorySnapshotter implements Snapshotter {
     return new MergedTree(s.tree, [...above, ...lowers], s.scratch.diskMb * 2 ** 20);
   }
 
+  /** The layers of `spec` alone, over an upper nothing may be written to (a read-only volume). */
+  layersOnly(spec: MountSpec): MergedTree {
+    return new MergedTree(dirNode(), (JSON.parse(spec.lower) as string[]).map((id) => this.layers.get(id)!.root), 0);
+  }
+
   private take(scratch: Scratch) {
     const s = this.scratches.get(scratch.id);
     if (!s) throw new Error(`no scratch ${scratch.id}`);

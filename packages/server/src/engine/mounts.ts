@@ -1,0 +1,154 @@
+import { MAX_MOUNTS, type ExecResult, type Mount, type MountResult, type VersionCause } from '@shellbase/protocol';
+import { invalid } from '../errors.js';
+import type { SandboxVolume } from '../runtime/types.js';
+import type { CommittedLayer, Scratch, Snapshotter } from '../store/snapshotter/types.js';
+import type { VersionRow } from '../store/metadata/types.js';
+import type { CommitOutcome, CommitPart } from './commit.js';
+import type { VersionView } from './files/view.js';
+
+/**
+ * Mounts: other contexts of the tenant shown to a query at a path (a volume is a context). A
+ * read-only mount shows one version of its context; a writable one gives its writes a scratch of
+ * their own, which commits into the mounted context together with the query's own commit
+ * (Committer.commitTogether): both heads move or neither does, each by its own optimistic
+ * concurrency. Every version the query commits names the version of each mount it saw.
+ */
+
+/** A mount as asked for, checked. */
+export interface MountAsked {
+  context: string;
+  path: string;
+  version?: string;
+  readOnly: boolean;
+}
+
+/** A mount ready for its sandbox: the version it shows, and (writable) the scratch its writes go to. */
+export interface Mounted extends MountAsked {
+  base: VersionRow;
+  scratch: Scratch | null;
+}
+
+/** Paths that are not the context's in a sandbox (the kernel's, and /tmp's own file system). */
+const NOT_THE_CONTEXTS = ['/proc', '/dev', '/sys', '/tmp'];
+
+/** Checks the mounts of a query of `own` (shape only: their contexts are looked up later). */
+export function checkMounts(own: string, mounts: readonly Mount[] | undefined): MountAsked[] {
+  if (!mounts?.length) return [];
+  if (mounts.length > MAX_MOUNTS) throw invalid(`a query may mount at most ${MAX_MOUNTS} contexts (${mounts.length} asked for)`, 'mount fewer contexts', { mounts: mounts.length });
+  const out = mounts.map((m): MountAsked => {
+    const p = m.path;
+    if (!p.startsWith('/') || p === '/' || p.endsWith('/') || p.split('/').slice(1).some((s) => s === '' || s === '.' || s === '..')) {
+      throw invalid(`mount path ${JSON.stringify(p)} is not an absolute, normalized path below /`, 'write it as /mnt/data: no ., .. or empty segments, no trailing slash', { path: p });
+    }
+    for (const r of NOT_THE_CONTEXTS) {
+      if (p === r || p.startsWith(`${r}/`)) throw invalid(`mount path ${p} is in ${r}, which is not part of a context`, 'mount at a path of the context, such as /mnt/data', { path: p });
+    }
+    if (m.context === own) throw invalid(`context ${own} cannot be mounted into its own query`, 'fork it and mount the fork', { context: own });
+    return { context: m.context, path: p, ...(m.version ? { version: m.version } : {}), readOnly: m.readOnly ?? false };
+  });
+  for (const a of out) {
+    for (const b of out) {
+      if (a === b) continue;
+      if (a.context === b.context) throw invalid(`context ${a.context} is mounted twice`, 'mount each context once', { context: a.context });
+      if (a.path === b.path || a.path.startsWith(`${b.path}/`)) {
+        throw invalid(`mount ${a.path} is ${a.path === b.path ? 'at the same path as' : 'inside'} mount ${b.path}`, 'give each mount a path of its own, none inside another', { path: a.path });
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Every mount point is reached through directories of the query's tree (or paths it lacks): a
+ * symlink or file on the way is refused here, as the runtime would refuse it.
+ */
+export function checkMountPoints(view: VersionView, own: string, mounts: readonly MountAsked[]): void {
+  for (const m of mounts) {
+    let at = view.resolve([]);
+    for (const seg of m.path.split('/').slice(1)) {
+      const next = at && view.child(at, seg);
+      if (!next) break;
+      if (next.type !== 'dir') {
+        const where = `/${next.segments.join('/')}`;
+        throw invalid(`mount path ${m.path} runs through ${where}, a ${next.type} in ${own}`, 'mount at a path whose parents are directories (or absent) in the context', { path: m.path, at: where });
+      }
+      at = next;
+    }
+  }
+}
+
+/** The runtime's volumes of the mounts (a read-only one's layers described over `scratch`, whose upper it does not use). */
+export async function volumesOf(layers: Snapshotter, mounted: readonly Mounted[], scratch: Scratch): Promise<SandboxVolume[]> {
+  return Promise.all(mounted.map(async (m) => ({ target: m.path, readOnly: m.readOnly, mount: await layers.mounts(m.base.layers, m.scratch ?? scratch) })));
+}
+
+/** Drops the mounts' scratches (a query that failed before its sandbox ran). */
+export async function discardMounts(layers: Snapshotter, mounted: readonly Mounted[]): Promise<void> {
+  await Promise.all(mounted.map((m) => (m.scratch ? layers.discard(m.scratch).catch(() => undefined) : undefined)));
+}
+
+/** Each mount's result before any commit: the version it showed, nothing committed. */
+export function mountResults(mounted: readonly Mounted[]): MountResult[] {
+  return mounted.map((m) => ({ context: m.context, path: m.path, readOnly: m.readOnly, baseVersion: m.base.id, version: m.base.id, committed: false }));
+}
+
+/**
+ * The parts of a commit of a query (`own`, over `base`) whose writable mounts wrote: the query's
+ * own layer first (when it wrote), then each mount that wrote. Their causes name each other.
+ */
+export function commitParts(own: string, base: VersionRow, layer: CommittedLayer | null, cause: VersionCause,
+  mounted: readonly Mounted[], written: readonly (CommittedLayer | null)[]): { parts: CommitPart[]; index: (number | null)[] } {
+  const parts: CommitPart[] = [];
+  const index: (number | null)[] = [];
+  const first = layer ? 0 : -1;
+  if (layer) parts.push({ context: own, base, layer, cause: (ids) => withMounts(cause, mounted, index, ids) });
+  mounted.forEach((m, i) => {
+    const l = written[i];
+    if (!l) { index.push(null); return; }
+    index.push(parts.length);
+    parts.push({
+      context: m.context, base: m.base, layer: l,
+      cause: (ids) => ({ kind: 'exec', ...(cause.command !== undefined ? { command: cause.command } : {}), ...(cause.exitCode !== undefined ? { exitCode: cause.exitCode } : {}),
+        mountedBy: { context: own, path: m.path, version: first === 0 ? ids[0] : base.id } }),
+    });
+  });
+  return { parts, index };
+}
+
+/** A cause with the mounts the query saw (and the versions their writes became, by `index` into `ids`). */
+export function withMounts(cause: VersionCause, mounted: readonly Mounted[], index: readonly (number | null)[] = [], ids: readonly string[] = []): VersionCause {
+  if (!mounted.length) return cause;
+  return {
+    ...cause,
+    mounts: mounted.map((m, i) => {
+      const k = index[i];
+      return { context: m.context, path: m.path, version: m.base.id, readOnly: m.readOnly, ...(k !== null && k !== undefined ? { wrote: ids[k] } : {}) };
+    }),
+  };
+}
+
+/**
+ * Puts the outcomes of a commit made together into the query's result: its own part's (when it
+ * wrote) as a plain commit's, each mount's on its entry. A conflict of any part is the query's
+ * conflict (nothing was committed): its own, else the first mount's, paths named as the query saw them.
+ */
+export function applyTogether(result: ExecResult, mounted: readonly Mounted[], ownWrote: boolean, index: readonly (number | null)[], outcomes: readonly CommitOutcome[]): CommitOutcome | null {
+  const own = ownWrote ? outcomes[0] : null;
+  if (own) {
+    result.version = own.head;
+    result.committed = own.committed;
+    if (own.conflict) result.conflict = own.conflict;
+  }
+  const mounts = result.mounts ?? mountResults(mounted);
+  mounted.forEach((m, i) => {
+    const k = index[i];
+    if (k === null) return;
+    const o = outcomes[k];
+    mounts[i] = { ...mounts[i], committed: o.committed, version: o.committed ? o.version : mounts[i].baseVersion, ...(o.conflict ? { conflict: o.conflict } : {}) };
+    if (o.conflict && !result.conflict) {
+      result.conflict = { paths: o.conflict.paths.map((p) => `${m.path}${p}`), version: own?.version ?? o.conflict.version };
+    }
+  });
+  result.mounts = mounts;
+  return own;
+}
