@@ -22,6 +22,7 @@ import { codeInterpreter } from './scenarios/code-interpreter.ts';
 import { events } from './scenarios/events.ts';
 import { transfer } from './scenarios/transfer.ts';
 import { backup } from './scenarios/backup.ts';
+import { mounts } from './scenarios/mounts.ts';
 
 const quick = process.argv.includes('--quick');
 const started = performance.now();
@@ -37,6 +38,7 @@ try {
     ['services', (x) => services(x, rootfs)], ['noisy neighbours', isolation], ['idle contexts', idleContexts],
     ['machines', machines], ['history at scale', historyAtScale], ['e2b', e2b], ['egress', egress], ['images', images],
     ['warm sandboxes', (x) => warm(x, rootfs)], ['code interpreter', codeInterpreter], ['events', events], ['export', transfer], ['backup', backup],
+    ['mounts', mounts],
   ];
   // `--only NAME` (repeatable) runs just those scenarios (results.json then holds only theirs).
   const only = process.argv.flatMap((a, i) => (process.argv[i - 1] === '--only' ? [a] : []));

@@ -1,5 +1,6 @@
 import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
 import type { ExecHooks } from '../core/contexts.js';
+import { ShellbaseError } from '../errors.js';
 import type { Limits } from '../config.js';
 import type { QueryOutcome } from '../meter/types.js';
 import type { SandboxResult } from '../runtime/types.js';
@@ -88,6 +89,17 @@ export class ExecRunner {
     }
   }
 
+  /** Mount points found good, by version and paths (versions never change, so neither does the answer). */
+  private readonly goodMountPoints = new Set<string>();
+
+  private async checkMountPoints(base: VersionRow, name: string, asked: readonly MountAsked[]): Promise<void> {
+    const key = `${base.id}\0${asked.map((m) => m.path).join('\0')}`;
+    if (this.goodMountPoints.has(key)) return;
+    checkMountPoints(await this.lookups.view(base), name, asked);
+    if (this.goodMountPoints.size >= 10_000) this.goodMountPoints.clear();
+    this.goodMountPoints.add(key);
+  }
+
   /** Waits for running queries to finish (shutdown). */
   async drain(): Promise<void> {
     await Promise.allSettled([...this.inflight]);
@@ -107,12 +119,21 @@ export class ExecRunner {
     checkEnv(req.env);
     if (req.user !== undefined) checkUser(req.user);
     const asked = checkMounts(name, req.mounts);
-    // Mounted contexts are found (or refused) before the query's own is made on first use.
-    let found: VersionRow[] | null = await Promise.all(asked.map(async (m) => (await this.lookups.target(caller, m.context, m.version, false)).base));
-    const target = (await early) ?? await this.lookups.target(caller, name, req.version);
+    // Mounted contexts are found (or refused) before the query's own is made on first use: it is
+    // read beside them, and made only once they are found.
+    const lookup = (m: MountAsked) => this.lookups.target(caller, m.context, m.version, false).then((t) => t.base);
+    const [bases, own] = await Promise.all([
+      Promise.all(asked.map(lookup)),
+      (early ?? this.lookups.target(caller, name, req.version, asked.length === 0)).catch((e: unknown) => {
+        if (asked.length && e instanceof ShellbaseError && e.code === 'not_found') return null;
+        throw e;
+      }),
+    ]);
+    let found: VersionRow[] | null = bases;
+    const target = own ?? await this.lookups.target(caller, name, req.version);
     let base = target.base;
     const { context } = target;
-    if (asked.length) checkMountPoints(await this.lookups.view(base), name, asked);
+    if (asked.length) await this.checkMountPoints(base, name, asked);
     const as = await runAs(command, req.command !== undefined, req, context.defaults, () => this.lookups.view(target.base), this.lookups.builtIn(context.image));
     const { argv, env, user } = as;
     const cwd = checkCwd(as.cwd);

@@ -14,6 +14,8 @@ import type { SandboxSpec, SandboxVolume } from '../types.js';
  */
 export class MountPoints {
   private readonly made = new Set<string>();
+  /** Trees made, by their targets as given. */
+  private readonly trees = new Map<string, string>();
 
   constructor(private readonly dir: string) {}
 
@@ -26,6 +28,16 @@ export class MountPoints {
 
   /** The tree of `targets` (absolute paths). */
   tree(targets: readonly string[]): string {
+    const given = targets.join('\0');
+    const known = this.trees.get(given);
+    if (known) return known;
+    const at = this.build(targets);
+    if (this.trees.size >= 10_000) this.trees.clear();
+    this.trees.set(given, at);
+    return at;
+  }
+
+  private build(targets: readonly string[]): string {
     const key = createHash('sha256').update([...targets].sort().join('\0')).digest('hex').slice(0, 32);
     const at = path.join(this.dir, key);
     if (this.made.has(at) || existsSync(at)) { this.made.add(at); return at; }
