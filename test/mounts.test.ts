@@ -101,6 +101,36 @@ describe('mounts: contexts mounted into queries', () => {
     assert.equal((await t.sb.context('data').files.read('/srv/same.txt')).toString(), 'z\n');
   });
 
+  test('services: a writable mount\'s writes commit when the service\'s do; a read-only one shows the head at each start', async () => {
+    await t.sb.context('svc-vol').files.write('/root/.keep', '');
+    const ctx = t.sb.context('svc');
+    const svc = await ctx.services.create({
+      name: 'web', port: 8000, idleTimeoutMs: 60_000,
+      command: 'date +%s%N >> /mnt/v/root/starts; cat /mnt/d/srv/a.txt > /root/seen.txt; exec python3 -m http.server 8000',
+      mounts: [{ context: 'svc-vol', path: '/mnt/v' }, { context: 'data', path: '/mnt/d', readOnly: true }],
+    });
+    assert.deepEqual(svc.mounts, [{ context: 'svc-vol', path: '/mnt/v', readOnly: false }, { context: 'data', path: '/mnt/d', readOnly: true }]);
+    const wakeAndStop = async () => {
+      assert.equal((await fetch(svc.pathUrl)).status, 200);
+      await ctx.services.stop('web');
+    };
+    await wakeAndStop();
+    assert.equal((await t.sb.context('svc-vol').files.read('/root/starts')).toString().split('\n').filter(Boolean).length, 1, 'the volume has the first run\'s write');
+    const seen1 = (await ctx.files.read('/root/seen.txt')).toString();
+    assert.equal(seen1, (await t.sb.context('data').files.read('/srv/a.txt')).toString());
+    const [own] = await versions('svc');
+    assert.equal(own.cause.kind, 'service');
+    assert.equal(own.cause.mounts.length, 2);
+    assert.equal((await versions('svc-vol'))[0].cause.mountedBy.version, own.id, 'the two commits name each other');
+    await t.sb.context('data').files.write('/srv/a.txt', 'changed\n');
+    await wakeAndStop();
+    assert.equal((await ctx.files.read('/root/seen.txt')).toString(), 'changed\n', 'the next start saw the volume\'s new head');
+    assert.equal((await t.sb.context('svc-vol').files.read('/root/starts')).toString().split('\n').filter(Boolean).length, 2);
+    await ctx.services.remove('web');
+    const bad = await t.http('POST', '/v1/contexts/svc/services', { body: { name: 'bad', command: 'true', port: 8001, mounts: [{ context: 'nowhere', path: '/mnt/x' }] } });
+    assert.equal(bad.status, 404, bad.text);
+  });
+
   test('the CLI: --mount CTX:/PATH[:ro][@VERSION], repeatable', async () => {
     const cli = async (...args: string[]) => {
       try {

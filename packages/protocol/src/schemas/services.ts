@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
-import { SERVICE_ACCESS, SERVICE_STATES, TIMEOUT_CEILING_MS } from '../constants.js';
+import { MAX_MOUNTS, SERVICE_ACCESS, SERVICE_STATES, TIMEOUT_CEILING_MS } from '../constants.js';
+import { MountSchema } from './exec.js';
 import { EnvSchema, NameSchema, NetworkPolicyInSchema, NetworkPolicySchema, oneOf, strict } from './common.js';
 
 /** Services of a context: long-running processes on URLs that run only while they are used. */
@@ -34,6 +35,8 @@ export const ServiceSchema = Type.Object({
   network: Type.Optional(NetworkPolicySchema),
   /** Who else reaches it at `{name}.{context}.internal:{port}`; absent: its own context only. */
   share: Type.Optional(ServiceShareSchema),
+  /** Contexts mounted into its sandbox (a read-only one without `version` shows its head at each start). */
+  mounts: Type.Optional(Type.Array(MountSchema)),
   createdAt: Type.String(),
 }, { $id: 'Service', title: 'Service', description: 'A long-running process over a context, on a URL; it runs only while it is used.' });
 
@@ -51,6 +54,8 @@ export const CreateServiceRequestSchema = Type.Object({
   access: Type.Optional(ServiceAccessSchema),
   network: Type.Optional(NetworkPolicyInSchema),
   share: Type.Optional(ServiceShareSchema),
+  /** As a query's (docs/api.md, Mounts): writes through a writable one commit with the service's own. */
+  mounts: Type.Optional(Type.Array(MountSchema, { maxItems: MAX_MOUNTS })),
 }, strict);
 
 /** A context and one of its services as path parameters. */

@@ -472,6 +472,7 @@ class Service:
     access: ServiceAccess
     network: NetworkPolicy | None = None
     share: ServiceShare | None = None
+    mounts: list[Mount] | None = None
     created_at: str
 
 

@@ -66,11 +66,11 @@ export class Committer {
    * rebased onto when nothing overlaps); when any part conflicts, or any context is gone, no head
    * moves and every part's version is kept unattached on its base, each conflict named on its part.
    */
-  async commitTogether(tenantId: string, parts: readonly CommitPart[]): Promise<CommitOutcome[]> {
+  async commitTogether(tenantId: string, parts: readonly CommitPart[], fence?: LeaseFence): Promise<CommitOutcome[]> {
     await this.durability.layers();
     const keys = [...new Set(parts.map((p) => p.context))].sort();
     // Locks taken in one order (a single commit takes one): no two commits wait for each other.
-    const run = keys.reduceRight<() => Promise<CommitOutcome[]>>((inner, c) => () => this.locked(tenantId, c, inner), () => this.togetherLocked(tenantId, parts));
+    const run = keys.reduceRight<() => Promise<CommitOutcome[]>>((inner, c) => () => this.locked(tenantId, c, inner), () => this.togetherLocked(tenantId, parts, fence));
     const outcomes = await run();
     await this.durability.metadata();
     outcomes.forEach((o, i) => {
@@ -79,7 +79,7 @@ export class Committer {
     return outcomes;
   }
 
-  private async togetherLocked(tenantId: string, parts: readonly CommitPart[]): Promise<CommitOutcome[]> {
+  private async togetherLocked(tenantId: string, parts: readonly CommitPart[], fence?: LeaseFence): Promise<CommitOutcome[]> {
     const createdAt = new Date().toISOString();
     const ids = parts.map(() => newId('v'));
     const build = (i: number, parent: VersionRow, context: string | null): NewVersion => {
@@ -96,7 +96,7 @@ export class Committer {
     // Most often every head is still the base its part ran over (as in `commit`).
     const bases = parts.map((p) => p.base);
     if (await this.md.versions.commitAll(parts.map((p, i) => ({
-      version: build(i, p.base, p.context), layer: layerRow(i), moveHead: { tenantId, context: p.context, expectedHead: p.base.id }, requireLayers: true,
+      version: build(i, p.base, p.context), layer: layerRow(i), moveHead: { tenantId, context: p.context, expectedHead: p.base.id }, requireLayers: true, fence,
     })))) return landed(bases);
     for (;;) {
       const plans: { base: VersionRow; parent: VersionRow; head: string | null; conflict?: string[] }[] = [];
@@ -113,14 +113,14 @@ export class Committer {
       }
       if (plans.some((p) => p.head === null || p.conflict)) {
         // Nothing moves: each part's work stays readable, unattached on its own base.
-        await this.md.versions.commitAll(parts.map((p, i) => ({ version: build(i, plans[i].base, plans[i].head === null ? null : p.context), layer: layerRow(i) })));
+        await this.md.versions.commitAll(parts.map((p, i) => ({ version: build(i, plans[i].base, plans[i].head === null ? null : p.context), layer: layerRow(i), fence })));
         return parts.map((p, i) => ({
           head: plans[i].head ?? ids[i], version: ids[i], committed: false, layerCount: plans[i].base.layers.length + 1,
           ...(plans[i].conflict ? { conflict: { paths: plans[i].conflict!, version: ids[i] } } : {}),
         }));
       }
       if (await this.md.versions.commitAll(parts.map((p, i) => ({
-        version: build(i, plans[i].parent, p.context), layer: layerRow(i), moveHead: { tenantId, context: p.context, expectedHead: plans[i].head! },
+        version: build(i, plans[i].parent, p.context), layer: layerRow(i), moveHead: { tenantId, context: p.context, expectedHead: plans[i].head! }, fence,
       })))) return landed(plans.map((x) => x.parent));
     }
   }

@@ -103,6 +103,8 @@ export class Engine {
         const ctx = await this.contextRow(caller, name);
         return runAs(argv, fromString, req, ctx.defaults, () => this.files.viewOf(base), (IMAGE_NAMES as string[]).includes(ctx.image));
       },
+      mountBase: async (caller, m) => (await this.target(caller, m.context, m.version, false)).base,
+      view: (v) => this.files.viewOf(v),
     });
     deps.egress.routeInternal((tenantId, context, host, port) => this.services.linkSocket(tenantId, context, host, port));
     this.files = new Files(deps, committer, this.squasher, lookups);

@@ -18,7 +18,7 @@ import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validat
 import type { VersionView } from './files/view.js';
 import { checkUser, runAs } from './users.js';
 import type { SandboxSpec, SandboxUser } from '../runtime/types.js';
-import { applyTogether, checkMountPoints, checkMounts, commitParts, discardMounts, mountResults, volumesOf, withMounts, type MountAsked, type Mounted } from './mounts.js';
+import { applyTogether, checkMountPoints, checkMounts, collectMounts, commitParts, discardMounts, mountResults, prepareMounts, volumesOf, withMounts, type MountAsked, type Mounted } from './mounts.js';
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
@@ -253,12 +253,7 @@ export class ExecRunner {
     base = await this.squasher.mountable(base);
     // A worker that lacks the layers fetches them while the scratch is made (`mounts` waits for them).
     layers.ensure?.(base.layers).catch(() => undefined);
-    const mounted: Mounted[] = [];
-    for (const [i, m] of asked.entries()) {
-      const seen = await this.squasher.mountable(bases[i]);
-      layers.ensure?.(seen.layers).catch(() => undefined);
-      mounted.push({ ...m, base: seen, scratch: m.readOnly ? null : await layers.prepare({ diskMb: spec.limits.diskMb }).catch(async (e: unknown) => { await discardMounts(layers, mounted); throw e; }) });
-    }
+    const mounted = await prepareMounts(layers, asked, bases, spec.limits.diskMb, (v) => this.squasher.mountable(v));
     const scratch = await layers.prepare({ diskMb: spec.limits.diskMb }).catch(async (e: unknown) => { await discardMounts(layers, mounted); throw e; });
     let run: SandboxResult;
     try {
@@ -278,16 +273,7 @@ export class ExecRunner {
     }
     // The sandbox ran (and is metered) even when its writes cannot be kept (a path too deep).
     const keep = wantsCommit(mode, run);
-    let bytesWritten = 0;
-    let refused: unknown;
-    const written: (CommittedLayer | null)[] = [];
-    for (const m of mounted) {
-      if (!m.scratch) { written.push(null); continue; }
-      try {
-        if (keep) { const l = await layers.commit(m.scratch); bytesWritten += l?.bytes ?? 0; written.push(l); }
-        else { bytesWritten += await layers.release(m.scratch); written.push(null); }
-      } catch (e) { refused ??= e; written.push(null); }
-    }
+    const { written, bytes: bytesWritten, refused } = await collectMounts(layers, mounted, keep);
     try {
       if (!keep) return { run, layer: null, bytesWritten: bytesWritten + await layers.release(scratch), mounted, written, refused };
       const layer = await layers.commit(scratch);

@@ -82,6 +82,45 @@ export async function volumesOf(layers: Snapshotter, mounted: readonly Mounted[]
   return Promise.all(mounted.map(async (m) => ({ target: m.path, readOnly: m.readOnly, mount: await layers.mounts(m.base.layers, m.scratch ?? scratch) })));
 }
 
+/**
+ * The mounts ready for a sandbox: each shows its version in `bases` (made mountable: `mountable`,
+ * the squasher's), a writable one with a scratch of `diskMb`. Nothing is left behind on failure.
+ */
+export async function prepareMounts(layers: Snapshotter, asked: readonly MountAsked[], bases: readonly VersionRow[], diskMb: number,
+  mountable: (v: VersionRow) => Promise<VersionRow>): Promise<Mounted[]> {
+  const mounted: Mounted[] = [];
+  try {
+    for (const [i, m] of asked.entries()) {
+      const seen = await mountable(bases[i]);
+      // A worker that lacks the layers fetches them while the rest is made (`mounts` waits for them).
+      layers.ensure?.(seen.layers).catch(() => undefined);
+      mounted.push({ ...m, base: seen, scratch: m.readOnly ? null : await layers.prepare({ diskMb }) });
+    }
+  } catch (e) {
+    await discardMounts(layers, mounted);
+    throw e;
+  }
+  return mounted;
+}
+
+/**
+ * After the sandbox: each writable mount's writes as a layer when `keep` (null: read-only, or
+ * nothing written), else dropped; the bytes they held, and the first failure to keep them.
+ */
+export async function collectMounts(layers: Snapshotter, mounted: readonly Mounted[], keep: boolean): Promise<{ written: (CommittedLayer | null)[]; bytes: number; refused?: unknown }> {
+  const written: (CommittedLayer | null)[] = [];
+  let bytes = 0;
+  let refused: unknown;
+  for (const m of mounted) {
+    if (!m.scratch) { written.push(null); continue; }
+    try {
+      if (keep) { const l = await layers.commit(m.scratch); bytes += l?.bytes ?? 0; written.push(l); }
+      else { bytes += await layers.release(m.scratch); written.push(null); }
+    } catch (e) { refused ??= e; written.push(null); }
+  }
+  return { written, bytes, ...(refused ? { refused } : {}) };
+}
+
 /** Drops the mounts' scratches (a query that failed before its sandbox ran). */
 export async function discardMounts(layers: Snapshotter, mounted: readonly Mounted[]): Promise<void> {
   await Promise.all(mounted.map((m) => (m.scratch ? layers.discard(m.scratch).catch(() => undefined) : undefined)));

@@ -1,9 +1,10 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
-import type { ServiceState } from '@shellbase/protocol';
+import type { ServiceState, VersionCause } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
 import type { Bridge, HostPrograms, RunningSandbox, SandboxResult } from '../../runtime/types.js';
-import type { Scratch } from '../../store/snapshotter/types.js';
+import type { CommittedLayer, Scratch } from '../../store/snapshotter/types.js';
+import { collectMounts, commitParts, discardMounts, prepareMounts, volumesOf, withMounts, type Mounted } from '../mounts.js';
 import type { LeaseFence, ServiceRow, VersionRow } from '../../store/metadata/types.js';
 import { pipeThrough, type PortTarget } from '../../util/pipe.js';
 import type { Committer } from '../commit.js';
@@ -31,6 +32,8 @@ export interface RunContext {
   head(hold: Hold): Promise<VersionRow>;
   /** What the sandbox runs with: the service's environment over the context's defaults, its cwd and user. */
   runAs(hold: Hold, base: VersionRow, argv: string[], fromString: boolean): Promise<RunAs>;
+  /** The versions the service's mounts show in a run over `base` (pinned by `hold`); its mount points checked against `base`. */
+  mounts(hold: Hold, base: VersionRow): Promise<VersionRow[]>;
   log: ServiceLog;
   /** Where the gateway reaches the service: a Unix socket bridged into the sandbox's network namespace. */
   socketPath: string;
@@ -120,12 +123,15 @@ export class ServiceRun implements PortTarget {
     const hold = deps.pins.hold();
     const started = performance.now();
     let scratch: Scratch | null = null;
-    // Once the sandbox is launched, finished() (or failed()) owns the scratch and the hold.
+    let mounted: Mounted[] = [];
+    // Once the sandbox is launched, finished() (or failed()) owns the scratches and the hold.
     let launched = false;
     try {
       const base = await this.ctx.head(hold);
       const limits = resolveLimits(spec.limits, undefined, deps.config.defaults, maximums);
       deps.snapshotter.ensure?.(base.layers).catch(() => undefined);
+      // A read-only mount without a version shows its context's head at each start.
+      mounted = await prepareMounts(deps.snapshotter, spec.mounts ?? [], await this.ctx.mounts(hold, base), limits.diskMb, async (v) => v);
       scratch = await deps.snapshotter.prepare({ diskMb: limits.diskMb });
       this.session = await this.ctx.egress();
       const fwd = mergeForwarding(await this.ctx.forwarding(), this.session?.forwarding());
@@ -136,17 +142,19 @@ export class ServiceRun implements PortTarget {
       log.append(`--- shellbase: starting ${JSON.stringify(spec.command)} over ${base.id}\n`);
       let sandbox!: RunningSandbox;
       const mount = await deps.snapshotter.mounts(base.layers, scratch);
+      const volumes = mounted.length ? await volumesOf(deps.snapshotter, mounted, scratch) : undefined;
       const env = this.session ? { ...proxyEnv(), ...as.env } : as.env;
       const trusted = await deps.trust?.forSandbox(base.layers, env) ?? { env };
       this.ended = deps.runtime.run({
-        mount, argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd, ...trusted, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
+        mount, volumes, argv: as.argv, preamble, handOver, user: as.user, cwd: as.cwd, ...trusted, limits: { ...limits, timeoutMs: FOREVER_MS }, signal: this.abort.signal, binds, group: { id: this.row.tenantId, cpus: tenantCpus },
         stream: (_s, chunk) => log.append(chunk),
         onStart: (s) => { sandbox = s; },
       });
       launched = true;
       const ended = this.ended;
       const s = scratch;
-      void ended.then((result) => this.finished(result, base, s, hold, started), (err) => this.failed(err, s, hold));
+      const m = mounted;
+      void ended.then((result) => this.finished(result, base, s, m, hold, started), (err) => this.failed(err, s, m, hold));
       this.sandbox = sandbox;
       const inner = await Promise.race([sandbox.innerPid(), ended.then(() => { throw this.exitedEarly(); })]);
       // The bridge starts while the program does (socat connects per connection, so the port need
@@ -168,6 +176,7 @@ export class ServiceRun implements PortTarget {
       } else {
         hold.release();
         if (scratch) await deps.snapshotter.discard(scratch);
+        await discardMounts(deps.snapshotter, mounted);
         await this.closeSession();
         this.go('startFailed');
       }
@@ -240,7 +249,7 @@ export class ServiceRun implements PortTarget {
   private finishing: Promise<void> | null = null;
 
   /** The process ended (asked to, idle, or on its own): bridge down, writes committed, usage recorded. */
-  private finished(result: SandboxResult, base: VersionRow, scratch: Scratch, hold: Hold, started: number): Promise<void> {
+  private finished(result: SandboxResult, base: VersionRow, scratch: Scratch, mounted: readonly Mounted[], hold: Hold, started: number): Promise<void> {
     this.finishing = (async () => {
       const { deps, committer, log } = this.ctx;
       this.bridge?.kill();
@@ -249,18 +258,29 @@ export class ServiceRun implements PortTarget {
       this.lease.unwatch();
       const traffic = await this.closeSession();
       log.append(`--- shellbase: exited (${result.signal ?? `code ${result.exitCode}`}) after ${Math.round(performance.now() - started)} ms\n`);
+      let layer: CommittedLayer | null = null;
       try {
-        const layer = await deps.snapshotter.commit(scratch);
-        if (layer) {
-          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, { kind: 'service', command: `service ${this.row.name}`, exitCode: result.exitCode }, this.fence)
-            .catch(async (e: unknown) => {
-              // Fenced: another worker took the lease over (this one was taken for gone); its run's
-              // writes count, not these. No version names the layer: it goes (and its blob, after the grace period).
-              if (!(e instanceof ShellbaseError && e.code === 'failed_precondition')) throw e;
-              await deps.snapshotter.remove([layer.layerId]).catch((err: unknown) => deps.log.warn({ err, layer: layer.layerId }, 'removing a fenced run\'s layer failed'));
-              log.append(`--- shellbase: ${e.message}\n`);
-              return null;
-            });
+        const { written } = await collectMounts(deps.snapshotter, mounted, true);
+        layer = await deps.snapshotter.commit(scratch);
+        const cause: VersionCause = { kind: 'service', command: `service ${this.row.name}`, exitCode: result.exitCode };
+        const made = [layer, ...written].filter((l): l is CommittedLayer => l !== null);
+        const fenced = async (e: unknown): Promise<null> => {
+          // Fenced: another worker took the lease over (this one was taken for gone); its run's
+          // writes count, not these. No version names the layers: they go (and their blobs, after the grace period).
+          if (!(e instanceof ShellbaseError && e.code === 'failed_precondition')) throw e;
+          await deps.snapshotter.remove(made.map((l) => l.layerId)).catch((err: unknown) => deps.log.warn({ err }, 'removing a fenced run\'s layers failed'));
+          log.append(`--- shellbase: ${e.message}\n`);
+          return null;
+        };
+        if (written.some(Boolean)) {
+          // Writes through writable mounts commit with the service's own: every head moves, or none.
+          const { parts } = commitParts(this.row.context, base, layer, cause, mounted, written);
+          const outcomes = await committer.commitTogether(this.row.tenantId, parts, this.fence).catch(fenced);
+          for (const [i, o] of (outcomes ?? []).entries()) {
+            if (o.conflict) log.append(`--- shellbase: writes conflict with ${parts[i].context} on ${o.conflict.paths.join(', ')}; nothing committed, kept as version ${o.conflict.version}\n`);
+          }
+        } else if (layer) {
+          const outcome = await committer.commit(this.row.tenantId, this.row.context, base, layer, withMounts(cause, mounted), this.fence).catch(fenced);
           if (outcome?.conflict) log.append(`--- shellbase: writes conflict with the context on ${outcome.conflict.paths.join(', ')}; kept as version ${outcome.conflict.version}\n`);
         }
         const activeMs = Math.min(this.lease.takeActiveMs(), result.wallMs);
@@ -284,10 +304,11 @@ export class ServiceRun implements PortTarget {
     return this.finishing;
   }
 
-  private async failed(err: unknown, scratch: Scratch, hold: Hold): Promise<void> {
+  private async failed(err: unknown, scratch: Scratch, mounted: readonly Mounted[], hold: Hold): Promise<void> {
     this.ctx.deps.log.error({ err, service: this.row.name }, 'service sandbox failed');
     this.ctx.log.append(`--- shellbase: sandbox failed: ${(err as Error).message}\n`);
     await this.ctx.deps.snapshotter.discard(scratch).catch(() => undefined);
+    await discardMounts(this.ctx.deps.snapshotter, mounted);
     await this.closeSession();
     hold.release();
     this.ended = null;

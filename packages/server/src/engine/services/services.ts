@@ -17,12 +17,18 @@ import { checkShare, ServiceLinks } from './links.js';
 import { ServiceLog } from './log.js';
 import { ServiceRun } from './run.js';
 import type { RunAs, RunRequest } from '../users.js';
+import { checkMountPoints, checkMounts, type MountAsked } from '../mounts.js';
+import type { VersionView } from '../files/view.js';
 
 interface Lookups {
   getOrCreateContext(caller: Caller, name: string): Promise<unknown>;
   head(caller: Caller, name: string): Promise<VersionRow>;
   /** What a sandbox of the context runs with over `base` (its defaults applied: engine/users.ts). */
   runAs(caller: Caller, name: string, base: VersionRow, argv: string[], fromString: boolean, req: RunRequest): Promise<RunAs>;
+  /** The version a mount shows now (its `version`, else its context's head); `not_found` when there is none. */
+  mountBase(caller: Caller, mount: MountAsked): Promise<VersionRow>;
+  /** A version's tree, read from its layers. */
+  view(version: VersionRow): Promise<VersionView>;
 }
 
 const DEFAULT_IDLE_MS = 300_000;
@@ -139,6 +145,8 @@ export class Services {
     resolveLimits(req.limits, undefined, config.defaults, maximums); // refuses what a query of the tenant may not ask for
     const access = req.access ?? 'url';
     if (!(SERVICE_ACCESS as readonly string[]).includes(access)) throw invalid(`access must be ${SERVICE_ACCESS.join(' or ')}`, '"key" makes the gateway want the tenant\'s API key as well as the URL');
+    const mounts = checkMounts(context, req.mounts);
+    for (const m of mounts) await this.lookups.mountBase(caller, m); // each mounted context (and version) exists
     await this.lookups.getOrCreateContext(caller, context);
     const network = req.network === undefined ? undefined : checkPolicy(req.network);
     const share = req.share === undefined ? undefined : checkShare(req.share);
@@ -153,8 +161,8 @@ export class Services {
     const row: ServiceRow = {
       tenantId: caller.tenantId, context, name: req.name, token: newToken(), createdAt: new Date().toISOString(),
       spec: {
-        format: 2, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {}, access,
-        ...(network ? { network } : {}), ...(share ? { share } : {}),
+        format: mounts.length ? 3 : 2, command, port: req.port, env: checkEnv(req.env), idleTimeoutMs, startTimeoutMs, limits: req.limits ?? {}, access,
+        ...(network ? { network } : {}), ...(share ? { share } : {}), ...(mounts.length ? { mounts } : {}),
       },
     };
     if (!(await this.deps.metadata.services.create(row))) {
@@ -244,6 +252,11 @@ export class Services {
         deps: this.deps, committer: this.committer, log: this.logOf(row.token),
         head: (hold) => this.lookups.head(caller(hold), row.context),
         runAs: (hold, base, argv, fromString) => this.lookups.runAs(caller(hold), row.context, base, argv, fromString, { env: row.spec.env }),
+        mounts: async (hold, base) => {
+          const asked = row.spec.mounts ?? [];
+          if (asked.length) checkMountPoints(await this.lookups.view(base), row.context, asked);
+          return Promise.all(asked.map((m) => this.lookups.mountBase(caller(hold), m)));
+        },
         admit: async () => {
           const tenant = await this.deps.metadata.tenants.get(row.tenantId);
           const { runningServices, tenantCpus, maximums } = quotasOf(this.deps.config, { quotas: tenant?.quotas });
@@ -302,7 +315,8 @@ export class Services {
     return {
       name: r.name, context: r.context, command: r.spec.command, port: r.spec.port, ...this.urls(r.token),
       state: this.runs.get(r.token)?.state ?? 'sleeping', idleTimeoutMs: r.spec.idleTimeoutMs, access: r.spec.access,
-      ...(r.spec.network ? { network: r.spec.network } : {}), ...(r.spec.share ? { share: r.spec.share } : {}), createdAt: r.createdAt,
+      ...(r.spec.network ? { network: r.spec.network } : {}), ...(r.spec.share ? { share: r.spec.share } : {}),
+      ...(r.spec.mounts ? { mounts: r.spec.mounts } : {}), createdAt: r.createdAt,
     };
   }
 }

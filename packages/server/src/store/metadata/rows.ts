@@ -194,10 +194,14 @@ export interface LeaseFence {
   epoch: number;
 }
 
-/** What a service runs (persisted as JSON with `format`). */
-/** A service's definition, stored as JSON. Format 2 added `access`, `network` and `share` (format 1 reads as access "url", unshared). */
+/**
+ * What a service runs, persisted as JSON with `format`. Format 2 added `access`, `network` and
+ * `share` (format 1 reads as access "url", unshared); format 3 is format 2 with `mounts` (written
+ * only when it has some, so a server that does not know mounts refuses it rather than run
+ * without them).
+ */
 export interface ServiceSpec {
-  format: 2;
+  format: 2 | 3;
   command: string | string[];
   port: number;
   env: Record<string, string>;
@@ -210,6 +214,8 @@ export interface ServiceSpec {
   network?: NetworkPolicy;
   /** Who else reaches it by name (`{service}.{context}.internal`): every context of the tenant, or these; absent: its own context only. */
   share?: ServiceShare;
+  /** Contexts mounted into its sandbox (format 3). */
+  mounts?: { context: string; path: string; version?: string; readOnly: boolean }[];
 }
 
 export interface ServiceRow {

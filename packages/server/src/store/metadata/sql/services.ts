@@ -5,7 +5,7 @@ import type { SqlDb } from './db.js';
 export interface ServiceRecord { tenant_id: string; context: string; name: string; token: string; spec: string; created_at: string }
 export const toService = (r: ServiceRecord): ServiceRow => {
   const stored = JSON.parse(r.spec) as ServiceSpec | (Omit<ServiceSpec, 'format' | 'access'> & { format: 1 });
-  if (stored.format !== 1 && stored.format !== 2) throw new Error(`service ${r.name}: unknown spec format ${String((stored as { format: unknown }).format)}`);
+  if (stored.format !== 1 && stored.format !== 2 && stored.format !== 3) throw new Error(`service ${r.name}: unknown spec format ${String((stored as { format: unknown }).format)}`);
   // Format 1 predates access and network: its services are reached by URL alone.
   const spec: ServiceSpec = stored.format === 1 ? { ...stored, format: 2, access: 'url' } : stored;
   return { tenantId: r.tenant_id, context: r.context, name: r.name, token: r.token, spec, createdAt: r.created_at };
