@@ -40,6 +40,8 @@ export interface CreateContextOptions {
   name: string;
   image?: string;
   from?: { context: string; version?: string };
+  /** Labels added to its config. */
+  labels?: Record<string, string>;
 }
 
 const toContext = (r: ContextRow): Context => ({
@@ -235,6 +237,18 @@ export class Engine {
     return durably(this.deps.durability, () => this.createContextRow(caller, opts));
   }
 
+  /**
+   * A volume: a context whose tree is empty (one version hides every path of its image), with
+   * `labels` in its config (what marks it as one for a front door: E2B's volumes).
+   */
+  createVolume(caller: Caller, name: string, labels: Record<string, string>): Promise<Context> {
+    return durably(this.deps.durability, async () => {
+      await this.createContextRow(caller, { name, labels });
+      await this.files.clear(caller, name);
+      return this.getContext(caller, name);
+    });
+  }
+
   private async createContextRow(caller: Caller, opts: CreateContextOptions): Promise<Context> {
     checkName(opts.name);
     let head: VersionRow;
@@ -257,6 +271,7 @@ export class Engine {
     if ((await this.deps.metadata.contexts.count(caller.tenantId)) >= contexts) {
       throw overQuota('contexts', contexts, 'delete contexts you no longer need, or ask the admin for a higher quota');
     }
+    if (opts.labels) settings = { ...settings, config: { ...settings.config, labels: { ...settings.config?.labels, ...opts.labels } } };
     const now = new Date().toISOString();
     const row: ContextRow = { tenantId: caller.tenantId, name: opts.name, head: head.id, image, createdAt: now, updatedAt: now, ...settings };
     if (!(await this.deps.metadata.contexts.create(row))) {

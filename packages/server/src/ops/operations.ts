@@ -63,12 +63,16 @@ export const OPERATIONS = {
   'context.exportOci': op((p, c, a: Named & { opts: Arg<E['transfer']['exportOci'], 2> }) => p.engine.transfer.exportOci(c, a.context, a.opts)),
   'context.push': op((p, c, a: Named & { opts: Arg<E['transfer']['push'], 2> }) => p.engine.transfer.push(c, a.context, a.opts)),
   'server.backup': op((p, c, a: { opts: Arg<E['transfer']['backup'], 1>; progress: Arg<E['transfer']['backup'], 2> }) => p.engine.transfer.backup(c, a.opts, a.progress)),
+  'volume.create': op((p, c, a: Named & { labels: Record<string, string> }) => p.engine.createVolume(c, a.context, a.labels)),
   'context.import': op((p, c, a: { body: Arg<E['transfer']['import'], 1>; opts: Arg<E['transfer']['import'], 2> }) => p.engine.transfer.import(c, a.body, a.opts)),
 
   'file.read': op((p, c, a: File & { version?: string }) => p.engine.files.read(c, a.context, a.path, a.version)),
   'file.stat': op((p, c, a: File & { version?: string }) => p.engine.files.stat(c, a.context, a.path, a.version)),
   'file.remove': op((p, c, a: File & { recursive: boolean }) => p.engine.files.remove(c, a.context, a.path, a.recursive)),
   'file.write': op((p, c, a: File & { body: Arg<E['files']['write'], 3>; opts: Arg<E['files']['write'], 4> }) => p.engine.files.write(c, a.context, a.path, a.body, a.opts)),
+  'file.clear': op((p, c, a: Named) => p.engine.files.clear(c, a.context)),
+  'file.mkdir': op((p, c, a: File & { opts: Arg<E['files']['mkdir'], 3> }) => p.engine.files.mkdir(c, a.context, a.path, a.opts)),
+  'file.setAttributes': op((p, c, a: File & { change: Arg<E['files']['setAttributes'], 3> }) => p.engine.files.setAttributes(c, a.context, a.path, a.change)),
   'file.writeTar': op((p, c, a: File & { body: Arg<E['files']['writeTar'], 3>; opts: Arg<E['files']['writeTar'], 4> }) => p.engine.files.writeTar(c, a.context, a.path, a.body, a.opts)),
 
   'service.create': op((p, c, a: Named & { req: Arg<E['services']['create'], 2> }) => p.engine.services.create(c, a.context, a.req)),

@@ -18,6 +18,7 @@ import { sendError } from './http.js';
 import { E2bPortProxy, SandboxNotRunning } from './ports.js';
 import { processService } from './process.js';
 import { Sandboxes } from './sandboxes.js';
+import { E2bVolumes, isVolumePath } from './volumes.js';
 
 /** The envd port: with E2B's routing, the sandbox's own API rather than a guest port. */
 const ENVD_PORT = 49983;
@@ -60,6 +61,7 @@ export class E2bCompat {
   readonly sandboxes: Sandboxes;
   private readonly control: ControlPlane;
   private readonly events: E2bEvents;
+  private readonly volumes: E2bVolumes;
   private readonly envd: Envd;
   private readonly proxy: E2bPortProxy;
   private readonly peers: Peers | undefined;
@@ -70,6 +72,7 @@ export class E2bCompat {
     this.peers = o.peers;
     this.control = new ControlPlane(ops, this.sandboxes);
     this.events = new E2bEvents(ops);
+    this.volumes = new E2bVolumes(ops);
     this.envd = new Envd(this.sandboxes, ops, { 'process.Process': processService, 'filesystem.Filesystem': filesystemService() }, fileRoutes);
     this.proxy = new E2bPortProxy(log, (req) => portHeaders(req.headers) ?? portHost(req.headers.host));
   }
@@ -84,7 +87,7 @@ export class E2bCompat {
   /** Whether a request is E2B's (and `handle` should take it). */
   claims(req: IncomingMessage): boolean {
     const path = (req.url ?? '/').split('?')[0];
-    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath(path) || isEventsPath(path) || path === '/files';
+    return typeof req.headers['e2b-sandbox-id'] === 'string' || portHost(req.headers.host) !== null || isControlPath(path) || isEventsPath(path) || isVolumePath(path) || path === '/files';
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -101,6 +104,7 @@ export class E2bCompat {
         }, passOn !== undefined).catch((err: unknown) => this.proxy.fail(res, err));
       } else if ((req.url ?? '/').split('?')[0] === '/files') await this.signed(req, res, passOn);
       else if (isEventsPath((req.url ?? '/').split('?')[0])) await this.events.handle(req, res);
+      else if (isVolumePath((req.url ?? '/').split('?')[0])) await this.volumes.handle(req, res);
       else await this.control.handle(req, res, passOn);
     };
     work().catch((err: unknown) => {

@@ -11,7 +11,7 @@ import type { Caller, Deps } from '../../core/deps.js';
 import { joinPath, parsePath } from './paths.js';
 import { notADirectory, VersionView, type Entry } from './view.js';
 import { moveIntoLayer } from './tar.js';
-import { place, whiteout, writeFile } from './writer.js';
+import { ancestorsOf, attrsOf, makeParents, owned, place, under, whiteout, writeFile, type Owner } from './writer.js';
 
 export type ReadResult =
   | { kind: 'file'; size: number; version: string; readAll(): Buffer; stream(range?: { start: number; end: number }): Readable }
@@ -20,6 +20,8 @@ export type ReadResult =
 export interface UploadOptions {
   /** File mode (default 0644). */
   mode?: number;
+  /** Its owner as a sandbox sees it (default root). */
+  owner?: Owner;
   /** The body's announced length, when known: refused at once past the disk limit. */
   length?: number;
 }
@@ -88,7 +90,7 @@ export class Files {
       const existing = view.resolve(segments);
       if (existing?.type === 'dir') throw invalid(`${path} is a directory`, 'write to a file path');
       const target = existing ? existing.segments : segments;
-      await writeFile(w, place(view, target), body, mode);
+      await writeFile(w, place(view, target), body, mode, opts.owner);
     });
   }
 
@@ -116,6 +118,53 @@ export class Files {
         throw invalid(`${joinPath(e.segments)} is a directory that is not empty`, 'pass recursive=true to delete it with its contents');
       }
       await whiteout(w, e, view);
+    });
+  }
+
+  /**
+   * Makes a directory (owned by `owner`, root by default), with its missing parents when
+   * `parents`; one that exists is `already_exists` unless `parents`, which keeps it as it is.
+   */
+  async mkdir(caller: Caller, name: string, path: string, opts: { mode?: number; owner?: Owner; parents?: boolean } = {}): Promise<{ version: string }> {
+    const segments = parsePath(path);
+    this.deps.meter.fileOperation('write');
+    return this.change(caller, name, `make directory ${joinPath(segments)}`, async (view, w) => {
+      const existing = view.resolve(segments);
+      if (existing?.type === 'dir' && opts.parents) return;
+      if (existing) throw new ShellbaseError('already_exists', `${path} exists`, { details: { path }, hint: 'make a directory at a path that does not exist yet' });
+      const p = place(view, segments);
+      if (p.missing.length && !opts.parents) throw notFound('path', `/${segments.slice(0, -1).join('/')}`);
+      w.mkdir(under(makeParents(w, p), p.name), owned(opts.mode ?? 0o755, opts.owner));
+    });
+  }
+
+  /** Changes an entry's mode or owner (ids as a sandbox sees them): its content stays. */
+  async setAttributes(caller: Caller, name: string, path: string, change: { mode?: number; uid?: number; gid?: number }): Promise<{ version: string }> {
+    const segments = parsePath(path);
+    this.deps.meter.fileOperation('write');
+    return this.change(caller, name, `change attributes of ${joinPath(segments)}`, async (view, w) => {
+      const e = view.resolve(segments, false);
+      if (!e) throw notFound('path', path);
+      if (e.segments.length === 0) throw invalid('the root\'s attributes stay', 'change an entry below /');
+      const a = attrsOf(e);
+      const attrs = {
+        ...a, ...(change.mode !== undefined ? { mode: change.mode } : {}),
+        ...(change.uid !== undefined ? { uid: owned(0, { uid: change.uid, gid: 0 }).uid } : {}), ...(change.gid !== undefined ? { gid: owned(0, { uid: 0, gid: change.gid }).gid } : {}),
+      };
+      // Its parents as they are (canonical segments: no symlink on the way).
+      const target = under(makeParents(w, { ancestors: ancestorsOf(view, e.segments.slice(0, -1))!, missing: [], name: '' }), e.segments[e.segments.length - 1]);
+      if (e.type === 'dir') w.mkdir(target, attrs);
+      else if (e.type === 'file') await w.copyFile(view.layers[e.at.layer], e.at.rel, target, attrs);
+      else if (e.type === 'symlink') w.symlink(target, view.readlink(e), attrs);
+      else throw invalid(`${path} is neither a file, a directory nor a symlink`, 'change a file, a directory or a symlink');
+    });
+  }
+
+  /** Deletes everything in the tree (every entry of its root) as one version. */
+  async clear(caller: Caller, name: string): Promise<{ version: string }> {
+    this.deps.meter.fileOperation('delete');
+    return this.change(caller, name, 'delete everything', async (view, w) => {
+      for (const e of view.list(view.resolve([])!)) await whiteout(w, e, view);
     });
   }
 

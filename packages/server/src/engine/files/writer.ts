@@ -72,11 +72,18 @@ export function makeParents(w: ScratchWriter, p: Placement): string {
 
 export const under = (dir: string, name: string) => (dir ? `${dir}/${name}` : name);
 
+/** An owner as a sandbox sees it (ids inside). */
+export interface Owner { uid: number; gid: number }
+
+/** A new entry's attributes: the sandboxes' root's, or `owner`'s (ids shifted as layers store them). */
+export const owned = (mode: number, owner?: Owner): EntryAttrs =>
+  (owner ? { mode, uid: SANDBOX_ROOT + owner.uid, gid: SANDBOX_ROOT + owner.gid } : NEW_ENTRY(mode));
+
 /** Writes a file (owned by the sandboxes' root) into a layer from a stream; a full disk limit is a 413. */
-export async function writeFile(w: ScratchWriter, p: Placement, body: Readable, mode: number): Promise<void> {
+export async function writeFile(w: ScratchWriter, p: Placement, body: Readable, mode: number, owner?: Owner): Promise<void> {
   const rel = under(makeParents(w, p), p.name);
   try {
-    await w.writeFile(rel, body, NEW_ENTRY(mode));
+    await w.writeFile(rel, body, owned(mode, owner));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EDQUOT' || (e as NodeJS.ErrnoException).code === 'ENOSPC') {
       throw new ShellbaseError('payload_too_large', 'the file is larger than the disk limit', { hint: 'write less than limits.diskMb' });
