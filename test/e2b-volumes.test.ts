@@ -40,15 +40,15 @@ describe('E2B volumes through the E2B SDK', () => {
   test('content calls: write, read, list (with depth), getInfo, exists, makeDir, updateMetadata, remove', async () => {
     const vol = await Volume.create('work');
     const w = await vol.writeFile('/data/a.txt', 'alpha\n');
-    assert.deepEqual([w.name, w.path, w.type, w.size], ['a.txt', '/data/a.txt', VolumeFileType.FILE, 6]);
+    assert.deepEqual([w.name, w.path, w.type, w.size, w.uid, w.gid], ['a.txt', '/data/a.txt', VolumeFileType.FILE, 6, 1000, 1000], 'E2B\'s default user owns what it writes');
     assert.ok(w.mtime instanceof Date && !Number.isNaN(w.mtime.getTime()));
     assert.equal(await vol.readFile('/data/a.txt'), 'alpha\n');
     assert.deepEqual(Buffer.from(await vol.readFile('/data/a.txt', { format: 'bytes' })).toString(), 'alpha\n');
     await vol.writeFile('/data/a.txt', 'beta\n', { mode: 0o600, uid: 1000, gid: 1000 });
     const a = await vol.getInfo('/data/a.txt');
     assert.deepEqual([a.mode, a.uid, a.gid, a.size], [0o600, 1000, 1000, 5]);
-    const d = await vol.makeDir('/data/sub/deeper', { force: true, mode: 0o750 });
-    assert.deepEqual([d.type, d.mode], [VolumeFileType.DIRECTORY, 0o750]);
+    const d = await vol.makeDir('/data/sub/deeper', { force: true, mode: 0o750, uid: 0, gid: 0 });
+    assert.deepEqual([d.type, d.mode, d.uid], [VolumeFileType.DIRECTORY, 0o750, 0]);
     await assert.rejects(vol.makeDir('/nowhere/x'), VolumePathNotFoundError, 'a missing parent without force');
     await assert.rejects(vol.makeDir('/data/sub'), VolumeError, 'an existing path without force');
     assert.deepEqual((await vol.list('/data')).map((e) => [e.name, e.type]), [['a.txt', 'file'], ['sub', 'directory']]);

@@ -35,6 +35,8 @@ export const CreateContextBodySchema = Type.Object({
   name: NameSchema,
   image: Type.Optional(Type.String({ maxLength: 512 })),
   from: Type.Optional(Type.Object({ context: NameSchema, version: Type.Optional(VersionIdSchema) }, strict)),
+  /** Starts with an empty tree (one version hides every path of its image): a volume for data, mounted into other work. */
+  empty: Type.Optional(Type.Boolean()),
 }, strict);
 
 export const PatchContextBodySchema = Type.Object({ defaults: ContextDefaultsSchema }, strict);

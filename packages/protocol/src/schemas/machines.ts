@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
-import { MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES } from '../constants.js';
+import { MACHINE_CONSOLE_MAX_LINES, MACHINE_STATES, MAX_MOUNTS } from '../constants.js';
 import { EnvSchema, ErrorEventSchema, LimitHitSchema, NetworkPolicyInSchema, NetworkPolicySchema, OutputEventSchema, TimeoutMsSchema, oneOf, strict } from './common.js';
-import { ExecLimitsSchema } from './exec.js';
+import { ExecLimitsSchema, MountSchema } from './exec.js';
 import { ServiceAccessSchema } from './services.js';
 
 /** Machines (microVMs), their snapshots, exec, console and PTY. */
@@ -31,7 +31,10 @@ export const MachineSchema = Type.Object({
   idleTimeoutMs: Type.Integer(),
   /** The snapshot it was restored from, when it was (forks and restores). */
   snapshot: Type.Optional(Type.String()),
-  ports: Type.Array(MachinePortSchema), createdAt: Type.String(),
+  ports: Type.Array(MachinePortSchema),
+  /** Contexts copied into it at a path: `version` is the one its copy holds (its last commit there, or the one it was made with). */
+  mounts: Type.Optional(Type.Array(Type.Object({ context: Type.String(), path: Type.String(), readOnly: Type.Boolean(), version: Type.String() }))),
+  createdAt: Type.String(),
 }, {
   $id: 'Machine', title: 'Machine',
   description: "A microVM: its own kernel, systemd, processes and memory; restored from a snapshot, never booted in a caller's path.",
@@ -51,6 +54,11 @@ export const CreateMachineRequestSchema = Type.Object({
   idleTimeoutMs: Type.Optional(Type.Integer()),
   /** Narrows the context's (or, without a context, the tenant's) egress policy for this machine. */
   network: Type.Optional(NetworkPolicyInSchema),
+  /**
+   * Contexts copied into the guest at a path (docs/api.md, Machines: mounts); a writable one's
+   * changes there commit into its context on a mount commit, the machine's commit, hibernate, stop and delete.
+   */
+  mounts: Type.Optional(Type.Array(MountSchema, { maxItems: MAX_MOUNTS })),
 }, strict);
 
 /** Grows a running (or hibernated) machine's disk and its root file system, online. Disks never shrink. */

@@ -356,6 +356,7 @@ class Machine:
     idle_timeout_ms: int
     snapshot: str | None = None
     ports: list[MachinePort]
+    mounts: list[dict[str, object]] | None = None
     created_at: str
 
 

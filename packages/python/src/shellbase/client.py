@@ -31,10 +31,13 @@ class Contexts:
     def get(self, name: str) -> Context:
         return from_wire(Context, self._t.json("GET", f"/v1/contexts/{quote(name)}"))
 
-    def create(self, name: str, *, image: str | None = None, from_context: str | None = None, from_version: str | None = None) -> Context:
-        """Creates a context from an image (default debian), or from another context's head or version."""
+    def create(self, name: str, *, image: str | None = None, from_context: str | None = None, from_version: str | None = None,
+               empty: bool | None = None) -> Context:
+        """Creates a context from an image (default debian), or from another context's head or version;
+        `empty=True` starts its tree empty (a volume for data, to mount into other work)."""
         source = {"context": from_context, "version": from_version} if from_context is not None else None
-        return from_wire(Context, self._t.json("POST", "/v1/contexts", json_body=to_wire({"name": name, "image": image, "from": source})))
+        body = to_wire({"name": name, "image": image, "from": source, "empty": empty})
+        return from_wire(Context, self._t.json("POST", "/v1/contexts", json_body=body))
 
     def delete(self, name: str) -> None:
         """Deletes a context; garbage collection soon frees what only it held."""

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import asdict
+from typing import Mapping, Sequence
 
 from ._http import Transport
 from ._wire import JsonObject, from_wire, to_wire
 from .context import Command, Data, command_body, exec_timeout, quote
 from .pty import MachinePty, open_pty
 from .streams import EventStream, MachineExecStream, parse_machine_event
-from .types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, ServiceAccess
+from .types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, Mount, NetworkPolicy, ServiceAccess
 
 
 def _absolute(path: str) -> str:
@@ -170,6 +171,10 @@ class MachineHandle:
         """Its changed files as a new version of `context` (rebased like a query's writes); returns the version."""
         return str(self._t.json("POST", self._path("/commit"), json_body={"context": context})["version"])
 
+    def commit_mount(self, path: str) -> str:
+        """What it wrote below a writable mount's path as a new version of the mounted context; returns the version."""
+        return str(self._t.json("POST", self._path(f"/mounts/{quote(path)}/commit"))["version"])
+
 
 class Machines:
     """`sb.machines`: create, get, list, and restore snapshots."""
@@ -188,14 +193,18 @@ class Machines:
         disk_gb: int | None = None,
         idle_timeout_ms: int | None = None,
         network: NetworkPolicy | None = None,
+        mounts: Sequence[Mount | Mapping[str, object]] | None = None,
     ) -> MachineHandle:
         """A running machine, restored from a template (the first one of an image or version boots it once).
 
         `network` narrows its context's (or tenant's) egress policy; the guest reaches the outside
-        only through the egress proxy at 10.0.2.100:3128 (its programs are told so).
+        only through the egress proxy at 10.0.2.100:3128 (its programs are told so). `mounts`
+        copies contexts into it at paths; `commit_mount(path)` commits a writable one's changes.
         """
         body = to_wire({"context": context, "version": version, "image": image, "memory_mb": memory_mb, "cpus": cpus,
                         "disk_gb": disk_gb, "idle_timeout_ms": idle_timeout_ms, "network": network})
+        if mounts is not None:
+            body["mounts"] = [to_wire(asdict(m) if isinstance(m, Mount) else m) for m in mounts]
         return MachineHandle(self._t, str(self._t.json("POST", "/v1/machines", json_body=body)["id"]))
 
     def get(self, id: str) -> MachineHandle:

@@ -46,7 +46,7 @@ export class Shellbase implements Transport {
     list: async (): Promise<Context[]> => (await this.json<{ contexts: Context[] }>('GET', '/v1/contexts')).contexts,
     get: (name: string): Promise<Context> => this.json('GET', `/v1/contexts/${encodeURIComponent(name)}`),
     /** `image`: `debian` (the default) or a pulled image's reference. */
-    create: (body: { name: string; image?: string; from?: { context: string; version?: string } }): Promise<Context> =>
+    create: (body: { name: string; image?: string; from?: { context: string; version?: string }; empty?: boolean }): Promise<Context> =>
       this.json('POST', '/v1/contexts', { body }),
     delete: async (name: string): Promise<void> => { await this.request('DELETE', `/v1/contexts/${encodeURIComponent(name)}`); },
     /**

@@ -123,6 +123,11 @@ export class MachineHandle {
 
   /** Its disk as a new version of `context`. */
   async commit(context: string): Promise<string> { return (await this.sb.json<{ version: string }>('POST', this.path('/commit'), { body: { context } })).version; }
+
+  /** What the machine wrote below a writable mount's path, as a new version of the mounted context; returns the version. */
+  async commitMount(path: string): Promise<string> {
+    return (await this.sb.json<{ version: string }>('POST', this.path(`/mounts/${encodeURIComponent(path)}/commit`))).version;
+  }
 }
 
 const absolute = (p: string) => (p.startsWith('/') ? p : `/${p}`).split('/').map((s) => encodeURIComponent(s)).join('/');

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { ExecRequest, ExecResult, VersionCause } from '@shellbase/protocol';
 import type { VersionRow } from '../store/metadata/types.js';
 import type { Caller } from './deps.js';
@@ -18,6 +19,8 @@ export interface ExecHooks {
 export interface ContextAccess {
   /** The version a machine starts from (pinned by the caller's hold): `version`, else the context's head. */
   base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
+  /** The version a mounted context shows (`version`, else its head; pinned by the caller's hold): `not_found` when there is no such context. */
+  mountBase(caller: Caller, context: string, version?: string): Promise<VersionRow>;
   /** The root version of an image: a built-in one, or one the caller pulled (pinned by the caller's hold). */
   imageVersion(caller: Caller, image: string): Promise<VersionRow>;
   /** What a version lacks to boot as a machine (systemd as /sbin/init), or null when it has it. */
@@ -26,4 +29,9 @@ export interface ContextAccess {
   imageOf(caller: Caller, context: string): Promise<string | null>;
   /** A query of a context (a machine's commit applies its changes through one). */
   exec(caller: Caller, context: string, req: ExecRequest, hooks?: ExecHooks): Promise<ExecResult>;
+  /**
+   * Changes made elsewhere over `base` as one version of a context (engine/files: `apply`):
+   * deleted paths and a tar of what is new or changed, rebased or a conflict as a query's writes.
+   */
+  apply(caller: Caller, context: string, base: string, deleted: readonly string[], body: Readable, description: string): Promise<{ version: string }>;
 }

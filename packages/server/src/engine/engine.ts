@@ -1,6 +1,6 @@
 import type { Context, ContextDefaults, ExecRequest, ExecResult, GcResult, Version } from '@shellbase/protocol';
 import path from 'node:path';
-import { ShellbaseError, notFound } from '../errors.js';
+import { ShellbaseError, invalid, notFound } from '../errors.js';
 import { IMAGE_NAMES, imageBuilt, imageInfo } from '../images/index.js';
 import { imageVersionId, parseImageLayer } from '../store/layer-ids.js';
 import type { ContextRow, NewVersion, ServiceRow, VersionRow } from '../store/metadata/types.js';
@@ -42,6 +42,8 @@ export interface CreateContextOptions {
   from?: { context: string; version?: string };
   /** Labels added to its config. */
   labels?: Record<string, string>;
+  /** Its tree starts empty. */
+  empty?: boolean;
 }
 
 const toContext = (r: ContextRow): Context => ({
@@ -166,10 +168,12 @@ export class Engine {
   contextAccess(): ContextAccess {
     return {
       base: (caller, context, version) => this.baseVersion(caller, context, version),
+      mountBase: async (caller, context, version) => (await this.target(caller, context, version, false)).base,
       imageVersion: async (caller, image) => (await this.images.start(caller, image)).version,
       unbootable: async (v) => unbootable(await this.files.viewOf(v)),
       imageOf: async (caller, context) => (await this.deps.metadata.contexts.get(caller.tenantId, context))?.image ?? null,
       exec: (caller, context, req, hooks) => this.exec(caller, context, req, hooks),
+      apply: (caller, context, base, deleted, body, description) => this.files.apply(caller, context, base, deleted, body, description),
     };
   }
 
@@ -233,20 +237,20 @@ export class Engine {
     return row;
   }
 
+  /** With `empty`, its tree starts empty: one version hides every path of its image (a volume for data). */
   createContext(caller: Caller, opts: CreateContextOptions): Promise<Context> {
-    return durably(this.deps.durability, () => this.createContextRow(caller, opts));
+    if (opts.empty && opts.from) throw invalid('a context made from another is not empty', 'pass empty or from, not both');
+    return durably(this.deps.durability, async () => {
+      const made = await this.createContextRow(caller, opts);
+      if (!opts.empty) return made;
+      await this.files.clear(caller, opts.name);
+      return this.getContext(caller, opts.name);
+    });
   }
 
-  /**
-   * A volume: a context whose tree is empty (one version hides every path of its image), with
-   * `labels` in its config (what marks it as one for a front door: E2B's volumes).
-   */
+  /** A volume of a front door's (E2B's): an empty context with `labels` in its config, which mark it as one. */
   createVolume(caller: Caller, name: string, labels: Record<string, string>): Promise<Context> {
-    return durably(this.deps.durability, async () => {
-      await this.createContextRow(caller, { name, labels });
-      await this.files.clear(caller, name);
-      return this.getContext(caller, name);
-    });
+    return this.createContext(caller, { name, labels, empty: true });
   }
 
   private async createContextRow(caller: Caller, opts: CreateContextOptions): Promise<Context> {

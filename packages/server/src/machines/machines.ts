@@ -24,6 +24,7 @@ import { quotasOf } from '../core/quotas.js';
 import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './storage/snapshots.js';
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
+import { MachineMounts } from './mounts.js';
 
 /**
  * Machines: made from a template or a snapshot (none boots in a caller's path), forked, snapshotted
@@ -34,6 +35,7 @@ import { MachineRuns } from './runs.js';
 export class Machines {
   /** The machines' runs and their lifecycle steps: every operation here goes through them. */
   private readonly runs: MachineRuns;
+  private readonly mounts: MachineMounts;
 
   /**
    * `blobs`: the cluster's object store (cluster mode), where hibernated machines and snapshots
@@ -41,6 +43,7 @@ export class Machines {
    */
   constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore, backend?: VmBackend) {
     this.runs = new MachineRuns(deps, contexts, blobs, backend);
+    this.mounts = new MachineMounts(deps, contexts, path.join(deps.config.home, 'tmp', 'machine-mounts'));
   }
 
   /** What a server backup takes of machines (their files, each under its lifecycle lock). */
@@ -72,11 +75,54 @@ export class Machines {
   list(caller: Caller): Promise<Machine[]> { return this.runs.list(caller); }
   pause(caller: Caller, id: string): Promise<Machine> { return this.runs.pause(caller, id); }
   /** Memory to disk now (`memory` false: dropped, the disk kept); `extensions`: changes of what another API keeps, written with the hibernated state. */
-  hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>, memory = true): Promise<Machine> { return this.runs.hibernate(caller, id, extensions, memory); }
+  hibernate(caller: Caller, id: string, extensions?: Record<string, unknown>, memory = true): Promise<Machine> {
+    return this.mountsCommitted(caller, id, () => this.runs.hibernate(caller, id, extensions, memory));
+  }
   resume(caller: Caller, id: string): Promise<Machine> { return this.runs.resume(caller, id); }
-  stop(caller: Caller, id: string): Promise<Machine> { return this.runs.stop(caller, id); }
+  stop(caller: Caller, id: string): Promise<Machine> { return this.mountsCommitted(caller, id, () => this.runs.stop(caller, id)); }
   consoleTail(caller: Caller, id: string, lines: number): Promise<MachineConsole> { return this.runs.consoleTail(caller, id, lines); }
-  remove(caller: Caller, id: string): Promise<void> { return this.runs.remove(caller, id); }
+  remove(caller: Caller, id: string): Promise<void> { return this.mountsCommitted(caller, id, () => this.runs.remove(caller, id)); }
+
+  /** A writable mount's changes in the machine as a new version of its context (machines/mounts.ts). */
+  commitMount(caller: Caller, id: string, at: string): Promise<{ version: string }> {
+    return durably(this.deps.durability, async () => {
+      const run = await this.runs.runFor(caller, id);
+      const mount = (run.row.spec.mounts ?? []).find((m) => m.path === at);
+      if (!mount) throw notFound('mount', at);
+      if (mount.readOnly) throw invalid(`the mount at ${at} is read-only: it has nothing to commit`, 'mount it writable to commit what the machine writes there');
+      return { version: (await this.commitMounts(caller, run, at))! };
+    });
+  }
+
+  /** Before a machine hibernates, stops or goes: its writable mounts' changes are committed (a failure is logged, the step goes on). */
+  private async mountsCommitted<T>(caller: Caller, id: string, then: () => Promise<T>): Promise<T> {
+    const run = await this.runs.runFor(caller, id);
+    if ((run.row.spec.mounts ?? []).some((m) => !m.readOnly) && run.state !== 'stopped' && run.state !== 'lost') {
+      await this.commitMounts(caller, run).catch((err: unknown) => this.deps.log.warn({ err, machine: id }, 'committing a machine\'s mounts failed'));
+    }
+    return then();
+  }
+
+  /** Commits each writable mount (or the one at `only`), the machine awake meanwhile; the last version made. */
+  private async commitMounts(caller: Caller, run: MachineRun, only?: string): Promise<string | undefined> {
+    const release = await run.acquire();
+    try {
+      let version: string | undefined;
+      for (const m of run.row.spec.mounts ?? []) {
+        if (m.readOnly || (only !== undefined && m.path !== only)) continue;
+        const next = await this.mounts.commit(caller, run.vm!, run.row.id, run.row.spec.mounts!, m.path);
+        await run.serial(async () => {
+          const row = { ...run.row, spec: { ...run.row.spec, mounts: next } };
+          await this.runs.write(row);
+          run.row = row;
+        });
+        version = next.find((x) => x.path === m.path)!.version;
+      }
+      return version;
+    } finally {
+      release();
+    }
+  }
   /** Machines' rows as they are now (of one tenant, or all), for APIs that keep extensions in them. */
   rows(tenantId?: string): Promise<MachineRow[]> { return this.runs.rows(tenantId); }
   rowOf(caller: Caller, id: string): Promise<MachineRow> { return this.runs.rowOf(caller, id); }
@@ -105,6 +151,7 @@ export class Machines {
       version = await this.contexts.imageVersion(caller, image);
     }
     if (req.context !== undefined) image = (await this.contexts.imageOf(caller, req.context)) ?? image;
+    const mounts = await this.mounts.resolve(caller, req.context, req.mounts);
     // A request's network may only narrow what its context (or tenant) allows: 400 malformed, 403 wider.
     const network = req.network === undefined ? undefined : checkPolicy(req.network);
     if (network) await this.runs.network.effective(caller, req.context, network);
@@ -140,6 +187,7 @@ export class Machines {
           format: tpl.ramPadKb ? 3 : 2, image, ...(req.context !== undefined ? { context: req.context, version: version.id } : {}), memoryMb, cpus,
           ...(tpl.ramPadKb ? { ramPadKb: tpl.ramPadKb } : {}), ...(Object.keys(tpl.env).length ? { guestEnv: tpl.env } : {}),
           diskGb: DISK_GB, idleTimeoutMs, ...(network ? { network } : {}), disk: [disk, tpl.disk], ports: [], ...(extensions ? { extensions } : {}),
+          ...(mounts.length ? { mounts } : {}),
         },
       };
       const taken = ready;
@@ -154,6 +202,7 @@ export class Machines {
     });
     // Templates' disks are DISK_GB: a larger one grows before the create returns (a failure deletes the machine).
     if (diskGb > DISK_GB) await this.grow(run, diskGb).catch(async (e: unknown) => { await run.serial(() => this.runs.discard(run)); throw e; });
+    if (mounts.length) await this.mounts.attach(caller, run.vm!, mounts).catch(async (e: unknown) => { await run.serial(() => this.runs.discard(run)); throw e; });
     return this.runs.toMachine(run);
   }
 
@@ -342,6 +391,7 @@ export class Machines {
     try {
       // Ten minutes to apply the changes, or the tenant's most when that is less.
       const timeoutMs = Math.min(600_000, quotasOf(this.deps.config, caller).maximums.timeoutMs);
+      if ((run.row.spec.mounts ?? []).some((m) => !m.readOnly)) await this.commitMounts(caller, run);
       return { version: await commitMachine(caller, run, context, this.contexts.exec, timeoutMs) };
     } finally {
       release();

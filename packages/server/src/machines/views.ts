@@ -8,6 +8,7 @@ export function machineView(row: MachineRow, gatewayPort: number): Machine {
   return {
     id: row.id, state: row.state, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}), memoryMb: s.memoryMb, cpus: s.cpus,
     diskGb: s.diskGb, ...(s.network ? { network: s.network } : {}), idleTimeoutMs: s.idleTimeoutMs, ...(s.snapshot ? { snapshot: s.snapshot } : {}),
-    ports: s.ports.map((p) => ({ port: p.port, ...gatewayUrls(gatewayPort, p.token), access: p.access ?? 'url' })), createdAt: row.createdAt,
+    ports: s.ports.map((p) => ({ port: p.port, ...gatewayUrls(gatewayPort, p.token), access: p.access ?? 'url' })),
+    ...(s.mounts?.length ? { mounts: s.mounts.map((m) => ({ ...m })) } : {}), createdAt: row.createdAt,
   };
 }

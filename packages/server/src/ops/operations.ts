@@ -127,6 +127,7 @@ export const OPERATIONS = {
   'machine.fork': op((p, c, a: Id & { count: number }) => p.machines.fork(c, a.id, a.count), onMachine),
   'machine.expose': op((p, c, a: Id & { port: number; access?: Arg<M['expose'], 3> }) => p.machines.expose(c, a.id, a.port, a.access), onMachine),
   'machine.commit': op((p, c, a: Id & { context: string }) => p.machines.commit(c, a.id, a.context), onMachine),
+  'machine.commitMount': op((p, c, a: Id & { path: string }) => p.machines.commitMount(c, a.id, a.path), onMachine),
   'machine.setNetwork': op((p, c, a: Id & { policy: unknown }) => p.machines.setNetwork(c, a.id, a.policy), onMachine),
   'machine.setExtension': op((p, c, a: Id & { name: string; value: unknown }) => p.machines.setExtension(c, a.id, a.name, a.value), onMachine),
   /** Runs `fn` with the machine's guest agent (a running machine; a stopped one is started). */

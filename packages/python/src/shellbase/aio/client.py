@@ -33,8 +33,9 @@ class AsyncContexts:
     async def get(self, name: str) -> Context:
         return await run_sync(self._s.get, name)
 
-    async def create(self, name: str, *, image: str | None = None, from_context: str | None = None, from_version: str | None = None) -> Context:
-        return await run_sync(self._s.create, name, image=image, from_context=from_context, from_version=from_version)
+    async def create(self, name: str, *, image: str | None = None, from_context: str | None = None, from_version: str | None = None,
+                     empty: bool | None = None) -> Context:
+        return await run_sync(self._s.create, name, image=image, from_context=from_context, from_version=from_version, empty=empty)
 
     async def delete(self, name: str) -> None:
         await run_sync(self._s.delete, name)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..context import Command, Data
 from ..machines import MachineFiles, MachineHandle, Machines
 from ..pty import MachinePty, PtyExit
 from ..streams import MachineExecStream
-from ..types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, NetworkPolicy, OutputEvent, ServiceAccess
+from ..types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, Mount, NetworkPolicy, OutputEvent, ServiceAccess
 from ._run import AsyncEventStream, run_sync
 
 AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
@@ -166,6 +166,9 @@ class AsyncMachineHandle:
     async def commit(self, context: str) -> str:
         return await run_sync(self._s.commit, context)
 
+    async def commit_mount(self, path: str) -> str:
+        return await run_sync(self._s.commit_mount, path)
+
 
 class AsyncMachines:
     """`sb.machines`: create, get, list, and restore snapshots."""
@@ -184,9 +187,10 @@ class AsyncMachines:
         disk_gb: int | None = None,
         idle_timeout_ms: int | None = None,
         network: NetworkPolicy | None = None,
+        mounts: Sequence[Mount | Mapping[str, object]] | None = None,
     ) -> AsyncMachineHandle:
         handle = await run_sync(self._s.create, context=context, version=version, image=image, memory_mb=memory_mb, cpus=cpus,
-                                disk_gb=disk_gb, idle_timeout_ms=idle_timeout_ms, network=network)
+                                disk_gb=disk_gb, idle_timeout_ms=idle_timeout_ms, network=network, mounts=mounts)
         return AsyncMachineHandle(handle)
 
     def get(self, id: str) -> AsyncMachineHandle:

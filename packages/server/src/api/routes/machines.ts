@@ -121,4 +121,10 @@ export function machineRoutes(app: FastifyInstance, ops: Operations): void {
   app.post<{ Params: Static<typeof Id>; Body: { context: string } }>('/v1/machines/:id/commit', {
     config: { op: 'machine.commit' }, schema: { tags, params: Id, body: Type.Object({ context: Type.String({ maxLength: 1024 }) }, strict), response: { 200: Type.Object({ version: Type.String() }), ...errorResponses } },
   }, async (req) => ops.run(req.caller, 'machine.commit', { id: req.params.id, context: req.body.context }));
+
+  // The mount's path as one segment, its slashes encoded (`/mnt/data`: `%2Fmnt%2Fdata`).
+  const MountAt = Type.Object({ id: Type.String({ maxLength: 128 }), path: Type.String({ maxLength: 4096 }) });
+  app.post<{ Params: Static<typeof MountAt> }>('/v1/machines/:id/mounts/:path/commit', {
+    config: { op: 'machine.commitMount' }, schema: { tags, params: MountAt, response: { 200: Type.Object({ version: Type.String() }), ...errorResponses } },
+  }, async (req) => ops.run(req.caller, 'machine.commitMount', { id: req.params.id, path: req.params.path }));
 }

@@ -100,7 +100,7 @@ export class ControlPlane {
     if (b.mcp !== undefined && b.mcp !== null) {
       throw invalid('MCP gateways are not supported by shellbase: no MCP gateway can start in its sandboxes', 'create the sandbox without mcp and start the MCP servers you need in it with commands.run');
     }
-    if (Array.isArray(b.volumeMounts) && b.volumeMounts.length) throw invalid('volume mounts are not supported by shellbase', 'keep files in the sandbox, or commit them into a context');
+    const mounts = volumeMounts(b.volumeMounts);
     const network = (typeof b.network === 'object' && b.network !== null ? b.network : {}) as Record<string, unknown>;
     unsupportedNetwork(network);
     const egress = e2bPolicy(b.allow_internet_access, network);
@@ -114,7 +114,7 @@ export class ControlPlane {
     const s = await this.sandboxes.create(caller, {
       template, timeoutS: timeoutSeconds(b.timeout, DEFAULT_TIMEOUT_S), metadata: stringMap(b.metadata, 'metadata'), envs: stringMap(b.envVars, 'envVars'),
       onTimeout: autoPause ? 'pause' : 'kill', keepMemory, autoResume, publicTraffic: optionalBoolean(network.allowPublicTraffic, 'network.allowPublicTraffic') ?? true,
-      ...(egress ? { network: egress } : {}),
+      ...(egress ? { network: egress } : {}), ...(mounts.length ? { mounts } : {}),
     });
     sendJson(res, 201, this.created(s));
   }
@@ -255,4 +255,15 @@ function parseMetadataQuery(v: string | null): Record<string, string> {
     try { out[decodeURIComponent(k)] = decodeURIComponent(val); } catch { throw invalid('metadata is not URL-encoded'); }
   }
   return out;
+}
+
+/** `volumeMounts: [{name, path}]`: each volume (a context of that name) copied in at its path, writable. */
+function volumeMounts(v: unknown): { context: string; path: string }[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw invalid('volumeMounts must be an array of {name, path}');
+  return v.map((m: unknown) => {
+    const o = (typeof m === 'object' && m !== null ? m : {}) as Record<string, unknown>;
+    if (typeof o.name !== 'string' || typeof o.path !== 'string') throw invalid('each of volumeMounts is {name, path}', 'name a volume and the path it is seen at');
+    return { context: o.name, path: o.path };
+  });
 }

@@ -9,6 +9,7 @@ import type { Operations } from '../../ops/dispatch.js';
 import { E2B_EXTENSION, asExtension, e2bOf, newRecord, type E2bSandboxSpec } from './record.js';
 import { reportLifecycle } from './events.js';
 import { KeyedLock } from '../../util/keyed-lock.js';
+import { DEFAULT_USER } from './guest.js';
 
 /** A sandbox: a machine the E2B-compatible API made, and what it keeps about it. */
 export interface Sandbox { row: MachineRow; e2b: E2bSandboxSpec }
@@ -25,6 +26,8 @@ export interface NewSandbox {
   publicTraffic: boolean;
   /** Narrows the template's egress policy (compat/e2b/network.ts). */
   network?: NetworkPolicy;
+  /** Volumes (contexts) copied into it at their paths, writable (`volumeMounts`: compat/e2b/volumes.ts). */
+  mounts?: { context: string; path: string }[];
 }
 
 /** The E2B default template: shellbase's debian image. */
@@ -197,6 +200,7 @@ export class Sandboxes {
     let id: string;
     if (isSnapshot(t)) {
       if (req.network) throw invalid('a snapshot keeps the network rules it was taken with', 'leave the network options unset for a snapshot template');
+      if (req.mounts?.length) throw invalid('a snapshot keeps the volumes it was taken with', 'leave volumeMounts unset for a snapshot template');
       [{ id }] = await this.ops.run(caller, 'snapshot.restore', { id: t, count: 1 });
       await this.ops.run(caller, 'machine.setExtension', { id, name: E2B_EXTENSION, value: e2b });
     } else {
@@ -204,8 +208,16 @@ export class Sandboxes {
       if (image === null && !(await this.hasContext(caller, t))) {
         throw new ShellbaseError('not_found', `template ${JSON.stringify(t)} not found`, { hint: 'name base, an image, one of your contexts, or a snapshot id' });
       }
-      const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}) };
+      const source = { ...(image !== null ? { image } : { context: t }), ...(req.network ? { network: req.network } : {}), ...(req.mounts?.length ? { mounts: req.mounts } : {}) };
       ({ id } = await this.ops.run(caller, 'machine.create', { req: source, extensions: asExtension(e2b) }));
+    }
+    // A volume's mount point belongs to the sandbox's default user, as what it writes there does.
+    if (req.mounts?.length) {
+      const owned = await this.ops.run(caller, 'machine.exec', { id, req: { argv: ['chown', `${DEFAULT_USER}:${DEFAULT_USER}`, '--', ...req.mounts.map((m) => m.path)] }, hooks: {} }).catch((e: unknown) => ({ exitCode: -1, stderr: String(e) }));
+      if (owned.exitCode !== 0) {
+        await this.ops.run(caller, 'machine.remove', { id }).catch((err: unknown) => this.deps.log.error({ err, sandbox: id }, 'removing a sandbox whose volumes could not be given to its user failed'));
+        throw new ShellbaseError('internal', `giving the sandbox's volumes to ${DEFAULT_USER} failed: ${owned.stderr}`);
+      }
     }
     // A snapshot's memory may hold the envs of the sandbox it was taken from: its file is written over, empty or not.
     if (Object.keys(req.envs).length > 0 || isSnapshot(t)) {

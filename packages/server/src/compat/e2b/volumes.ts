@@ -114,7 +114,7 @@ export class E2bVolumes {
       if (depth < 1 || depth > MAX_DEPTH) throw invalid(`depth must be 1 to ${MAX_DEPTH}`);
       sendJson(res, 200, await this.list(caller, id, path, depth));
     } else if (kind === 'dir' && req.method === 'POST') {
-      await this.ops.run(caller, 'file.mkdir', { ...at, opts: { ...(mode !== undefined ? { mode } : {}), ...(owner ? { owner } : {}), parents: q.get('force') === 'true' } });
+      await this.ops.run(caller, 'file.mkdir', { ...at, opts: { ...(mode !== undefined ? { mode } : {}), owner, parents: q.get('force') === 'true' } });
       sendJson(res, 201, await stat());
     } else if (kind === 'path' && req.method === 'GET') sendJson(res, 200, await stat());
     else if (kind === 'path' && req.method === 'PATCH') {
@@ -132,7 +132,7 @@ export class E2bVolumes {
       r.stream().on('error', () => res.destroy()).pipe(res);
     } else if (kind === 'file' && req.method === 'PUT') {
       const length = Number(req.headers['content-length'] ?? NaN);
-      await this.ops.run(caller, 'file.write', { ...at, body: req, opts: { ...(mode !== undefined ? { mode } : {}), ...(owner ? { owner } : {}), ...(Number.isFinite(length) ? { length } : {}) } });
+      await this.ops.run(caller, 'file.write', { ...at, body: req, opts: { ...(mode !== undefined ? { mode } : {}), owner, ...(Number.isFinite(length) ? { length } : {}) } });
       sendJson(res, 200, await stat());
     } else throw new ShellbaseError('not_found', `no route ${req.method} ${url.pathname}`);
   }
@@ -174,7 +174,9 @@ function optInt(v: unknown, name: string, key: string): Record<string, number> {
   return { [key]: v };
 }
 
-function ownerOf(q: URLSearchParams): { uid: number; gid: number } | undefined {
-  if (!q.has('uid') && !q.has('gid')) return undefined;
-  return { uid: q.has('uid') ? int(q.get('uid'), 'uid') : 0, gid: q.has('gid') ? int(q.get('gid'), 'gid') : 0 };
+/** The uid and gid of E2B's default user (`user`), whom sandboxes run as: what the content API writes belongs to it unless told. */
+const E2B_USER_ID = 1000;
+
+function ownerOf(q: URLSearchParams): { uid: number; gid: number } {
+  return { uid: q.has('uid') ? int(q.get('uid'), 'uid') : E2B_USER_ID, gid: q.has('gid') ? int(q.get('gid'), 'gid') : E2B_USER_ID };
 }

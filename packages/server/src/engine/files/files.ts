@@ -176,13 +176,36 @@ export class Files {
     }
   }
 
-  /** Builds one layer over the head with `fill`, then commits it as a `write` version. */
+  /**
+   * Changes made elsewhere over `baseVersion` (a machine's copy of a mounted context) as one
+   * version: `deleted` paths (relative to the root, their descendants implied) and a tar of what
+   * is new or changed. It commits as a query's writes do: rebased past what changed since, or a
+   * conflict that keeps it (details.version).
+   */
+  async apply(caller: Caller, name: string, baseVersion: string, deleted: readonly string[], body: Readable, description: string): Promise<{ version: string }> {
+    this.deps.meter.fileOperation('tar');
+    const gone = [...deleted].map((p) => parsePath(p.startsWith('/') ? p : `/${p}`)).sort((a, b) => a.length - b.length);
+    return this.change(caller, name, description, async (view, w) => {
+      const done: string[][] = [];
+      for (const segments of gone) {
+        if (done.some((d) => d.every((x, i) => segments[i] === x))) continue; // below a deleted directory
+        const e = view.resolve(segments, false);
+        if (!e || e.segments.length === 0) continue;
+        await whiteout(w, e, view);
+        done.push(segments);
+      }
+      await this.deps.runtime.unpackTar(body, w.staging());
+      await moveIntoLayer(w, view, []);
+    }, baseVersion);
+  }
+
+  /** Builds one layer over the head (or `baseVersion`) with `fill`, then commits it as a `write` version. */
   private async change(caller: Caller, name: string, description: string,
-    fill: (view: VersionView, w: ScratchWriter) => Promise<void>): Promise<{ version: string }> {
+    fill: (view: VersionView, w: ScratchWriter) => Promise<void>, baseVersion?: string): Promise<{ version: string }> {
     const { snapshotter: layers, config } = this.deps;
     const quotas = quotasOf(config, caller);
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
-    const base = await this.squasher.mountable(await this.lookups.base(caller, name));
+    const base = await this.squasher.mountable(await this.lookups.base(caller, name, baseVersion));
     const view = await this.viewOf(base);
     const scratch = await layers.prepare({ diskMb: Math.min(config.defaults.diskMb, quotas.maximums.diskMb) });
     let layer;

@@ -19,14 +19,14 @@ type Exec = ContextAccess['exec'];
 
 /**
  * A machine's disk as a new version of `context`: only the changed paths travel (the guest's
- * `changes`), and they commit as a query's writes do (over the context's head, rebased past
+ * `changes`; its mounts' paths are theirs, not the disk's), and they commit as a query's writes do (over the context's head, rebased past
  * other writers, or a conflict that loses nothing). `timeoutMs`: how long applying the changes
  * in a query of the context may take.
  */
 export async function commitMachine(caller: Caller, run: { row: MachineRow; vm: Vm | null }, context: string, exec: Exec, timeoutMs: number): Promise<string> {
   let r: { data: Buffer; truncated: boolean };
   try {
-    r = await run.vm!.guest.changes(MAX_COMMIT_BYTES);
+    r = await run.vm!.guest.changes(MAX_COMMIT_BYTES, (run.row.spec.mounts ?? []).map((m) => m.path));
   } catch (e) {
     if (!(e instanceof GuestError)) throw e;
     throw new ShellbaseError('failed_precondition', `collecting the changes of machine ${run.row.id} failed: ${e.message}`, { hint: 'create the machine again to commit it' });

@@ -12,7 +12,7 @@ export function shapeOf(s: MachineShape): MachineShape {
   return {
     format: s.ramPadKb ? 3 : 2, image: s.image, ...(s.context ? { context: s.context, version: s.version } : {}),
     memoryMb: s.memoryMb, ...(s.ramPadKb ? { ramPadKb: s.ramPadKb } : {}), cpus: s.cpus, diskGb: s.diskGb, idleTimeoutMs: s.idleTimeoutMs, ...(s.network ? { network: s.network } : {}),
-    ...(s.guestEnv ? { guestEnv: s.guestEnv } : {}),
+    ...(s.guestEnv ? { guestEnv: s.guestEnv } : {}), ...(s.mounts?.length ? { mounts: s.mounts } : {}),
   };
 }
 

@@ -20,10 +20,10 @@ sync`;
  * a tar, and what of the template's paths is gone, as a NUL-separated list. Output: the list's
  * length on one line, the list, the tar.
  */
-const COLLECT = `set -e
+const collect = (pruned: string) => `set -e
 sync
-find / -xdev -mindepth 1 \\( ${PRUNED} \\) -prune -o -cnewer /var/lib/shellbase/stamp -print0 > /run/shellbase-changed
-find / -xdev -mindepth 1 \\( ${PRUNED} \\) -prune -o -print0 | LC_ALL=C sort -z > /run/shellbase-now
+find / -xdev -mindepth 1 \\( ${pruned} \\) -prune -o -cnewer /var/lib/shellbase/stamp -print0 > /run/shellbase-changed
+find / -xdev -mindepth 1 \\( ${pruned} \\) -prune -o -print0 | LC_ALL=C sort -z > /run/shellbase-now
 LC_ALL=C comm -z -23 /var/lib/shellbase/base.list /run/shellbase-now > /run/shellbase-deleted
 stat -c %s /run/shellbase-deleted
 cat /run/shellbase-deleted
@@ -70,8 +70,10 @@ export class ShellGuest implements GuestOps {
     if (r.exitCode !== 0) throw new GuestError(`recording the disk's paths failed: ${r.stderr.toString().trim()}`);
   }
 
-  async changes(maxBytes: number): Promise<{ data: Buffer; truncated: boolean }> {
-    const r = await this.agent.run({ argv: ['bash', '-c', COLLECT], timeoutMs: 600_000, outputBytes: maxBytes });
+  async changes(maxBytes: number, skip: readonly string[] = []): Promise<{ data: Buffer; truncated: boolean }> {
+    // Skipped paths are find's arguments ($1…), never spliced into the script.
+    const pruned = [PRUNED, ...skip.map((_, i) => `-path "$${i + 1}"`)].join(' -o ');
+    const r = await this.agent.run({ argv: ['bash', '-c', collect(pruned), 'sh', ...skip], timeoutMs: 600_000, outputBytes: maxBytes });
     if (r.truncated) return { data: r.stdout, truncated: true };
     if (r.exitCode !== 0) {
       throw new GuestError(/base\.list|stamp/.test(r.stderr.toString()) ? 'its disk has no record of its base (made before commits were possible)' : r.stderr.toString().trim());

@@ -188,7 +188,8 @@ export interface GuestOps {
   /**
    * What changed on the disk since `recordBase`, as the input of a commit's apply step
    * (machines/storage/commit.ts): the deleted paths' list length on a line, the NUL-separated
-   * list, then a tar of what is new or changed. At most `maxBytes`.
+   * list, then a tar of what is new or changed. At most `maxBytes`; paths below `skip` (its
+   * mounts') are left out.
    */
-  changes(maxBytes: number): Promise<{ data: Buffer; truncated: boolean }>;
+  changes(maxBytes: number, skip?: readonly string[]): Promise<{ data: Buffer; truncated: boolean }>;
 }

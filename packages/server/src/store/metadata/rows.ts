@@ -253,6 +253,19 @@ export interface MachineShape {
    * authorities its disk was made with (trust/). Forks and snapshots keep them with the disk.
    */
   guestEnv?: Record<string, string>;
+  /**
+   * Contexts copied into its guest at a path (machines/mounts.ts), each with the version its copy
+   * holds; forks and snapshots keep them with the disk and memory that hold the copies.
+   */
+  mounts?: MachineMount[];
+}
+
+/** A context copied into a machine: the version its copy holds (the one it was made with, or its last commit there). */
+export interface MachineMount {
+  context: string;
+  path: string;
+  readOnly: boolean;
+  version: string;
 }
 
 /** A machine as persisted (spec is JSON with `format`); its process lives in the server, not here. */
