@@ -18,7 +18,8 @@ import { checkCommand, checkCwd, checkEnv, resolveLimits } from '../core/validat
 import type { VersionView } from './files/view.js';
 import { checkUser, runAs } from './users.js';
 import type { SandboxSpec, SandboxUser } from '../runtime/types.js';
-import { applyTogether, checkMountPoints, checkMounts, collectMounts, commitParts, discardMounts, mountResults, prepareMounts, volumesOf, withMounts, type MountAsked, type Mounted } from './mounts.js';
+import { applyTogether, checkMountPoints, collectMounts, commitParts, discardMounts, mountResults, prepareMounts, volumesOf, withMounts, type Mounted } from './mounts.js';
+import { checkMounts, type MountAsked } from '../core/mounts.js';
 
 interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;

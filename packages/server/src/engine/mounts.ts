@@ -1,4 +1,5 @@
-import { MAX_MOUNTS, type ExecResult, type Mount, type MountResult, type VersionCause } from '@shellbase/protocol';
+import type { ExecResult, MountResult, VersionCause } from '@shellbase/protocol';
+import { type MountAsked } from '../core/mounts.js';
 import { invalid } from '../errors.js';
 import type { SandboxVolume } from '../runtime/types.js';
 import type { CommittedLayer, Scratch, Snapshotter } from '../store/snapshotter/types.js';
@@ -14,48 +15,10 @@ import type { VersionView } from './files/view.js';
  * concurrency. Every version the query commits names the version of each mount it saw.
  */
 
-/** A mount as asked for, checked. */
-export interface MountAsked {
-  context: string;
-  path: string;
-  version?: string;
-  readOnly: boolean;
-}
-
 /** A mount ready for its sandbox: the version it shows, and (writable) the scratch its writes go to. */
 export interface Mounted extends MountAsked {
   base: VersionRow;
   scratch: Scratch | null;
-}
-
-/** Paths that are not the context's in a sandbox (the kernel's, and /tmp's own file system). */
-const NOT_THE_CONTEXTS = ['/proc', '/dev', '/sys', '/tmp'];
-
-/** Checks the mounts of a query of `own` (shape only: their contexts are looked up later). */
-export function checkMounts(own: string, mounts: readonly Mount[] | undefined): MountAsked[] {
-  if (!mounts?.length) return [];
-  if (mounts.length > MAX_MOUNTS) throw invalid(`a query may mount at most ${MAX_MOUNTS} contexts (${mounts.length} asked for)`, 'mount fewer contexts', { mounts: mounts.length });
-  const out = mounts.map((m): MountAsked => {
-    const p = m.path;
-    if (!p.startsWith('/') || p === '/' || p.endsWith('/') || p.split('/').slice(1).some((s) => s === '' || s === '.' || s === '..')) {
-      throw invalid(`mount path ${JSON.stringify(p)} is not an absolute, normalized path below /`, 'write it as /mnt/data: no ., .. or empty segments, no trailing slash', { path: p });
-    }
-    for (const r of NOT_THE_CONTEXTS) {
-      if (p === r || p.startsWith(`${r}/`)) throw invalid(`mount path ${p} is in ${r}, which is not part of a context`, 'mount at a path of the context, such as /mnt/data', { path: p });
-    }
-    if (m.context === own) throw invalid(`context ${own} cannot be mounted into its own query`, 'fork it and mount the fork', { context: own });
-    return { context: m.context, path: p, ...(m.version ? { version: m.version } : {}), readOnly: m.readOnly ?? false };
-  });
-  for (const a of out) {
-    for (const b of out) {
-      if (a === b) continue;
-      if (a.context === b.context) throw invalid(`context ${a.context} is mounted twice`, 'mount each context once', { context: a.context });
-      if (a.path === b.path || a.path.startsWith(`${b.path}/`)) {
-        throw invalid(`mount ${a.path} is ${a.path === b.path ? 'at the same path as' : 'inside'} mount ${b.path}`, 'give each mount a path of its own, none inside another', { path: a.path });
-      }
-    }
-  }
-  return out;
 }
 
 /**

@@ -6,7 +6,7 @@ import type { Mount } from '@shellbase/protocol';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
 import type { Caller, Deps } from '../core/deps.js';
 import type { ContextAccess } from '../core/contexts.js';
-import { checkMounts } from '../engine/mounts.js';
+import { checkMounts } from '../core/mounts.js';
 import type { MachineMount } from '../store/metadata/types.js';
 import { SANDBOX_ROOT } from '../util/idmap.js';
 import { newId } from '../util/ids.js';

@@ -17,7 +17,8 @@ import { checkShare, ServiceLinks } from './links.js';
 import { ServiceLog } from './log.js';
 import { ServiceRun } from './run.js';
 import type { RunAs, RunRequest } from '../users.js';
-import { checkMountPoints, checkMounts, type MountAsked } from '../mounts.js';
+import { checkMountPoints } from '../mounts.js';
+import { checkMounts, type MountAsked } from '../../core/mounts.js';
 import type { VersionView } from '../files/view.js';
 
 interface Lookups {
