@@ -210,6 +210,17 @@ describe('console: a browser session', () => {
     await step('graph');
   });
 
+  test('mounts on both sides of the timeline: the query\'s version names the volume, the volume\'s version the query', async () => {
+    assert.equal((await api('POST', '/v1/contexts', { name: 'shelf', empty: true })).status, 201);
+    const r = (await api('POST', '/v1/contexts/reader/exec', { command: 'echo x > /mnt/shelf/x && echo y > /root/with-mount', mounts: [{ context: 'shelf', path: '/mnt/shelf' }] })).json;
+    assert.equal(r.committed, true);
+    await open('#/contexts/reader/history');
+    await page.locator(`[data-version="${r.version}"] .mount-tag`, { hasText: 'shelf:/mnt/shelf' }).waitFor();
+    await open('#/contexts/shelf/history');
+    await page.locator(`[data-version="${r.mounts[0].version}"] .mount-tag`, { hasText: 'from reader' }).waitFor();
+    for (const name of ['reader', 'shelf']) assert.equal((await api('DELETE', `/v1/contexts/${name}`)).status, 204);
+  });
+
   test('the timeline pages (before=ID) instead of loading every version', async () => {
     await api('POST', '/v1/contexts', { name: 'long' });
     for (let i = 0; i < 120; i++) assert.equal((await t.http('PUT', `/v1/contexts/long/files/n${i}`, { raw: String(i), headers: { 'content-type': 'application/octet-stream' } })).status, 200);

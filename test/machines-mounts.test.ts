@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Sandbox, Volume } from 'e2b';
 import { closeWithSandboxes, startTestServer, type TestServer } from './harness.ts';
@@ -45,8 +48,11 @@ describe('machines: mounts', { timeout: 600_000 }, () => {
     assert.equal((await t.sb.contexts.get('vol')).head, v);
     assert.deepEqual(await files('vol', '/data'), ['b.txt', 'keep.txt', 'q.txt'], 'the guest\'s changes rebased past the query\'s');
     assert.equal((await m.info()).mounts![0].version, v, 'the machine\'s copy now holds that version');
-    // Nothing more changed: a second commit makes no version.
-    assert.equal(await m.commitMount('/mnt/vol'), v);
+    // Nothing more changed: a second commit makes no version (here through the CLI).
+    const cli = await promisify(execFile)(process.execPath, [path.resolve('packages/cli/dist/main.js'), 'machine', 'commit-mount', m.id, '/mnt/vol'], {
+      env: { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key },
+    });
+    assert.equal(cli.stdout.trim(), v);
     const bad = await t.http('POST', `/v1/machines/${m.id}/mounts/${encodeURIComponent('/mnt/ro')}/commit`);
     assert.equal(bad.status, 400, bad.text);
     assert.equal((await t.http('POST', `/v1/machines/${m.id}/mounts/${encodeURIComponent('/mnt/none')}/commit`)).status, 404);

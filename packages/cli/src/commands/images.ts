@@ -95,10 +95,10 @@ export const imageCommands: Command[] = [
   },
   {
     name: 'create',
-    spec: { usage: 'shellbase create CTX [--image REF]   (a context of a pulled image; default debian)', flags: { image: 'string' }, positionals: [1, 1] },
+    spec: { usage: 'shellbase create CTX [--image REF | --empty]   (a context of a pulled image, default debian; --empty: an empty tree, a volume)', flags: { image: 'string', empty: 'boolean' }, positionals: [1, 1] },
     async run(args) {
       const image = flag(args, 'image');
-      const c = await sb().contexts.create({ name: args.positionals[0], ...(image ? { image } : {}) });
+      const c = await sb().contexts.create({ name: args.positionals[0], ...(image ? { image } : {}), ...(args.flags.has('empty') ? { empty: true } : {}) });
       console.log(`${c.name} ${c.head} (${c.image})`);
       return 0;
     },

@@ -1,7 +1,7 @@
 import { limitMessage } from '@shellbase/sdk';
-import { UsageError, durationFlag, flag, numberFlag, type Command, type ParsedArgs } from '../args.js';
+import { UsageError, durationFlag, flag, listFlag, numberFlag, type Command, type ParsedArgs } from '../args.js';
 import { server } from './serve.js';
-import { sb } from './client.js';
+import { parseMount, sb } from './client.js';
 import { networkFlag } from './policy.js';
 
 const ID = { positionals: [1, 1] as [number, number] };
@@ -97,15 +97,15 @@ export const machineCommands: Command[] = [
   {
     name: 'machine create',
     spec: {
-      usage: 'shellbase machine create [--context CTX [--version V] | --image debian|code-interpreter] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…]',
-      flags: { context: 'string', version: 'string', image: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string' },
+      usage: 'shellbase machine create [--context CTX [--version V] | --image debian|code-interpreter] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…] [--mount CTX:/PATH[:ro][@VERSION]]...',
+      flags: { context: 'string', version: 'string', image: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string', mount: 'list' },
     },
     async run(args) {
       const u = this.spec.usage;
       const m = await sb().machines.create({
         context: flag(args, 'context'), version: flag(args, 'version'), image: flag(args, 'image'), memoryMb: numberFlag(args, 'memory', u),
         cpus: numberFlag(args, 'cpus', u), diskGb: numberFlag(args, 'disk-gb', u), idleTimeoutMs: durationFlag(args, 'idle', u),
-        network: networkFlag(args, u),
+        network: networkFlag(args, u), ...(args.flags.has('mount') ? { mounts: listFlag(args, 'mount').map((t) => parseMount(t, u)) } : {}),
       });
       console.log(m.id);
       return 0;
@@ -214,6 +214,15 @@ export const machineCommands: Command[] = [
     async run(args) {
       const [id, ctx] = args.positionals;
       console.log(await sb().machines.get(id).commit(ctx));
+      return 0;
+    },
+  },
+  {
+    name: 'machine commit-mount',
+    spec: { usage: 'shellbase machine commit-mount ID PATH   (what the machine wrote below a writable mount, as a version of the mounted context)', positionals: [2, 2] },
+    async run(args) {
+      const [id, at] = args.positionals;
+      console.log(await sb().machines.get(id).commitMount(at));
       return 0;
     },
   },

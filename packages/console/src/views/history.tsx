@@ -109,6 +109,16 @@ export function HistoryView({ ctx, onChanged }: { ctx: Context; onChanged: () =>
                 <span class={`kind kind-${v.cause.kind}`}>{v.cause.kind}</span>
                 {r.heads.map((h) => <span key={h} class="head-tag" title={`head of ${h}`}>{h}</span>)}
                 <code class="command" title={v.cause.command}>{v.cause.command ?? ''}</code>
+                {v.cause.mounts?.map((m) => (
+                  <span key={m.path} class="mount-tag" title={`${m.context} mounted ${m.readOnly ? 'read-only' : 'writable'} at ${m.path}, at version ${m.version}${m.wrote ? `; its writes became ${m.wrote}` : ''}`}>
+                    {m.context}:{m.path}
+                  </span>
+                ))}
+                {v.cause.mountedBy && (
+                  <span class="mount-tag" title={`written through its mount at ${v.cause.mountedBy.path} in ${v.cause.mountedBy.context}, with ${v.cause.mountedBy.version}`}>
+                    from {v.cause.mountedBy.context}
+                  </span>
+                )}
               </span>
               <span class="num">{bytes(v.bytes)}</span>
               <span class={code === undefined ? 'muted' : code === 0 ? 'ok' : 'bad'} title={code === undefined ? 'no exit code: only queries and service runs have one' : 'exit code'}>{code ?? '–'}</span>

@@ -156,6 +156,7 @@ function MachineDetail({ id }: { id: string }) {
           <div><dt>Hibernates after</dt><dd>{seconds(x.idleTimeoutMs / 1000)} idle</dd></div>
           {x.snapshot && <div><dt>Restored from</dt><dd><code>{x.snapshot}</code></dd></div>}
           <div><dt>Created</dt><dd title={exact(x.createdAt)}>{ago(x.createdAt)}</dd></div>
+          {x.mounts && <div><dt>Mounts</dt><dd>{x.mounts.map((m) => <span key={m.path} class="mount-tag" title={`${m.readOnly ? 'read-only' : 'writable'}, its copy at version ${m.version}`}>{m.context}:{m.path}{m.readOnly ? ' (read-only)' : ''}</span>)}</dd></div>}
           <div><dt>Ports</dt><dd>{x.ports.length === 0 ? 'none exposed' : x.ports.map((p) => <span key={p.port}><a href={p.url} target="_blank" rel="noopener noreferrer">{p.port}: {p.url}</a> </span>)}</dd></div>
         </dl>
         <div class="bar wrap">
