@@ -50,6 +50,8 @@ describe('E2B volumes through the E2B SDK', () => {
     const d = await vol.makeDir('/data/sub/deeper', { force: true, mode: 0o750, uid: 0, gid: 0 });
     assert.deepEqual([d.type, d.mode, d.uid], [VolumeFileType.DIRECTORY, 0o750, 0]);
     await assert.rejects(vol.makeDir('/nowhere/x'), VolumePathNotFoundError, 'a missing parent without force');
+    await assert.rejects(vol.writeFile('/data/x', 'x', { uid: 65536 }), VolumeError, 'an id no sandbox has');
+    await assert.rejects(vol.updateMetadata('/data/a.txt', { mode: 0o170000 }), VolumeError, 'not a mode');
     await assert.rejects(vol.makeDir('/data/sub'), VolumeError, 'an existing path without force');
     assert.deepEqual((await vol.list('/data')).map((e) => [e.name, e.type]), [['a.txt', 'file'], ['sub', 'directory']]);
     assert.deepEqual((await vol.list('/data', { depth: 2 })).map((e) => e.path), ['/data/a.txt', '/data/sub', '/data/sub/deeper']);

@@ -74,7 +74,7 @@ describe('machines: mounts', { timeout: 600_000 }, () => {
 
   test('bad mounts make no machine', async () => {
     const before = (await t.sb.machines.list()).length;
-    for (const [mounts, status] of [[[{ context: 'missing', path: '/mnt/x' }], 404], [[{ context: 'vol', path: '/run/x' }], 400], [[{ context: 'vol', path: '/proc' }], 400]] as const) {
+    for (const [mounts, status] of [[[{ context: 'missing', path: '/mnt/x' }], 404], [[{ context: 'vol', path: '/run/x' }], 400], [[{ context: 'vol', path: '/proc' }], 400], [[{ context: 'vol', path: '/var/lib' }], 400]] as const) {
       const r = await t.http('POST', '/v1/machines', { body: { mounts } });
       assert.equal(r.status, status, r.text);
     }

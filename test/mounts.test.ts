@@ -169,6 +169,11 @@ describe('mounts: contexts mounted into queries', () => {
       [[{ context: 'data', path: '/mnt/a', version: 'v_nope' }], 404, /./],
       [Array.from({ length: 17 }, (_, i) => ({ context: `c${i}`, path: `/m${i}` })), 400, /./],
       [[{ context: 'data', path: '/mnt/a', extra: 1 }], 400, /./],
+      [[{ context: 'data', path: '/mnt/a,upperdir=/tmp/x,workdir=/tmp/y', readOnly: true }], 400, /character/],
+      [[{ context: 'data', path: '/mnt/a:b' }], 400, /character/],
+      [[{ context: 'data', path: '/mnt/*' }], 400, /character/],
+      [[{ context: 'data', path: '/mnt/a b' }], 400, /character/],
+      [[{ context: 'data', path: '/bin/x' }], 400, /runs through \/bin, a symlink/],
     ];
     for (const [mounts, status, message] of cases) {
       const r = await exec(mounts);
@@ -177,6 +182,15 @@ describe('mounts: contexts mounted into queries', () => {
       assert.match(r.json.error.message, message, r.text);
     }
     assert.equal((await t.http('GET', '/v1/contexts/fresh')).status, 404, 'the query\'s context was not made');
+    // A mount point the query's tree hides (a directory made again, opaque; an empty context) is refused, and a
+    // service's writable mount may not pin a version.
+    await t.sb.context('opaque').exec('rm -rf /mnt && mkdir /mnt');
+    assert.match((await exec([{ context: 'data', path: '/mnt/x' }], 'opaque')).json.error.message, /hidden/);
+    await t.sb.contexts.create({ name: 'void', empty: true });
+    assert.match((await exec([{ context: 'data', path: '/mnt/x' }], 'void')).json.error.message, /hidden/);
+    const pinned = await t.http('POST', '/v1/contexts/svc2/services', { body: { name: 's', command: 'true', port: 8000, mounts: [{ context: 'data', path: '/mnt/d', version: (await t.sb.contexts.get('data')).head }] } });
+    assert.equal(pinned.status, 400, pinned.text);
+    assert.equal((await t.http('GET', '/v1/contexts/svc2')).status, 404);
     // Another tenant's context is not found (and not told apart from a missing one).
     const other = new (t.sb.constructor as typeof import('@shellbase/sdk').Shellbase)({ url: t.server.url, apiKey: (await t.sb.tenants.create('other')).apiKey });
     await assert.rejects(other.context('mine').exec('true', { mounts: [{ context: 'data', path: '/mnt/a' }] }), (e: { code?: string; message: string }) => e.code === 'not_found' && /"data"/.test(e.message));

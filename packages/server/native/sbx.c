@@ -168,6 +168,12 @@ int mount_overlay_at(const char *merged, const char *spec, const char **what) {
   if (!comma || comma == spec || spec[0] == '/') { errno = EINVAL; return -1; }
   if ((size_t)snprintf(rel, sizeof rel, "%.*s", (int)(comma - spec), spec) >= sizeof rel) { errno = ENAMETOOLONG; return -1; }
   const char *rest = comma + 1, *up = strstr(rest, "upperdir="), *wk = strstr(rest, "workdir=");
+  /* Exactly the options shellbase writes, in its order: lowerdir first, each once (no option can
+     come from a path: shellbase's mount paths hold no comma). */
+  if (strncmp(rest, "lowerdir=", 9) != 0 || strstr(rest + 1, "lowerdir=") || (up && strstr(up + 1, "upperdir=")) || (wk && strstr(wk + 1, "workdir="))) {
+    errno = EINVAL;
+    return -1;
+  }
   if ((size_t)snprintf(opts, sizeof opts, "%s,redirect_dir=off,index=off,metacopy=off%s", rest, up ? ",volatile" : "") >= sizeof opts) { errno = ENAMETOOLONG; return -1; }
   if (up && wk) {
     char work[4096];

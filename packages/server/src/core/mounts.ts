@@ -14,6 +14,9 @@ export interface MountAsked {
   readOnly: boolean;
 }
 
+/** What a mount path may hold: names of letters, digits and `._-+@=~`, no comma, colon, glob or space. */
+const SAFE_PATH = /^(\/[A-Za-z0-9._+@=~-]+)+$/;
+
 /** Paths that are not the context's in a sandbox (the kernel's, and /tmp's own file system). */
 const NOT_THE_CONTEXTS = ['/proc', '/dev', '/sys', '/tmp'];
 
@@ -25,6 +28,10 @@ export function checkMounts(own: string, mounts: readonly Mount[] | undefined): 
     const p = m.path;
     if (!p.startsWith('/') || p === '/' || p.endsWith('/') || p.split('/').slice(1).some((s) => s === '' || s === '.' || s === '..')) {
       throw invalid(`mount path ${JSON.stringify(p)} is not an absolute, normalized path below /`, 'write it as /mnt/data: no ., .. or empty segments, no trailing slash', { path: p });
+    }
+    // Mount options and guest scripts carry the path: only the characters of plain names.
+    if (!SAFE_PATH.test(p) || p.split('/').some((s) => s.length > 255)) {
+      throw invalid(`mount path ${JSON.stringify(p)} has a character a mount path may not have`, 'use letters, digits and . _ - + @ = ~ in its names (at most 255 each)', { path: p });
     }
     for (const r of NOT_THE_CONTEXTS) {
       if (p === r || p.startsWith(`${r}/`)) throw invalid(`mount path ${p} is in ${r}, which is not part of a context`, 'mount at a path of the context, such as /mnt/data', { path: p });

@@ -109,6 +109,7 @@ export class Engine {
       },
       mountBase: async (caller, m) => (await this.target(caller, m.context, m.version, false)).base,
       view: (v) => this.files.viewOf(v),
+      headOrFresh: (caller, name) => this.headOrFresh(caller, name),
     });
     deps.egress.routeInternal((tenantId, context, host, port) => this.services.linkSocket(tenantId, context, host, port));
     this.files = new Files(deps, committer, this.squasher, lookups);
@@ -116,6 +117,7 @@ export class Engine {
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
       ...lookups, forwarding: (tenantId, context, own) => this.services.forwarding(tenantId, context, undefined, own),
       target: (caller, name, version, create) => this.target(caller, name, version, create),
+      headOrFresh: (caller, name) => this.headOrFresh(caller, name),
       view: (v) => this.files.viewOf(v),
       builtIn: (image) => (IMAGE_NAMES as string[]).includes(image),
     }, this.network);
@@ -243,7 +245,13 @@ export class Engine {
     return durably(this.deps.durability, async () => {
       const made = await this.createContextRow(caller, opts);
       if (!opts.empty) return made;
-      await this.files.clear(caller, opts.name);
+      try {
+        await this.files.clear(caller, opts.name);
+      } catch (e) {
+        // Not empty is not what was asked for: the context goes again.
+        await this.deps.metadata.contexts.delete(caller.tenantId, opts.name).catch(() => undefined);
+        throw e;
+      }
       return this.getContext(caller, opts.name);
     });
   }
@@ -287,6 +295,13 @@ export class Engine {
   }
 
   /** Contexts are created from `debian` the first time a query names them. */
+  /** A context's head, or (no such context) the version one made on first use would start from. */
+  async headOrFresh(caller: Caller, name: string): Promise<VersionRow> {
+    checkName(name);
+    const row = await this.deps.metadata.contexts.get(caller.tenantId, name);
+    return row ? this.version(caller, row.head) : (await this.images.start(caller, 'debian')).version;
+  }
+
   async getOrCreateContext(caller: Caller, name: string): Promise<ContextRow> {
     checkName(name);
     const row = await this.deps.metadata.contexts.get(caller.tenantId, name);

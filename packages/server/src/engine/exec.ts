@@ -26,6 +26,8 @@ interface Lookups {
   /** The version a query runs over (`version`, else the head) and its context (made on first use unless `create` is false: then a missing one is `not_found`). */
   target(caller: Caller, name: string, version?: string, create?: boolean): Promise<Target>;
   view(version: VersionRow): Promise<VersionView>;
+  /** The context's head, or the version it would start from when made on first use. */
+  headOrFresh(caller: Caller, name: string): Promise<VersionRow>;
   /** Whether the context's image is a built-in one (its shell is bash). */
   builtIn(image: string): boolean;
   /** The context's services on 127.0.0.1 inside its sandboxes (null: it has none); `own`: its services, when just read. */
@@ -131,6 +133,8 @@ export class ExecRunner {
       }),
     ]);
     let found: VersionRow[] | null = bases;
+    // A context made on first use is made only once its mount points are found good.
+    if (asked.length && !own) await this.checkMountPoints(req.version ? await this.lookups.version(caller, req.version) : await this.lookups.headOrFresh(caller, name), name, asked);
     const target = own ?? await this.lookups.target(caller, name, req.version);
     let base = target.base;
     const { context } = target;
@@ -275,13 +279,18 @@ export class ExecRunner {
     // The sandbox ran (and is metered) even when its writes cannot be kept (a path too deep).
     const keep = wantsCommit(mode, run);
     const { written, bytes: bytesWritten, refused } = await collectMounts(layers, mounted, keep);
+    // Writes that cannot all be kept are none of them kept (a mount's and the query's own commit together).
+    const dropped = async (made: (CommittedLayer | null)[], why: unknown) => {
+      await layers.remove(made.filter((l): l is CommittedLayer => l !== null).map((l) => l.layerId)).catch(() => undefined);
+      return { run, layer: null, bytesWritten: 0, refused: why, mounted, written: written.map(() => null) };
+    };
     try {
       if (!keep) return { run, layer: null, bytesWritten: bytesWritten + await layers.release(scratch), mounted, written, refused };
+      if (refused) { await layers.discard(scratch); return dropped(written, refused); }
       const layer = await layers.commit(scratch);
-      if (refused) return { run, layer: null, bytesWritten: 0, refused, mounted, written: written.map(() => null) };
       return { run, layer, bytesWritten: bytesWritten + (layer?.bytes ?? 0), mounted, written };
     } catch (e) {
-      return { run, layer: null, bytesWritten: 0, refused: e, mounted, written: written.map(() => null) };
+      return dropped(written, e);
     }
   }
 }

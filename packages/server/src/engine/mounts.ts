@@ -23,19 +23,33 @@ export interface Mounted extends MountAsked {
 
 /**
  * Every mount point is reached through directories of the query's tree (or paths it lacks): a
- * symlink or file on the way is refused here, as the runtime would refuse it.
+ * symlink or file on the way is refused here, as the runtime would refuse it. A mount point the
+ * tree lacks comes from a directory stacked below every layer (runtime/bwrap/volumes.ts), so no
+ * layer may hide it: a whiteout, a file or an opaque directory at any of its parents refuses it.
  */
 export function checkMountPoints(view: VersionView, own: string, mounts: readonly MountAsked[]): void {
   for (const m of mounts) {
+    const segs = m.path.split('/').slice(1);
     let at = view.resolve([]);
-    for (const seg of m.path.split('/').slice(1)) {
+    let whole = true;
+    for (const seg of segs) {
       const next = at && view.child(at, seg);
-      if (!next) break;
+      if (!next) { whole = false; break; }
       if (next.type !== 'dir') {
         const where = `/${next.segments.join('/')}`;
         throw invalid(`mount path ${m.path} runs through ${where}, a ${next.type} in ${own}`, 'mount at a path whose parents are directories (or absent) in the context', { path: m.path, at: where });
       }
       at = next;
+    }
+    if (whole) continue;
+    for (let i = 1; i <= segs.length; i++) {
+      const rel = segs.slice(0, i).join('/');
+      for (const layer of view.layers) {
+        const st = layer.stat(rel);
+        if (st && (st.kind !== 'dir' || layer.opaque.has(rel))) {
+          throw invalid(`mount path ${m.path} is hidden in ${own} (/${rel} was deleted or replaced there)`, `make the directory ${m.path} in the context first (mkdir -p)`, { path: m.path, at: `/${rel}` });
+        }
+      }
     }
   }
 }

@@ -18,8 +18,8 @@ const MAX_MOUNT_BYTES = 1 << 30;
 const MAX_COPY_BYTES = 128 << 20;
 /** Where a guest keeps each mount's record: the paths its copy held, and when (a stamp). */
 const STATE = '/var/lib/shellbase/mounts';
-/** Guest paths a machine's mount may not be at, beyond a query's: systemd's run-time file system. */
-const NOT_ON_DISK = ['/run'];
+/** Guest paths a machine's mount may not be at, beyond a query's: systemd's run-time file system, shellbase's records. */
+const NOT_ON_DISK = ['/run', '/var/lib/shellbase'];
 
 /** $1 path, $2 key, $3 1 for read-only; stdin: a tar of the context's tree. */
 const ATTACH = `set -e
@@ -69,7 +69,7 @@ export class MachineMounts {
   async resolve(caller: Caller, own: string | undefined, asked: readonly Mount[] | undefined): Promise<MachineMount[]> {
     const checked = checkMounts(own ?? '', asked);
     for (const m of checked) {
-      for (const r of NOT_ON_DISK) if (m.path === r || m.path.startsWith(`${r}/`)) throw invalid(`mount path ${m.path} is in ${r}, which a machine keeps in memory`, 'mount at a path of its disk, such as /mnt/data', { path: m.path });
+      for (const r of NOT_ON_DISK) if (m.path === r || m.path.startsWith(`${r}/`) || r.startsWith(`${m.path}/`)) throw invalid(`mount path ${m.path} is in ${r}, which is the machine's own`, 'mount at a path of its disk, such as /mnt/data', { path: m.path });
     }
     return Promise.all(checked.map(async (m) => ({ context: m.context, path: m.path, readOnly: m.readOnly, version: (await this.contexts.mountBase(caller, m.context, m.version)).id })));
   }

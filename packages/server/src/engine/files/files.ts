@@ -148,7 +148,7 @@ export class Files {
       if (e.segments.length === 0) throw invalid('the root\'s attributes stay', 'change an entry below /');
       const a = attrsOf(e);
       const attrs = {
-        ...a, ...(change.mode !== undefined ? { mode: change.mode } : {}),
+        ...a, ...(change.mode !== undefined ? { mode: owned(change.mode).mode } : {}),
         ...(change.uid !== undefined ? { uid: owned(0, { uid: change.uid, gid: 0 }).uid } : {}), ...(change.gid !== undefined ? { gid: owned(0, { uid: 0, gid: change.gid }).gid } : {}),
       };
       // Its parents as they are (canonical segments: no symlink on the way).
@@ -205,7 +205,9 @@ export class Files {
     const { snapshotter: layers, config } = this.deps;
     const quotas = quotasOf(config, caller);
     await checkStoredBytes(this.deps.metadata, caller.tenantId, quotas);
-    const base = await this.squasher.mountable(await this.lookups.base(caller, name, baseVersion));
+    // Over a named version the context is not made on first use: work for a context deleted
+    // meanwhile is kept unattached (Committer.commit), as a query's is.
+    const base = await this.squasher.mountable(baseVersion ? await this.lookups.version(caller, baseVersion) : await this.lookups.base(caller, name));
     const view = await this.viewOf(base);
     const scratch = await layers.prepare({ diskMb: Math.min(config.defaults.diskMb, quotas.maximums.diskMb) });
     let layer;

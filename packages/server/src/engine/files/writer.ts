@@ -75,9 +75,20 @@ export const under = (dir: string, name: string) => (dir ? `${dir}/${name}` : na
 /** An owner as a sandbox sees it (ids inside). */
 export interface Owner { uid: number; gid: number }
 
-/** A new entry's attributes: the sandboxes' root's, or `owner`'s (ids shifted as layers store them). */
-export const owned = (mode: number, owner?: Owner): EntryAttrs =>
-  (owner ? { mode, uid: SANDBOX_ROOT + owner.uid, gid: SANDBOX_ROOT + owner.gid } : NEW_ENTRY(mode));
+/** Ids a sandbox has (its user namespace maps 0–65535). */
+const MAX_SANDBOX_ID = 65_535;
+
+/**
+ * A new entry's attributes: the sandboxes' root's, or `owner`'s (ids shifted as layers store them).
+ * An id a sandbox does not have, or a mode past 07777, is refused.
+ */
+export function owned(mode: number, owner?: Owner): EntryAttrs {
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777) throw invalid(`mode ${mode} is not a file mode`, 'pass permission bits (at most 07777)');
+  for (const [name, id] of owner ? [['uid', owner.uid], ['gid', owner.gid]] as const : []) {
+    if (!Number.isInteger(id) || id < 0 || id > MAX_SANDBOX_ID) throw invalid(`${name} ${id} is not an id of a sandbox`, `pass an id from 0 to ${MAX_SANDBOX_ID}`, { [name]: id });
+  }
+  return owner ? { mode, uid: SANDBOX_ROOT + owner.uid, gid: SANDBOX_ROOT + owner.gid } : NEW_ENTRY(mode);
+}
 
 /** Writes a file (owned by the sandboxes' root) into a layer from a stream; a full disk limit is a 413. */
 export async function writeFile(w: ScratchWriter, p: Placement, body: Readable, mode: number, owner?: Owner): Promise<void> {

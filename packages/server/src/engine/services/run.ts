@@ -260,10 +260,15 @@ export class ServiceRun implements PortTarget {
       log.append(`--- shellbase: exited (${result.signal ?? `code ${result.exitCode}`}) after ${Math.round(performance.now() - started)} ms\n`);
       let layer: CommittedLayer | null = null;
       try {
-        const { written } = await collectMounts(deps.snapshotter, mounted, true);
+        const { written, refused } = await collectMounts(deps.snapshotter, mounted, true);
         layer = await deps.snapshotter.commit(scratch);
         const cause: VersionCause = { kind: 'service', command: `service ${this.row.name}`, exitCode: result.exitCode };
         const made = [layer, ...written].filter((l): l is CommittedLayer => l !== null);
+        if (refused) {
+          // A mount's writes could not be kept: none of the run's are committed (all or nothing).
+          await deps.snapshotter.remove(made.map((l) => l.layerId)).catch(() => undefined);
+          throw refused;
+        }
         const fenced = async (e: unknown): Promise<null> => {
           // Fenced: another worker took the lease over (this one was taken for gone); its run's
           // writes count, not these. No version names the layers: they go (and their blobs, after the grace period).

@@ -30,6 +30,8 @@ interface Lookups {
   mountBase(caller: Caller, mount: MountAsked): Promise<VersionRow>;
   /** A version's tree, read from its layers. */
   view(version: VersionRow): Promise<VersionView>;
+  /** The context's head, or the version it would start from when made on first use. */
+  headOrFresh(caller: Caller, name: string): Promise<VersionRow>;
 }
 
 const DEFAULT_IDLE_MS = 300_000;
@@ -147,7 +149,10 @@ export class Services {
     const access = req.access ?? 'url';
     if (!(SERVICE_ACCESS as readonly string[]).includes(access)) throw invalid(`access must be ${SERVICE_ACCESS.join(' or ')}`, '"key" makes the gateway want the tenant\'s API key as well as the URL');
     const mounts = checkMounts(context, req.mounts);
+    const pinned = mounts.find((m) => !m.readOnly && m.version !== undefined);
+    if (pinned) throw invalid(`the writable mount at ${pinned.path} names a version`, 'a service\'s writable mount follows its context\'s head at each start: pin read-only mounts only', { path: pinned.path });
     for (const m of mounts) await this.lookups.mountBase(caller, m); // each mounted context (and version) exists
+    if (mounts.length) checkMountPoints(await this.lookups.view(await this.lookups.headOrFresh(caller, context)), context, mounts);
     await this.lookups.getOrCreateContext(caller, context);
     const network = req.network === undefined ? undefined : checkPolicy(req.network);
     const share = req.share === undefined ? undefined : checkShare(req.share);

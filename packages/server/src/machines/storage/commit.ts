@@ -32,6 +32,8 @@ export async function commitMachine(caller: Caller, run: { row: MachineRow; vm: 
     throw new ShellbaseError('failed_precondition', `collecting the changes of machine ${run.row.id} failed: ${e.message}`, { hint: 'create the machine again to commit it' });
   }
   if (r.truncated) throw new ShellbaseError('payload_too_large', `machine ${run.row.id} changed more than ${MAX_COMMIT_BYTES} bytes`, { hint: 'commit less at once: copy what matters into a context with the files API' });
+  const skip = (run.row.spec.mounts ?? []).map((m) => m.path);
+  if (skip.length) r = { ...r, data: withoutDeletedBelow(r.data, skip) };
   const cause: VersionCause = { kind: 'machine', command: `commit of machine ${run.row.id}` };
   const applied = await exec(caller, context, { argv: ['sh', '-c', APPLY], timeoutMs, commit: 'on-success' }, { stdin: r.data, cause });
   if (applied.exitCode !== 0) {
@@ -46,4 +48,26 @@ export async function commitMachine(caller: Caller, run: { row: MachineRow; vm: 
     });
   }
   return applied.version;
+}
+
+/**
+ * The guest's changes without deletions at or below `paths` (its mounts': the record of its base
+ * has them, the collection prunes them, so they would read as deleted). The input and output are
+ * the apply step's: the list's length on a line, the NUL-separated list, the tar.
+ */
+export function withoutDeletedBelow(data: Buffer, paths: readonly string[]): Buffer {
+  const nl = data.indexOf(10);
+  const n = Number(data.subarray(0, nl).toString());
+  const list = data.subarray(nl + 1, nl + 1 + n);
+  // Names stay bytes (a guest's file names need not be UTF-8); mount paths are plain ASCII.
+  const below = paths.map((m) => [Buffer.from(m), Buffer.from(`${m}/`)] as const);
+  const kept: Buffer[] = [];
+  for (let at = 0; at < list.length;) {
+    const end = list.indexOf(0, at);
+    const name = list.subarray(at, end < 0 ? list.length : end);
+    at = end < 0 ? list.length : end + 1;
+    if (name.length && !below.some(([m, dir]) => name.equals(m) || name.subarray(0, dir.length).equals(dir))) kept.push(name, Buffer.alloc(1));
+  }
+  const out = Buffer.concat(kept);
+  return Buffer.concat([Buffer.from(`${out.length}\n`), out, data.subarray(nl + 1 + n)]);
 }
