@@ -140,6 +140,11 @@ describe('@e2b/code-interpreter and shellbase\'s runCode against a real server',
     assert.equal(r.error, undefined);
     // A language the image has no kernel for is refused, not hung.
     await assert.rejects(sbx.runCode('1', { language: 'java' }), /400/);
+    // No later case uses the R and TypeScript kernels: their memory goes back to the guest (a
+    // sandbox's 512 MiB) before the next cases start kernels of their own.
+    const idle = (await sbx.listCodeContexts()).filter((c) => c.language === 'r' || c.language === 'typescript');
+    assert.equal(idle.length, 2, JSON.stringify(idle));
+    for (const c of idle) await sbx.removeCodeContext(c);
   });
 
   test('env vars: the sandbox\'s (from create) in every language; a run\'s own, reverted after it', async () => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Sandbox, Volume } from 'e2b';
-import { closeWithSandboxes, startTestServer, type TestServer } from './harness.ts';
+import { closeWithSandboxes, startTestServer, until, type TestServer } from './harness.ts';
 
 // Contexts mounted into machines: copied into the guest at a path at create, a writable one's
 // changes committed into its context (on request, on the machine's commit, and before it
@@ -70,6 +70,17 @@ describe('machines: mounts', { timeout: 600_000 }, () => {
     await f.commitMount('/mnt/vol');
     await m.remove();
     assert.deepEqual(await files('vol', '/data'), ['b.txt', 'c.txt', 'fork.txt', 'keep.txt', 'q.txt', 'source.txt']);
+  });
+
+  test('an idle machine commits its writable mounts before it hibernates', async () => {
+    await t.sb.contexts.create({ name: 'idle-vol', empty: true });
+    await t.sb.context('idle-vol').files.write('/d/.keep', '');
+    const m = await t.sb.machines.create({ idleTimeoutMs: 1500, mounts: [{ context: 'idle-vol', path: '/mnt/idle' }] });
+    made.push({ kill: () => m.remove() });
+    await m.exec('echo idle > /mnt/idle/d/written');
+    await until('the machine hibernates', async () => (await m.info()).state === 'hibernated', 60_000);
+    assert.equal((await t.sb.context('idle-vol').files.read('/d/written')).toString(), 'idle\n');
+    assert.equal((await m.info()).mounts![0].version, (await t.sb.contexts.get('idle-vol')).head);
   });
 
   test('bad mounts make no machine', async () => {

@@ -19,6 +19,8 @@ export interface ExecHooks {
 export interface ContextAccess {
   /** The version a machine starts from (pinned by the caller's hold): `version`, else the context's head. */
   base(caller: Caller, context: string, version?: string): Promise<VersionRow>;
+  /** A caller acting for a tenant (work a machine does on its own: its mounts' commit before an idle hibernation). */
+  callerFor(tenantId: string): Promise<Caller>;
   /** The version a mounted context shows (`version`, else its head; pinned by the caller's hold): `not_found` when there is no such context. */
   mountBase(caller: Caller, context: string, version?: string): Promise<VersionRow>;
   /** The root version of an image: a built-in one, or one the caller pulled (pinned by the caller's hold). */

@@ -171,6 +171,7 @@ export class Engine {
     return {
       base: (caller, context, version) => this.baseVersion(caller, context, version),
       mountBase: async (caller, context, version) => (await this.target(caller, context, version, false)).base,
+      callerFor: (tenantId) => this.callerFor(tenantId),
       imageVersion: async (caller, image) => (await this.images.start(caller, image)).version,
       unbootable: async (v) => unbootable(await this.files.viewOf(v)),
       imageOf: async (caller, context) => (await this.deps.metadata.contexts.get(caller.tenantId, context))?.image ?? null,

@@ -44,6 +44,20 @@ export class Machines {
   constructor(private readonly deps: Deps, private readonly contexts: ContextAccess, blobs?: BlobStore, backend?: VmBackend) {
     this.runs = new MachineRuns(deps, contexts, blobs, backend);
     this.mounts = new MachineMounts(deps, contexts, path.join(deps.config.home, 'tmp', 'machine-mounts'));
+    // An idle machine's writable mounts commit before it hibernates, as an asked-for hibernation's do.
+    this.runs.beforeIdle = async (row) => {
+      if (!(row.spec.mounts ?? []).some((m) => !m.readOnly)) return;
+      const run = this.runs.active.get(row.id);
+      if (!run || run.state !== 'running') return;
+      const caller = await contexts.callerFor(row.tenantId);
+      try {
+        await this.commitMounts(caller, run);
+      } catch (err) {
+        deps.log.warn({ err, machine: row.id }, 'committing an idle machine\'s mounts failed');
+      } finally {
+        caller.hold.release();
+      }
+    };
   }
 
   /** What a server backup takes of machines (their files, each under its lifecycle lock). */

@@ -17,6 +17,8 @@ export interface RunHooks {
   egress(row: MachineRow, ahead?: EgressSession): Promise<EgressSession | null>;
   /** Whether another machine may run now (throws 429 otherwise; ready VMs may end to make room). */
   admit(row: MachineRow): Promise<void>;
+  /** Before a machine idle for its `idleTimeoutMs` hibernates (its mounts' changes are committed: machines/mounts.ts). */
+  beforeIdle(row: MachineRow): Promise<void>;
   /** A lifecycle step took `ms` (metrics). */
   step(step: 'restore' | 'adopt' | 'freeze' | 'hibernate', ms: number): void;
   /**

@@ -124,7 +124,8 @@ export class MachineRun {
     await this.go(step === 'boot' ? 'booted' : 'restored');
     if (step !== 'boot') this.hooks.step(step, performance.now() - t0);
     this.lease.watch(this.row.spec.idleTimeoutMs, () => {
-      void this.serial(() => (this.row.state === 'running' && !this.lease.inUse ? this.hibernate() : Promise.resolve())).catch(() => undefined);
+      void this.hooks.beforeIdle(this.row).catch(() => undefined)
+        .then(() => this.serial(() => (this.row.state === 'running' && !this.lease.inUse ? this.hibernate() : Promise.resolve()))).catch(() => undefined);
     });
   }
 

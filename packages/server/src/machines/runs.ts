@@ -49,6 +49,8 @@ export class MachineRuns {
   private warnedUnsound = false;
   /** How the last freeze copied its machine. */
   lastCopy: 'live' | 'stopped' | null = null;
+  /** Told before a machine idle for its `idleTimeoutMs` hibernates (Machines commits its mounts then). */
+  beforeIdle: (row: MachineRow) => Promise<void> = async () => undefined;
   /** Creates that took a ready VM and that found none; ready VMs waiting now (tests and the bench read them). */
   get readyStats(): { taken: number; missed: number; ready: number } {
     return { taken: this.ready?.counts.taken ?? 0, missed: this.ready?.counts.missed ?? 0, ready: this.ready?.waiting ?? 0 };
@@ -300,6 +302,7 @@ export class MachineRuns {
         },
         admit: (r) => this.withRoom(r.spec.memoryMb, 1),
         step: (step, ms) => { this.lastStep[step] = ms; this.deps.meter.machineStep(step, ms); },
+        beforeIdle: (r) => this.beforeIdle(r),
         liveCopy: async (used, sound) => {
           const { liveCopy, pauseMs } = this.deps.config.machines;
           if (!sound && liveCopy === 'on' && !this.warnedUnsound) {
