@@ -5,7 +5,7 @@ import type { Operations } from '../../ops/dispatch.js';
 import { BASE_TEMPLATE, type Sandbox, type Sandboxes } from './sandboxes.js';
 import { timeoutSeconds } from './record.js';
 import { pageOf } from './listing.js';
-import { sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
+import { apiAuthorization, sendError, sendJson, readJson, stringMap, optionalBoolean } from './http.js';
 import { e2bNetworkView, e2bPolicy } from './network.js';
 import type { PassOn } from './envd.js';
 
@@ -78,9 +78,7 @@ export class ControlPlane {
       const url = new URL(req.url ?? '/', 'http://e2b');
       const route = ROUTES.find(([m, re]) => m === req.method && re.test(url.pathname));
       if (!route) throw new ShellbaseError('not_found', `no route ${req.method} ${url.pathname}`);
-      const key = req.headers['x-api-key'];
-      const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-      caller = await this.ops.begin(typeof key === 'string' && key ? `Bearer ${key}` : bearer ? `Bearer ${bearer}` : undefined);
+      caller = await this.ops.begin(apiAuthorization(req));
       const params = (route[1].exec(url.pathname) ?? []).slice(1).filter((p): p is string => p !== undefined).map(decodeURIComponent);
       if (passOn && ABOUT_SANDBOX.test(url.pathname) && (await passOn(params[0], req, res))) return;
       await this.routes[route[2]](caller, req, res, params, url);

@@ -3,7 +3,7 @@ import type { Caller } from '../../core/deps.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { LIFECYCLE_TYPES, e2bSignature, type DeliveryFormat, type EventRow, type WebhookRow } from '../../events/index.js';
 import type { Operations } from '../../ops/dispatch.js';
-import { optionalBoolean, readJson, sendError, sendJson } from './http.js';
+import { apiAuthorization, optionalBoolean, readJson, sendError, sendJson } from './http.js';
 
 /** E2B's name of each lifecycle type in `eventLabel`. */
 const LABELS: Record<string, string> = { created: 'create', paused: 'pause', resumed: 'resume', updated: 'update', killed: 'kill', checkpointed: 'checkpoint' };
@@ -89,9 +89,7 @@ export class E2bEvents {
     let caller: Caller | null = null;
     try {
       const url = new URL(req.url ?? '/', 'http://e2b');
-      const key = req.headers['x-api-key'];
-      const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-      caller = await this.ops.begin(typeof key === 'string' && key ? `Bearer ${key}` : bearer ? `Bearer ${bearer}` : undefined);
+      caller = await this.ops.begin(apiAuthorization(req));
       const path = url.pathname;
       const sandbox = /^\/events\/sandboxes(?:\/([^/]+))?$/.exec(path);
       const hook = /^\/events\/webhooks(?:\/([^/]+))?$/.exec(path);

@@ -17,6 +17,18 @@ export function sendError(res: ServerResponse, e: unknown): void {
   sendJson(res, err.status, { code: err.status, message: err.hint ? `${err.message} (${err.hint})` : err.message });
 }
 
+/** A request's `Authorization: Bearer` token, if it has one. */
+export function bearerOf(req: IncomingMessage): string | undefined {
+  return /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+}
+
+/** The API key of a control-plane request (`X-API-KEY`, as E2B's SDK sends it, or a Bearer token) as shellbase's `Authorization`. */
+export function apiAuthorization(req: IncomingMessage): string | undefined {
+  const key = req.headers['x-api-key'];
+  const token = typeof key === 'string' && key ? key : bearerOf(req);
+  return token ? `Bearer ${token}` : undefined;
+}
+
 const MAX_BODY = 1 << 20;
 
 /** A JSON object body (empty: `{}`), at most 1 MiB. */

@@ -4,7 +4,7 @@ import type { Context, FileStat } from '@shellbase/protocol';
 import type { Caller } from '../../core/deps.js';
 import { ShellbaseError, invalid } from '../../errors.js';
 import type { Operations } from '../../ops/dispatch.js';
-import { readJson, sendError, sendJson } from './http.js';
+import { apiAuthorization, bearerOf, readJson, sendError, sendJson } from './http.js';
 
 /** The label that makes a context one of E2B's volumes, holding its content token. */
 export const VOLUME_LABEL = 'e2b.volume.token';
@@ -42,9 +42,7 @@ export class E2bVolumes {
         await this.content(caller, id, content[2] as 'dir' | 'path' | 'file', req, res, url);
         return;
       }
-      const key = req.headers['x-api-key'];
-      const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-      caller = await this.ops.begin(typeof key === 'string' && key ? `Bearer ${key}` : bearer ? `Bearer ${bearer}` : undefined);
+      caller = await this.ops.begin(apiAuthorization(req));
       const one = /^\/volumes\/([^/]+)$/.exec(url.pathname);
       if (url.pathname === '/volumes' && req.method === 'POST') await this.create(caller, req, res);
       else if (url.pathname === '/volumes' && req.method === 'GET') {
@@ -87,7 +85,7 @@ export class E2bVolumes {
 
   /** The tenant a content token names, once the token is the volume's own. */
   private async byToken(req: IncomingMessage, id: string): Promise<Caller> {
-    const token = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const token = bearerOf(req) ?? '';
     const m = /^sbv\.([A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+$/.exec(token);
     const refused = () => new ShellbaseError('unauthorized', 'the volume token is not this volume\'s', { hint: 'use the token Volume.create or Volume.getInfo gave' });
     if (!m) throw refused();
