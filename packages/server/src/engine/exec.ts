@@ -158,7 +158,7 @@ export class ExecRunner {
         const spec: RunSpec = {
           argv, preamble: wrapped.argv, handOver: wrapped.handOver, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group,
         };
-        const bases = found ?? await Promise.all(asked.map(async (m) => (await this.lookups.target(caller, m.context, m.version, false)).base));
+        const bases = found ?? await Promise.all(asked.map(lookup));
         found = null;
         ran = await this.runOnce(base, spec, hooks, req.commit ?? 'always', asked, bases);
       } finally {
@@ -240,7 +240,6 @@ export class ExecRunner {
     return { run, layer };
   }
 
-  /** Runs the sandbox; its writes become a layer only when the commit mode wants them. */
   /**
    * Runs the sandbox; its writes become a layer only when the commit mode wants them. `asked`:
    * the query's mounts, each showing the version in `bases`; `written` has each writable mount's

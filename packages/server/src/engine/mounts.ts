@@ -116,7 +116,6 @@ export function commitParts(own: string, base: VersionRow, layer: CommittedLayer
   mounted: readonly Mounted[], written: readonly (CommittedLayer | null)[]): { parts: CommitPart[]; index: (number | null)[] } {
   const parts: CommitPart[] = [];
   const index: (number | null)[] = [];
-  const first = layer ? 0 : -1;
   if (layer) parts.push({ context: own, base, layer, cause: (ids) => withMounts(cause, mounted, index, ids) });
   mounted.forEach((m, i) => {
     const l = written[i];
@@ -125,7 +124,7 @@ export function commitParts(own: string, base: VersionRow, layer: CommittedLayer
     parts.push({
       context: m.context, base: m.base, layer: l,
       cause: (ids) => ({ kind: 'exec', ...(cause.command !== undefined ? { command: cause.command } : {}), ...(cause.exitCode !== undefined ? { exitCode: cause.exitCode } : {}),
-        mountedBy: { context: own, path: m.path, version: first === 0 ? ids[0] : base.id } }),
+        mountedBy: { context: own, path: m.path, version: layer ? ids[0] : base.id } }),
     });
   });
   return { parts, index };

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chownSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+import { readFileSync, statSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import type { Mount } from '@shellbase/protocol';
 import { ShellbaseError, invalid, notFound } from '../errors.js';
@@ -8,9 +7,9 @@ import type { Caller, Deps } from '../core/deps.js';
 import type { ContextAccess } from '../core/contexts.js';
 import { checkMounts } from '../core/mounts.js';
 import type { MachineMount } from '../store/metadata/types.js';
-import { SANDBOX_ROOT } from '../util/idmap.js';
 import { newId } from '../util/ids.js';
 import type { Vm } from './vm/types.js';
+import { helperOutput } from './storage/disk.js';
 
 /** The most a mount's changes out of a guest may hold: they pass through the server's memory. */
 const MAX_MOUNT_BYTES = 1 << 30;
@@ -116,13 +115,9 @@ export class MachineMounts {
   private async tarOf(layers: readonly string[]): Promise<Buffer> {
     const { host, snapshotter } = this.deps;
     if (!host) throw new ShellbaseError('failed_precondition', 'mounts into machines need the bwrap runtime', { hint: 'run the server with its bwrap runtime' });
-    const scratch = await snapshotter.prepare({ diskMb: 64 });
-    mkdirSync(this.staging, { recursive: true, mode: 0o711 });
-    const made = path.join(this.staging, `${newId('t')}.tar`);
-    try {
-      writeFileSync(made, '', { mode: 0o600 });
-      chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
-      await host.runHelper({ mount: await snapshotter.mounts(layers, scratch), argv: (merged) => ['tar', '-C', merged, '--numeric-owner', '-cpf', made, '.'] });
+    return helperOutput(snapshotter, host, {
+      layers, staging: this.staging, name: `${newId('t')}.tar`, argv: (merged, made) => ['tar', '-C', merged, '--numeric-owner', '-cpf', made, '.'],
+    }, async (made) => {
       const size = statSync(made).size;
       if (size > MAX_COPY_BYTES) {
         throw new ShellbaseError('payload_too_large', `the context's files are ${size} bytes, more than a machine's mount copies (${MAX_COPY_BYTES})`, {
@@ -130,10 +125,7 @@ export class MachineMounts {
         });
       }
       return readFileSync(made);
-    } finally {
-      rmSync(made, { force: true });
-      await snapshotter.discard(scratch);
-    }
+    });
   }
 }
 

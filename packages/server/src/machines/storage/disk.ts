@@ -115,19 +115,32 @@ export function guestLayer(layout: MachineLayout): { dir: string; hash: string }
  * private mount namespace that ends with the command.
  */
 export async function buildDisk(layers: Snapshotter, runtime: HostPrograms, versionLayers: readonly string[], above: readonly string[], out: string, staging: string): Promise<void> {
+  await helperOutput(layers, runtime, {
+    layers: versionLayers, above, staging, name: `${path.basename(path.dirname(out))}.raw`,
+    argv: (merged, made) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
+  }, async (made) => {
+    chownSync(made, 0, 0);
+    try { renameSync(made, out); } catch { await copySparse(made, out); } // another file system (the cache)
+  });
+}
+
+/**
+ * Runs a helper tool (`argv`, given the merged tree and the file it writes) over `layers` (bottom
+ * first) with `above` on top, as the sandboxes' root: it reads ids as a sandbox sees them and
+ * writes one file, made for it below `staging` (a directory it can reach). `use` gets that file
+ * before it is removed, with the scratch the mount needed.
+ */
+export async function helperOutput<T>(layers: Snapshotter, runtime: HostPrograms,
+  o: { layers: readonly string[]; above?: readonly string[]; staging: string; name: string; argv(merged: string, made: string): string[] },
+  use: (made: string) => Promise<T>): Promise<T> {
   const scratch = await layers.prepare({ diskMb: 64 });
-  // mkfs runs as the namespace's root (host uid 100000): it writes into a directory it can reach.
-  mkdirSync(staging, { recursive: true, mode: 0o711 });
-  const made = path.join(staging, `${path.basename(path.dirname(out))}.raw`);
+  mkdirSync(o.staging, { recursive: true, mode: 0o711 });
+  const made = path.join(o.staging, o.name);
   try {
     writeFileSync(made, '', { mode: 0o600 });
     chownSync(made, SANDBOX_ROOT, SANDBOX_ROOT);
-    await runtime.runHelper({
-      mount: await layers.mounts(versionLayers, scratch), extraLowers: above,
-      argv: (merged) => ['mkfs.ext4', '-q', '-F', '-L', 'root', '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-d', merged, made, `${DISK_GB}G`],
-    });
-    chownSync(made, 0, 0);
-    try { renameSync(made, out); } catch { await copySparse(made, out); } // another file system (the cache)
+    await runtime.runHelper({ mount: await layers.mounts(o.layers, scratch), extraLowers: o.above ?? [], argv: (merged) => o.argv(merged, made) });
+    return await use(made);
   } finally {
     rmSync(made, { force: true });
     await layers.discard(scratch);

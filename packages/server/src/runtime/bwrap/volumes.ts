@@ -13,7 +13,7 @@ import type { SandboxSpec, SandboxVolume } from '../types.js';
  * command's writes.
  */
 export class MountPoints {
-  private readonly made = new Set<string>();
+  private emptyMade = false;
   /** Trees made, by their targets as given. */
   private readonly trees = new Map<string, string>();
 
@@ -22,7 +22,7 @@ export class MountPoints {
   /** An empty directory: the second lower of a read-only volume with a single layer (overlayfs wants two). */
   get empty(): string {
     const at = path.join(this.dir, 'empty');
-    if (!this.made.has(at)) { mkdirSync(at, { recursive: true, mode: 0o755 }); this.made.add(at); }
+    if (!this.emptyMade) { mkdirSync(at, { recursive: true, mode: 0o755 }); this.emptyMade = true; }
     return at;
   }
 
@@ -40,7 +40,7 @@ export class MountPoints {
   private build(targets: readonly string[]): string {
     const key = createHash('sha256').update([...targets].sort().join('\0')).digest('hex').slice(0, 32);
     const at = path.join(this.dir, key);
-    if (this.made.has(at) || existsSync(at)) { this.made.add(at); return at; }
+    if (existsSync(at)) return at; // made before (by another order of the same targets, or an earlier server)
     const building = `${at}.${randomBytes(4).toString('hex')}`;
     mkdirSync(building, { recursive: true, mode: 0o755 });
     chownSync(building, SANDBOX_ROOT, SANDBOX_ROOT);
@@ -52,7 +52,6 @@ export class MountPoints {
       }
     }
     try { renameSync(building, at); } catch { rmSync(building, { recursive: true, force: true }); } // made meanwhile by another sandbox
-    this.made.add(at);
     return at;
   }
 }
