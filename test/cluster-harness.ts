@@ -33,6 +33,13 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
+/** Unmounts what a worker killed with SIGKILL left under its data directory (the store, machines' memory) and removes the directory. */
+export function cleanHome(home: string): void {
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((m) => m?.startsWith(`${home}/`));
+  for (const m of mounts.sort().reverse()) execFileSync('umount', ['--lazy', m]);
+  rmSync(home, { recursive: true, force: true });
+}
+
 export async function startCluster(options: { postgresSettings?: string[] } = {}): Promise<TestCluster> {
   const [postgres, s3] = await Promise.all([startPostgres(options.postgresSettings), startS3()]);
   const database = await postgres.createDatabase();
@@ -84,12 +91,7 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
       for (const w of workers) if (alive(w)) w.child.kill('SIGTERM');
       await Promise.all(workers.map((w) => (alive(w) ? new Promise((r) => w.child.once('exit', r)) : null)));
       for (const w of workers) if (w.child.exitCode) console.error(`worker ${w.name} exited with ${w.child.exitCode}:\n${w.log()}`);
-      for (const w of workers) {
-        // A worker killed with SIGKILL leaves its mounts (the store, machines' memory) behind.
-        const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((m) => m?.startsWith(`${w.home}/`));
-        for (const m of mounts.sort().reverse()) execFileSync('umount', ['--lazy', m]);
-        rmSync(w.home, { recursive: true, force: true });
-      }
+      for (const w of workers) cleanHome(w.home);
       await Promise.all([postgres.stop(), s3.stop()]);
     },
   };

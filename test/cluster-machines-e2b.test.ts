@@ -180,6 +180,18 @@ test('cluster E2B: a sandbox made through A is used through B (commands, files, 
   assert.notEqual(once.status, 200);
   assert.match(await once.text(), /runs on another worker/);
   assert.equal(await leaseOf(id), a.url);
+
+  // A signed URL that names its sandbox is checked where it lands: one with a wrong signature is
+  // refused by B without reaching A (stopped for the moment, A could not answer a request passed to it).
+  const forged = new URL(await viaB.downloadUrl('from-b.txt'));
+  forged.searchParams.set('signature', 'v1_forged');
+  a.child.kill('SIGSTOP');
+  try {
+    const refused = await fetch(`${b.url}${forged.pathname}${forged.search}`, { headers: { 'e2b-sandbox-id': id }, signal: AbortSignal.timeout(5000) });
+    assert.equal(refused.status, 401);
+  } finally {
+    a.child.kill('SIGCONT');
+  }
 });
 
 test('cluster E2B: the timeout is acted on by the worker running the sandbox, which takes the deadline over when the machine moves; collection deletes the blobs of its hibernations and snapshot', { timeout: 600_000 }, async () => {

@@ -11,13 +11,16 @@ import { startCluster, type ClusterWorkerProcess as Worker, type TestCluster } f
 import { sleep } from './harness.ts';
 
 // Two workers serving HTTPS (one self-signed certificate for 127.0.0.1, which is also the CA they
-// check each other against), over one Postgres and one S3 API: what passes between workers is
-// proven with the cluster secret, refused without it, and fenced by the lease epoch.
+// check each other against), over one Postgres and one S3 API, with mutual TLS between them: what
+// passes between workers is proven with the cluster secret and comes with a worker's client
+// certificate, is refused without either, and is fenced by the lease epoch.
 let cluster: TestCluster;
 let a: Worker;
 let b: Worker;
 let certDir = '';
 let ca: Buffer;
+/** The workers' certificate and key: what a worker shows as a client. */
+let worker: { cert: Buffer; key: Buffer };
 let adminKey = '';
 
 /** The fields of the API's answers these tests read. */
@@ -25,13 +28,13 @@ interface Body { pathUrl: string; state: string; error: { code: string; message:
 interface Answer { status: number; text: string; json: () => Body }
 
 /** One HTTPS request to a worker (its API unless `base` says otherwise), checked against the test CA. */
-function call(base: string, method: string, p: string, options: { body?: unknown; headers?: Record<string, string>; key?: string | null } = {}): Promise<Answer> {
+function call(base: string, method: string, p: string, options: { body?: unknown; headers?: Record<string, string>; key?: string | null; asWorker?: boolean } = {}): Promise<Answer> {
   const url = new URL(p, base);
   const body = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
   const key = options.key === undefined ? adminKey : options.key;
   return new Promise((resolve, reject) => {
     const req = request(url, {
-      method, ca,
+      method, ca, ...(options.asWorker ? worker : {}),
       headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}), ...options.headers },
     }, (res) => {
       let text = '';
@@ -69,8 +72,8 @@ async function defineService(context: string, name: string, extra: Record<string
 }
 
 /** An upgrade to `shellbase-tcp` on a worker's API; once switched, one HTTP/1.0 GET through it; everything read back. */
-const upgrade = (w: Worker, p: string, headers: string[]) => new Promise<string>((resolve, reject) => {
-  const s = connect({ host: '127.0.0.1', port: Number(new URL(w.url).port), ca }, () => {
+const upgrade = (w: Worker, p: string, headers: string[], asWorker = false) => new Promise<string>((resolve, reject) => {
+  const s = connect({ host: '127.0.0.1', port: Number(new URL(w.url).port), ca, ...(asWorker ? worker : {}) }, () => {
     s.write([`GET ${p} HTTP/1.1`, `Host: ${new URL(w.url).host}`, 'Connection: Upgrade', 'Upgrade: shellbase-tcp', ...headers, '', ''].join('\r\n'));
   });
   let text = '';
@@ -94,7 +97,11 @@ before(async () => {
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
     '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem')], { stdio: 'ignore' });
   ca = readFileSync(path.join(certDir, 'cert.pem'));
-  const tls = { SHELLBASE_TLS_CERT: path.join(certDir, 'cert.pem'), SHELLBASE_TLS_KEY: path.join(certDir, 'key.pem'), SHELLBASE_TLS_CA: path.join(certDir, 'cert.pem') };
+  worker = { cert: ca, key: readFileSync(path.join(certDir, 'key.pem')) };
+  const tls = {
+    SHELLBASE_TLS_CERT: path.join(certDir, 'cert.pem'), SHELLBASE_TLS_KEY: path.join(certDir, 'key.pem'), SHELLBASE_TLS_CA: path.join(certDir, 'cert.pem'),
+    SHELLBASE_TLS_CLIENT_AUTH: '1',
+  };
   cluster = await startCluster();
   a = await cluster.start('a', tls);
   b = await cluster.start('b', tls);
@@ -144,15 +151,21 @@ test('cluster security: a request marked as forwarded without a valid proof is r
     assert.equal(r.json().error.code, 'unauthorized');
     assert.match(r.json().error.message, /x-shellbase-forwarded/);
   }
-  // A proof made with the secret is accepted; the caller's key is still checked by the worker that serves it.
+  // A proof made with the secret is accepted over a connection with a worker's client certificate
+  // (mutual TLS); the caller's key is still checked by the worker that serves it.
   const good = () => ({ 'x-shellbase-forwarded': proof(key, 'GET', host, '/v1/contexts') });
-  assert.equal((await call(a.url, 'GET', '/v1/contexts', { headers: good() })).status, 200);
-  assert.equal((await call(a.url, 'GET', '/v1/contexts', { headers: good(), key: null })).status, 401, 'no key: refused even with a proof');
+  const noCert = await call(a.url, 'GET', '/v1/contexts', { headers: good() });
+  assert.equal(noCert.status, 401, 'a valid proof without a client certificate is refused');
+  assert.match(noCert.json().error.message, /client certificate/);
+  assert.equal((await call(a.url, 'GET', '/v1/contexts', { headers: good(), asWorker: true })).status, 200);
+  assert.equal((await call(a.url, 'GET', '/v1/contexts', { headers: good(), key: null, asWorker: true })).status, 401, 'no key: refused even with a proof');
+  assert.equal((await call(a.url, 'GET', '/v1/contexts')).status, 200, 'clients need no certificate');
   // The internal tunnel (workers only: a proof, no key) refuses a caller without one, and opens with one.
   const tunnelPath = `/internal/services/${token}/connect`;
   assert.match(await upgrade(a, tunnelPath, []), /^HTTP\/1\.1 401/);
   assert.match(await upgrade(a, tunnelPath, [`x-shellbase-forwarded: ${proof('not-the-secret', 'GET', host, tunnelPath)}`]), /^HTTP\/1\.1 401/);
-  const opened = await upgrade(a, tunnelPath, [`x-shellbase-forwarded: ${proof(key, 'GET', host, tunnelPath)}`]);
+  assert.match(await upgrade(a, tunnelPath, [`x-shellbase-forwarded: ${proof(key, 'GET', host, tunnelPath)}`]), /^HTTP\/1\.1 401/, 'no client certificate');
+  const opened = await upgrade(a, tunnelPath, [`x-shellbase-forwarded: ${proof(key, 'GET', host, tunnelPath)}`], true);
   assert.match(opened, /^HTTP\/1\.1 101[^]*HTTP\/1\.0 200/, opened);
   assert.equal((await call(a.url, 'POST', '/v1/contexts/sec/services/id/stop')).status, 200);
 });

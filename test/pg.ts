@@ -1,5 +1,5 @@
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,6 +14,8 @@ import pg from 'pg';
  */
 export interface TestPostgres {
   port: number;
+  /** The directory of its Unix socket (reachable from any network namespace on the host). */
+  socketDir: string;
   /** A connection URL for a database of the cluster. */
   url(database: string): string;
   /** Creates an empty database (a fresh name unless given) and returns its URL. */
@@ -42,8 +44,11 @@ function freePort(): Promise<number> {
   });
 }
 
+/** Where it listens: by default a free port on 127.0.0.1; `netns`, a network namespace's path to run it in (port 5432 on `host` there). */
+export interface PostgresPlace { netns?: string; host?: string }
+
 /** `settings`: more `-c name=value` server settings (the bench loads pg_stat_statements). */
-export async function startPostgres(settings: string[] = []): Promise<TestPostgres> {
+export async function startPostgres(settings: string[] = [], place: PostgresPlace = {}): Promise<TestPostgres> {
   const bin = binDir();
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) } : {};
@@ -51,7 +56,10 @@ export async function startPostgres(settings: string[] = []): Promise<TestPostgr
   if (asRoot) chownSync(dir, owner.uid!, owner.gid!);
   const data = path.join(dir, 'data');
   const run = (program: string, args: string[]) => new Promise<void>((resolve, reject) => {
-    execFile(path.join(bin, program), args, { ...owner, cwd: dir, env: { ...process.env, LC_ALL: 'C.UTF-8' } }, (err, stdout, stderr) => {
+    // nsenter needs root to enter the namespace; it takes the `postgres` user's ids itself after.
+    const ids = asRoot ? [`--setuid=${owner.uid}`, `--setgid=${owner.gid}`] : [];
+    const [file, argv, as] = place.netns ? ['nsenter', [`--net=${place.netns}`, ...ids, path.join(bin, program), ...args], {}] : [path.join(bin, program), args, owner];
+    execFile(file, argv, { ...as, cwd: dir, env: { ...process.env, LC_ALL: 'C.UTF-8' } }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${program} failed: ${stderr || stdout || err.message}`));
       else resolve();
     });
@@ -62,12 +70,15 @@ export async function startPostgres(settings: string[] = []): Promise<TestPostgr
   };
   process.once('exit', stopNow);
 
-  const port = await freePort();
-  const all = [`-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
+  const host = place.host ?? '127.0.0.1';
+  const port = place.netns ? 5432 : await freePort();
+  const all = [`-p ${port}`, `-k ${dir}`, `-c listen_addresses=${host}`, '-c fsync=off', '-c synchronous_commit=off',
     '-c full_page_writes=off', '-c max_connections=200', '-c deadlock_timeout=50ms', ...settings.map((x) => `-c ${x}`)];
   const start = () => run('pg_ctl', ['start', '-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '30', '-o', all.join(' ')]);
   try {
     await run('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync', '--no-instructions']);
+    // initdb lets in loopback only; a test network's other hosts may connect too.
+    if (place.netns) appendFileSync(path.join(data, 'pg_hba.conf'), `host all all ${host}/24 trust\n`);
     await start();
   } catch (e) {
     process.removeListener('exit', stopNow);
@@ -75,13 +86,14 @@ export async function startPostgres(settings: string[] = []): Promise<TestPostgr
     throw e;
   }
 
-  const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;
+  const url = (database: string) => `postgres://postgres@${host}:${port}/${database}`;
   let made = 0;
   return {
     port,
+    socketDir: dir,
     url,
     async createDatabase(name = `t${process.pid}_${++made}`) {
-      const admin = new pg.Client({ connectionString: url('postgres') });
+      const admin = new pg.Client({ host: dir, port, user: 'postgres', database: 'postgres' });
       await admin.connect();
       try { await admin.query(`CREATE DATABASE "${name}"`); } finally { await admin.end(); }
       return url(name);

@@ -96,12 +96,18 @@ test('postgres: a commit fenced by a lease lands while the lease is its worker\'
     await two.cluster.unclaim('service', 'tok', 'w2');
     await assert.rejects(new Committer(two, noSync, sink).commit('t1', 'c', root, { layerId: 'l4', bytes: 1, changes: [['/d', 'f']] }, { kind: 'service' }, { ...fence, worker: 'w2', epoch: 2 }),
       (e: Error & { code?: string }) => e.code === 'failed_precondition');
+    // Taken again by the first worker, the lease gets an epoch never given before: the first
+    // worker's stale fence (epoch 1) does not match its new lease.
+    const again = await one.cluster.claim('service', 'tok', 'w1', 60_000);
+    assert.ok(again.mine && again.epoch > 2, JSON.stringify(again));
+    await assert.rejects(committer.commit('t1', 'c', root, { layerId: 'l5', bytes: 1, changes: [['/e', 'f']] }, { kind: 'service' }, fence),
+      (e: Error & { code?: string }) => e.code === 'failed_precondition');
   } finally {
     await close();
   }
 });
 
-test('postgres: a machine row written under its lease lands while the lease is the worker\'s at its epoch, and is refused once another worker took it over', async () => {
+test('postgres: a machine row written or deleted under its lease: done while the lease is the worker\'s at its epoch, refused once another worker took it over', async () => {
   const { stores, close } = await threeWorkers();
   try {
     const [one, two] = stores;
@@ -121,6 +127,8 @@ test('postgres: a machine row written under its lease lands while the lease is t
     await assert.rejects(one.machines.update({ ...row, state: 'hibernated' }, fence),
       (e: Error & { code?: string }) => e.code === 'failed_precondition' && /taken over/.test(e.message));
     assert.equal((await one.machines.find('m_1'))?.state, 'lost', 'the stale worker wrote nothing');
+    await assert.rejects(one.machines.delete('t1', 'm_1', fence), (e: Error & { code?: string }) => e.code === 'failed_precondition');
+    assert.ok(await one.machines.find('m_1'), 'nor deleted it');
     await one.machines.update({ ...row, state: 'lost', spec: { ...row.spec, memoryMb: 1024 } });
     assert.equal((await one.machines.find('m_1'))?.spec.memoryMb, 1024, 'a write without a fence is not checked');
   } finally {

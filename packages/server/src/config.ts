@@ -91,6 +91,12 @@ export interface ClusterConfig {
   secretFile?: string;
   /** The CA (PEM) other workers' certificates chain to, when it is not one the system trusts (SHELLBASE_TLS_CA). */
   tlsCa?: string;
+  /**
+   * Mutual TLS between workers (SHELLBASE_TLS_CLIENT_AUTH, --tls-client-auth): this worker's own
+   * certificate and key (SHELLBASE_TLS_CERT, SHELLBASE_TLS_KEY), shown when it connects to another
+   * worker; what other workers pass here must come with a certificate issued by `tlsCa`.
+   */
+  clientAuth?: { cert: string; key: string };
 }
 
 /** The TLS files the environment gives (SHELLBASE_TLS_CERT and SHELLBASE_TLS_KEY, both or neither). */
@@ -100,6 +106,17 @@ export function tlsFromEnv(e: Record<string, string | undefined> = env): ServerC
   if (!cert && !key) return undefined;
   if (!cert || !key) throw invalid('TLS needs both a certificate and its key', 'give --tls-cert FILE and --tls-key FILE (SHELLBASE_TLS_CERT, SHELLBASE_TLS_KEY), or neither');
   return { cert, key };
+}
+
+/** Mutual TLS between workers, when SHELLBASE_TLS_CLIENT_AUTH asks for it: it needs the worker's certificate, key and the cluster's CA. */
+function clientAuth(e: Record<string, string | undefined>): { clientAuth?: { cert: string; key: string } } {
+  const on = e.SHELLBASE_TLS_CLIENT_AUTH ?? '';
+  if (on === '' || /^(0|false|no)$/i.test(on)) return {};
+  if (!/^(1|true|yes)$/i.test(on)) throw invalid(`SHELLBASE_TLS_CLIENT_AUTH is ${JSON.stringify(on)}`, 'set it to 1 (or give --tls-client-auth) for mutual TLS between workers, or leave it out');
+  if (!e.SHELLBASE_TLS_CERT || !e.SHELLBASE_TLS_KEY || !e.SHELLBASE_TLS_CA) {
+    throw invalid('mutual TLS between workers needs this worker\'s certificate and key and the cluster\'s CA', 'give --tls-cert FILE --tls-key FILE --tls-ca FILE with --tls-client-auth (docs/deploy.md, Security between workers)');
+  }
+  return { clientAuth: { cert: e.SHELLBASE_TLS_CERT, key: e.SHELLBASE_TLS_KEY } };
 }
 
 /**
@@ -122,6 +139,7 @@ export function clusterFromEnv(e: Record<string, string | undefined> = env): Clu
     ...(e.SHELLBASE_ADVERTISE ? { advertise: e.SHELLBASE_ADVERTISE } : {}),
     ...(e.SHELLBASE_CLUSTER_SECRET_FILE ? { secretFile: e.SHELLBASE_CLUSTER_SECRET_FILE } : {}),
     ...(e.SHELLBASE_TLS_CA ? { tlsCa: e.SHELLBASE_TLS_CA } : {}),
+    ...clientAuth(e),
     cacheMaxBytes: Math.round(num('SHELLBASE_CACHE_MAX_GB', 20, e) * 2 ** 30),
     heartbeatMs: num('SHELLBASE_HEARTBEAT_MS', 2000, e),
     blobGraceMs: num('SHELLBASE_BLOB_GRACE_MS', 600_000, e),

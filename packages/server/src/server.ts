@@ -148,7 +148,10 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   engine.gc.start();
   events.start();
   const adminKeyFile = await engine.tenants.ensureAdmin();
-  const tls = config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : undefined;
+  // With mutual TLS between workers, a client certificate is asked for (not required: clients have
+  // none) and checked against the cluster's CA; a request passed by a worker must show one (api/forward.ts).
+  const mutual = config.cluster?.clientAuth && config.cluster.tlsCa ? { requestCert: true, rejectUnauthorized: false, ca: readFileSync(config.cluster.tlsCa) } : {};
+  const tls = config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key), ...mutual } : undefined;
   const app = await buildApi({ ops, e2b, log, metrics: meter.registry, http: config.http, ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });
   await app.listen({ host: config.host, port: config.port });
   const gateway = startGateway(ops, log, { ...(peers ? { peers } : {}), ...(tls ? { tls } : {}) });

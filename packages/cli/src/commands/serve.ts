@@ -16,7 +16,7 @@ export async function server(): Promise<typeof import('@shellbase/server')> {
 
 const SERVE = 'shellbase serve [--host H] [--port P] [--gateway-port P] [--demo] [--tls-cert FILE --tls-key FILE]\n'
   + '                [--metadata postgres://… --blobs s3://BUCKET/PREFIX [--s3-endpoint URL] [--advertise URL]\n'
-  + '                 [--cluster-secret-file FILE] [--tls-ca FILE]]   (a cluster worker: docs/deploy.md)';
+  + '                 [--cluster-secret-file FILE] [--tls-ca FILE [--tls-client-auth]]]   (a cluster worker: docs/deploy.md)';
 const CLUSTER_FLAGS = {
   metadata: 'SHELLBASE_METADATA', blobs: 'SHELLBASE_BLOBS', 's3-endpoint': 'SHELLBASE_S3_ENDPOINT', advertise: 'SHELLBASE_ADVERTISE',
   'cluster-secret-file': 'SHELLBASE_CLUSTER_SECRET_FILE', 'tls-ca': 'SHELLBASE_TLS_CA', 'tls-cert': 'SHELLBASE_TLS_CERT', 'tls-key': 'SHELLBASE_TLS_KEY',
@@ -30,7 +30,7 @@ export const serverCommands: Command[] = [
       usage: SERVE,
       flags: {
         host: 'string', port: 'string', 'gateway-port': 'string', demo: 'boolean', metadata: 'string', blobs: 'string', 's3-endpoint': 'string', advertise: 'string',
-        'cluster-secret-file': 'string', 'tls-ca': 'string', 'tls-cert': 'string', 'tls-key': 'string',
+        'cluster-secret-file': 'string', 'tls-ca': 'string', 'tls-cert': 'string', 'tls-key': 'string', 'tls-client-auth': 'boolean',
       },
     },
     async run(args) {
@@ -38,6 +38,7 @@ export const serverCommands: Command[] = [
       // Flags win over the environment's SHELLBASE_METADATA, SHELLBASE_BLOBS, …
       const env: Record<string, string | undefined> = { ...process.env };
       for (const [name, variable] of Object.entries(CLUSTER_FLAGS)) env[variable] = flag(args, name) ?? env[variable];
+      if (args.flags.has('tls-client-auth')) env.SHELLBASE_TLS_CLIENT_AUTH = '1';
       const cluster = clusterFromEnv(env);
       const tls = tlsFromEnv(env);
       const port = numberFlag(args, 'port', SERVE);

@@ -56,6 +56,8 @@ export const VersionCauseSchema = Type.Object({
   }))),
   /** For writes through a mount: the query's context and the version committed with this one. */
   mountedBy: Type.Optional(Type.Object({ context: Type.String(), path: Type.String(), version: Type.String() })),
+  /** In a cluster, a service run's writes: the worker that ran it and the epoch of the lease its commit was fenced by. */
+  lease: Type.Optional(Type.Object({ worker: Type.String(), epoch: Type.Integer() })),
 }, { title: 'VersionCause' });
 
 export const VersionSchema = Type.Object({

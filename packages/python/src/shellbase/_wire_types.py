@@ -526,6 +526,7 @@ class VersionCause:
     exit_code: int | None = None
     mounts: list[dict[str, object]] | None = None
     mounted_by: dict[str, object] | None = None
+    lease: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

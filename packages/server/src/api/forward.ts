@@ -1,8 +1,10 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { FORWARDED, type Peers } from '../core/peers.js';
 import { ShellbaseError } from '../errors.js';
+import { connectWithin } from '../util/connect-within.js';
 import { failUpgrade, HOP_BY_HOP } from './http-relay.js';
 
 // Cluster mode: a request for a target another worker runs is passed to that worker as it came
@@ -16,13 +18,15 @@ const unanswered = (to: string, err: Error) => new ShellbaseError('unavailable',
 /**
  * Whether a request was passed here by another worker: false when unmarked; true when marked with
  * a valid proof (it is then served here, never passed on again); throws `unauthorized` when marked
- * without one (or when this server is no cluster's worker).
+ * without one, or, with mutual TLS, over a connection without a worker's client certificate (or
+ * when this server is no cluster's worker).
  */
 export function forwardedHere(req: IncomingMessage, peers: Peers | undefined): boolean {
   const proof = req.headers[FORWARDED];
   if (proof === undefined) return false;
   if (!peers) throw new ShellbaseError('unauthorized', `${FORWARDED} is for the workers of a cluster`, { hint: `do not send ${FORWARDED}` });
   peers.check(Array.isArray(proof) ? proof.join(',') : proof, req.method ?? 'GET', req.headers.host ?? '', req.url ?? '/');
+  peers.checkConnection(req.socket);
   return true;
 }
 
@@ -45,6 +49,7 @@ export function forwardRequest(to: string, req: IncomingMessage, res: ServerResp
     res.flushHeaders();
     upRes.pipe(res);
   });
+  up.on('socket', (socket) => connectWithin(socket as Socket));
   up.on('error', (err) => fail(unanswered(to, err)));
   res.once('close', () => { if (!res.writableFinished) up.destroy(); });
   if (body) up.end(body); else req.pipe(up);

@@ -62,7 +62,10 @@ export async function openCluster(config: ClusterConfig, local: Snapshotter & La
   });
   let peers: ClusterPeers;
   try {
-    peers = new ClusterPeers({ workerId: worker.workerId, secret: await clusterSecret(config, shared), ...(config.tlsCa ? { ca: readFileSync(config.tlsCa) } : {}) });
+    peers = new ClusterPeers({
+      workerId: worker.workerId, secret: await clusterSecret(config, shared), ...(config.tlsCa ? { ca: readFileSync(config.tlsCa) } : {}),
+      ...(config.clientAuth ? { clientCert: { cert: readFileSync(config.clientAuth.cert), key: readFileSync(config.clientAuth.key) } } : {}),
+    });
   } catch (e) {
     await metadata.close();
     closeBlobs(blobs);

@@ -1,9 +1,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { connect as connectTcp, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { connect as connectTls } from 'node:tls';
+import { connect as connectTls, TLSSocket } from 'node:tls';
 import { FORWARDED, internalTunnelPath, PROOF_VALIDITY_MS, type Peers } from '../core/peers.js';
 import { ShellbaseError } from '../errors.js';
+import { connectWithin } from '../util/connect-within.js';
 
 /** The protocol of a raw TCP tunnel (api/tunnel.ts's TUNNEL_PROTOCOL). */
 const TCP = 'shellbase-tcp';
@@ -17,6 +18,8 @@ export interface ClusterPeersOptions {
   secret: Buffer;
   /** The CA other workers' certificates chain to (self-signed clusters), if not the system's. */
   ca?: Buffer;
+  /** Mutual TLS: this worker's certificate and key, shown to the workers it connects to, which require one from `ca` on what is passed to them. */
+  clientCert?: { cert: Buffer; key: Buffer };
   /** The clock (tests). */
   now?: () => number;
 }
@@ -27,12 +30,13 @@ const signed = (method: string, host: string, path: string, worker: string, at: 
 
 /** Peers over a shared secret (core/peers.ts): proofs by HMAC, connections over TLS when a URL says https. */
 export class ClusterPeers implements Peers {
-  readonly tls: { ca?: Buffer };
+  readonly tls: { ca?: Buffer; cert?: Buffer; key?: Buffer };
   private readonly now: () => number;
 
   constructor(private readonly opts: ClusterPeersOptions) {
     if (opts.secret.length < 32) throw new Error('the cluster secret must be at least 32 bytes');
-    this.tls = opts.ca ? { ca: opts.ca } : {};
+    if (opts.clientCert && !opts.ca) throw new Error('mutual TLS between workers needs the cluster\'s CA');
+    this.tls = { ...(opts.ca ? { ca: opts.ca } : {}), ...opts.clientCert };
     this.now = opts.now ?? Date.now;
   }
 
@@ -58,13 +62,23 @@ export class ClusterPeers implements Peers {
     if (got.length !== want.length || !timingSafeEqual(got, want)) throw refuse('the signature does not match');
   }
 
-  /** A TCP or TLS connection to the worker at `url` (its port, or 443/80 by scheme). */
+  checkConnection(socket: Socket): void {
+    if (!this.opts.clientCert) return;
+    if (!(socket instanceof TLSSocket && socket.authorized)) {
+      throw new ShellbaseError('unauthorized', `a request marked ${FORWARDED} without a worker's client certificate`, {
+        hint: 'this cluster requires mutual TLS between workers (--tls-client-auth): each worker shows its certificate, issued by --tls-ca',
+      });
+    }
+  }
+
+  /** A TCP or TLS connection to the worker at `url` (its port, or 443/80 by scheme), failed unless made within CONNECT_TIMEOUT_MS. */
   connect(url: URL, onConnect: () => void): Socket {
     const host = url.hostname.replace(/^\[|\]$/g, '');
-    if (url.protocol === 'https:') {
-      return connectTls({ host, port: Number(url.port || 443), servername: /^[\d.:]+$/.test(host) ? undefined : host, ...this.tls }, onConnect);
-    }
-    return connectTcp(Number(url.port || 80), host, onConnect);
+    const socket = url.protocol === 'https:'
+      ? connectTls({ host, port: Number(url.port || 443), servername: /^[\d.:]+$/.test(host) ? undefined : host, ...this.tls }, onConnect)
+      : connectTcp(Number(url.port || 80), host, onConnect);
+    connectWithin(socket);
+    return socket;
   }
 
   tunnel(api: string, token: string): Promise<Duplex> {

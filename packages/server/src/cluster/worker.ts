@@ -24,6 +24,8 @@ export interface ClusterWorkerOptions {
   log: Logger;
 }
 
+/** Postgres's SQLSTATE for a row naming a missing row (here: this worker's, removed as gone). */
+const FOREIGN_KEY_VIOLATION = '23503';
 /** Missed heartbeats after which a worker is treated as gone (its pins lapse, its row is removed). */
 const LAPSE_BEATS = 3;
 /** Blobs deleted per collection run. */
@@ -91,6 +93,23 @@ export class ClusterWorker implements Cluster {
     }
   }
 
+  /**
+   * Runs `fn`, which writes a row naming this worker; when that fails because this worker's own
+   * row is gone (the others took it for gone after a partition or a pause, and removed it with what
+   * it held), joins again and runs `fn` once more. What it held is judged at the next heartbeat
+   * (its leases are gone: their work stops).
+   */
+  private async asMember<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if ((e as { code?: string } | null)?.code !== FOREIGN_KEY_VIOLATION) throw e;
+      this.opts.log.warn({ worker: this.workerId }, 'this worker was taken for gone (its row was removed); joining again');
+      await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
+      return fn();
+    }
+  }
+
   private async refreshPeers(): Promise<void> {
     this.peers = (await this.workers()).map((w) => ({ id: w.id, address: w.address, load: w.load }));
   }
@@ -124,7 +143,7 @@ export class ClusterWorker implements Cluster {
   }
 
   admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean> {
-    return this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs);
+    return this.asMember(() => this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs));
   }
 
   release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void> {
@@ -132,7 +151,7 @@ export class ClusterWorker implements Cluster {
   }
 
   async claim(kind: LeaseKind, key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {
-    const lease = await this.opts.shared.claim(kind, key, this.workerId, this.aliveMs);
+    const lease = await this.asMember(() => this.opts.shared.claim(kind, key, this.workerId, this.aliveMs));
     if (lease.mine) this.held.set(`${kind}/${key}`, { kind, key, epoch: lease.epoch });
     return lease;
   }

@@ -9,13 +9,17 @@ import type { Duplex } from 'node:stream';
  * time it was made, and an HMAC-SHA256 under the cluster secret over the request's method, Host,
  * path and those two. A worker serves a request marked as forwarded only with a valid proof made
  * within the last `PROOF_VALIDITY_MS` (either way: clocks differ a little); the caller's API key
- * travels with the request and is checked again by the worker that serves it.
+ * travels with the request and is checked again by the worker that serves it. With mutual TLS
+ * (`--tls-client-auth`), the request must also come over a connection whose client certificate
+ * chains to the cluster's CA (`--tls-ca`): a stolen secret alone does not pass.
  */
 export interface Peers {
   /** The proof for a request this worker passes on. */
   prove(method: string, host: string, path: string): string;
   /** Throws `unauthorized` unless `proof` is valid for the request (from a worker holding the secret, recent). */
   check(proof: string | undefined, method: string, host: string, path: string): void;
+  /** With mutual TLS, throws `unauthorized` unless the request came over a connection with a client certificate from the cluster's CA. */
+  checkConnection(socket: Socket): void;
   /**
    * A raw TCP tunnel to a service that the worker at `api` runs (its internal tunnel path, with a
    * proof and no API key: this worker checked the caller's right to reach the service already).
@@ -23,8 +27,8 @@ export interface Peers {
   tunnel(api: string, token: string): Promise<Duplex>;
   /** A TCP connection to another worker's URL (TLS when it is https, checked against `tls.ca`). */
   connect(url: URL, onConnect: () => void): Socket;
-  /** Options for TLS connections to other workers (the CA their certificates chain to, if not the system's). */
-  readonly tls: { ca?: Buffer };
+  /** Options for TLS connections to other workers: the CA their certificates chain to (if not the system's); with mutual TLS, this worker's certificate and key. */
+  readonly tls: { ca?: Buffer; cert?: Buffer; key?: Buffer };
 }
 
 /** How long a proof stays valid after it was made (and how far ahead of this worker's clock it may be). */

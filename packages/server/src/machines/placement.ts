@@ -52,6 +52,8 @@ export class MachinePlacement {
    * fenced by that epoch, so the database refuses them.
    */
   private readonly revoked = new Map<string, number>();
+  /** Machines whose lease is held only for a write of their row (`leased`). */
+  private readonly borrowed = new Set<string>();
   /** Machines woken here: the digests of the frozen files below their disk's top, still held while they run. */
   private readonly frozen = new Map<string, string[]>();
   /** Machines this worker holds a `runningMachines` slot for, and their tenants. */
@@ -99,8 +101,29 @@ export class MachinePlacement {
     return this.cluster.elsewhere('machine', id);
   }
 
+  /**
+   * Runs `write` (of the machine's row) fenced by its lease: the one this worker holds (or held and
+   * lost: refused then), else one taken for the write and given back after. A worker that does not
+   * run the machine (hibernated, stopped) thus writes its row under a lease too, and no other
+   * worker can wake it meanwhile; one that runs it already makes this `unavailable`.
+   */
+  async leased<T>(id: string, write: (fence: LeaseFence) => Promise<T>): Promise<T> {
+    const fence = this.fence(id);
+    if (fence) return write(fence);
+    await this.take(id);
+    this.borrowed.add(id);
+    try {
+      return await write(this.fence(id)!);
+    } finally {
+      // Unless a wake here made the lease its own meanwhile (`take`), it goes back.
+      if (this.borrowed.delete(id) && this.held.delete(id)) await this.cluster.unclaim('machine', id);
+    }
+  }
+
   /** Takes the machine's lease for this worker; `unavailable` when another live worker holds it. */
   async take(id: string): Promise<void> {
+    // A lease held for one write (`leased`) becomes this worker's to keep.
+    this.borrowed.delete(id);
     if (this.held.has(id)) return;
     const won = await this.cluster.claim('machine', id);
     if (!won.mine) {
@@ -144,7 +167,9 @@ export class MachinePlacement {
     if (this.held.has(run.row.id)) return;
     const fresh = await this.metadata.machines.get(run.row.tenantId, run.row.id);
     if (!fresh) throw notFound('machine', run.row.id);
-    if (run.vm) return; // a process of this worker's own is still ending: its steps decide
+    // A process of this worker's own is still ending, or a step of its own (a hibernation's
+    // upload) is under way: its steps decide, fenced by the epoch this worker held.
+    if (run.vm || run.busy) return;
     run.row = fresh;
     this.revoked.delete(fresh.id);
     if (!LIVE.has(fresh.state)) return;

@@ -61,6 +61,9 @@ export class MachineRun {
   /** Lifecycle steps running or waiting in `serial`. */
   private queued = 0;
 
+  /** Whether a lifecycle step is running or waiting (a hibernation's upload, say). */
+  get busy(): boolean { return this.queued > 0; }
+
   /** Restores the machine from `src` onto a disk whose writable top is `row.spec.disk[0]`. */
   async restore(src: RestoreSource): Promise<void> {
     const t0 = performance.now();

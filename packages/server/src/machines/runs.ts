@@ -80,9 +80,13 @@ export class MachineRuns {
     this.place?.onLost((id) => { void this.lost(id); });
   }
 
-  /** Writes a machine's row; in a cluster, fenced by its lease when this worker holds it, or held it and lost it (machines/placement.ts). */
+  /**
+   * Writes a machine's row; in a cluster, fenced by its lease: the one this worker holds (or held
+   * and lost), else one taken for the write (machines/placement.ts, `leased`).
+   */
   async write(row: MachineRow): Promise<void> {
-    await this.deps.metadata.machines.update(row, this.place?.fence(row.id));
+    if (this.place) await this.place.leased(row.id, (fence) => this.deps.metadata.machines.update(row, fence));
+    else await this.deps.metadata.machines.update(row);
     this.states.report(row);
   }
 
@@ -230,7 +234,9 @@ export class MachineRuns {
   async discard(run: MachineRun): Promise<void> {
     await run.destroy();
     this.active.delete(run.row.id);
-    await this.deps.metadata.machines.delete(run.row.tenantId, run.row.id);
+    const { tenantId, id } = run.row;
+    if (this.place) await this.place.leased(id, (fence) => this.deps.metadata.machines.delete(tenantId, id, fence));
+    else await this.deps.metadata.machines.delete(tenantId, id);
     this.states.report(run.row, 'deleted');
     await this.place?.forget(run.row.id);
     await this.place?.dropped(run.row.id);

@@ -4,6 +4,7 @@ import type { Caller } from '../../core/deps.js';
 import type { Agent } from '../../machines/index.js';
 import type { Operations } from '../../ops/dispatch.js';
 import { ConnectError, readMessage, readMessages, sendUnary, sendUnaryError, ServerStream } from './connect.js';
+import { checkSignature } from './signed-urls.js';
 import { DEFAULT_USER } from './guest.js';
 import type { Sandbox, Sandboxes } from './sandboxes.js';
 
@@ -73,7 +74,8 @@ export class Envd {
       const sandbox = await this.sandboxes.get(caller, sandboxId).catch(() => { throw new NoSandbox(`sandbox ${sandboxId} not found`); });
       const signed = url.pathname === '/files' && url.searchParams.has('signature');
       if (!signed && !sameToken(req.headers['x-access-token'], sandbox.e2b.accessToken)) throw new ConnectError('unauthenticated', 'missing or wrong X-Access-Token');
-      // A signed URL's signature is checked by its route, on the worker that serves it: here, it named this sandbox.
+      // A signed URL is checked here, before it is passed to the worker that runs the sandbox (which checks it again).
+      if (signed) checkSignature(sandbox.e2b.accessToken, url, req.method);
       if (passOn && (await passOn(sandboxId, req, res))) return;
       if (url.pathname === '/health') { this.health(sandbox, res); return; }
       if (this.sandboxes.isPaused(sandbox) && !sandbox.e2b.autoResume) throw new NoSandbox(`sandbox ${sandboxId} is paused: connect to it to resume it`);

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createGunzip, createGzip } from 'node:zlib';
 import { GUEST_AGENT } from '../../machines/index.js';
@@ -6,6 +5,7 @@ import { ConnectError, toConnectError, type ConnectCode } from './connect.js';
 import type { EnvdCall, HttpRoute } from './envd.js';
 import { fsError, fsOp, startAs, type GuestEntry } from './guest.js';
 import { boundaryOf, multipart } from './multipart.js';
+import { checkSignature } from './signed-urls.js';
 
 /** envd's HTTP statuses for file errors (the SDK maps 404 to FileNotFoundError, 507 to NotEnoughSpaceError). */
 const STATUS: Partial<Record<ConnectCode, number>> = {
@@ -20,25 +20,6 @@ function fail(res: ServerResponse, e: unknown): void {
   res.writeHead(STATUS[err.code] ?? 500, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
 }
 
-/**
- * A signed URL (uploadUrl/downloadUrl of a secure sandbox): `v1_` and the unpadded base64 of
- * sha256("path:operation:user:token[:expiration]"), `user` empty for the default one.
- */
-export function signedBy(url: URL, method: string | undefined, token: string): boolean {
-  const sig = url.searchParams.get('signature');
-  const exp = url.searchParams.get('signature_expiration');
-  const operation = method === 'POST' ? 'write' : 'read';
-  const raw = `${url.searchParams.get('path') ?? ''}:${operation}:${url.searchParams.get('username') ?? ''}:${token}${exp !== null ? `:${exp}` : ''}`;
-  return sig === `v1_${createHash('sha256').update(raw).digest('base64').replace(/=+$/, '')}`;
-}
-
-function checkSignature(call: EnvdCall, url: URL, operation: 'read' | 'write'): void {
-  if (!url.searchParams.has('signature')) return;
-  const exp = url.searchParams.get('signature_expiration');
-  if (exp !== null && !(Number(exp) * 1000 > Date.now())) throw new ConnectError('unauthenticated', 'the signed URL expired');
-  if (!signedBy(url, operation === 'write' ? 'POST' : 'GET', call.sandbox.e2b.accessToken)) throw new ConnectError('unauthenticated', 'the URL\'s signature does not match');
-}
-
 function pathParam(url: URL): string {
   const p = url.searchParams.get('path');
   if (!p || p.includes('\0') || p.length > 4096) throw new ConnectError('invalid_argument', 'path is required');
@@ -48,7 +29,7 @@ function pathParam(url: URL): string {
 /** GET /files?path=: the file's bytes, streamed as they come from the guest (gzip when asked). */
 const read: HttpRoute = async (call, req, res, url) => {
   try {
-    checkSignature(call, url, 'read');
+    checkSignature(call.sandbox.e2b.accessToken, url, 'GET');
     const file = pathParam(url);
     const gzip = /\bgzip\b/.test(req.headers['accept-encoding'] ?? '');
     await call.withAgent(async (agent) => {
@@ -106,7 +87,7 @@ function metadataArgs(req: IncomingMessage): string[] {
  */
 const write: HttpRoute = async (call, req, res, url) => {
   try {
-    checkSignature(call, url, 'write');
+    checkSignature(call.sandbox.e2b.accessToken, url, 'POST');
     const target = url.searchParams.get('path');
     const metadata = metadataArgs(req);
     const results: object[] = [];

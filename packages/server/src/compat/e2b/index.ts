@@ -12,7 +12,8 @@ import type { Operations } from '../../ops/dispatch.js';
 import { ControlPlane, isControlPath } from './control.js';
 import { E2bEvents, isEventsPath } from './events.js';
 import { Envd, type PassOn } from './envd.js';
-import { fileRoutes, signedBy } from './files.js';
+import { fileRoutes } from './files.js';
+import { signedBy } from './signed-urls.js';
 import { filesystemService } from './filesystem.js';
 import { sendError } from './http.js';
 import { E2bPortProxy, SandboxNotRunning } from './ports.js';
@@ -55,7 +56,7 @@ export function portHost(host: string | undefined): { port: number; id: string }
  * with a proof under the cluster secret, after the credentials it carries (an API key, the
  * sandbox's access token or a traffic token) were found good here; the worker that serves it
  * checks them again. A signed `/files` URL that names its sandbox (a header or an envd Host) is
- * passed on unchecked: only the worker that serves it checks its signature. A request passed here is served here, never passed on again.
+ * checked here before it is passed on, and again by the worker that serves it. A request passed here is served here, never passed on again.
  */
 export class E2bCompat {
   readonly sandboxes: Sandboxes;

@@ -262,7 +262,10 @@ export class ServiceRun implements PortTarget {
       try {
         const { written, refused } = await collectMounts(deps.snapshotter, mounted, true);
         layer = await deps.snapshotter.commit(scratch);
-        const cause: VersionCause = { kind: 'service', command: `service ${this.row.name}`, exitCode: result.exitCode };
+        const cause: VersionCause = {
+          kind: 'service', command: `service ${this.row.name}`, exitCode: result.exitCode,
+          ...(this.fence ? { lease: { worker: this.fence.worker, epoch: this.fence.epoch } } : {}),
+        };
         const made = [layer, ...written].filter((l): l is CommittedLayer => l !== null);
         if (refused) {
           // A mount's writes could not be kept: none of the run's are committed (all or nothing).

@@ -62,11 +62,13 @@ const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
  * (bash itself goes with the spawner: `sbx dial`), so nothing outlives a server that died.
  * Exit 75: the fetch failed (curl's message on stderr); 65: zstd or tar did (curl's own 23, a
  * write refused, is theirs); 0: all went well.
- * curl as util/curl.ts says, following no redirect.
+ * curl as util/curl.ts says, following no redirect, with the object store's bounds: a connection
+ * not made in 5 s, or a transfer under 1 KiB/s for 15 s, fails the attempt (across a partition
+ * the defaults, meant for registries far away, would hold a request for minutes).
  */
 function unpackScript(fetch: boolean): string {
   const stage = 'setpriv --pdeathsig KILL';
-  const curl = `${curlCommand()} | `;
+  const curl = `${curlCommand(['--connect-timeout 5', '--speed-time 15'])} | `;
   // curl's 23 (it could not write) means zstd or tar stopped reading: their failure says why.
   const status = fetch ? '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
   return `${fetch ? curl : ''}${stage} zstd --decompress --stdout --quiet | ${stage} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;

@@ -247,7 +247,8 @@ export interface MachineRepository {
    * epoch; else `failed_precondition` and nothing is written.
    */
   update(row: MachineRow, fence?: LeaseFence): Promise<void>;
-  delete(tenantId: string, id: string): Promise<boolean>;
+  /** `fence`: as for `update` (cluster mode: nothing is deleted once the lease moved on). */
+  delete(tenantId: string, id: string, fence?: LeaseFence): Promise<boolean>;
   byPortToken(token: string): Promise<{ machine: MachineRow; port: number } | null>;
   createSnapshot(row: SnapshotRow): Promise<void>;
   getSnapshot(tenantId: string, id: string): Promise<SnapshotRow | null>;

@@ -35,6 +35,11 @@ export interface S3BlobStoreOptions {
   copyPartSize?: number;
 }
 
+/** A connection to the object store not made by then fails the attempt. */
+const CONNECT_TIMEOUT_MS = 5_000;
+/** A request whose socket is silent this long fails the attempt (data flowing keeps it alive). */
+const IDLE_TIMEOUT_MS = 15_000;
+
 /**
  * Blobs in an S3-compatible object store: one object per blob, named by its digest.
  * Only what every S3 implementation has is used (PutObject, GetObject with Range,
@@ -69,6 +74,9 @@ export class S3BlobStore implements BlobStore {
       // other implementations refuse or mishandle it. The blob's digest is the check that counts.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      // Without these a request across a partition waits for TCP to give up (minutes): a connection
+      // not made in 5 s, or a socket silent for 15 s, fails the attempt (the SDK tries three times).
+      requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: IDLE_TIMEOUT_MS },
     });
     this.plan = {
       client: this.client, bucket: this.bucket, concurrency: opts.concurrency ?? 4, partSize,

@@ -28,6 +28,10 @@ import type { PostgresMigration } from './migrations.js';
  *   disk, a snapshot's) each machine or snapshot (`owner`, its id) names; written before its row
  *   names them, dropped when the row stops naming them or goes. A blob no owner and no layer names
  *   goes to `cluster_blob_deletions`. Filled at migration from the rows' `stored` files.
+ * - `cluster_lease_epochs` (6): the sequence every lease's epoch is drawn from, so that an epoch
+ *   is never given twice for one lease, even after its row was deleted (an unclaim, or its
+ *   worker's row removed as gone) and the lease taken again: a stale holder's fence can never
+ *   match a later lease.
  */
 export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
   {
@@ -121,5 +125,11 @@ export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
           LATERAL jsonb_array_elements(jsonb_build_array(r.stored->'ram', r.stored->'state') || (r.stored->'disk')) f
         WHERE jsonb_typeof(r.stored) = 'object' AND f.value->>'digest' IS NOT NULL
         ON CONFLICT DO NOTHING;`,
+  },
+  {
+    version: 6,
+    sql: `
+      CREATE SEQUENCE cluster_lease_epochs;
+      SELECT setval('cluster_lease_epochs', COALESCE((SELECT max(epoch) FROM cluster_leases), 0) + 1, false);`,
   },
 ];

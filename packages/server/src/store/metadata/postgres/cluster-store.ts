@@ -8,6 +8,8 @@ import { migrate } from './migrate.js';
 
 /** pg sends a JavaScript array as a Postgres array (`?::text[]`); the shared SqlDb's Param type has no arrays. */
 const texts = (xs: Iterable<string>): Param => [...xs] as unknown as Param;
+/** How long `exclusive` waits for its lock (its holder's work: a collection, a squash) before it fails. */
+const LOCK_WAIT_MS = 10 * 60_000;
 
 export interface WorkerRow {
   id: string;
@@ -62,13 +64,14 @@ export class PostgresCluster {
 
   /**
    * Takes the lease of `kind`/`key` for `workerId` when nobody holds it, it holds it already, or
-   * its holder's heartbeat lapsed (one statement); the epoch grows when it changes hands. Returns
+   * its holder's heartbeat lapsed (one statement); a new holder gets a fresh epoch from
+   * `cluster_lease_epochs` (never one given before, for any lease). Returns
    * the lease, or the live holder that kept it.
    */
   async claim(kind: string, key: string, workerId: string, aliveMs: number): Promise<{ mine: true; epoch: number } | ({ mine: false } & LeaseHolder)> {
-    const won = await this.db.get<{ epoch: number }>(`INSERT INTO cluster_leases (kind, key, worker_id, epoch) VALUES (?, ?, ?, 1)
+    const won = await this.db.get<{ epoch: number }>(`INSERT INTO cluster_leases (kind, key, worker_id, epoch) VALUES (?, ?, ?, nextval('cluster_lease_epochs'))
       ON CONFLICT (kind, key) DO UPDATE
-        SET epoch = CASE WHEN cluster_leases.worker_id = excluded.worker_id THEN cluster_leases.epoch ELSE cluster_leases.epoch + 1 END,
+        SET epoch = CASE WHEN cluster_leases.worker_id = excluded.worker_id THEN cluster_leases.epoch ELSE excluded.epoch END,
             worker_id = excluded.worker_id
         WHERE cluster_leases.worker_id = excluded.worker_id OR NOT EXISTS (SELECT 1 FROM cluster_workers w
           WHERE w.id = cluster_leases.worker_id AND w.heartbeat_at > now() - make_interval(secs => ? / 1000.0))
@@ -265,7 +268,8 @@ export class PostgresCluster {
     let broken: Error | undefined;
     try {
       this.db.countRoundTrip();
-      if (wait) await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [key]);
+      // A wait for the lock lasts as long as its holder's work (a collection): not bounded by QUERY_TIMEOUT_MS.
+      if (wait) await client.query({ text: 'SELECT pg_advisory_lock(hashtextextended($1, 0))', values: [key], query_timeout: LOCK_WAIT_MS } as pg.QueryConfig);
       else if (!(await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0].ok) return null;
       try {
         return await fn();

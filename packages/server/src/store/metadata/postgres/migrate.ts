@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { MIGRATIONS, type PostgresMigration } from './migrations.js';
 
 /** The advisory lock under which one process at a time migrates a database: a fixed 64-bit key ("shellbas" in ASCII). */
@@ -28,11 +28,13 @@ export async function migrate(pool: pg.Pool, list: readonly PostgresMigration[] 
 
 /**
  * Runs `step` in transactions of its own on one connection, each under the migration lock, for as
- * long as it answers true. A connection whose rollback failed goes back to the pool as broken.
+ * long as it answers true. The connection is the pool's settings without their statement timeout
+ * (a migration may rewrite a large table, and waits for the lock while another worker migrates),
+ * and is closed after.
  */
-export async function underMigrationLock(pool: pg.Pool, step: (client: pg.PoolClient) => Promise<boolean>): Promise<void> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
+export async function underMigrationLock(pool: pg.Pool, step: (client: pg.ClientBase) => Promise<boolean>): Promise<void> {
+  const client = new pg.Client({ ...pool.options, query_timeout: undefined });
+  await client.connect();
   try {
     for (let more = true; more;) {
       await client.query('BEGIN');
@@ -41,11 +43,11 @@ export async function underMigrationLock(pool: pg.Pool, step: (client: pg.PoolCl
         more = await step(client);
         await client.query('COMMIT');
       } catch (e) {
-        await client.query('ROLLBACK').catch((err: Error) => { broken = err; });
+        await client.query('ROLLBACK').catch(() => undefined);
         throw e;
       }
     }
   } finally {
-    client.release(broken);
+    await client.end().catch(() => undefined);
   }
 }

@@ -9,6 +9,14 @@ const RETRY_CODES = new Set(['40001', '40P01']);
 const MAX_ATTEMPTS = 30;
 /** A connection not made by then fails (a host that drops packets would otherwise hold requests forever). */
 const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * A statement not answered by then fails, and its connection is discarded: across a partition a
+ * sent statement would otherwise wait for TCP to give up (minutes). Every statement the store
+ * sends takes milliseconds; waits for a lock (`exclusive`) pass a longer one of their own.
+ */
+export const QUERY_TIMEOUT_MS = 15_000;
+/** Idle pooled connections are probed by TCP keepalive after this long, so a dead peer is found before a statement meets it. */
+const KEEPALIVE_MS = 10_000;
 /** Texts with `?` renumbered, kept (the repositories have a few dozen fixed statements; IN lists come in many lengths). */
 const TEXT_CACHE = 256;
 
@@ -73,7 +81,10 @@ export class PostgresDb implements SqlDb {
 
   /** A pool for `url` whose numbers come back as numbers. */
   static pool(url: string, options: PostgresDbOptions = {}): pg.Pool {
-    const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types: TYPES, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const pool = new pg.Pool({
+      connectionString: url, max: options.max ?? 10, types: TYPES, connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: QUERY_TIMEOUT_MS, keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_MS,
+    });
     pool.on('error', options.onError ?? ((err) => process.emitWarning(`postgres: an idle connection failed: ${err.message}`)));
     return pool;
   }
@@ -152,6 +163,8 @@ export class PostgresDb implements SqlDb {
           await client.query('COMMIT');
           return result;
         } catch (e) {
+          // A statement left unanswered holds the connection: it is discarded, not rolled back on.
+          if (timedOut(e)) { broken = e; throw e; }
           try {
             this.countRoundTrip();
             await client.query('ROLLBACK');
@@ -203,11 +216,16 @@ function down(e: unknown): never {
   const code = (e as { code?: unknown } | null)?.code;
   const message = (e as Error | null)?.message ?? String(e);
   const isDown = (typeof code === 'string' && (DOWN_CODES.has(code) || code.startsWith('08')))
-    || /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+    || timedOut(e) || /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message);
   if (!isDown) throw e;
   throw new ShellbaseError('unavailable', `the metadata database cannot be reached: ${message}`, {
     hint: 'retry shortly; if it lasts, check that Postgres is up and reachable from this worker', cause: e,
   });
+}
+
+/** pg's error for a statement unanswered within its `query_timeout`. */
+function timedOut(e: unknown): boolean {
+  return (e as Error | null)?.message === 'Query read timeout';
 }
 
 /** Numbers each `?` outside single-quoted text and double-quoted names. */

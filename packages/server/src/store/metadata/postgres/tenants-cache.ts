@@ -9,6 +9,12 @@ import { TENANTS_CHANNEL } from './routines.js';
 const MAX_ENTRIES = 10_000;
 /** A lookup is read again after this long even if nothing was announced (a bound, not the mechanism). */
 const MAX_AGE_MS = 60_000;
+/**
+ * How often the listening connection is asked a trivial statement, which must come back within
+ * the same time: across a partition a connection can be dead without either end being told,
+ * and announcements sent meanwhile would be missed.
+ */
+const PROBE_MS = 5_000;
 /** Waits before listening again after the listening connection failed. */
 const RELISTEN_MS = [100, 500, 2000, 5000];
 
@@ -21,7 +27,9 @@ const RELISTEN_MS = [100, 500, 2000, 5000];
  * the revoking transaction commits). While the listening connection is down nothing is kept:
  * every lookup asks Postgres, as without the cache. A lookup that was in flight when a change
  * was announced is not kept (a generation number), so the cache never holds an answer older
- * than the last announcement. Unknown keys are not kept.
+ * than the last announcement. Unknown keys are not kept. The connection is probed every PROBE_MS;
+ * one that does not answer is taken for lost (so a partition keeps an answer at most about twice
+ * PROBE_MS past a change).
  */
 export class CachedTenants extends SqlTenants {
   private readonly kept = new Map<string, { row: TenantRow; at: number }>();
@@ -30,6 +38,7 @@ export class CachedTenants extends SqlTenants {
   private listening = false;
   private closed = false;
   private attempt = 0;
+  private probe: NodeJS.Timeout | null = null;
   /** Lookups answered from memory since the start (tests, metrics). */
   hits = 0;
 
@@ -46,6 +55,7 @@ export class CachedTenants extends SqlTenants {
       if (this.listener !== client) return;
       this.listener = null;
       this.listening = false;
+      this.stopProbe();
       this.forget();
       client.end().catch(() => undefined);
       if (this.closed) return;
@@ -66,6 +76,15 @@ export class CachedTenants extends SqlTenants {
     this.forget();
     this.listening = true;
     this.attempt = 0;
+    this.probe = setInterval(() => {
+      client.query({ text: 'SELECT 1', query_timeout: PROBE_MS } as pg.QueryConfig).catch(lost);
+    }, PROBE_MS);
+    this.probe.unref();
+  }
+
+  private stopProbe(): void {
+    if (this.probe) clearInterval(this.probe);
+    this.probe = null;
   }
 
   /** Forgets every lookup (a change was announced, or announcements may have been missed). */
@@ -105,6 +124,7 @@ export class CachedTenants extends SqlTenants {
   async close(): Promise<void> {
     this.closed = true;
     this.listening = false;
+    this.stopProbe();
     const client = this.listener;
     this.listener = null;
     await client?.end().catch(() => undefined);

@@ -67,8 +67,9 @@ export class SqlMachines implements MachineRepository {
     });
   }
 
-  async delete(tenantId: string, id: string): Promise<boolean> {
+  async delete(tenantId: string, id: string, fence?: LeaseFence): Promise<boolean> {
     return this.db.tx(async (db) => {
+      if (fence) await checkFence(db, fence);
       await db.run('DELETE FROM machine_ports WHERE machine_id = ?', [id]);
       return (await db.run('DELETE FROM machines WHERE id = ? AND tenant_id = ?', [id, tenantId])) === 1;
     });

@@ -1,0 +1,12 @@
+import type { Socket } from 'node:net';
+
+/** How long a connection to another worker may take: across a partition it would wait for TCP to give up (minutes). */
+export const CONNECT_TIMEOUT_MS = 5_000;
+
+/** Destroys `socket` with an error unless it connects within `ms` (nothing when it is connected already). */
+export function connectWithin(socket: Socket, ms = CONNECT_TIMEOUT_MS): void {
+  if (!socket.connecting) return;
+  const timer = setTimeout(() => socket.destroy(new Error(`no connection within ${ms} ms`)), ms);
+  socket.once('connect', () => clearTimeout(timer));
+  socket.once('close', () => clearTimeout(timer));
+}
