@@ -81,7 +81,7 @@ test('machine blobs: two owners letting one blob go at once still queue it (neit
   }
 });
 
-test('machine blobs: the migration that adds the table fills it from the stored files machines and snapshots name', async () => {
+test('machine blobs: the migration that adds the table fills it from the stored files machines and snapshots name (and the next one starts lease epochs past those given)', async () => {
   const url = await postgres.createDatabase();
   const md = await PostgresMetadataStore.open(url);
   try {
@@ -94,10 +94,15 @@ test('machine blobs: the migration that adds the table fills it from the stored 
       id: 's_1', tenantId: 't1', machineId: 'm_1', createdAt: new Date().toISOString(),
       spec: { ...shape, disk: ['/d'], ram: '/r', state: '/s', qemu: 'QEMU', machineType: 'microvm', accel: 'tcg', ports: [], stored: stored('sha256:r2', 'sha256:s2', ['sha256:base']) },
     });
+    // A lease taken before version 6 (its epoch counted per row).
+    await md.cluster.register('w1', 'http://w1');
+    await query(url, "INSERT INTO cluster_leases (kind, key, worker_id, epoch) VALUES ('service', 'old', 'w1', 41)");
     // As before version 5.
-    await query(url, 'DROP TABLE cluster_machine_blobs; UPDATE cluster_schema_version SET version = 4');
+    await query(url, 'DROP TABLE cluster_machine_blobs; DROP SEQUENCE cluster_lease_epochs; UPDATE cluster_schema_version SET version = 4');
     const pool = new pg.Pool({ connectionString: url });
     try { await migrate(pool, CLUSTER_MIGRATIONS, 'cluster_schema_version'); } finally { await pool.end(); }
+    // Version 6: epochs come from one sequence, past every epoch given before.
+    assert.deepEqual(await md.cluster.claim('service', 'new', 'w1', 60_000), { mine: true, epoch: 42 });
     assert.deepEqual(await query(url, 'SELECT owner, digest FROM cluster_machine_blobs ORDER BY owner, digest'), [
       { owner: 'm_1', digest: 'sha256:base' }, { owner: 'm_1', digest: 'sha256:r1' }, { owner: 'm_1', digest: 'sha256:s1' }, { owner: 'm_1', digest: 'sha256:t1' },
       { owner: 's_1', digest: 'sha256:base' }, { owner: 's_1', digest: 'sha256:r2' }, { owner: 's_1', digest: 'sha256:s2' },

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { check, violations, type Verdict } from './checker.ts';
 import { startChaosCluster, type ChaosCluster } from './cluster.ts';
 import { FAULT_KINDS, inject, recover, type Fault, type FaultKind } from './nemesis.ts';
+import { checkMachines, startMachineWorkload, watchQemu } from './machines.ts';
 import { SERVICE_APP, startWorkload, type Op } from './workload.ts';
 
 /**
@@ -19,6 +20,8 @@ export interface ChaosOptions {
   /** How long each fault holds: a fixed time, or a random one in [min, max]. */
   holdMs?: number | [number, number];
   clients?: number;
+  /** Machines too (machines.ts): created, written to, forked, hibernated and read back all along. */
+  machines?: boolean;
   /** Called as each fault ends (progress for a person watching). */
   onFault?: (f: Fault) => void;
 }
@@ -73,6 +76,8 @@ async function run(c: ChaosCluster, o: ChaosOptions): Promise<ChaosReport> {
     targets: () => c.workers.map((w) => ({ name: w.name, url: w.url, gatewayUrl: w.gatewayUrl })),
     adminKey: c.adminKey, quotaKey, contexts: CONTEXTS, servicePath: new URL(service.pathUrl).pathname, clients: o.clients ?? 6, timeoutMs: 60_000,
   });
+  const machines = o.machines ? startMachineWorkload({ targets: () => c.workers.map((w) => ({ name: w.name, url: w.url, gatewayUrl: w.gatewayUrl })), adminKey: c.adminKey, timeoutMs: 120_000 }) : null;
+  const qemu = o.machines ? watchQemu(c.workers.map((w) => w.home)) : null;
   const faults: Fault[] = [];
   try {
     await sleep(3000);
@@ -94,13 +99,18 @@ async function run(c: ChaosCluster, o: ChaosOptions): Promise<ChaosReport> {
     }
   } finally {
     await workload.stop();
+    await machines?.stop();
+    qemu?.stop();
   }
   await recover(c, CONTEXTS, Date.now(), RECOVERY_LIMIT_MS);
-  const reader = async (route: string) => {
+  const request = async (route: string, body?: unknown) => {
     for (let attempt = 0; ; attempt++) {
       const w = c.workers[attempt % c.workers.length];
       try {
-        const r = await fetch(`${w.url}${route}`, { headers: { authorization: `Bearer ${c.adminKey}` }, signal: AbortSignal.timeout(30_000) });
+        const r = await fetch(`${w.url}${route}`, {
+          method: body === undefined ? 'GET' : 'POST', signal: AbortSignal.timeout(120_000),
+          headers: { authorization: `Bearer ${c.adminKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body),
+        });
         const text = await r.text();
         if (r.status === 503 && attempt < 20) { await sleep(500); continue; }
         let body: unknown = null;
@@ -112,7 +122,17 @@ async function run(c: ChaosCluster, o: ChaosOptions): Promise<ChaosReport> {
       }
     }
   };
+  const reader = (route: string) => request(route);
   const verdict = await check(workload.history, reader, CONTEXTS, QUOTA);
+  if (machines && qemu) {
+    const m = await checkMachines(machines.history, reader, (id, command) => request(`/v1/machines/${id}/exec`, { command }));
+    verdict.lost.push(...m.lost);
+    verdict.wrong.push(...m.wrong);
+    verdict.hung.push(...m.hung);
+    verdict.untyped.push(...m.untyped);
+    verdict.double.push(...qemu.doubles);
+    Object.assign(verdict.outcomes, m.outcomes);
+  }
   for (const f of faults) if (f.recoveryMs === null) verdict.hung.push(`no recovery within ${RECOVERY_LIMIT_MS} ms after ${f.kind} of ${f.target}`);
   return { durationMs: Date.now() - began, ops: workload.history.length, faults, recovery: recoveryOf(faults), seen: seenOf(faults, workload.history), verdict, violations: violations(verdict) };
 }
@@ -164,7 +184,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const minutes = Number(process.env.SHELLBASE_CHAOS_MINUTES ?? 15);
   console.error(`chaos: ${minutes} minutes of faults (${FAULT_KINDS.join(', ')}), each held 2–30 s, against 3 workers`);
   const report = await runChaos({
-    schedule: { minutes }, holdMs: [2000, 30_000],
+    schedule: { minutes }, holdMs: [2000, 30_000], machines: process.env.SHELLBASE_CHAOS_MACHINES === '1',
     onFault: (f) => console.error(`chaos: ${f.kind} of ${f.target}: recovered in ${f.recoveryMs ?? 'never'} ms`),
   });
   const text = JSON.stringify(report, (_, x) => (typeof x === 'bigint' ? String(x) : x), 2);
