@@ -17,7 +17,8 @@ import type { Op } from './workload.ts';
  *   greater): a stale holder's write was accepted;
  * - `quota`: more of the quota tenant's queries running at once than its quota;
  * - `hung`: a request not answered within the client's timeout;
- * - `untyped`: a failure that was not one of the typed errors a client can act on (500s).
+ * - `untyped`: a failure that was not one of the typed errors a client can act on (500s);
+ * - `crashed`: a worker that exited by itself (filled by the run, not here).
  */
 export interface Verdict {
   lost: string[];
@@ -29,6 +30,7 @@ export interface Verdict {
   quota: string[];
   hung: string[];
   untyped: string[];
+  crashed: string[];
   /** The service's runs' commits seen with a lease (what `stale` judged). */
   leasedCommits: number;
   /** Outcomes by kind and code: `write ok`, `put unavailable`, … */
@@ -39,7 +41,7 @@ export interface Verdict {
 export type Reader = (route: string) => Promise<{ status: number; text: string; body: unknown }>;
 
 export async function check(history: readonly Op[], read: Reader, contexts: string[], quota: number): Promise<Verdict> {
-  const v: Verdict = { lost: [], wrong: [], chains: [], forks: [], double: [], stale: [], quota: [], hung: [], untyped: [], leasedCommits: 0, outcomes: {} };
+  const v: Verdict = { lost: [], wrong: [], chains: [], forks: [], double: [], stale: [], quota: [], hung: [], untyped: [], crashed: [], leasedCommits: 0, outcomes: {} };
   for (const op of history) {
     const key = `${op.kind} ${op.outcome === 'error' ? op.code : op.outcome}`;
     v.outcomes[key] = (v.outcomes[key] ?? 0) + 1;
@@ -148,5 +150,5 @@ async function versionsOf(read: Reader, context: string): Promise<VersionSeen[]>
 
 /** The verdict's violations in one count (what a run must keep at 0). */
 export function violations(v: Verdict): number {
-  return v.lost.length + v.wrong.length + v.chains.length + v.forks.length + v.double.length + v.stale.length + v.quota.length + v.hung.length + v.untyped.length;
+  return v.lost.length + v.wrong.length + v.chains.length + v.forks.length + v.double.length + v.stale.length + v.quota.length + v.hung.length + v.untyped.length + v.crashed.length;
 }

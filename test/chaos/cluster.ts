@@ -41,6 +41,8 @@ export interface ChaosCluster {
   workers: ChaosWorker[];
   adminKey: string;
   heartbeatMs: number;
+  /** Workers that exited without being told to (a crash: its last log lines), each started again as a supervisor would. */
+  crashes: string[];
   /** Kills a worker with SIGKILL (its sandboxes, services and machines are left as a crash leaves them). */
   kill(w: ChaosWorker): Promise<void>;
   /** Starts a killed worker again on its data directory (a new worker id, the same address). */
@@ -63,7 +65,12 @@ export async function startChaosCluster(options: { workers: number; heartbeatMs?
   let s3: ChildProcess | null = null;
   let postgres: TestPostgres | null = null;
   const workers: ChaosWorker[] = [];
+  const crashes: string[] = [];
+  /** Workers whose exit is the harness's doing (killed by the nemesis, or stopped at the end). */
+  const ending = new Set<string>();
+  let stopping = false;
   const cleanup = async () => {
+    stopping = true;
     for (const w of workers) if (w.alive()) { w.child.kill('SIGCONT'); w.child.kill('SIGTERM'); }
     await Promise.all(workers.map((w) => (w.alive() ? new Promise((r) => w.child.once('exit', r)) : null)));
     for (const w of workers) cleanHome(w.home);
@@ -93,6 +100,7 @@ export async function startChaosCluster(options: { workers: number; heartbeatMs?
     };
     await startS3();
 
+    let cluster: ChaosCluster;
     const spawnWorker = (w: { node: NetNode; home: string; name: string }) => {
       const child = w.node.spawn(process.execPath, [CLI, 'serve', '--port', String(API_PORT), '--gateway-port', String(GATEWAY_PORT),
         '--metadata', database, '--blobs', `s3://${BUCKET}/cluster`, '--s3-endpoint', `http://${s3Node.ip}:${S3_PORT}`], {
@@ -113,6 +121,13 @@ export async function startChaosCluster(options: { workers: number; heartbeatMs?
           if (/services answer on/.test(log)) resolve();
         });
         child.once('exit', (code, signal) => reject(new Error(`worker ${w.name} exited (${code ?? signal}): ${log}`)));
+      });
+      child.once('exit', (code, signal) => {
+        if (stopping || ending.delete(w.name)) return;
+        // A crash: recorded, and the worker started again on its data directory.
+        crashes.push(`worker ${w.name} exited by itself (${code ?? signal}): ${log.slice(-3000)}`);
+        const worker = workers.find((x) => x.name === w.name);
+        if (worker) void cluster.restart(worker).catch(() => undefined);
       });
       return { child, ready, log: () => log };
     };
@@ -136,9 +151,10 @@ export async function startChaosCluster(options: { workers: number; heartbeatMs?
     }
 
     const exited = (w: ChaosWorker) => new Promise<void>((r) => { if (!w.alive()) r(); else w.child.once('exit', () => r()); });
-    const cluster: ChaosCluster = {
-      net, postgres, workers, adminKey, heartbeatMs,
+    cluster = {
+      net, postgres, workers, adminKey, heartbeatMs, crashes,
       async kill(w) {
+        ending.add(w.name);
         w.child.kill('SIGKILL');
         await exited(w);
       },

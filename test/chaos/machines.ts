@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { Target } from './workload.ts';
 
 /**
- * Machines in a chaos run: one client that keeps a few small machines busy (created, written to
+ * Machines in a chaos run: one client that keeps up to four small machines busy (created, written to
  * by appending to /root/log, forked, hibernated, read back) through random workers, recording what
  * was acknowledged; and a watch over this host's QEMU processes (all workers share the host) that
  * finds a machine running under two workers' homes at once. The checker (`checkMachines`) reads each
@@ -32,8 +32,8 @@ export interface MachineWorkload {
 }
 
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)];
-/** Machines alive at once (each is a 256 MiB guest under TCG). */
-const MAX_MACHINES = 3;
+/** Machines alive at once (each is a 256 MiB guest under TCG): two made, the rest forks. */
+const MAX_MACHINES = 4;
 
 export function startMachineWorkload(o: { targets: () => Target[]; adminKey: string; timeoutMs: number }): MachineWorkload {
   const history: MachineOp[] = [];
@@ -63,8 +63,9 @@ export function startMachineWorkload(o: { targets: () => Target[]; adminKey: str
     }
   };
   const one = async (): Promise<MachineOp> => {
-    const kind: MachineOp['kind'] = alive.length === 0 ? 'm-create'
-      : pick<MachineOp['kind']>(alive.length < MAX_MACHINES ? ['m-create', 'm-write', 'm-write', 'm-write', 'm-fork', 'm-hibernate', 'm-read'] : ['m-write', 'm-write', 'm-write', 'm-hibernate', 'm-read']);
+    const kind: MachineOp['kind'] = alive.length === 0 ? 'm-create' : pick<MachineOp['kind']>([
+      'm-write', 'm-write', 'm-write', 'm-hibernate', 'm-read', ...(alive.length < 2 ? ['m-create' as const] : []), ...(alive.length < MAX_MACHINES ? ['m-fork' as const] : []),
+    ]);
     const op: MachineOp = { id: ++next, kind, worker: '', machine: kind === 'm-create' ? '' : pick(alive), start: Date.now(), end: 0, outcome: 'ok' };
     history.push(op);
     switch (kind) {

@@ -113,9 +113,9 @@ async function run(c: ChaosCluster, o: ChaosOptions): Promise<ChaosReport> {
         });
         const text = await r.text();
         if (r.status === 503 && attempt < 20) { await sleep(500); continue; }
-        let body: unknown = null;
-        try { body = JSON.parse(text); } catch { /* bytes */ }
-        return { status: r.status, text, body };
+        let parsed: unknown = null;
+        try { parsed = JSON.parse(text); } catch { /* bytes */ }
+        return { status: r.status, text, body: parsed };
       } catch (e) {
         if (attempt >= 20) throw e;
         await sleep(500);
@@ -133,6 +133,7 @@ async function run(c: ChaosCluster, o: ChaosOptions): Promise<ChaosReport> {
     verdict.double.push(...qemu.doubles);
     Object.assign(verdict.outcomes, m.outcomes);
   }
+  verdict.crashed.push(...c.crashes);
   for (const f of faults) if (f.recoveryMs === null) verdict.hung.push(`no recovery within ${RECOVERY_LIMIT_MS} ms after ${f.kind} of ${f.target}`);
   return { durationMs: Date.now() - began, ops: workload.history.length, faults, recovery: recoveryOf(faults), seen: seenOf(faults, workload.history), verdict, violations: violations(verdict) };
 }

@@ -63,23 +63,36 @@ test('placement: a row written by a worker that does not run the machine is writ
   const fake = fakeCluster(() => {});
   const placement = new MachinePlacement(fake.cluster, {} as MachineStowage, {} as MetadataStore, {} as MachineLayout, {} as ServerConfig);
   const fences: unknown[] = [];
+  const taken: string[] = [];
+  placement.onTaken((id) => taken.push(id));
   await placement.leased('m1', async (f) => { fences.push(f); });
   assert.deepEqual(fences, [{ kind: 'machine', key: 'm1', worker: 'w1', epoch: 1 }]);
   assert.deepEqual([fake.state.claimed, fake.state.unclaimed, placement.holds('m1')], [1, 1, false], 'taken for the write, given back after');
+  assert.deepEqual(taken, [], 'a lease held for a write is nobody\'s news (no timers armed for it)');
+  // Two writes at once share one lease; it goes back when the last one ends.
+  let release = () => {};
+  const slow = placement.leased('m1', () => new Promise<void>((r) => { release = r; }));
+  await new Promise((r) => setImmediate(r));
+  await placement.leased('m1', async () => undefined);
+  assert.deepEqual([fake.state.unclaimed, placement.holds('m1')], [1, true], 'kept while the other write is under way');
+  release();
+  await slow;
+  assert.deepEqual([fake.state.claimed, fake.state.unclaimed, placement.holds('m1')], [2, 2, false]);
   // Another worker runs it: the write is refused, not made unfenced.
   fake.state.elsewhere = true;
   let wrote = false;
   await assert.rejects(placement.leased('m1', async () => { wrote = true; }), (e: Error & { code?: string }) => e.code === 'unavailable');
   assert.equal(wrote, false);
-  // A wake here during the write makes the lease its own: it is kept.
+  // A wake here during the write makes the lease its own: it is kept, and now it is news.
   fake.state.elsewhere = false;
   await placement.leased('m1', async () => { await placement.take('m1'); });
   assert.equal(placement.holds('m1'), true);
-  assert.equal(fake.state.unclaimed, 1);
+  assert.equal(fake.state.unclaimed, 2);
+  assert.deepEqual(taken, ['m1']);
   // Held already: the held lease fences the write, nothing is claimed or given back.
   await placement.leased('m1', async (f) => { fences.push(f); });
-  assert.deepEqual(fences.at(-1), { kind: 'machine', key: 'm1', worker: 'w1', epoch: 2 });
-  assert.deepEqual([fake.state.claimed, fake.state.unclaimed], [2, 1]);
+  assert.deepEqual(fences.at(-1), { kind: 'machine', key: 'm1', worker: 'w1', epoch: 3 });
+  assert.deepEqual([fake.state.claimed, fake.state.unclaimed], [3, 2]);
 });
 
 test('placement: catching up with the store keeps a lost lease\'s epoch while a step of this worker\'s own is under way', async () => {

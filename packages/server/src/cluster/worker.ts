@@ -4,6 +4,7 @@ import type { Pins } from '../core/pins.js';
 import type { BlobStore } from '../store/blobs/types.js';
 import type { UsageRow } from '../store/metadata/rows.js';
 import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
+import { neverSent } from '../store/metadata/postgres/postgres-db.js';
 import { inBackground } from '../util/background.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
@@ -24,6 +25,8 @@ export interface ClusterWorkerOptions {
   log: Logger;
 }
 
+/** Attempts after the first to give a slot back while the database cannot be reached. */
+const RELEASE_RETRIES = 14;
 /** Postgres's SQLSTATE for a row naming a missing row (here: this worker's, removed as gone). */
 const FOREIGN_KEY_VIOLATION = '23503';
 /** Missed heartbeats after which a worker is treated as gone (its pins lapse, its row is removed). */
@@ -146,8 +149,25 @@ export class ClusterWorker implements Cluster {
     return this.asMember(() => this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs));
   }
 
-  release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void> {
-    return this.opts.shared.release(this.workerId, tenantId, kind, usage);
+  /**
+   * Gives a slot back. When the database surely did not get it (down, restarting, unreachable),
+   * it is given back later, backing off (1 s, 2 s, … 64 s apart, for about ten minutes), and this
+   * resolves: a slot is never given back twice, nor kept by a caller's clean-up that failed.
+   */
+  async release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void> {
+    const once = () => this.opts.shared.release(this.workerId, tenantId, kind, usage);
+    try {
+      await once();
+    } catch (e) {
+      if (!neverSent(e)) throw e;
+      const retry = (attempt: number) => setTimeout(() => {
+        once().catch((err: unknown) => {
+          if (neverSent(err) && attempt < RELEASE_RETRIES) retry(attempt + 1);
+          else this.opts.log.error({ err, tenant: tenantId, kind }, 'giving a quota slot back failed');
+        });
+      }, 1000 * 2 ** Math.min(attempt, 6)).unref();
+      retry(0);
+    }
   }
 
   async claim(kind: LeaseKind, key: string): Promise<{ mine: true; epoch: number } | { mine: false; gateway: string }> {

@@ -26,7 +26,11 @@ export interface Cluster {
    * all are taken. Every true is matched by one `release`.
    */
   admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean>;
-  /** Gives a slot back; `usage`: ledger rows written with it (one round trip for both). */
+  /**
+   * Gives a slot back; `usage`: ledger rows written with it (one round trip for both). A release
+   * the database surely did not get (it is down or unreachable) is made again later, and this
+   * resolves; other failures reject.
+   */
   release(tenantId: string, kind: SlotKind, usage?: readonly UsageRow[]): Promise<void>;
   /**
    * Places a service or machine on this worker (a lease in Postgres, taken from a worker whose

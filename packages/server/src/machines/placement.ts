@@ -20,7 +20,7 @@ const UNBOUNDED = 2 ** 31 - 1;
 /** `runningMachines` slots taken for machines about to start: `bind` each to one, then `done`. */
 export interface Reservation {
   bind(machineId: string): void;
-  /** Gives back the slots no machine took. */
+  /** Gives back the slots no machine took (never rejects). */
   done(): Promise<void>;
 }
 
@@ -52,8 +52,8 @@ export class MachinePlacement {
    * fenced by that epoch, so the database refuses them.
    */
   private readonly revoked = new Map<string, number>();
-  /** Machines whose lease is held only for a write of their row (`leased`). */
-  private readonly borrowed = new Set<string>();
+  /** Machines whose lease is held only for writes of their row (`leased`), and how many are under way. */
+  private readonly borrowed = new Map<string, number>();
   /** Machines woken here: the digests of the frozen files below their disk's top, still held while they run. */
   private readonly frozen = new Map<string, string[]>();
   /** Machines this worker holds a `runningMachines` slot for, and their tenants. */
@@ -109,29 +109,38 @@ export class MachinePlacement {
    */
   async leased<T>(id: string, write: (fence: LeaseFence) => Promise<T>): Promise<T> {
     const fence = this.fence(id);
-    if (fence) return write(fence);
-    await this.take(id);
-    this.borrowed.add(id);
+    if (fence && !this.borrowed.has(id)) return write(fence);
+    if (!fence) await this.acquire(id);
+    // Writes at once share the lease; the last one to end gives it back.
+    this.borrowed.set(id, (this.borrowed.get(id) ?? 0) + 1);
     try {
       return await write(this.fence(id)!);
     } finally {
-      // Unless a wake here made the lease its own meanwhile (`take`), it goes back.
-      if (this.borrowed.delete(id) && this.held.delete(id)) await this.cluster.unclaim('machine', id);
+      const left = (this.borrowed.get(id) ?? 0) - 1;
+      // Unless a wake here made the lease its own meanwhile (`take`), it goes back. A failure to
+      // give it back leaves the row to this worker, which takes it again the next time it is asked.
+      if (left > 0) this.borrowed.set(id, left);
+      else if (this.borrowed.delete(id) && this.held.delete(id)) await this.cluster.unclaim('machine', id).catch(() => undefined);
     }
   }
 
   /** Takes the machine's lease for this worker; `unavailable` when another live worker holds it. */
   async take(id: string): Promise<void> {
-    // A lease held for one write (`leased`) becomes this worker's to keep.
-    this.borrowed.delete(id);
-    if (this.held.has(id)) return;
+    // A lease held for writes (`leased`) becomes this worker's to keep.
+    const borrowed = this.borrowed.delete(id);
+    if (!this.held.has(id)) await this.acquire(id);
+    else if (!borrowed) return;
+    for (const l of this.takenListeners) l(id);
+  }
+
+  /** The machine's lease for this worker (no one told: `take` tells, `leased` does not). */
+  private async acquire(id: string): Promise<void> {
     const won = await this.cluster.claim('machine', id);
     if (!won.mine) {
       throw new ShellbaseError('unavailable', `machine ${id} runs on another worker`, { details: { machine: id }, hint: 'retry: calls through the API are passed to the worker that runs it' });
     }
     this.held.set(id, won.epoch);
     this.revoked.delete(id);
-    for (const l of this.takenListeners) l(id);
   }
 
   /** Gives the machine's lease and slot back (it holds no memory here any more, or is deleted). */
@@ -147,14 +156,15 @@ export class MachinePlacement {
     const giveBack = async () => { for (; left > 0; left--) await this.cluster.release(caller.tenantId, 'machine'); };
     for (let i = 0; i < count; i++) {
       if (!(await this.cluster.admit(caller.tenantId, 'machine', runningMachines))) {
-        await giveBack();
+        await giveBack().catch(() => undefined);
         throw overQuota('runningMachines', runningMachines, 'stop, hibernate or delete machines you do not need (idle ones hibernate by themselves); machines on every worker count');
       }
       left++;
     }
     return {
       bind: (id) => { if (left > 0) { left--; this.slots.set(id, caller.tenantId); } },
-      done: giveBack,
+      // Never fails its caller (a create's clean-up): a slot the database did not get back is given back later (Cluster.release).
+      done: () => giveBack().catch(() => undefined),
     };
   }
 

@@ -5,7 +5,7 @@ import type { Machine, MachineConsole } from '@shellbase/protocol';
 import type { ContextAccess } from '../core/contexts.js';
 import { ShellbaseError, notFound } from '../errors.js';
 import { durably, type Caller, type Deps } from '../core/deps.js';
-import type { MachineRow } from '../store/metadata/types.js';
+import type { LeaseFence, MachineRow } from '../store/metadata/types.js';
 import { MachineHost } from './host.js';
 import { MachineLayout, runFiles } from './layout.js';
 import { readConsoleTail } from './vm/console-log.js';
@@ -232,11 +232,16 @@ export class MachineRuns {
   }
 
   async discard(run: MachineRun): Promise<void> {
-    await run.destroy();
-    this.active.delete(run.row.id);
     const { tenantId, id } = run.row;
-    if (this.place) await this.place.leased(id, (fence) => this.deps.metadata.machines.delete(tenantId, id, fence));
-    else await this.deps.metadata.machines.delete(tenantId, id);
+    const remove = async (fence?: LeaseFence) => {
+      await run.destroy();
+      this.active.delete(id);
+      await this.deps.metadata.machines.delete(tenantId, id, fence);
+    };
+    // In a cluster under its lease, taken first when this worker does not hold it: a machine
+    // another worker runs is left whole (`unavailable`).
+    if (this.place) await this.place.leased(id, remove);
+    else await remove();
     this.states.report(run.row, 'deleted');
     await this.place?.forget(run.row.id);
     await this.place?.dropped(run.row.id);

@@ -167,7 +167,9 @@ export class ServiceRun implements PortTarget {
         await new Promise((r) => setTimeout(r, 5));
       }
       this.go('ready');
-      this.lease.watch(spec.idleTimeoutMs, () => { if (this.state === 'running') void this.stop(); });
+      this.lease.watch(spec.idleTimeoutMs, () => {
+        if (this.state === 'running') this.stop().catch((err: unknown) => this.ctx.deps.log.error({ err, service: this.row.name }, 'stopping an idle service failed'));
+      });
     } catch (e) {
       this.startError = (e as Error).message;
       if (launched) {
@@ -231,7 +233,8 @@ export class ServiceRun implements PortTarget {
   stop(): Promise<void> {
     if (this.state === 'sleeping' && !this.ended) return Promise.resolve();
     this.stopping ??= (async () => {
-      this.go('stop');
+      // Already stopping (its process was told to end and its writes are being committed): waited for.
+      if (this.state !== 'stopping') this.go('stop');
       this.lease.unwatch();
       const ended = this.ended;
       if (ended) {

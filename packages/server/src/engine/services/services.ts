@@ -56,7 +56,7 @@ export class Services {
       const run = kind === 'service' ? this.runs.get(key) : undefined;
       if (!run) return;
       deps.log.warn({ service: run.row.name }, 'another worker took this service over (this one was taken for gone): stopping its run here');
-      void run.stop();
+      run.stop().catch((err: unknown) => deps.log.error({ err, service: run.row.name }, 'stopping a run whose lease was taken over failed'));
     });
   }
 

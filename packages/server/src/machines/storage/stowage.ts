@@ -172,6 +172,12 @@ export class MachineStowage {
       if ((e as { code?: string }).code === 'not_found') {
         throw new ShellbaseError('failed_precondition', `a stored machine file (${f.name}, ${f.digest}) is missing from the object store`, { hint: 'restore from another snapshot, or delete the machine' });
       }
+      // The object store could not be reached (a partition, a restart): retry later.
+      if (fetchMayPass(e)) {
+        throw new ShellbaseError('unavailable', `fetching a stored machine file (${f.name}) from the object store failed: ${(e as Error).message}`, {
+          hint: 'check that the object store is reachable from this worker; the request can be retried', cause: e,
+        });
+      }
       throw e;
     }
     return dir;

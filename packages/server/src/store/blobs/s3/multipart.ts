@@ -10,6 +10,8 @@ export const MAX_PART = 5 * 1024 ** 3;
 
 export interface Bucket {
   client: S3Client;
+  /** For server-side copies (their answers come when the copy is done): a longer silence allowed. */
+  copyClient?: S3Client;
   bucket: string;
   /** Requests in flight at once for one upload or copy. */
   concurrency: number;
@@ -55,7 +57,7 @@ export class Multipart {
     this.check();
     const n = ++this.count;
     if (n > MAX_PARTS) throw new Error(`${this.key}: more than ${MAX_PARTS} parts`);
-    this.track(this.b.client.send(new UploadPartCopyCommand({
+    this.track((this.b.copyClient ?? this.b.client).send(new UploadPartCopyCommand({
       Bucket: this.b.bucket, Key: this.key, UploadId: this.uploadId, PartNumber: n,
       CopySource: copySource(this.b.bucket, sourceKey), CopySourceRange: `bytes=${start}-${end}`,
     })).then((r) => { this.parts[n - 1] = { PartNumber: n, ETag: r.CopyPartResult?.ETag }; }));
@@ -102,7 +104,7 @@ export class Multipart {
  */
 export async function copyObject(b: Bucket, from: string, to: string, size: number, limits: { maxCopySize: number; partSize: number }): Promise<void> {
   if (size <= limits.maxCopySize) {
-    await b.client.send(new CopyObjectCommand({ Bucket: b.bucket, Key: to, CopySource: copySource(b.bucket, from) }));
+    await (b.copyClient ?? b.client).send(new CopyObjectCommand({ Bucket: b.bucket, Key: to, CopySource: copySource(b.bucket, from) }));
     return;
   }
   const part = Math.max(limits.partSize, Math.ceil(size / MAX_PARTS));

@@ -1,4 +1,4 @@
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -37,8 +37,13 @@ export interface S3BlobStoreOptions {
 
 /** A connection to the object store not made by then fails the attempt. */
 const CONNECT_TIMEOUT_MS = 5_000;
-/** A request whose socket is silent this long fails the attempt (data flowing keeps it alive). */
-const IDLE_TIMEOUT_MS = 15_000;
+/**
+ * A request whose socket is silent this long fails the attempt (data flowing keeps it alive; so
+ * does a reader of a blob that keeps reading: one that stops for this long cuts the stream).
+ */
+const IDLE_TIMEOUT_MS = 30_000;
+/** A server-side copy (CopyObject, UploadPartCopy: up to 5 GiB) may say nothing while it copies. */
+const COPY_IDLE_TIMEOUT_MS = 600_000;
 
 /**
  * Blobs in an S3-compatible object store: one object per blob, named by its digest.
@@ -53,6 +58,7 @@ const IDLE_TIMEOUT_MS = 15_000;
  */
 export class S3BlobStore implements BlobStore {
   readonly client: S3Client;
+  private readonly copyClient: S3Client;
   readonly bucket: string;
   /** The key prefix, '' or ending in '/'. */
   readonly prefix: string;
@@ -65,7 +71,7 @@ export class S3BlobStore implements BlobStore {
     this.prefix = normalizePrefix(opts.prefix ?? '');
     const partSize = opts.partSize ?? 8 << 20;
     if (partSize < MIN_PART) throw new RangeError(`partSize ${partSize} is under S3's smallest part (${MIN_PART} bytes)`);
-    this.client = new S3Client({
+    const config: S3ClientConfig = {
       endpoint: opts.endpoint,
       forcePathStyle: opts.forcePathStyle ?? opts.endpoint !== undefined,
       region: opts.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? (opts.endpoint !== undefined ? 'us-east-1' : undefined),
@@ -74,12 +80,14 @@ export class S3BlobStore implements BlobStore {
       // other implementations refuse or mishandle it. The blob's digest is the check that counts.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
-      // Without these a request across a partition waits for TCP to give up (minutes): a connection
-      // not made in 5 s, or a socket silent for 15 s, fails the attempt (the SDK tries three times).
-      requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: IDLE_TIMEOUT_MS },
-    });
+    };
+    // Without these a request across a partition waits for TCP to give up (minutes): a connection
+    // not made in 5 s, or a socket silent for IDLE_TIMEOUT_MS, fails the attempt (the SDK tries
+    // three times). Server-side copies may be silent while the store copies: their own client.
+    this.client = new S3Client({ ...config, requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: IDLE_TIMEOUT_MS } });
+    this.copyClient = new S3Client({ ...config, requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: COPY_IDLE_TIMEOUT_MS } });
     this.plan = {
-      client: this.client, bucket: this.bucket, concurrency: opts.concurrency ?? 4, partSize,
+      client: this.client, copyClient: this.copyClient, bucket: this.bucket, concurrency: opts.concurrency ?? 4, partSize,
       maxCopySize: opts.maxCopySize ?? 5 * 1024 ** 3, copyPartSize: Math.max(MIN_PART, opts.copyPartSize ?? 512 << 20),
       keyOf: (digest) => this.key(digest),
       tempKey: () => `${this.prefix}tmp/${randomUUID()}`,
@@ -243,6 +251,7 @@ export class S3BlobStore implements BlobStore {
   /** Closes the client's connections. */
   close(): void {
     this.client.destroy();
+    this.copyClient.destroy();
   }
 }
 

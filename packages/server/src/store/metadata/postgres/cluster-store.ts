@@ -268,9 +268,16 @@ export class PostgresCluster {
     let broken: Error | undefined;
     try {
       this.db.countRoundTrip();
-      // A wait for the lock lasts as long as its holder's work (a collection): not bounded by QUERY_TIMEOUT_MS.
-      if (wait) await client.query({ text: 'SELECT pg_advisory_lock(hashtextextended($1, 0))', values: [key], query_timeout: LOCK_WAIT_MS } as pg.QueryConfig);
-      else if (!(await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0].ok) return null;
+      // A wait for the lock lasts as long as its holder's work (a collection): not bounded by
+      // QUERY_TIMEOUT_MS. A lock query that failed (or timed out, still waiting on the server)
+      // leaves the connection unusable: it is discarded, never handed out holding the lock later.
+      try {
+        if (wait) await client.query({ text: 'SELECT pg_advisory_lock(hashtextextended($1, 0))', values: [key], query_timeout: LOCK_WAIT_MS } as pg.QueryConfig);
+        else if (!(await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0].ok) return null;
+      } catch (e) {
+        broken = e as Error;
+        throw e;
+      }
       try {
         return await fn();
       } finally {

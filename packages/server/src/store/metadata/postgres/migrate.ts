@@ -34,6 +34,8 @@ export async function migrate(pool: pg.Pool, list: readonly PostgresMigration[] 
  */
 export async function underMigrationLock(pool: pg.Pool, step: (client: pg.ClientBase) => Promise<boolean>): Promise<void> {
   const client = new pg.Client({ ...pool.options, query_timeout: undefined });
+  // A connection lost meanwhile fails the statement in flight; the event itself is not an error to throw.
+  client.on('error', () => undefined);
   await client.connect();
   try {
     for (let more = true; more;) {

@@ -10,11 +10,14 @@ const MAX_ATTEMPTS = 30;
 /** A connection not made by then fails (a host that drops packets would otherwise hold requests forever). */
 const CONNECT_TIMEOUT_MS = 10_000;
 /**
- * A statement not answered by then fails, and its connection is discarded: across a partition a
- * sent statement would otherwise wait for TCP to give up (minutes). Every statement the store
- * sends takes milliseconds; waits for a lock (`exclusive`) pass a longer one of their own.
+ * A request's statement not answered by then fails, and its connection is discarded: across a
+ * partition a sent statement would otherwise wait for TCP to give up (minutes). A request's
+ * statements take milliseconds; background work's (util/background.ts: collection's walks over a
+ * large tenant's history, squashes) may take longer and get BACKGROUND_QUERY_TIMEOUT_MS; waits
+ * for a lock (`exclusive`) pass a longer one of their own.
  */
 export const QUERY_TIMEOUT_MS = 15_000;
+const BACKGROUND_QUERY_TIMEOUT_MS = 300_000;
 /** Idle pooled connections are probed by TCP keepalive after this long, so a dead peer is found before a statement meets it. */
 const KEEPALIVE_MS = 10_000;
 /** Texts with `?` renumbered, kept (the repositories have a few dozen fixed statements; IN lists come in many lengths). */
@@ -105,16 +108,16 @@ export class PostgresDb implements SqlDb {
   }
 
   private async query<T>(sql: string, params: readonly Param[], client?: pg.ClientBase): Promise<pg.QueryResult & { rows: T[] }> {
-    const text = this.text(sql);
+    const config = { text: this.text(sql), values: params as Param[], query_timeout: isBackground() ? BACKGROUND_QUERY_TIMEOUT_MS : QUERY_TIMEOUT_MS } as pg.QueryConfig;
     if (client) {
       this.countRoundTrip();
-      return client.query(text, params as Param[]);
+      return client.query(config);
     }
     await this.ready;
     for (let attempt = 0; ; attempt++) {
       try {
         this.countRoundTrip();
-        return await this.pool.query(text, params as Param[]);
+        return await this.pool.query(config);
       } catch (e) {
         if (!isRetryable(e) || attempt + 1 >= MAX_ATTEMPTS) throw e;
         this.retries++;
@@ -221,6 +224,19 @@ function down(e: unknown): never {
   throw new ShellbaseError('unavailable', `the metadata database cannot be reached: ${message}`, {
     hint: 'retry shortly; if it lasts, check that Postgres is up and reachable from this worker', cause: e,
   });
+}
+
+/** SQLSTATEs and socket errors after which the statement surely did not run: no connection was made, or the server was shutting down. */
+const NOT_SENT_CODES = new Set(['57P01', '57P02', '57P03', 'ECONNREFUSED', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * Whether a failure (as `down` rethrew it) says the statement never ran: running it again cannot
+ * do it twice. A timeout, a reset or a connection cut mid-statement are not: it may have run.
+ */
+export function neverSent(e: unknown): boolean {
+  const cause = e instanceof ShellbaseError ? (e as { cause?: unknown }).cause : e;
+  const code = (cause as { code?: unknown } | null)?.code;
+  return (typeof code === 'string' && NOT_SENT_CODES.has(code)) || /timeout exceeded when trying to connect/.test((cause as Error | null)?.message ?? '');
 }
 
 /** pg's error for a statement unanswered within its `query_timeout`. */
