@@ -32,6 +32,8 @@ export interface MachineWorkload {
 }
 
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)];
+/** What the client does, in turn. */
+const ROTATION: MachineOp['kind'][] = ['m-create', 'm-write', 'm-write', 'm-read', 'm-hibernate', 'm-write', 'm-fork', 'm-write', 'm-read'];
 /** Machines alive at once (each is a 256 MiB guest under TCG): two made, the rest forks. */
 const MAX_MACHINES = 4;
 
@@ -39,6 +41,7 @@ export function startMachineWorkload(o: { targets: () => Target[]; adminKey: str
   const history: MachineOp[] = [];
   const alive: string[] = [];
   let next = 0;
+  let turn = 0;
   let running = true;
   const call = async (op: MachineOp, method: string, route: string, body?: unknown): Promise<unknown> => {
     const target = pick(o.targets());
@@ -63,9 +66,10 @@ export function startMachineWorkload(o: { targets: () => Target[]; adminKey: str
     }
   };
   const one = async (): Promise<MachineOp> => {
-    const kind: MachineOp['kind'] = alive.length === 0 ? 'm-create' : pick<MachineOp['kind']>([
-      'm-write', 'm-write', 'm-write', 'm-hibernate', 'm-read', ...(alive.length < 2 ? ['m-create' as const] : []), ...(alive.length < MAX_MACHINES ? ['m-fork' as const] : []),
-    ]);
+    // In turn (each kind comes up within a few operations), on a random machine.
+    let kind = ROTATION[turn++ % ROTATION.length];
+    if (alive.length === 0 || (kind === 'm-create' && alive.length >= 2)) kind = alive.length === 0 ? 'm-create' : 'm-write';
+    if (kind === 'm-fork' && alive.length >= MAX_MACHINES) kind = 'm-read';
     const op: MachineOp = { id: ++next, kind, worker: '', machine: kind === 'm-create' ? '' : pick(alive), start: Date.now(), end: 0, outcome: 'ok' };
     history.push(op);
     switch (kind) {
