@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import pino from 'pino';
+import { ClusterWorker } from '../../packages/server/src/cluster/worker.ts';
+import { Pins } from '../../packages/server/src/core/pins.ts';
 import { Committer } from '../../packages/server/src/engine/commit.ts';
+import type { BlobStore } from '../../packages/server/src/store/blobs/types.ts';
 import { PostgresMetadataStore } from '../../packages/server/src/store/metadata/postgres/postgres-store.ts';
 import type { MetadataStore, VersionRow } from '../../packages/server/src/store/metadata/types.ts';
 import { startPostgres, type TestPostgres } from '../pg.ts';
@@ -133,5 +137,32 @@ test('postgres: a machine row written or deleted under its lease: done while the
     assert.equal((await one.machines.find('m_1'))?.spec.memoryMb, 1024, 'a write without a fence is not checked');
   } finally {
     await close();
+  }
+});
+
+test('postgres: a worker whose heartbeat lapsed (a pause) starts nothing it admitted before, and works again for what it admits after', async () => {
+  const url = await cluster.createDatabase();
+  const md = await PostgresMetadataStore.open(url, { max: 2 });
+  const worker = new ClusterWorker({
+    shared: md.cluster, blobs: {} as BlobStore, pins: new Pins(), address: 'http://w', gateway: '', heartbeatMs: 100, blobGraceMs: 1000, load: () => 0, log: pino({ level: 'silent' }),
+  });
+  try {
+    await md.cluster.ready;
+    await worker.start();
+    await worker.beat();
+    const admitted = Date.now();
+    worker.checkAlive(admitted);
+    // Frozen for longer than three heartbeats (the others stop counting its slots).
+    const until = Date.now() + 450;
+    while (Date.now() < until) { /* the process does nothing else */ }
+    const lapsed = (e: Error & { code?: string }) => e.code === 'unavailable' && /heartbeat lapsed/.test(e.message);
+    assert.throws(() => worker.checkAlive(admitted), lapsed);
+    // Its next heartbeat notices the gap: what was admitted before stays refused, what comes after is admitted.
+    await worker.beat();
+    assert.throws(() => worker.checkAlive(admitted), lapsed);
+    worker.checkAlive(Date.now());
+  } finally {
+    await worker.stop();
+    await md.close();
   }
 });

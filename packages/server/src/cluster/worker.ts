@@ -5,6 +5,7 @@ import type { BlobStore } from '../store/blobs/types.js';
 import type { UsageRow } from '../store/metadata/rows.js';
 import type { PostgresCluster, WorkerRow } from '../store/metadata/postgres/cluster-store.js';
 import { neverSent } from '../store/metadata/postgres/postgres-db.js';
+import { ShellbaseError } from '../errors.js';
 import { inBackground } from '../util/background.js';
 import { newId } from '../util/ids.js';
 import { KeyedLock } from '../util/keyed-lock.js';
@@ -60,6 +61,9 @@ export class ClusterWorker implements Cluster {
   /** The leases this worker claimed and has not given up, by `kind/key` (one object per claim). */
   private readonly held = new Map<string, { kind: LeaseKind; key: string; epoch: number }>();
   private readonly lostListeners: ((kind: LeaseKind, key: string) => void)[] = [];
+  /** When the last heartbeat was written, and when a beat last found the one before it too old (a pause, a partition). */
+  private lastBeat = Date.now();
+  private lapsedAt = 0;
   /** Where `sweepOrphanBlobs` goes on (null: from the first blob). */
   private orphansAfter: string | null = null;
 
@@ -80,6 +84,8 @@ export class ClusterWorker implements Cluster {
 
   /** One heartbeat now (tests, and before a collection reads the others' pins). */
   async beat(): Promise<void> {
+    const started = Date.now();
+    if (started - this.lastBeat > this.aliveMs) this.lapsedAt = started;
     try {
       const pins = this.opts.pins.snapshot();
       if (!(await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins))) {
@@ -87,6 +93,8 @@ export class ClusterWorker implements Cluster {
         await this.opts.shared.register(this.workerId, this.opts.address, this.opts.gateway);
         await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins);
       }
+      // Written at `started` at the earliest: what the others judge this worker by.
+      this.lastBeat = started;
       const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
       if (gone.length) this.opts.log.warn({ workers: gone }, 'workers gone (no heartbeat)');
       await this.checkLeases();
@@ -134,6 +142,14 @@ export class ClusterWorker implements Cluster {
   /** Live workers (this one included), by id. */
   workers(): Promise<WorkerRow[]> {
     return this.opts.shared.liveWorkers(this.aliveMs);
+  }
+
+  checkAlive(since: number): void {
+    const now = Date.now();
+    if (now - this.lastBeat <= this.aliveMs && this.lapsedAt < since) return;
+    throw new ShellbaseError('unavailable', 'this worker was out of touch with the cluster (its heartbeat lapsed): work admitted before is not started', {
+      hint: 'retry: the request goes to a worker in touch with the cluster',
+    });
   }
 
   async exclusive<T>(key: string, fn: () => Promise<T>, { wait = true }: { wait?: boolean } = {}): Promise<T | null> {

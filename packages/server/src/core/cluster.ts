@@ -27,6 +27,12 @@ export interface Cluster {
    */
   admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean>;
   /**
+   * Throws `unavailable` when this worker's heartbeat lapsed at any time since `since` (or has
+   * now): the other workers stopped counting its slots meanwhile, so work admitted then must not
+   * start (it could run beside what they admitted in its place). Checked locally: no round trip.
+   */
+  checkAlive(since: number): void;
+  /**
    * Gives a slot back; `usage`: ledger rows written with it (one round trip for both). A release
    * the database surely did not get (it is down or unreachable) is made again later, and this
    * resolves; other failures reject.

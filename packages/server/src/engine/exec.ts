@@ -48,6 +48,8 @@ interface RunSpec {
   limits: Limits;
   binds?: Bind[];
   group: { id: string; cpus: number };
+  /** In a cluster, when the query's slot was taken: it does not start if this worker's heartbeat lapsed since (Cluster.checkAlive). */
+  admittedAt?: number;
 }
 
 /** `onConflict: "retry"` runs the command again on the new head at most this often. */
@@ -79,10 +81,11 @@ export class ExecRunner {
     // first use is made after admission).
     const early = cluster ? this.lookups.target(caller, name, req.version, false).catch(() => null) : null;
     if (cluster && !(await cluster.admit(caller.tenantId, 'query', quotas.concurrentQueries))) throw over();
+    const admittedAt = cluster ? Date.now() : undefined;
     this.running.set(caller.tenantId, (this.running.get(caller.tenantId) ?? 0) + 1);
     // In a cluster the query's usage rows go with its slot's release (one round trip for both).
     const usage: UsageRow[] | null = cluster ? [] : null;
-    const p = this.execTracked(caller, name, req, hooks, quotas, usage, early);
+    const p = this.execTracked(caller, name, req, hooks, quotas, usage, early, admittedAt);
     this.inflight.add(p);
     try { return await p; } finally {
       this.inflight.delete(p);
@@ -113,7 +116,7 @@ export class ExecRunner {
    * `early`: the target as read beside the admission (null when that read failed: it is read again here).
    */
   private async execTracked(caller: Caller, name: string, req: ExecRequest, hooks: ExecHooks, quotas: Quotas, usage: UsageRow[] | null,
-    early: Promise<Target | null> | null): Promise<ExecResult> {
+    early: Promise<Target | null> | null, admittedAt?: number): Promise<ExecResult> {
     const { config } = this.deps;
     const command = checkCommand(req);
     const limits = resolveLimits(req.limits, req.timeoutMs, config.defaults, quotas.maximums);
@@ -156,7 +159,7 @@ export class ExecRunner {
         const wrapped = this.deps.forwarder.wrap(fwd, []);
         const group = { id: caller.tenantId, cpus: quotas.tenantCpus };
         const spec: RunSpec = {
-          argv, preamble: wrapped.argv, handOver: wrapped.handOver, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group,
+          argv, preamble: wrapped.argv, handOver: wrapped.handOver, user, cwd, env: session ? { ...proxyEnv(), ...env } : env, stdin: hooks.stdin ?? req.stdin, limits, binds: wrapped.binds, group, admittedAt,
         };
         const bases = found ?? await Promise.all(asked.map(lookup));
         found = null;
@@ -265,6 +268,7 @@ export class ExecRunner {
       const volumes = mounted.length ? await volumesOf(layers, mounted, scratch) : undefined;
       // The host's authorities above the layers (never among the writes), their variables under the command's.
       const trusted = await this.deps.trust?.forSandbox(base.layers, spec.env) ?? { env: spec.env };
+      if (spec.admittedAt !== undefined) this.deps.cluster?.checkAlive(spec.admittedAt);
       run = await runtime.run({
         mount, volumes, argv: spec.argv, preamble: spec.preamble, handOver: spec.handOver, user: spec.user, ...trusted,
         cwd: spec.cwd, stdin: spec.stdin, limits: spec.limits, onOutput: hooks.onOutput, signal: hooks.signal, binds: spec.binds,
