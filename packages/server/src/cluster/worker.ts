@@ -61,8 +61,11 @@ export class ClusterWorker implements Cluster {
   /** The leases this worker claimed and has not given up, by `kind/key` (one object per claim). */
   private readonly held = new Map<string, { kind: LeaseKind; key: string; epoch: number }>();
   private readonly lostListeners: ((kind: LeaseKind, key: string) => void)[] = [];
-  /** When the last heartbeat was written, and when a beat last found the one before it too old (a pause, a partition). */
-  private lastBeat = Date.now();
+  /**
+   * When this worker last wrote to the cluster's tables (a heartbeat, a quota slot taken; the time
+   * the write was sent), and when a beat last found that too long ago (a pause, a partition).
+   */
+  private lastContact = Date.now();
   private lapsedAt = 0;
   /** Where `sweepOrphanBlobs` goes on (null: from the first blob). */
   private orphansAfter: string | null = null;
@@ -85,7 +88,7 @@ export class ClusterWorker implements Cluster {
   /** One heartbeat now (tests, and before a collection reads the others' pins). */
   async beat(): Promise<void> {
     const started = Date.now();
-    if (started - this.lastBeat > this.aliveMs) this.lapsedAt = started;
+    if (started - this.lastContact > this.aliveMs) this.lapsedAt = started;
     try {
       const pins = this.opts.pins.snapshot();
       if (!(await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins))) {
@@ -94,7 +97,7 @@ export class ClusterWorker implements Cluster {
         await this.opts.shared.heartbeat(this.workerId, this.opts.load(), pins);
       }
       // Written at `started` at the earliest: what the others judge this worker by.
-      this.lastBeat = started;
+      this.lastContact = Math.max(this.lastContact, started);
       const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
       if (gone.length) this.opts.log.warn({ workers: gone }, 'workers gone (no heartbeat)');
       await this.checkLeases();
@@ -146,7 +149,7 @@ export class ClusterWorker implements Cluster {
 
   checkAlive(since: number): void {
     const now = Date.now();
-    if (now - this.lastBeat <= this.aliveMs && this.lapsedAt < since) return;
+    if (now - this.lastContact <= this.aliveMs && this.lapsedAt < since) return;
     throw new ShellbaseError('unavailable', 'this worker was out of touch with the cluster (its heartbeat lapsed): work admitted before is not started', {
       hint: 'retry: the request goes to a worker in touch with the cluster',
     });
@@ -161,8 +164,11 @@ export class ClusterWorker implements Cluster {
     return this.opts.shared.pinnedElsewhere(this.workerId, this.aliveMs);
   }
 
-  admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean> {
-    return this.asMember(() => this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs));
+  async admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean> {
+    const sent = Date.now();
+    const ok = await this.asMember(() => this.opts.shared.admit(this.workerId, tenantId, kind, quota, this.aliveMs));
+    this.lastContact = Math.max(this.lastContact, sent);
+    return ok;
   }
 
   /**

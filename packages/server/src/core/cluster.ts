@@ -27,8 +27,9 @@ export interface Cluster {
    */
   admit(tenantId: string, kind: SlotKind, quota: number): Promise<boolean>;
   /**
-   * Throws `unavailable` when this worker's heartbeat lapsed at any time since `since` (or has
-   * now): the other workers stopped counting its slots meanwhile, so work admitted then must not
+   * Throws `unavailable` when this worker was out of touch with the cluster's tables (no
+   * heartbeat or slot written) for longer than a heartbeat's lapse at any time since `since`, or
+   * is now: the other workers stopped counting its slots meanwhile, so work admitted then must not
    * start (it could run beside what they admitted in its place). Checked locally: no round trip.
    */
   checkAlive(since: number): void;
