@@ -7,7 +7,8 @@ import { runChaos } from './run.ts';
 // cut off and the stores restarted. Besides chaos.test.ts's checks: every acknowledged line in
 // each machine's file, and no machine running under two workers at once. Named machines-… so that
 // it runs with the suite's other machine tests, one at a time.
-test('chaos with machines: kills, pauses, partitions and restarts under load: nothing lost or doubled, no hung request', { timeout: 900_000 }, async () => {
+// Opt-in (SHELLBASE_CHAOS_MACHINES=1): under TCG its machines make it the slowest and least settled of the chaos runs.
+test('chaos with machines: kills, pauses, partitions and restarts under load: nothing lost or doubled, no hung request', { timeout: 900_000, skip: process.env.SHELLBASE_CHAOS_MACHINES !== '1' && 'set SHELLBASE_CHAOS_MACHINES=1' }, async () => {
   const report = await runChaos({ schedule: ['kill', 'pause', 'partition-postgres', 'partition-s3', 'isolate', 's3-restart'], holdMs: 4000, machines: true });
   const { verdict } = report;
   const summary = JSON.stringify({ recovery: report.recovery, seen: report.seen, verdict }, null, 1);
