@@ -46,29 +46,6 @@ export async function inject(c: ChaosCluster, kind: FaultKind, holdMs: number): 
       await sleep(pauseMs);
       c.resume(w);
       break;
-    case 'partition-postgres':
-      c.net.partition(w.name, 'pg');
-      target = `${w.name}|postgres`;
-      await sleep(holdMs);
-      c.net.heal();
-      break;
-    case 'partition-s3':
-      c.net.partition(w.name, 's3');
-      target = `${w.name}|s3`;
-      await sleep(holdMs);
-      c.net.heal();
-      break;
-    case 'partition-peer':
-      c.net.partition(w.name, other.name);
-      target = `${w.name}|${other.name}`;
-      await sleep(holdMs);
-      c.net.heal();
-      break;
-    case 'isolate':
-      c.net.isolate(w.name);
-      await sleep(holdMs);
-      c.net.heal();
-      break;
     case 'postgres-restart':
       target = 'postgres';
       await c.restartPostgres(Math.min(holdMs, 2000));
@@ -77,16 +54,19 @@ export async function inject(c: ChaosCluster, kind: FaultKind, holdMs: number): 
       target = 's3';
       await c.restartS3(Math.min(holdMs, 2000));
       break;
-    case 'lossy':
-      c.net.lossy(w.name, 20);
+    default: {
+      // The network's faults: made, held, healed.
+      // A partition's other side: its node in the test network, and its name in the report.
+      const side: Record<string, [string, string]> = { 'partition-postgres': ['pg', 'postgres'], 'partition-s3': ['s3', 's3'], 'partition-peer': [other.name, other.name] };
+      if (kind in side) {
+        c.net.partition(w.name, side[kind][0]);
+        target = `${w.name}|${side[kind][1]}`;
+      } else if (kind === 'isolate') c.net.isolate(w.name);
+      else if (kind === 'lossy') c.net.lossy(w.name, 20);
+      else how = c.net.slow(w.name, 200);
       await sleep(holdMs);
       c.net.heal();
-      break;
-    case 'slow':
-      how = c.net.slow(w.name, 200);
-      await sleep(holdMs);
-      c.net.heal();
-      break;
+    }
   }
   return { kind, target, startedAt, holdMs: Math.round(holdMs), undoneAt: Date.now(), recoveryMs: null, ...(how ? { how } : {}) };
 }
