@@ -23,6 +23,7 @@ import { events } from './scenarios/events.ts';
 import { transfer } from './scenarios/transfer.ts';
 import { backup } from './scenarios/backup.ts';
 import { mounts } from './scenarios/mounts.ts';
+import { desktop } from './scenarios/desktop.ts';
 
 const quick = process.argv.includes('--quick');
 const started = performance.now();
@@ -38,7 +39,7 @@ try {
     ['services', (x) => services(x, rootfs)], ['noisy neighbours', isolation], ['idle contexts', idleContexts],
     ['machines', machines], ['history at scale', historyAtScale], ['e2b', e2b], ['egress', egress], ['images', images],
     ['warm sandboxes', (x) => warm(x, rootfs)], ['code interpreter', codeInterpreter], ['events', events], ['export', transfer], ['backup', backup],
-    ['mounts', mounts],
+    ['mounts', mounts], ['desktop', desktop],
   ];
   // `--only NAME` (repeatable) runs just those scenarios (results.json then holds only theirs).
   const only = process.argv.flatMap((a, i) => (process.argv[i - 1] === '--only' ? [a] : []));

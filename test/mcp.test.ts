@@ -52,7 +52,7 @@ describe('MCP: shellbase as tools for any agent', () => {
     try {
       const { tools } = await client.listTools();
       assert.deepEqual(tools.map((x) => x.name).sort(),
-        ['build_context', 'create_machine', 'delete_machine', 'diff', 'exec', 'fork_context', 'list_dir', 'machine_exec', 'machine_fork', 'read_file', 'reset', 'run_code', 'start_service', 'versions', 'write_file']);
+        ['build_context', 'click', 'create_machine', 'delete_machine', 'diff', 'exec', 'fork_context', 'key', 'list_dir', 'machine_exec', 'machine_fork', 'read_file', 'reset', 'run_code', 'screenshot', 'start_service', 'type', 'versions', 'write_file']);
       for (const x of tools) assert.ok((x.description ?? '').length > 40, `${x.name} says what it does`);
       await task(client, (a) => ({ context: 'agent', ...a }), 'agent-try');
       const bad = await client.callTool({ name: 'read_file', arguments: { context: 'agent', path: '/root/nope' } });

@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { contextOf } from '../../packages/sdk/src/images.ts';
-import { contextDigest, contextEntries, dockerfileTag, imageInfo, IMAGE_NAMES } from '../../packages/server/src/images/index.ts';
+import { contextDigest, contextEntries, dockerfileTag, imageInfo, imageMachineDefaults, IMAGE_NAMES } from '../../packages/server/src/images/index.ts';
 import { CODE_INTERPRETER_CONTEXT, codeInterpreterRecipe } from '../../packages/server/src/images/code-interpreter.ts';
+import { DESKTOP_CONTEXT, desktopRecipe } from '../../packages/server/src/images/desktop.ts';
 import { debianRecipe } from '../../packages/server/src/images/debian.ts';
 import { readTar } from '../../packages/server/src/util/tar.ts';
 
@@ -78,7 +79,7 @@ test('a Dockerfile image\'s tag: its recipe\'s version, then a hash of the recip
 });
 
 test('built-in images: debian\'s tag is its recipe\'s hash; code-interpreter\'s is made of the template directory and debian\'s tag', () => {
-  assert.deepEqual(IMAGE_NAMES, ['debian', 'code-interpreter']);
+  assert.deepEqual(IMAGE_NAMES, ['debian', 'code-interpreter', 'desktop']);
   const cache = '/nonexistent/cache';
   const debian = imageInfo(cache, 'debian');
   const hash = createHash('sha256').update(JSON.stringify(debianRecipe)).digest('hex').slice(0, 8);
@@ -90,4 +91,10 @@ test('built-in images: debian\'s tag is its recipe\'s hash; code-interpreter\'s 
   const sent = contextEntries(CODE_INTERPRETER_CONTEXT).map((e) => e.path);
   for (const p of ['Dockerfile', 'shellbase-code-interpreter.service', 'display']) assert.ok(sent.includes(p), `${p} is in the build context`);
   assert.ok(!sent.some((p) => p === 'README.md' || p.includes('__pycache__') || /(^|\/)test_[^/]*\.py$/.test(p)), sent.join('\n'));
+  const desktop = imageInfo(cache, 'desktop');
+  assert.equal(desktop.tag, dockerfileTag(desktopRecipe, debian.tag, contextDigest(DESKTOP_CONTEXT)));
+  const files = contextEntries(DESKTOP_CONTEXT).map((e) => e.path);
+  for (const p of ['Dockerfile', 'shellbase-desktop.service', 'bin/Xvfb', 'bin/startxfce4', 'bin/xdg-open', 'bin/session', 'bin/ready', 'xfwm4.xml']) assert.ok(files.includes(p), `${p} is in the desktop build context`);
+  // A machine of the desktop image gets more memory than the server's default when its create names none.
+  assert.deepEqual([imageMachineDefaults('desktop'), imageMachineDefaults('debian'), imageMachineDefaults('nope')], [{ memoryMb: 2048, cpus: 2 }, {}, {}]);
 });

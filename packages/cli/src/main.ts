@@ -5,6 +5,7 @@ import { parseArgs, UsageError, type Command } from './args.js';
 import { clientCommands } from './commands/client.js';
 import { fileCommands } from './commands/files.js';
 import { machineCommands } from './commands/machines.js';
+import { screenCommands } from './commands/screen.js';
 import { serverCommands } from './commands/serve.js';
 import { serviceCommands } from './commands/services.js';
 import { networkCommands } from './commands/network.js';
@@ -16,7 +17,7 @@ import { mcpCommand } from './mcp/server.js';
 
 /** Every command, in the order the usage lists them. */
 const COMMANDS: Command[] = [...serverCommands.slice(0, 1), ...clientCommands.slice(0, 4), ...fileCommands, ...clientCommands.slice(4),
-  ...serviceCommands, ...networkCommands, ...eventCommands, ...imageCommands, ...transferCommands, ...backupCommands, mcpCommand, ...machineCommands, ...serverCommands.slice(1)];
+  ...serviceCommands, ...networkCommands, ...eventCommands, ...imageCommands, ...transferCommands, ...backupCommands, mcpCommand, ...machineCommands, ...screenCommands, ...serverCommands.slice(1)];
 
 const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 

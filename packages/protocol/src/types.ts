@@ -6,7 +6,7 @@
  */
 import type { Static } from 'typebox';
 import type {
-  ApiKeySchema, BuildEventSchema, CodeErrorSchema, CodeEventSchema, CodeExecutionSchema, CodeResultSchema, RunCodeRequestSchema, BuildResultSchema, BuildStepSchema, CommitModeSchema, ConnectionKindSchema, ContextConfigSchema,
+  ApiKeySchema, BuildEventSchema, CodeErrorSchema, CodeEventSchema, CodeExecutionSchema, CodeResultSchema, RunCodeRequestSchema, MachineInputSchema, CursorSchema, MouseButtonSchema, BuildResultSchema, BuildStepSchema, CommitModeSchema, ConnectionKindSchema, ContextConfigSchema,
   ContextDefaultsSchema, ContextNetworkSchema, ContextSchema, CreateMachineRequestSchema, CreateServiceRequestSchema, DiffChangeSchema,
   DiffResultSchema, DirEntrySchema, ErrorBodySchema, ExecEventSchema, ExecExitSchema, ExecLimitsSchema, ExecRequestSchema, ExecResultSchema, ExecUsageSchema, MountSchema, MountResultSchema,
   FileStatSchema, FileTypeSchema, GcResultSchema, ImageConfigSchema, ImageEventSchema, ImageSchema, LimitHitSchema, MachineConsoleSchema,
@@ -82,6 +82,9 @@ export type CodeResult = Static<typeof CodeResultSchema>;
 export type CodeError = Static<typeof CodeErrorSchema>;
 export type CodeExecution = Static<typeof CodeExecutionSchema>;
 export type CodeEvent = Static<typeof CodeEventSchema>;
+export type MachineInput = Static<typeof MachineInputSchema>;
+export type MouseButton = Static<typeof MouseButtonSchema>;
+export type Cursor = Static<typeof CursorSchema>;
 export type MachineConsole = Static<typeof MachineConsoleSchema>;
 export type PtyMessage = Static<typeof PtyMessageSchema>;
 export type MachineSnapshot = Static<typeof MachineSnapshotSchema>;

@@ -14,5 +14,5 @@ export { TIMEOUT_CEILING_MS, formatDuration, parseDuration } from '@shellbase/pr
 export type { LocalTunnel } from './tunnel.js';
 export type { MachinePty, PtyExit } from './pty.js';
 export type { ApiKey, Delivery, EventKind, ShellbaseEvent, Webhook, WebhookCreated, WebhookIn, LimitHit, Context, DiffChange, DiffResult, DirEntry, ErrorCode, ExecEvent, ExecRequest, ExecResult, Mount, MountResult, FileStat, Tenant, UsageItem, Version,
-  Machine, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
+  Machine, MachineInput, Cursor, MouseButton, MachineExecEvent, ContextNetwork, NetworkConnection, NetworkPolicy, Service, CreateServiceRequest, ServiceShare, MachineExecResult, MachineSnapshot, MachineConsole, CreateMachineRequest,
   BuildEvent, BuildResult, BuildStep, ContextConfig, ContextDefaults, Image, ImageConfig, ImageEvent, PushResult, RegistryCredentials, BackupResult } from '@shellbase/protocol';

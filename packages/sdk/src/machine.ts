@@ -12,6 +12,12 @@ export class MachineHandle extends CoreMachineHandle {
     read: async (p: string): Promise<Buffer> => Buffer.from(await (await this.readResponse(p)).arrayBuffer()),
   };
 
+  /** Its screen as PNG bytes (a Buffer): see the core handle's `screen`. */
+  override async screen(options: { pointer?: boolean; signal?: AbortSignal } = {}): Promise<Buffer> {
+    const png = await super.screen(options);
+    return Buffer.from(png.buffer, png.byteOffset, png.byteLength);
+  }
+
   /**
    * An interactive terminal: root's login shell on a PTY of `cols` × `rows` (default 80 × 24), over a
    * WebSocket. Wakes a hibernated machine, and keeps it from hibernating while open.

@@ -17,7 +17,7 @@ export function registerMachineTools(server: McpServer, sb: Shellbase, pinned?: 
       + 'It reaches the internet only through the server\'s egress proxy, under the context\'s network policy (curl, pip, npm, git and apt use it). Returns its id.',
     inputSchema: {
       context: z.string().min(1).max(128).optional().describe(pinned ? `Default: ${pinned}` : 'Its disk starts as this context\'s files (default: a bare Debian)'),
-      image: z.string().min(1).max(64).optional().describe('A built-in image instead of a context: "code-interpreter" (kernels for run_code) or "debian"'),
+      image: z.string().min(1).max(64).optional().describe('A built-in image instead of a context: "code-interpreter" (kernels for run_code), "desktop" (a screen for screenshot, click, type, key) or "debian"'),
       memoryMb: z.number().int().min(128).max(65536).optional(),
       diskGb: z.number().int().min(8).max(65536).optional().describe('Its disk\'s size in GiB (default 8)'),
     },

@@ -2,6 +2,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { TIMEOUT_CEILING_MS, limitMessage, type Shellbase } from '@shellbase/sdk';
 import { z } from 'zod';
 import { registerMachineTools } from './machine-tools.js';
+import { registerDesktopTools } from './desktop-tools.js';
 import { registerBuildTools } from './build-tools.js';
 import { TEXT_LIMIT, commandOutput, cut, fitted, guarded, limitFields } from './result.js';
 
@@ -204,5 +205,6 @@ export function registerTools(server: McpServer, sb: Shellbase, pinned?: string)
   }));
 
   registerMachineTools(server, sb, pinned);
+  registerDesktopTools(server, sb);
   registerBuildTools(server, sb);
 }

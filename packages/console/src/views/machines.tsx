@@ -8,6 +8,7 @@ import { useAsync } from '../lib/use-async.js';
 import { useEvents } from '../lib/use-events.js';
 import { MachineConsoleTail } from './machine-console.js';
 import { MachineTerminal } from './machine-terminal.js';
+import { MachineScreen } from './machine-screen.js';
 
 const HIBERNATION = 'A machine hibernates by itself after its idle time without exec, file calls, requests or an open terminal, or when asked (Hibernate); any use restores it.';
 
@@ -177,6 +178,7 @@ function MachineDetail({ id }: { id: string }) {
         {x.state === 'stopped' && <p class="tag warn">Stopped: only its disk is left, and it runs no commands.</p>}
         {x.state === 'paused' && <p class="tag warn">Paused: resume it to run commands.</p>}
         {x.state === 'hibernated' && <p class="tag">Hibernated: its memory is on disk; a command, a file call or the terminal wakes it.</p>}
+        <MachineScreen id={id} state={x.state} image={x.image} />
         <MachineTerminal id={id} state={x.state} />
         <MachineConsoleTail id={id} />
       </>)}

@@ -4,6 +4,7 @@
  * (`@shellbase/protocol/schemas`) loads TypeBox; the package's main one does not.
  */
 export * from './code.js';
+export * from './screen.js';
 export * from './common.js';
 export * from './contexts.js';
 export * from './events.js';

@@ -203,6 +203,14 @@ class CreatedTenant:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Cursor:
+    """Where the mouse pointer is on a machine's screen, in pixels from its top left corner."""
+
+    x: int
+    y: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Delivery:
     """One event on its way to one webhook, and how it went."""
 

@@ -10,7 +10,7 @@ from ._wire import JsonObject, from_wire, to_wire
 from .context import Command, Data, command_body, exec_timeout, quote
 from .pty import MachinePty, open_pty
 from .streams import EventStream, MachineExecStream, parse_machine_event
-from .types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, Mount, NetworkPolicy, ServiceAccess
+from .types import CodeExecution, Cursor, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, Mount, NetworkPolicy, ServiceAccess
 
 
 def _absolute(path: str) -> str:
@@ -120,6 +120,30 @@ class MachineHandle:
         """
         body = to_wire({"code": code, "language": language, "context": context, "envs": envs, "timeout_ms": timeout_ms})
         return from_wire(CodeExecution, self._t.json("POST", self._path("/code"), json_body=body, timeout=exec_timeout(self._t, timeout, timeout_ms)))
+
+    def screen(self, *, pointer: bool = True) -> bytes:
+        """Its screen (display :0 of a machine of the desktop image) as PNG bytes, the pointer drawn in unless `pointer` is False."""
+        response = self._t.request("GET", self._path("/screen"), query={"pointer": "true" if pointer else "false"}, accept="image/png")
+        with response:
+            return response.read()
+
+    def input(self, input: Mapping[str, object]) -> Cursor:
+        """One input to its screen, as the API has it (`{"type": "click", "x": 10, "y": 20}`, `{"type": "key", "key": "ctrl+l"}`);
+        returns where the pointer is afterwards."""
+        return from_wire(Cursor, self._t.json("POST", self._path("/input"), json_body=dict(input)))
+
+    def click(self, x: int | None = None, y: int | None = None, *, button: str = "left", count: int = 1) -> Cursor:
+        """Clicks at `x`,`y` (or where the pointer is); `count=2` for a double click."""
+        at = {"x": x, "y": y} if x is not None and y is not None else {}
+        return self.input({"type": "click", **at, "button": button, "count": count})
+
+    def type(self, text: str, *, delay_ms: int | None = None) -> Cursor:
+        """Types text as keystrokes."""
+        return self.input({"type": "type", "text": text, **({"delayMs": delay_ms} if delay_ms is not None else {})})
+
+    def key(self, key: str) -> Cursor:
+        """Presses a key or a chord of X key names: `Return`, `ctrl+l`."""
+        return self.input({"type": "key", "key": key})
 
     def pause(self) -> Machine:
         """Stops its CPUs (its memory stays); `resume` goes on."""

@@ -17,6 +17,7 @@ from ._wire_types import (
     BuildStep,
     CodeError,
     CodeExecution,
+    Cursor,
     CodeResult,
     CommitMode,
     Conflict,
@@ -75,7 +76,7 @@ from ._wire_types import (
 
 __all__ = [
     "AllowEgress", "ApiKey", "BuildEvent", "BuildResult", "BuildResultEvent", "BuildStep", "BuildStepDone", "BuildStepStart",
-    "CodeError", "CodeExecution", "CodeResult", "CommitMode",
+    "CodeError", "CodeExecution", "CodeResult", "CommitMode", "Cursor",
     "Conflict", "ConnectionKind", "Context", "ContextConfig", "ContextDefaults", "ContextNetwork", "CreatedKey", "CreatedTenant", "Delivery",
     "DeliveryState", "DiffChange", "DiffResult", "DirEntry", "Event", "EventKind", "ExecEvent", "ExecExit", "ExecResult", "ExecUsage",
     "ExitEvent", "ExposedPort", "FileStat", "FileType", "GcResult", "BackupResult",

@@ -1,4 +1,4 @@
-import type { CodeEvent, CodeExecution, CodeResult, CodeError, RunCodeRequest, CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
+import type { Cursor, MachineInput, MouseButton, CodeEvent, CodeExecution, CodeResult, CodeError, RunCodeRequest, CreateMachineRequest, Machine, MachineConsole, MachineExecEvent, MachineExecRequest, MachineExecResult, MachineSnapshot, ServiceAccess } from '@shellbase/protocol';
 import type { Transport } from './transport.js';
 import { LONG_EXEC_MS, collectExec, ndjson } from './ndjson.js';
 
@@ -74,6 +74,31 @@ export class MachineHandle {
     const res = await this.sb.request('POST', this.path('/code'), { body: { code, ...rest }, accept: 'application/x-ndjson', signal });
     yield* ndjson<CodeEvent>(res);
   }
+
+  /**
+   * Its screen (display :0 of a machine of the `desktop` image) as PNG bytes, with the mouse
+   * pointer drawn in unless `pointer` is false.
+   */
+  async screen(options: { pointer?: boolean; signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    const res = await this.sb.request('GET', this.path('/screen'), { accept: 'image/png', query: { pointer: options.pointer?.toString() }, signal: options.signal });
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  /** One input to its screen (mouse or keys); answers where the pointer is afterwards. */
+  input(input: MachineInput, options: { signal?: AbortSignal } = {}): Promise<Cursor> {
+    return this.sb.json('POST', this.path('/input'), { body: input, signal: options.signal });
+  }
+
+  /** Clicks at `x`,`y` (or where the pointer is): `count` 2 for a double click. */
+  click(x?: number, y?: number, options: { button?: MouseButton; count?: number } = {}): Promise<Cursor> {
+    return this.input({ type: 'click', ...(x !== undefined && y !== undefined ? { x, y } : {}), ...options });
+  }
+
+  /** Types text as keystrokes. */
+  type(text: string, options: { delayMs?: number } = {}): Promise<Cursor> { return this.input({ type: 'type', text, ...options }); }
+
+  /** Presses a key or a chord of X key names: `Return`, `ctrl+l`. */
+  key(key: string): Promise<Cursor> { return this.input({ type: 'key', key }); }
 
   /** Files of the live machine. */
   readonly files = this.fileCalls();

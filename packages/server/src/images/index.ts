@@ -8,6 +8,7 @@ import { run, runOk } from '../util/proc.js';
 import { contextDigest } from './build-context.js';
 import { CODE_INTERPRETER_CONTEXT, codeInterpreterRecipe } from './code-interpreter.js';
 import { configuredMirror, debianRecipe } from './debian.js';
+import { DESKTOP_CONTEXT, DESKTOP_MACHINE, desktopRecipe } from './desktop.js';
 
 export { contextDigest, contextEntries, type ContextEntry } from './build-context.js';
 export { writeRootfs } from './rootfs.js';
@@ -17,7 +18,7 @@ export { writeRootfs } from './rootfs.js';
  * `$SHELLBASE_CACHE/images/NAME/VERSION-HASH/rootfs`. An image is the bottom
  * layer of every version made from it; its id names the recipe it came from.
  * A recipe is debootstrap's (debian) or a Dockerfile built FROM another
- * built-in image by shellbase's own builder (code-interpreter), whose build
+ * built-in image by shellbase's own builder (code-interpreter, desktop), whose build
  * the caller supplies (`DockerfileBuilder`: it needs an engine, a layer above this one).
  */
 export interface ImageInfo {
@@ -29,15 +30,15 @@ export interface ImageInfo {
   rootfs: string;
 }
 
-const recipes = { debian: debianRecipe, 'code-interpreter': codeInterpreterRecipe } as const;
+const recipes = { debian: debianRecipe, 'code-interpreter': codeInterpreterRecipe, desktop: desktopRecipe } as const;
 export type ImageName = keyof typeof recipes;
 export const IMAGE_NAMES = Object.keys(recipes) as ImageName[];
 type Recipe = (typeof recipes)[ImageName];
-type DockerfileRecipe = typeof codeInterpreterRecipe;
+type DockerfileRecipe = typeof codeInterpreterRecipe | typeof desktopRecipe;
 const isDockerfile = (r: Recipe): r is DockerfileRecipe => 'kind' in r && r.kind === 'dockerfile';
 
 /** Where each Dockerfile recipe's build context is. */
-const contexts: Record<string, string> = { 'code-interpreter': CODE_INTERPRETER_CONTEXT };
+const contexts: Record<string, string> = { 'code-interpreter': CODE_INTERPRETER_CONTEXT, desktop: DESKTOP_CONTEXT };
 
 /** One Dockerfile image's build, as its builder gets it. */
 export interface DockerfileBuild {
@@ -233,3 +234,11 @@ async function debootstrap(recipe: typeof debianRecipe, tmp: string, progress: (
 export function readRecipe(cache: string, name: string): unknown {
   return JSON.parse(readFileSync(path.join(path.dirname(imageInfo(cache, name).rootfs), 'recipe.json'), 'utf8'));
 }
+
+/** The memory and virtual CPUs a machine of this built-in image gets when its create names none (undefined: the server's defaults). */
+export function imageMachineDefaults(name: string): { memoryMb?: number; cpus?: number } {
+  return Object.hasOwn(machineDefaults, name) ? machineDefaults[name] : {};
+}
+
+/** Built-in images whose machines want more than the server's defaults. */
+const machineDefaults: Record<string, { memoryMb?: number; cpus?: number }> = { desktop: DESKTOP_MACHINE };

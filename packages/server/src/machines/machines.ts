@@ -25,6 +25,7 @@ import { checkRestorable, freezeMachine, shapeOf, toSnapshot } from './storage/s
 import { checkPolicy } from '../net/policy.js';
 import { MachineRuns } from './runs.js';
 import { MachineMounts } from './mounts.js';
+import { imageMachineDefaults } from '../images/index.js';
 
 /**
  * Machines: made from a template or a snapshot (none boots in a caller's path), forked, snapshotted
@@ -152,8 +153,6 @@ export class Machines {
 
   private async createNow(caller: Caller, req: CreateMachineRequest, extensions: Record<string, unknown> | undefined): Promise<Machine> {
     const m = this.deps.config.machines;
-    const memoryMb = checkRange('memoryMb', req.memoryMb ?? m.defaultMemoryMb, 128, m.maxMemoryMb);
-    const cpus = checkRange('cpus', req.cpus ?? 1, 1, m.maxCpus);
     const diskGb = checkRange('diskGb', req.diskGb ?? DISK_GB, DISK_GB, m.maxDiskGb);
     const idleTimeoutMs = checkRange('idleTimeoutMs', req.idleTimeoutMs ?? m.defaultIdleTimeoutMs, 100, 7 * 86_400_000);
     let version: VersionRow;
@@ -165,6 +164,10 @@ export class Machines {
       version = await this.contexts.imageVersion(caller, image);
     }
     if (req.context !== undefined) image = (await this.contexts.imageOf(caller, req.context)) ?? image;
+    // An image may ask for more than the server's defaults (the desktop's session and browser do), never past its maximums.
+    const wants = imageMachineDefaults(image);
+    const memoryMb = checkRange('memoryMb', req.memoryMb ?? Math.min(wants.memoryMb ?? m.defaultMemoryMb, m.maxMemoryMb), 128, m.maxMemoryMb);
+    const cpus = checkRange('cpus', req.cpus ?? Math.min(wants.cpus ?? 1, m.maxCpus), 1, m.maxCpus);
     const mounts = await this.mounts.resolve(caller, req.context, req.mounts);
     // A request's network may only narrow what its context (or tenant) allows: 400 malformed, 403 wider.
     const network = req.network === undefined ? undefined : checkPolicy(req.network);

@@ -8,7 +8,7 @@ from ..context import Command, Data
 from ..machines import MachineFiles, MachineHandle, Machines
 from ..pty import MachinePty, PtyExit
 from ..streams import MachineExecStream
-from ..types import CodeExecution, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, Mount, NetworkPolicy, OutputEvent, ServiceAccess
+from ..types import CodeExecution, Cursor, ExposedPort, Machine, MachineConsole, MachineExecResult, MachineExitEvent, MachineLimits, MachineSnapshot, Mount, NetworkPolicy, OutputEvent, ServiceAccess
 from ._run import AsyncEventStream, run_sync
 
 AsyncMachineExecStream = AsyncEventStream[OutputEvent | MachineExitEvent, MachineExitEvent]
@@ -129,6 +129,23 @@ class AsyncMachineHandle:
     ) -> CodeExecution:
         """Runs a cell in the machine's code interpreter (see MachineHandle.run_code)."""
         return await run_sync(self._s.run_code, code, language=language, context=context, envs=envs, timeout_ms=timeout_ms, timeout=timeout)
+
+    async def screen(self, *, pointer: bool = True) -> bytes:
+        """Its screen as PNG bytes (see MachineHandle.screen)."""
+        return await run_sync(self._s.screen, pointer=pointer)
+
+    async def input(self, input: Mapping[str, object]) -> Cursor:
+        """One input to its screen (see MachineHandle.input)."""
+        return await run_sync(self._s.input, input)
+
+    async def click(self, x: int | None = None, y: int | None = None, *, button: str = "left", count: int = 1) -> Cursor:
+        return await run_sync(self._s.click, x, y, button=button, count=count)
+
+    async def type(self, text: str, *, delay_ms: int | None = None) -> Cursor:
+        return await run_sync(self._s.type, text, delay_ms=delay_ms)
+
+    async def key(self, key: str) -> Cursor:
+        return await run_sync(self._s.key, key)
 
     async def pause(self) -> Machine:
         return await run_sync(self._s.pause)

@@ -1,16 +1,23 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Operations } from '../../ops/dispatch.js';
 import { PTY_PROTOCOL, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
 import { ShellbaseError } from '../../errors.js';
-import { CountBodySchema as CountBody, CreateMachineRequestSchema as CreateBody, IdParamsSchema as Id, MachineConsoleQuerySchema as ConsoleQuery, MachineConsoleSchema as ConsoleTail, MachineExecRequestSchema as ExecBody, MachineExecResultSchema as ExecResult, MachineFileParamsSchema as FileParams, MachineListSchema as Machines, MachinePtyQuerySchema as PtyQuery, MachineSchema as Machine, MachineSnapshotSchema as Snapshot, RunCodeRequestSchema as CodeBody, CodeExecutionSchema as CodeExecution, ResizeMachineDiskRequestSchema as DiskBody, oneOf } from '@shellbase/protocol/schemas';
+import { CountBodySchema as CountBody, CreateMachineRequestSchema as CreateBody, IdParamsSchema as Id, MachineConsoleQuerySchema as ConsoleQuery, MachineConsoleSchema as ConsoleTail, MachineExecRequestSchema as ExecBody, MachineExecResultSchema as ExecResult, MachineFileParamsSchema as FileParams, MachineListSchema as Machines, MachinePtyQuerySchema as PtyQuery, MachineSchema as Machine, MachineSnapshotSchema as Snapshot, RunCodeRequestSchema as CodeBody, CodeExecutionSchema as CodeExecution, ResizeMachineDiskRequestSchema as DiskBody, ScreenQuerySchema as ScreenQuery, MachineInputSchema as InputBody, CursorSchema as Cursor, oneOf } from '@shellbase/protocol/schemas';
 import { errorResponses } from '../schemas.js';
 import { respondExec } from './exec.js';
 import { NDJSON, respondEvents } from '../ndjson.js';
 
 const strict = { additionalProperties: false } as const;
 
-/** Machines: create, list, get, exec, files, pause/resume/hibernate/stop/delete, console, pty, disk, snapshot, restore, fork, ports. */
+/** Aborted when the request's client goes away before its answer. */
+function abortOn(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  reply.raw.on('close', () => { if (!reply.raw.writableFinished) ac.abort(); });
+  return ac.signal;
+}
+
+/** Machines: create, list, get, exec, code, screen, input, files, pause/resume/hibernate/stop/delete, console, pty, disk, snapshot, restore, fork, ports. */
 export function machineRoutes(app: FastifyInstance, ops: Operations): void {
   app.addSchema(Machine);
   app.addSchema(Snapshot);
@@ -71,6 +78,21 @@ export function machineRoutes(app: FastifyInstance, ops: Operations): void {
       return streaming ? {} : done;
     });
   });
+
+  // The machine's screen (display :0 of the desktop image) as a PNG, and one input to it.
+  app.get<{ Params: Static<typeof Id>; Querystring: Static<typeof ScreenQuery> }>('/v1/machines/:id/screen', {
+    config: { op: 'machine.screen' }, schema: {
+      tags, params: Id, querystring: ScreenQuery, response: { ...errorResponses },
+      description: 'The machine\'s display :0 as image/png (a machine of the desktop image has one; others answer 412).',
+    },
+  }, async (req, reply) => {
+    const png = await ops.run(req.caller, 'machine.screen', { id: req.params.id, opts: { ...(req.query.pointer !== undefined ? { pointer: req.query.pointer } : {}), signal: abortOn(reply) } });
+    return reply.type('image/png').header('cache-control', 'no-store').send(png);
+  });
+
+  app.post<{ Params: Static<typeof Id>; Body: Static<typeof InputBody> }>('/v1/machines/:id/input', {
+    config: { op: 'machine.input' }, schema: { tags, params: Id, body: InputBody, response: { 200: Cursor, ...errorResponses } },
+  }, async (req, reply) => ops.run(req.caller, 'machine.input', { id: req.params.id, input: req.body, opts: { signal: abortOn(reply) } }));
 
   app.get<{ Params: Static<typeof FileParams> }>('/v1/machines/:id/files/*', {
     config: { op: 'machine.readFile' }, schema: { tags, params: FileParams, response: { ...errorResponses } },

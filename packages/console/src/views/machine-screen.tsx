@@ -1,0 +1,97 @@
+import type { MachineState } from '@shellbase/protocol';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { sb } from '../api/session.js';
+import { ErrorBox } from '../components/errors.js';
+
+/** How often the shown screen is captured again. */
+const REFRESH_MS = 1000;
+
+/** Browser key names that are X key names of another spelling. */
+const X_KEYS: Record<string, string> = {
+  Enter: 'Return', Backspace: 'BackSpace', Escape: 'Escape', Tab: 'Tab', Delete: 'Delete', Insert: 'Insert',
+  ArrowLeft: 'Left', ArrowRight: 'Right', ArrowUp: 'Up', ArrowDown: 'Down', Home: 'Home', End: 'End',
+  PageUp: 'Page_Up', PageDown: 'Page_Down', ' ': 'space',
+};
+
+/** A key press as an input: a plain character is typed, anything else (or with Ctrl/Alt) is an X key chord. */
+export function keyInput(e: Pick<KeyboardEvent, 'key' | 'ctrlKey' | 'altKey' | 'shiftKey' | 'metaKey'>): { type: 'type'; text: string } | { type: 'key'; key: string } | null {
+  const named = X_KEYS[e.key] ?? (/^F([1-9]|1[0-2])$/.test(e.key) ? e.key : null);
+  const chord = e.ctrlKey || e.altKey || e.metaKey;
+  if (!named && e.key.length !== 1) return null; // Shift, Control and the like alone
+  if (!chord && !named) return { type: 'type', text: e.key };
+  const base = named ?? (/^[A-Za-z0-9]$/.test(e.key) ? e.key.toLowerCase() : null);
+  if (!base) return null;
+  const mods = [e.ctrlKey && 'ctrl', e.altKey && 'alt', e.metaKey && 'super', e.shiftKey && named && 'shift'].filter(Boolean);
+  return { type: 'key', key: [...mods, base].join('+') };
+}
+
+/**
+ * A machine's screen (`GET /v1/machines/{id}/screen`, a machine of the desktop image), captured
+ * again every second while shown; clicks, the wheel and keys on it go to the machine
+ * (`POST /v1/machines/{id}/input`) at the screen's own coordinates.
+ */
+export function MachineScreen({ id, state, image }: { id: string; state: MachineState; image: string }) {
+  const [shown, setShown] = useState(image === 'desktop');
+  const [src, setSrc] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const img = useRef<HTMLImageElement | null>(null);
+  const running = state === 'running';
+
+  useEffect(() => {
+    if (!shown || !running) return;
+    let stop = false;
+    let url: string | null = null;
+    const capture = async () => {
+      while (!stop) {
+        const started = Date.now();
+        try {
+          const png = await sb.machines.get(id).screen();
+          if (stop) break;
+          const next = URL.createObjectURL(new Blob([png as BlobPart], { type: 'image/png' }));
+          setSrc(next);
+          if (url) URL.revokeObjectURL(url);
+          url = next;
+          setError(null);
+        } catch (e) { setError(e); await new Promise((r) => setTimeout(r, 5 * REFRESH_MS)); }
+        await new Promise((r) => setTimeout(r, Math.max(0, REFRESH_MS - (Date.now() - started))));
+      }
+    };
+    void capture();
+    return () => { stop = true; if (url) URL.revokeObjectURL(url); };
+  }, [id, shown, running]);
+
+  // Inputs go one after another, in the order they happened (keys typed fast would otherwise race).
+  const queue = useRef<Promise<unknown>>(Promise.resolve());
+  const send = (input: Parameters<ReturnType<typeof sb.machines.get>['input']>[0]) => {
+    queue.current = queue.current.then(() => sb.machines.get(id).input(input)).catch(setError);
+  };
+  /** Where on the machine's screen an event on the image is. */
+  const at = (e: MouseEvent) => {
+    const el = img.current!;
+    const r = el.getBoundingClientRect();
+    const x = Math.round(((e.clientX - r.left) / r.width) * el.naturalWidth);
+    const y = Math.round(((e.clientY - r.top) / r.height) * el.naturalHeight);
+    return { x: Math.max(0, Math.min(el.naturalWidth - 1, x)), y: Math.max(0, Math.min(el.naturalHeight - 1, y)) };
+  };
+
+  return (
+    <section aria-labelledby="screen-title">
+      <div class="bar">
+        <h2 id="screen-title">Screen</h2>
+        <span class="spacer" />
+        <button type="button" onClick={() => setShown(!shown)}>{shown ? 'Hide' : 'Show'}</button>
+      </div>
+      {shown && !running && <p class="muted">The screen is shown while the machine runs.</p>}
+      {shown && running && <ErrorBox error={error} />}
+      {shown && running && src && (
+        <div class="machine-screen" tabIndex={0} aria-label="The machine's screen: clicks, the wheel and keys go to the machine"
+          onKeyDown={(e) => { const input = keyInput(e); if (input) { e.preventDefault(); send(input); } }}>
+          <img ref={img} src={src} alt="The machine's screen" draggable={false}
+            onClick={(e) => send({ type: 'click', ...at(e), button: 'left' })}
+            onContextMenu={(e) => { e.preventDefault(); send({ type: 'click', ...at(e), button: 'right' }); }}
+            onWheel={(e) => { e.preventDefault(); send({ type: 'scroll', ...at(e), direction: e.deltaY > 0 ? 'down' : 'up', amount: 1 }); }} />
+        </div>
+      )}
+    </section>
+  );
+}

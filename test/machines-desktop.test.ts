@@ -1,0 +1,264 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Sandbox } from '@e2b/desktop';
+import { imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
+import { chromium } from 'playwright-core';
+import { CHROMIUM } from './console-session.ts';
+import { BLUE, DESKTOP_PAGE, GREEN, GREY, RED, TRACK_PX, YELLOW, pageState } from './desktop-page.ts';
+import { closeWithSandboxes, sleep, startTestServer, type TestServer } from './harness.ts';
+import { boxOf, decodePng, differingBox, differingPixels, type Box, type Rgb } from './png.ts';
+
+// The unmodified `@e2b/desktop` SDK and shellbase's own screen and input calls against machines of
+// the desktop image under TCG: the SDK's calls, a local page in the machine's browser driven by
+// them, the fork of that machine mid-animation (the source and two forks show the same page at the
+// same scroll position and the animation within a few seconds of each other; afterwards a click in
+// one changes only that one), and the SDK's stream reached from a browser on the host.
+const DOMAIN = 'e2b.test';
+/** The top panel (its clock changes every minute): left out of the comparisons of screens. */
+const PANEL: Box = { x: 0, y: 0, w: 1024, h: 32 };
+
+/**
+ * Waits until `check` holds, asking every second: each check runs commands in the machine, whose
+ * one virtual CPU (under TCG) the browser needs too.
+ */
+async function until(what: string, check: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(1000);
+  }
+}
+
+const center = (b: Box) => ({ x: b.x + Math.floor(b.w / 2), y: b.y + Math.floor(b.h / 2) });
+/** The animation's fill, in px (0: none shown). */
+const fill = (img: Rgb) => boxOf(img, RED, 16)?.w ?? 0;
+/** How far apart two fills are, around the track. */
+const apart = (a: number, b: number) => Math.min(Math.abs(a - b), TRACK_PX - Math.abs(a - b));
+
+describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page', { timeout: 1_200_000 }, () => {
+  let t: TestServer;
+  let sbx: Sandbox;
+  const made: Sandbox[] = [];
+
+  before(async () => {
+    const { cache } = loadConfig({ cluster: null });
+    assert.ok(imageBuilt(cache, 'desktop'), `the desktop image is not built at ${imageInfo(cache, 'desktop').rootfs}: run scripts/setup (or \`shellbase image build desktop\`)`);
+    t = await startTestServer();
+    Object.assign(process.env, { E2B_API_URL: t.server.url, E2B_SANDBOX_URL: t.server.url, E2B_API_KEY: t.key, E2B_DOMAIN: DOMAIN });
+    // The first machine of a new image boots its template (about a minute and a half under TCG) past the SDK's 60 s default.
+    sbx = await Sandbox.create({ timeoutMs: 1_200_000, requestTimeoutMs: 300_000 });
+    made.push(sbx);
+  });
+
+  after(() => closeWithSandboxes(t, made));
+
+  const title = async (): Promise<string> => {
+    const ids = (await sbx.commands.run('xdotool search --onlyvisible --class chromium || true')).stdout.trim().split('\n').filter(Boolean);
+    for (const id of ids) {
+      const name = await sbx.getWindowTitle(id).catch(() => '');
+      if (pageState(name)) return name;
+    }
+    return '';
+  };
+  const state = async () => pageState(await title());
+  const shot = async (): Promise<Rgb> => decodePng(Buffer.from(await sbx.screenshot()));
+
+  test('the SDK: screen size, screenshots, the pointer, clicks and keys on the Xfce desktop', async () => {
+    assert.deepEqual(await sbx.getScreenSize(), { width: 1024, height: 768 });
+    await sbx.moveMouse(300, 400);
+    assert.deepEqual(await sbx.getCursorPosition(), { x: 300, y: 400 });
+    await sbx.moveMouse(600, 500);
+    const before = await shot();
+    assert.deepEqual([before.width, before.height], [1024, 768]);
+    await sbx.rightClick();
+    await until('the desktop\'s menu, opened by a right click', async () => differingPixels(before, await shot(), [PANEL]) > 5000, 15_000);
+    await sbx.press('escape');
+    await until('the menu closed', async () => differingPixels(before, await shot(), [PANEL]) < 50, 15_000);
+    assert.deepEqual(await sbx.getCursorPosition(), { x: 600, y: 500 });
+  });
+
+  test('open(url): a page served in the machine, in its browser, driven by the SDK\'s clicks, typing, keys and wheel', async () => {
+    await sbx.files.write('/home/user/page/index.html', DESKTOP_PAGE);
+    // Not `python3 -m http.server`: it looks its own name up, and DNS in a machine with no network only times out.
+    // Threads: a browser opens connections ahead that send nothing for a while.
+    await sbx.commands.run(`cd /home/user/page && python3 -c "import socketserver, http.server as h; socketserver.ThreadingTCPServer(('127.0.0.1', 8000), h.SimpleHTTPRequestHandler).serve_forever()"`, { background: true, timeoutMs: 0 });
+    await sbx.commands.run('for i in $(seq 300); do curl -sf -o /dev/null --noproxy "*" http://127.0.0.1:8000/index.html && exit 0; sleep 0.2; done; exit 1');
+    await sbx.open('http://127.0.0.1:8000/index.html');
+    await until('the page in the browser', async () => (await state()) !== null, 180_000);
+    const first = (await state())!;
+    assert.ok(first.y > 1000, `the page scrolled itself half-way down: ${JSON.stringify(first)}`);
+    // Let the browser settle (its first paint, the window's placement), then find the page's parts on the screen.
+    await sleep(3000);
+    const img = await shot();
+    const button = boxOf(img, BLUE), field = boxOf(img, GREEN), track = boxOf(img, GREY, 4);
+    assert.ok(button && field && track, `the page's button, field and animation are on the screen: ${JSON.stringify({ button, field, track })}`);
+
+    const btn = center(button);
+    await sbx.leftClick(btn.x, btn.y);
+    await until('one click', async () => (await state())?.clicks === 1);
+    await sbx.doubleClick();
+    await until('a double click', async () => (await state())?.clicks === 3);
+    await until('the button yellow after three clicks', async () => boxOf(await shot(), YELLOW) !== null);
+
+    const f = center(field);
+    await sbx.leftClick(f.x, f.y);
+    await sbx.write('hello desktop');
+    await sbx.press('enter');
+    await until('the typed text entered', async () => (await state())?.entered === 'hello_desktop');
+
+    const y = (await state())!.y;
+    await sbx.moveMouse(500, 500);
+    await sbx.scroll('down', 3);
+    await until('the wheel scrolled down', async () => ((await state())?.y ?? 0) > y);
+    await sbx.scroll('up', 3);
+    await until('and back up', async () => (await state())?.y === y);
+  });
+
+  test('fork mid-page: the source and two forks show the same page and scroll position, the animation in step; then each goes on alone', async () => {
+    const src = t.sb.machines.get(sbx.sandboxId);
+    await src.input({ type: 'move', x: 900, y: 600 });
+    const forking = performance.now();
+    const forks = await src.fork(2);
+    const forkMs = performance.now() - forking;
+    const machines = [src, ...forks];
+    // Right after the fork, the three screens at once.
+    const after = (await Promise.all(machines.map((m) => m.screen()))).map(decodePng);
+    // The track starts where its red fill does (a fill of 0 px, at the wrap, is in no more than one of them).
+    const fillBox = after.map((img) => boxOf(img, RED, 16)).find((x) => x !== null);
+    assert.ok(fillBox, 'the animation is on the screens');
+    const animated: Box = { x: fillBox.x - 2, y: fillBox.y - 2, w: TRACK_PX + 4, h: fillBox.h + 4 };
+    for (const [i, img] of after.entries()) {
+      assert.equal(differingPixels(after[0], img, [PANEL, animated]), 0,
+        `fork ${i}: the page, its scroll position and the pointer as the source's (they differ in ${JSON.stringify(differingBox(after[0], img, [PANEL, animated]))}; the track is at ${JSON.stringify(animated)})`);
+    }
+    // The animation runs on the guest's monotonic clock: a fork's resumes where the source's stood at
+    // the freeze, when that fork is started, while the source goes on. So the three are apart by no
+    // more than the fork call's time (10 px a second) and 2 s; a page loaded again would start at 0.
+    const most = 20 + Math.ceil(forkMs / 100);
+    for (const [a, c] of [[0, 1], [0, 2], [1, 2]]) {
+      assert.ok(apart(fill(after[a]), fill(after[c])) <= most, `machines ${a} and ${c}: the animations within ${most} px (${fill(after[a])} px and ${fill(after[c])} px; the fork took ${Math.round(forkMs)} ms)`);
+    }
+    // Each goes on alone: the animation runs in every one; a click in the first fork changes only that one.
+    await sleep(3000);
+    const later = (await Promise.all(machines.map((m) => m.screen()))).map(decodePng);
+    for (const [i, img] of later.entries()) assert.notEqual(fill(img), fill(after[i]), `machine ${i}'s animation goes on`);
+    const button = boxOf(after[1], YELLOW)!;
+    await forks[0].click(center(button).x, center(button).y);
+    await until('the clicked fork\'s button turned blue (a fourth click)', async () => boxOf(decodePng(await forks[0].screen()), BLUE) !== null);
+    const clicked = (await Promise.all(machines.map((m) => m.screen()))).map(decodePng);
+    for (const i of [0, 2]) {
+      assert.ok(boxOf(clicked[i], YELLOW) && !boxOf(clicked[i], BLUE), `machine ${i}'s button is still yellow`);
+      assert.equal(differingPixels(after[i], clicked[i], [PANEL, animated]), 0, `machine ${i}'s screen is as it was`);
+    }
+    for (const f of forks) await f.remove();
+  });
+
+  test('the console shows the screen and passes clicks and keys through', async () => {
+    const img = decodePng(Buffer.from(await sbx.screenshot()));
+    const button = center(boxOf(img, YELLOW) ?? boxOf(img, BLUE)!);
+    const field = center(boxOf(img, GREEN)!);
+    const before = (await state())!;
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+      await page.goto(`${t.server.url}/console/`);
+      await page.fill('#api-key', t.key);
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: 'Contexts' }).waitFor();
+      await page.evaluate((id) => { location.hash = `#/machines/${id}`; }, sbx.sandboxId);
+      const screen = page.getByRole('img', { name: 'The machine\'s screen' });
+      await screen.waitFor({ timeout: 60_000 });
+      const scale = await screen.evaluate((el) => (el as HTMLImageElement).clientWidth / (el as HTMLImageElement).naturalWidth);
+      await screen.click({ position: { x: button.x * scale, y: button.y * scale } });
+      await until('the click from the console', async () => (await state())?.clicks === before.clicks + 1);
+      await screen.click({ position: { x: field.x * scale, y: field.y * scale } });
+      await page.keyboard.press('Control+a'); // a chord: what the field holds is selected, and typing replaces it
+      await page.keyboard.type('abc');
+      await page.keyboard.press('Enter');
+      await until('the keys from the console', async () => (await state())?.entered === 'abc');
+    } finally {
+      await browser.close();
+    }
+  });
+
+  test('MCP: screenshot, click, type and key answer with the screen as an image', async () => {
+    const client = new Client({ name: 'test', version: '1' });
+    await client.connect(new StdioClientTransport({
+      command: process.execPath, args: [path.resolve('packages/cli/dist/main.js'), 'mcp'], stderr: 'ignore',
+      env: { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key } as Record<string, string>,
+    }));
+    try {
+      type Content = { content: { type: string; text?: string; data?: string; mimeType?: string }[]; isError?: boolean };
+      const call = async (name: string, args: Record<string, unknown>) => (await client.callTool({ name, arguments: { machine: sbx.sandboxId, ...args } })) as Content;
+      const shown = await call('screenshot', {});
+      assert.equal(shown.isError, undefined, JSON.stringify(shown.content[0]));
+      const image = shown.content.find((c) => c.type === 'image');
+      assert.equal(image?.mimeType, 'image/png');
+      assert.deepEqual([decodePng(Buffer.from(image!.data!, 'base64')).width], [1024]);
+      const clicked = await call('click', { x: 700, y: 700 });
+      assert.match(clicked.content[0].text!, /clicked left at 700,700; the pointer is at 700,700/);
+      assert.ok(clicked.content.some((c) => c.type === 'image'));
+      assert.match((await call('key', { key: 'Escape' })).content[0].text!, /pressed Escape/);
+      assert.match((await call('type', { text: 'x' })).content[0].text!, /typed 1 characters/);
+      const refused = await call('key', { key: 'not a key!' });
+      assert.equal(refused.isError, true);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('native screen and input: a PNG of the screen, each input answers where the pointer is; bad input is refused', async () => {
+    const m = t.sb.machines.get(sbx.sandboxId);
+    const png = await m.screen({ pointer: false });
+    assert.deepEqual(png.subarray(1, 4).toString(), 'PNG');
+    assert.deepEqual(await m.input({ type: 'move', x: 10, y: 20 }), { x: 10, y: 20 });
+    assert.deepEqual(await m.key('ctrl+l'), { x: 10, y: 20 });
+    const refused = await t.http('POST', `/v1/machines/${sbx.sandboxId}/input`, { body: { type: 'click', x: -1, y: 5 } });
+    assert.equal(refused.status, 400);
+    const half = await t.http('POST', `/v1/machines/${sbx.sandboxId}/input`, { body: { type: 'click', x: 5 } });
+    assert.equal(half.status, 400);
+    assert.equal(half.json.error.code, 'invalid_argument');
+    // A machine without a display says so.
+    const plain = await t.sb.machines.create({ image: 'debian' });
+    try {
+      const none = await t.http('GET', `/v1/machines/${plain.id}/screen`);
+      assert.equal(none.status, 412, none.text);
+    } finally {
+      await t.sb.machines.get(plain.id).remove();
+    }
+  });
+
+  test('stream.start(): the SDK\'s noVNC URL, opened in a browser on the host, shows the desktop', async () => {
+    await sbx.stream.start();
+    const url = new URL(sbx.stream.getUrl());
+    assert.equal(url.host, sbx.getHost(6080));
+    // The API port stands in for E2B's TLS edge: the sandbox's host name is mapped to it, over plain HTTP.
+    const api = new URL(t.server.url);
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM, headless: true,
+      args: ['--no-sandbox', '--disable-gpu', `--host-resolver-rules=MAP *.${DOMAIN} ${api.hostname}:${api.port}`],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(url.toString().replace(/^https:/, 'http:'));
+      await page.waitForFunction(() => /connected/i.test(document.getElementById('noVNC_status')?.textContent ?? '') || document.querySelector('canvas') !== null, undefined, { timeout: 60_000 });
+      await until('the desktop drawn in the page', async () => {
+        const drawn = await page.evaluate(() => {
+          const c = document.querySelector('canvas');
+          if (!c || c.width < 320) return false;
+          const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+          let lit = 0;
+          for (let i = 0; i < d.length; i += 4 * 97) if (d[i] + d[i + 1] + d[i + 2] > 0) lit++;
+          return lit > 100;
+        });
+        return drawn;
+      }, 60_000);
+    } finally {
+      await browser.close();
+      await sbx.stream.stop();
+    }
+  });
+});
