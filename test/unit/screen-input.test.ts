@@ -6,11 +6,11 @@ import { UsageError, parseArgs } from '../../packages/cli/src/args.ts';
 import { ShellbaseError } from '../../packages/server/src/errors.ts';
 
 test('screen input: each input is one xdotool chain; typing gets its delays on top of the time limit', () => {
-  assert.deepEqual(inputCommand({ type: 'move', x: 3, y: 4 }).argv, ['mousemove', '--sync', '3', '4']);
-  assert.deepEqual(inputCommand({ type: 'click', x: 10, y: 20, button: 'right' }).argv, ['mousemove', '--sync', '10', '20', 'click', '--repeat', '1', '3']);
+  assert.deepEqual(inputCommand({ type: 'move', x: 3, y: 4 }).argv, ['mousemove', '3', '4']);
+  assert.deepEqual(inputCommand({ type: 'click', x: 10, y: 20, button: 'right' }).argv, ['mousemove', '10', '20', 'click', '--repeat', '1', '3']);
   assert.deepEqual(inputCommand({ type: 'click', count: 2 }).argv, ['click', '--repeat', '2', '1']);
   assert.deepEqual(inputCommand({ type: 'scroll', direction: 'down', amount: 3 }).argv, ['click', '--repeat', '3', '5']);
-  assert.deepEqual(inputCommand({ type: 'scroll', x: 1, y: 2, direction: 'left' }).argv, ['mousemove', '--sync', '1', '2', 'click', '--repeat', '1', '6']);
+  assert.deepEqual(inputCommand({ type: 'scroll', x: 1, y: 2, direction: 'left' }).argv, ['mousemove', '1', '2', 'click', '--repeat', '1', '6']);
   // `--` ends type's options: text that starts with a dash is typed as it is.
   const typed = inputCommand({ type: 'type', text: '-rf now', delayMs: 100 });
   assert.deepEqual(typed.argv, ['type', '--delay', '100', '--', '-rf now']);

@@ -31,7 +31,9 @@ export async function captureScreen(agent: Agent, o: { pointer?: boolean; signal
 export function inputCommand(input: MachineInput): { argv: string[]; timeoutMs: number } {
   const at = (x?: number, y?: number): string[] => {
     if ((x === undefined) !== (y === undefined)) throw new ShellbaseError('invalid_argument', 'give both x and y, or neither', { hint: 'without them the input happens where the pointer is' });
-    return x === undefined ? [] : ['mousemove', '--sync', String(x), String(y)];
+    // Not `--sync`: it waits for the pointer to move, and one already there never does. Events of
+    // one chain reach the X server in order, so what follows happens at the new position anyway.
+    return x === undefined ? [] : ['mousemove', String(x), String(y)];
   };
   switch (input.type) {
     case 'move': return { argv: at(input.x, input.y), timeoutMs: STEP_MS };
