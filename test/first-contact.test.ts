@@ -53,7 +53,7 @@ describe('first contact: the Node.js it runs on, the shellbase command, clear er
 
   test('every CLI command refuses an unknown flag with its usage, and runs nothing', async () => {
     const help = await sh('shellbase', ['--help']);
-    const names = [...help.stdout.matchAll(/^ {2}shellbase ((?:[a-z-]+)(?: (?:create|ls|revoke|snapshots|exec|code|fork|snapshot|restore|pause|resume|stop|rm|expose|commit|assets|build|network|share|disk|pull|import|hibernate|console|shell|deliveries))?)\b/gm)].map((m) => m[1]);
+    const names = [...help.stdout.matchAll(/^ {2}shellbase ((?:[a-z-]+)(?: (?:create|ls|revoke|snapshots|exec|code|fork|snapshot|restore|pause|resume|stop|rm|expose|commit|assets|build|network|share|disk|pull|import|hibernate|console|shell|deliveries|screen|input))?)\b/gm)].map((m) => m[1]);
     assert.ok(names.length >= 30, `commands found in the usage: ${names.join(', ')}`);
     for (const name of names) {
       const r = await sh('shellbase', [...name.split(' '), '--no-such-flag'], { SHELLBASE_URL: 'http://127.0.0.1:1' });

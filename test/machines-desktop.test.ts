@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { execFile } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Sandbox } from '@e2b/desktop';
@@ -17,12 +21,13 @@ import { boxOf, decodePng, differingBox, differingPixels, type Box, type Rgb } f
 // same scroll position and the animation within a few seconds of each other; afterwards a click in
 // one changes only that one), and the SDK's stream reached from a browser on the host.
 const DOMAIN = 'e2b.test';
+const run = promisify(execFile);
 /** The top panel (its clock changes every minute): left out of the comparisons of screens. */
 const PANEL: Box = { x: 0, y: 0, w: 1024, h: 32 };
 
 /**
  * Waits until `check` holds, asking every second: each check runs commands in the machine, whose
- * one virtual CPU (under TCG) the browser needs too.
+ * virtual CPUs (under TCG) the browser needs too.
  */
 async function until(what: string, check: () => Promise<boolean>, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;
@@ -117,12 +122,13 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     await until('and back up', async () => (await state())?.y === y);
   });
 
-  test('fork mid-page: the source and two forks show the same page and scroll position, the animation in step; then each goes on alone', async () => {
+  test('fork mid-page: the source and two forks show the same page and scroll position, the animation in step; then each goes on alone', async (tc) => {
     const src = t.sb.machines.get(sbx.sandboxId);
     await src.input({ type: 'move', x: 900, y: 600 });
     const forking = performance.now();
     const forks = await src.fork(2);
     const forkMs = performance.now() - forking;
+    tc.after(async () => { for (const f of forks) await f.remove().catch(() => undefined); });
     const machines = [src, ...forks];
     // Right after the fork, the three screens at once.
     const after = (await Promise.all(machines.map((m) => m.screen()))).map(decodePng);
@@ -136,7 +142,8 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     }
     // The animation runs on the guest's monotonic clock: a fork's resumes where the source's stood at
     // the freeze, when that fork is started, while the source goes on. So the three are apart by no
-    // more than the fork call's time (10 px a second) and 2 s; a page loaded again would start at 0.
+    // more than the fork call's time (10 px a second) and 2 s. (That a fork did not load the page
+    // again is the comparison above: the button's colour and the field's text are the clicks' and typing's.)
     const most = 20 + Math.ceil(forkMs / 100);
     for (const [a, c] of [[0, 1], [0, 2], [1, 2]]) {
       assert.ok(apart(fill(after[a]), fill(after[c])) <= most, `machines ${a} and ${c}: the animations within ${most} px (${fill(after[a])} px and ${fill(after[c])} px; the fork took ${Math.round(forkMs)} ms)`);
@@ -153,7 +160,6 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
       assert.ok(boxOf(clicked[i], YELLOW) && !boxOf(clicked[i], BLUE), `machine ${i}'s button is still yellow`);
       assert.equal(differingPixels(after[i], clicked[i], [PANEL, animated]), 0, `machine ${i}'s screen is as it was`);
     }
-    for (const f of forks) await f.remove();
   });
 
   test('the console shows the screen and passes clicks and keys through', async () => {
@@ -212,15 +218,32 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
 
   test('native screen and input: a PNG of the screen, each input answers where the pointer is; bad input is refused', async () => {
     const m = t.sb.machines.get(sbx.sandboxId);
-    const png = await m.screen({ pointer: false });
-    assert.deepEqual(png.subarray(1, 4).toString(), 'PNG');
     assert.deepEqual(await m.input({ type: 'move', x: 10, y: 20 }), { x: 10, y: 20 });
+    // The pointer is drawn in at 10,20 unless asked otherwise.
+    const [withPointer, without] = [decodePng(await m.screen()), decodePng(await m.screen({ pointer: false }))];
+    assert.ok(differingBox(withPointer, without, [PANEL]), 'the pointer is in one capture and not in the other');
+    const unknown = await t.http('POST', `/v1/machines/${sbx.sandboxId}/input`, { body: { type: 'key', key: 'Enter' } });
+    assert.equal(unknown.status, 400, 'Enter is no X key name (Return is)');
     assert.deepEqual(await m.key('ctrl+l'), { x: 10, y: 20 });
+    // The CLI's: a capture to a file, an input that prints where the pointer is.
+    const cli = (...args: string[]) => run(process.execPath, [path.resolve('packages/cli/dist/main.js'), ...args], { env: { ...process.env, SHELLBASE_URL: t.server.url, SHELLBASE_API_KEY: t.key } });
+    const file = path.join(tmpdir(), `screen-${process.pid}.png`);
+    try {
+      await cli('machine', 'screen', sbx.sandboxId, '-o', file);
+      assert.equal(decodePng(readFileSync(file)).width, 1024);
+    } finally {
+      rmSync(file, { force: true });
+    }
+    assert.equal((await cli('machine', 'input', sbx.sandboxId, 'move', '30', '40')).stdout.trim(), '30 40');
+    await assert.rejects(cli('machine', 'input', sbx.sandboxId, 'move', '30'), /move takes X and Y/);
     const refused = await t.http('POST', `/v1/machines/${sbx.sandboxId}/input`, { body: { type: 'click', x: -1, y: 5 } });
     assert.equal(refused.status, 400);
     const half = await t.http('POST', `/v1/machines/${sbx.sandboxId}/input`, { body: { type: 'click', x: 5 } });
     assert.equal(half.status, 400);
     assert.equal(half.json.error.code, 'invalid_argument');
+    // xdg-open from a root command (shellbase's exec runs as root) opens the page in the user's browser: a fresh copy, no clicks yet.
+    assert.equal((await m.exec('xdg-open http://127.0.0.1:8000/index.html?as-root')).exitCode, 0);
+    await until('the page opened by root\'s xdg-open', async () => (await state())?.clicks === 0, 120_000);
     // A machine without a display says so.
     const plain = await t.sb.machines.create({ image: 'debian' });
     try {

@@ -20,7 +20,7 @@ test('screen input: each input is one xdotool chain; typing gets its delays on t
 });
 
 test('shellbase machine input: its words as one input; wrong words are a usage error', () => {
-  const spec = { flags: { button: 'string', double: 'boolean' }, positionals: [2, 100] } as const;
+  const spec = { flags: { button: 'string', double: 'boolean' }, positionals: [2, 100], rest: 'optional' } as const;
   const parse = (...argv: string[]) => { const a = parseArgs(argv, spec); return parseInput(a.positionals.slice(1), a, 'usage'); };
   assert.deepEqual(parse('m1', 'click', '10', '20', '--button', 'right'), { type: 'click', x: 10, y: 20, button: 'right' });
   assert.deepEqual(parse('m1', 'click', '--double'), { type: 'click', button: 'left', count: 2 });
@@ -28,7 +28,8 @@ test('shellbase machine input: its words as one input; wrong words are a usage e
   assert.deepEqual(parse('m1', 'scroll', 'down', '4'), { type: 'scroll', direction: 'down', amount: 4 });
   assert.deepEqual(parse('m1', 'type', 'hello', 'world'), { type: 'type', text: 'hello world' });
   assert.deepEqual(parse('m1', 'key', 'ctrl+l'), { type: 'key', key: 'ctrl+l' });
-  for (const bad of [['m1', 'click', '10'], ['m1', 'move', 'x', '1'], ['m1', 'scroll', 'sideways'], ['m1', 'key'], ['m1', 'dance'], ['m1', 'click', '--button', 'left-ish']]) {
+  assert.deepEqual(parse('m1', 'type', '--', '-rf', 'now'), { type: 'type', text: '-rf now' });
+  for (const bad of [['m1', 'click', '10'], ['m1', 'move', 'x', '1'], ['m1', 'scroll', 'sideways'], ['m1', 'key'], ['m1', 'dance'], ['m1', 'click', '--button', 'left-ish'], ['m1', 'scroll', 'down', '3', '4'], ['m1', 'key', 'a', '--', 'b']]) {
     assert.throws(() => parse(...bad), UsageError, bad.join(' '));
   }
 });

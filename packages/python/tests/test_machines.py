@@ -71,6 +71,11 @@ class MachineRoundTripTest(unittest.TestCase):
             with self.assertRaises(FailedPreconditionError):
                 m.exec("true")
             self.assertEqual(m.resume().state, "running")
+            # A machine without a display (not of the desktop image) has no screen to capture or drive.
+            with self.assertRaises(FailedPreconditionError):
+                m.screen()
+            with self.assertRaises(FailedPreconditionError):
+                m.click(5, 5)
 
             # Hibernated on request, its console log read without waking it; the next exec wakes it.
             m.exec("echo console-marker-py > /dev/console")

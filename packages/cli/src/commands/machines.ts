@@ -97,7 +97,7 @@ export const machineCommands: Command[] = [
   {
     name: 'machine create',
     spec: {
-      usage: 'shellbase machine create [--context CTX [--version V] | --image debian|code-interpreter] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…] [--mount CTX:/PATH[:ro][@VERSION]]...',
+      usage: 'shellbase machine create [--context CTX [--version V] | --image debian|code-interpreter|desktop] [--memory MB] [--cpus N] [--disk-gb GB] [--idle DURATION] [--network none|public|allow:DOMAIN,…] [--mount CTX:/PATH[:ro][@VERSION]]...',
       flags: { context: 'string', version: 'string', image: 'string', memory: 'string', cpus: 'string', 'disk-gb': 'string', idle: 'string', network: 'string', mount: 'list' },
     },
     async run(args) {

@@ -10,10 +10,14 @@ function coord(value: string, name: string, usage: string): number {
   return n;
 }
 
-/** `machine input`'s words as one input: `click [X Y]`, `move X Y`, `scroll up|down|left|right [N]`, `type TEXT`, `key KEY`. */
+/**
+ * `machine input`'s words as one input: `click [X Y]`, `move X Y`, `scroll up|down|left|right [N]`,
+ * `type TEXT` (or `type -- TEXT`, for text that starts with a dash), `key KEY`.
+ */
 export function parseInput(words: string[], args: ParsedArgs, usage: string): MachineInput {
   const [what, ...rest] = words;
   const wrong = (why: string) => new UsageError(`${why}\n\nusage: ${usage}`);
+  if (what !== 'type' && args.rest.length) throw wrong('only type takes text after --');
   const at = (): { x?: number; y?: number } => {
     if (rest.length === 0) return {};
     if (rest.length !== 2) throw wrong(`${what} takes X and Y, or neither`);
@@ -32,11 +36,14 @@ export function parseInput(words: string[], args: ParsedArgs, usage: string): Ma
     case 'scroll': {
       const [direction, amount] = rest;
       if (direction !== 'up' && direction !== 'down' && direction !== 'left' && direction !== 'right') throw wrong('scroll takes up, down, left or right');
+      if (rest.length > 2) throw wrong('scroll takes a direction and at most a number of steps');
       return { type: 'scroll', direction, ...(amount !== undefined ? { amount: coord(amount, 'N', usage) } : {}) };
     }
-    case 'type':
-      if (rest.length === 0) throw wrong('type takes the text to type');
-      return { type: 'type', text: rest.join(' ') };
+    case 'type': {
+      const text = [...rest, ...args.rest].join(' ');
+      if (text === '') throw wrong('type takes the text to type');
+      return { type: 'type', text };
+    }
     case 'key':
       if (rest.length !== 1) throw wrong('key takes one key or chord, such as Return or ctrl+l');
       return { type: 'key', key: rest[0] };
@@ -62,8 +69,8 @@ export const screenCommands: Command[] = [
   {
     name: 'machine input',
     spec: {
-      usage: 'shellbase machine input ID click [X Y] [--button left|middle|right] [--double] | move X Y | scroll up|down|left|right [N] | type TEXT | key KEY',
-      flags: { button: 'string', double: 'boolean' }, positionals: [2, 100],
+      usage: 'shellbase machine input ID click [X Y] [--button left|middle|right] [--double] | move X Y | scroll up|down|left|right [N] | type TEXT | type -- TEXT | key KEY',
+      flags: { button: 'string', double: 'boolean' }, positionals: [2, 100], rest: 'optional',
     },
     async run(args) {
       const [id, ...words] = args.positionals;

@@ -21,7 +21,7 @@ export function keyInput(e: Pick<KeyboardEvent, 'key' | 'ctrlKey' | 'altKey' | '
   if (!chord && !named) return { type: 'type', text: e.key };
   const base = named ?? (/^[A-Za-z0-9]$/.test(e.key) ? e.key.toLowerCase() : null);
   if (!base) return null;
-  const mods = [e.ctrlKey && 'ctrl', e.altKey && 'alt', e.metaKey && 'super', e.shiftKey && named && 'shift'].filter(Boolean);
+  const mods = [e.ctrlKey && 'ctrl', e.altKey && 'alt', e.metaKey && 'super', e.shiftKey && 'shift'].filter(Boolean);
   return { type: 'key', key: [...mods, base].join('+') };
 }
 
@@ -44,6 +44,8 @@ export function MachineScreen({ id, state, image }: { id: string; state: Machine
     const capture = async () => {
       while (!stop) {
         const started = Date.now();
+        // A hidden tab captures nothing (each capture is a use of the machine, which keeps it from hibernating).
+        if (document.hidden) { await new Promise((r) => setTimeout(r, REFRESH_MS)); continue; }
         try {
           const png = await sb.machines.get(id).screen();
           if (stop) break;
@@ -57,13 +59,28 @@ export function MachineScreen({ id, state, image }: { id: string; state: Machine
       }
     };
     void capture();
-    return () => { stop = true; if (url) URL.revokeObjectURL(url); };
+    return () => { stop = true; setSrc(null); if (url) URL.revokeObjectURL(url); };
   }, [id, shown, running]);
 
   // Inputs go one after another, in the order they happened (keys typed fast would otherwise race).
   const queue = useRef<Promise<unknown>>(Promise.resolve());
   const send = (input: Parameters<ReturnType<typeof sb.machines.get>['input']>[0]) => {
     queue.current = queue.current.then(() => sb.machines.get(id).input(input)).catch(setError);
+  };
+  // Wheel steps while a scroll is on its way are added up into the next one (a trackpad sends dozens a second).
+  const wheel = useRef({ busy: false, up: 0, down: 0, left: 0, right: 0, at: { x: 0, y: 0 } });
+  const scroll = (direction: 'up' | 'down' | 'left' | 'right', point: { x: number; y: number }) => {
+    const w = wheel.current;
+    w[direction] = Math.min(w[direction] + 1, 20);
+    w.at = point;
+    if (w.busy) return;
+    const next = (['down', 'up', 'right', 'left'] as const).find((d) => w[d] > 0);
+    if (!next) return;
+    const amount = w[next];
+    w[next] = 0;
+    w.busy = true;
+    queue.current = queue.current.then(() => sb.machines.get(id).input({ type: 'scroll', ...w.at, direction: next, amount })).catch(setError)
+      .finally(() => { w.busy = false; const more = (['down', 'up', 'right', 'left'] as const).find((d) => w[d] > 0); if (more) { w[more]--; scroll(more, w.at); } });
   };
   /** Where on the machine's screen an event on the image is. */
   const at = (e: MouseEvent) => {
@@ -89,7 +106,12 @@ export function MachineScreen({ id, state, image }: { id: string; state: Machine
           <img ref={img} src={src} alt="The machine's screen" draggable={false}
             onClick={(e) => send({ type: 'click', ...at(e), button: 'left' })}
             onContextMenu={(e) => { e.preventDefault(); send({ type: 'click', ...at(e), button: 'right' }); }}
-            onWheel={(e) => { e.preventDefault(); send({ type: 'scroll', ...at(e), direction: e.deltaY > 0 ? 'down' : 'up', amount: 1 }); }} />
+            onWheel={(e) => {
+              e.preventDefault();
+              const sideways = Math.abs(e.deltaX) > Math.abs(e.deltaY);
+              if (e.deltaX === 0 && e.deltaY === 0) return;
+              scroll(sideways ? (e.deltaX > 0 ? 'right' : 'left') : (e.deltaY > 0 ? 'down' : 'up'), at(e));
+            }} />
         </div>
       )}
     </section>

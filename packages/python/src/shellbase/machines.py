@@ -134,7 +134,7 @@ class MachineHandle:
 
     def click(self, x: int | None = None, y: int | None = None, *, button: str = "left", count: int = 1) -> Cursor:
         """Clicks at `x`,`y` (or where the pointer is); `count=2` for a double click."""
-        at = {"x": x, "y": y} if x is not None and y is not None else {}
+        at = {k: v for k, v in (("x", x), ("y", y)) if v is not None}
         return self.input({"type": "click", **at, "button": button, "count": count})
 
     def type(self, text: str, *, delay_ms: int | None = None) -> Cursor:

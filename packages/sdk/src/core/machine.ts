@@ -91,7 +91,7 @@ export class MachineHandle {
 
   /** Clicks at `x`,`y` (or where the pointer is): `count` 2 for a double click. */
   click(x?: number, y?: number, options: { button?: MouseButton; count?: number } = {}): Promise<Cursor> {
-    return this.input({ type: 'click', ...(x !== undefined && y !== undefined ? { x, y } : {}), ...options });
+    return this.input({ type: 'click', ...(x !== undefined ? { x } : {}), ...(y !== undefined ? { y } : {}), ...options });
   }
 
   /** Types text as keystrokes. */

@@ -3,4 +3,4 @@ export { Machines } from './machines.js';
 export { Agent, GUEST_AGENT } from './vm/agent.js';
 export type { MachineRow } from '../store/metadata/types.js';
 export { CODE_PORT, runCode } from './code.js';
-export { captureScreen, sendInput } from './screen.js';
+export { captureScreen, inputCommand, sendInput } from './screen.js';

@@ -55,6 +55,9 @@ export async function sendInput(agent: Agent, input: MachineInput, o: { signal?:
   const script = 'xdotool "$@" && exec xdotool getmouselocation';
   const r = await agent.run({ argv: ['/bin/sh', '-c', script, 'sh', ...argv], env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs, outputBytes: 4096, ...(o.signal ? { signal: o.signal } : {}) });
   checked(r, 'xdotool');
+  // xdotool skips a key name it does not know (with a word on stderr) and exits 0: that is the caller's mistake.
+  const unknown = /No such key name '([^']*)'/.exec(r.stderr.toString());
+  if (unknown) throw new ShellbaseError('invalid_argument', `${JSON.stringify(unknown[1])} is not an X key name`, { hint: 'use X key names: Return, Escape, Tab, BackSpace, Page_Down, F5, ctrl+l' });
   const m = /x:(\d+)\s+y:(\d+)/.exec(r.stdout.toString());
   if (!m) throw new ShellbaseError('unavailable', `xdotool did not say where the pointer is: ${r.stdout.toString().trim().slice(0, 200)}`);
   return { x: Number(m[1]), y: Number(m[2]) };

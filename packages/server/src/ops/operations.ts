@@ -2,7 +2,7 @@ import type { Caller } from '../core/deps.js';
 import { checkTimeout } from '../core/validate.js';
 import type { Engine } from '../engine/engine.js';
 import type { Events } from '../events/index.js';
-import { CODE_PORT, captureScreen, runCode, sendInput, type Agent, type Machines } from '../machines/index.js';
+import { CODE_PORT, captureScreen, inputCommand, runCode, sendInput, type Agent, type Machines } from '../machines/index.js';
 import type { Place } from './routing.js';
 import type { EventFilter } from '../store/metadata/types.js';
 
@@ -141,7 +141,11 @@ export const OPERATIONS = {
   }, onMachine),
   /** The machine's display as a PNG, and an input to it (machines/screen.ts: the desktop image's display :0). */
   'machine.screen': op((p, c, a: Id & { opts: Arg<typeof captureScreen, 1> }) => p.machines.io.withAgent(c, a.id, (agent) => captureScreen(agent, a.opts)), onMachine),
-  'machine.input': op((p, c, a: Id & { input: Arg<typeof sendInput, 1>; opts: Arg<typeof sendInput, 2> }) => p.machines.io.withAgent(c, a.id, (agent) => sendInput(agent, a.input, a.opts)), onMachine),
+  // Typing takes its delay per character: held, as any command's time, to the tenant's maximum.
+  'machine.input': op((p, c, a: Id & { input: Arg<typeof sendInput, 1>; opts: Arg<typeof sendInput, 2> }) => {
+    checkTimeout('the input\'s time (its text\'s length × delayMs, and 15 s)', inputCommand(a.input).timeoutMs, p.machines.io.maxTimeoutMs(c));
+    return p.machines.io.withAgent(c, a.id, (agent) => sendInput(agent, a.input, a.opts));
+  }, onMachine),
   'machine.portTarget': op((p, c, a: Id & { port: number }) => p.machines.portTarget(c, a.id, a.port), onMachine),
   'event.stream': op((p, c, a: { filter: EventFilter; after: number | null; send: Arg<Ev['stream'], 3> }) => p.events.stream(c, a.filter, a.after, a.send)),
   'event.list': op((p, c, a: { filter: EventFilter; after: number | null; limit: number }) => p.events.list(c, a.filter, a.after, a.limit)),
