@@ -1,10 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { Shellbase } from '@shellbase/sdk';
+import { removeCgroupsOf } from '@shellbase/server';
 import { startPostgres, type TestPostgres } from './pg.ts';
 import { startS3, type TestS3 } from './s3.ts';
 
@@ -36,31 +36,15 @@ export interface TestCluster {
 
 /**
  * Unmounts what a worker killed with SIGKILL left under its data directory (the store, machines'
- * memory), removes the directory, and removes the cgroups its sandboxes had (a server's are under
- * `shellbase/<first 12 hex of sha256(home)>` in each hierarchy; a server started again on the
- * home would recover them, one killed for good leaves them).
+ * memory), removes the directory, and kills and removes the cgroups its sandboxes had (the
+ * server's own `removeCgroupsOf`: a server started again on the home would recover them, one
+ * killed for good leaves them).
  */
-export function cleanHome(home: string): void {
+export async function cleanHome(home: string): Promise<void> {
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((m) => m?.startsWith(`${home}/`));
   for (const m of mounts.sort().reverse()) execFileSync('umount', ['--lazy', m]);
   rmSync(home, { recursive: true, force: true });
-  const instance = createHash('sha256').update(home).digest('hex').slice(0, 12);
-  const roots = ['/sys/fs/cgroup', ...readdirSync('/sys/fs/cgroup').map((d) => path.join('/sys/fs/cgroup', d))];
-  for (const root of roots) removeCgroup(path.join(root, 'shellbase', instance));
-}
-
-/** A cgroup and those below it: their processes killed, then the directories removed, deepest first. */
-function removeCgroup(dir: string): void {
-  if (!existsSync(dir)) return;
-  for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) removeCgroup(path.join(dir, e.name));
-  try {
-    for (const pid of readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
-      try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
-    }
-  } catch { /* not a cgroup */ }
-  for (let i = 0; i < 20; i++) {
-    try { rmdirSync(dir); return; } catch { execFileSync('sleep', ['0.05']); }
-  }
+  await removeCgroupsOf(home);
 }
 
 export async function startCluster(options: { postgresSettings?: string[] } = {}): Promise<TestCluster> {
@@ -114,7 +98,7 @@ export async function startCluster(options: { postgresSettings?: string[] } = {}
       for (const w of workers) if (alive(w)) w.child.kill('SIGTERM');
       await Promise.all(workers.map((w) => (alive(w) ? new Promise((r) => w.child.once('exit', r)) : null)));
       for (const w of workers) if (w.child.exitCode) console.error(`worker ${w.name} exited with ${w.child.exitCode}:\n${w.log()}`);
-      for (const w of workers) cleanHome(w.home);
+      for (const w of workers) await cleanHome(w.home);
       await Promise.all([postgres.stop(), s3.stop()]);
     },
   };

@@ -3,6 +3,7 @@
 // border) and an animation (a red fill of a grey track growing 10 px a second, from 0 to 399 px
 // and again), over 200 lines of text that the page scrolls half-way down when it loads. Its title
 // says what it saw: `y=SCROLL clicks=N entered=TEXT` (Enter in the field enters its text).
+import type { Sandbox } from '@e2b/desktop';
 
 export const BLUE: [number, number, number] = [0, 0, 255];
 export const YELLOW: [number, number, number] = [255, 255, 0];
@@ -47,8 +48,32 @@ addEventListener('load', () => { document.getElementById('middle').scrollIntoVie
 </body></html>
 `;
 
+export interface PageState { y: number; clicks: number; entered: string }
+
 /** The page's title, parsed (null: not the page's). */
-export function pageState(title: string): { y: number; clicks: number; entered: string } | null {
+export function pageState(title: string): PageState | null {
   const m = /y=(\d+) clicks=(\d+) entered=(\S*)/.exec(title);
   return m ? { y: Number(m[1]), clicks: Number(m[2]), entered: m[3] } : null;
+}
+
+/**
+ * Serves the page in a desktop sandbox on 127.0.0.1:8000 and opens it with the SDK's `open` once
+ * the server answers. Not `python3 -m http.server`: it looks its own name up, and DNS in a machine
+ * with no network only times out; threads: a browser opens connections ahead that send nothing for a while.
+ */
+export async function openDesktopPage(sbx: Sandbox): Promise<void> {
+  await sbx.files.write('/home/user/page/index.html', DESKTOP_PAGE);
+  await sbx.commands.run(`cd /home/user/page && python3 -c "import socketserver, http.server as h; socketserver.ThreadingTCPServer(('127.0.0.1', 8000), h.SimpleHTTPRequestHandler).serve_forever()"`, { background: true, timeoutMs: 0 });
+  await sbx.commands.run('for i in $(seq 300); do curl -sf -o /dev/null --noproxy "*" http://127.0.0.1:8000/index.html && exit 0; sleep 0.2; done; exit 1');
+  await sbx.open('http://127.0.0.1:8000/index.html');
+}
+
+/** What the page's browser window says in its title (null: no window shows the page). */
+export async function shownPageState(sbx: Sandbox): Promise<PageState | null> {
+  const ids = (await sbx.commands.run('xdotool search --onlyvisible --class chromium || true')).stdout.trim().split('\n').filter(Boolean);
+  for (const id of ids) {
+    const state = pageState(await sbx.getWindowTitle(id).catch(() => ''));
+    if (state) return state;
+  }
+  return null;
 }

@@ -11,7 +11,7 @@ import { Sandbox } from '@e2b/desktop';
 import { imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
 import { chromium } from 'playwright-core';
 import { CHROMIUM } from './console-session.ts';
-import { BLUE, DESKTOP_PAGE, GREEN, GREY, RED, TRACK_PX, YELLOW, pageState } from './desktop-page.ts';
+import { BLUE, GREEN, GREY, RED, TRACK_PX, YELLOW, openDesktopPage, shownPageState } from './desktop-page.ts';
 import { closeWithSandboxes, sleep, startTestServer, type TestServer } from './harness.ts';
 import { boxOf, decodePng, differingBox, differingPixels, type Box, type Rgb } from './png.ts';
 
@@ -60,15 +60,7 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
 
   after(() => closeWithSandboxes(t, made));
 
-  const title = async (): Promise<string> => {
-    const ids = (await sbx.commands.run('xdotool search --onlyvisible --class chromium || true')).stdout.trim().split('\n').filter(Boolean);
-    for (const id of ids) {
-      const name = await sbx.getWindowTitle(id).catch(() => '');
-      if (pageState(name)) return name;
-    }
-    return '';
-  };
-  const state = async () => pageState(await title());
+  const state = () => shownPageState(sbx);
   const shot = async (): Promise<Rgb> => decodePng(Buffer.from(await sbx.screenshot()));
 
   test('the SDK: screen size, screenshots, the pointer, clicks and keys on the Xfce desktop', async () => {
@@ -86,12 +78,7 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
   });
 
   test('open(url): a page served in the machine, in its browser, driven by the SDK\'s clicks, typing, keys and wheel', async () => {
-    await sbx.files.write('/home/user/page/index.html', DESKTOP_PAGE);
-    // Not `python3 -m http.server`: it looks its own name up, and DNS in a machine with no network only times out.
-    // Threads: a browser opens connections ahead that send nothing for a while.
-    await sbx.commands.run(`cd /home/user/page && python3 -c "import socketserver, http.server as h; socketserver.ThreadingTCPServer(('127.0.0.1', 8000), h.SimpleHTTPRequestHandler).serve_forever()"`, { background: true, timeoutMs: 0 });
-    await sbx.commands.run('for i in $(seq 300); do curl -sf -o /dev/null --noproxy "*" http://127.0.0.1:8000/index.html && exit 0; sleep 0.2; done; exit 1');
-    await sbx.open('http://127.0.0.1:8000/index.html');
+    await openDesktopPage(sbx);
     await until('the page in the browser', async () => (await state()) !== null, 180_000);
     const first = (await state())!;
     assert.ok(first.y > 1000, `the page scrolled itself half-way down: ${JSON.stringify(first)}`);

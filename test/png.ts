@@ -51,45 +51,38 @@ export function decodePng(png: Buffer): Rgb {
 /** A rectangle of the screen: left, top, width, height. */
 export interface Box { x: number; y: number; w: number; h: number }
 
-/** The smallest box around the pixels within `tolerance` of one colour (null: none). */
-export function boxOf(img: Rgb, rgb: [number, number, number], tolerance = 8): Box | null {
-  let x0 = Infinity, y0 = Infinity, x1 = -1, y1 = -1;
-  for (let y = 0; y < img.height; y++) {
-    for (let x = 0; x < img.width; x++) {
-      const i = (y * img.width + x) * 3;
-      if (Math.abs(img.data[i] - rgb[0]) <= tolerance && Math.abs(img.data[i + 1] - rgb[1]) <= tolerance && Math.abs(img.data[i + 2] - rgb[2]) <= tolerance) {
-        if (x < x0) x0 = x; if (x > x1) x1 = x; if (y < y0) y0 = y; if (y > y1) y1 = y;
-      }
+/** The pixels for which `hit` holds (given each one's offset in the data, and x and y): how many, and the smallest box around them. */
+function scan(width: number, height: number, hit: (i: number, x: number, y: number) => boolean): { count: number; box: Box | null } {
+  let count = 0, x0 = Infinity, y0 = Infinity, x1 = -1, y1 = -1;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      if (!hit((y * width + x) * 3, x, y)) continue;
+      count++;
+      if (x < x0) x0 = x; if (x > x1) x1 = x; if (y < y0) y0 = y; if (y > y1) y1 = y;
     }
   }
-  return x1 < 0 ? null : { x: x0, y: y0, w: x1 - x0 + 1, h: y1 - y0 + 1 };
+  return { count, box: count === 0 ? null : { x: x0, y: y0, w: x1 - x0 + 1, h: y1 - y0 + 1 } };
+}
+
+/** The smallest box around the pixels within `tolerance` of one colour (null: none). */
+export function boxOf(img: Rgb, rgb: [number, number, number], tolerance = 8): Box | null {
+  const d = img.data;
+  return scan(img.width, img.height, (i) => Math.abs(d[i] - rgb[0]) <= tolerance && Math.abs(d[i + 1] - rgb[1]) <= tolerance && Math.abs(d[i + 2] - rgb[2]) <= tolerance).box;
+}
+
+/** The pixels that differ between two images of one size, outside the boxes left out. */
+function differing(a: Rgb, b: Rgb, leftOut: Box[]): { count: number; box: Box | null } {
+  if (a.width !== b.width || a.height !== b.height) throw new Error(`sizes differ: ${a.width}x${a.height} and ${b.width}x${b.height}`);
+  const out = (x: number, y: number) => leftOut.some((r) => x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + r.h);
+  return scan(a.width, a.height, (i, x, y) => (a.data[i] !== b.data[i] || a.data[i + 1] !== b.data[i + 1] || a.data[i + 2] !== b.data[i + 2]) && !out(x, y));
 }
 
 /** The smallest box around the pixels that differ between two images of one size, outside the boxes left out (null: none). */
 export function differingBox(a: Rgb, b: Rgb, leftOut: Box[] = []): Box | null {
-  let x0 = Infinity, y0 = Infinity, x1 = -1, y1 = -1;
-  const out = (x: number, y: number) => leftOut.some((r) => x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + r.h);
-  for (let y = 0; y < a.height; y++) {
-    for (let x = 0; x < a.width; x++) {
-      const i = (y * a.width + x) * 3;
-      if ((a.data[i] !== b.data[i] || a.data[i + 1] !== b.data[i + 1] || a.data[i + 2] !== b.data[i + 2]) && !out(x, y)) {
-        if (x < x0) x0 = x; if (x > x1) x1 = x; if (y < y0) y0 = y; if (y > y1) y1 = y;
-      }
-    }
-  }
-  return x1 < 0 ? null : { x: x0, y: y0, w: x1 - x0 + 1, h: y1 - y0 + 1 };
+  return differing(a, b, leftOut).box;
 }
 
 /** Pixels that differ between two images of one size, outside the boxes left out. */
 export function differingPixels(a: Rgb, b: Rgb, leftOut: Box[] = []): number {
-  if (a.width !== b.width || a.height !== b.height) throw new Error(`sizes differ: ${a.width}x${a.height} and ${b.width}x${b.height}`);
-  const out = (x: number, y: number) => leftOut.some((r) => x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + r.h);
-  let n = 0;
-  for (let y = 0; y < a.height; y++) {
-    for (let x = 0; x < a.width; x++) {
-      const i = (y * a.width + x) * 3;
-      if ((a.data[i] !== b.data[i] || a.data[i + 1] !== b.data[i + 1] || a.data[i + 2] !== b.data[i + 2]) && !out(x, y)) n++;
-    }
-  }
-  return n;
+  return differing(a, b, leftOut).count;
 }

@@ -1,5 +1,5 @@
 import { Sandbox } from '@e2b/desktop';
-import { BLUE, DESKTOP_PAGE, YELLOW, pageState } from '../../test/desktop-page.ts';
+import { BLUE, YELLOW, openDesktopPage, shownPageState } from '../../test/desktop-page.ts';
 import { boxOf, decodePng } from '../../test/png.ts';
 import { latency, round, time, value, type Bench } from '../lib.ts';
 
@@ -27,14 +27,8 @@ export async function desktop(b: Bench): Promise<void> {
     latency(b, name('screenshot(), @e2b/desktop'), await time(n, () => sbx.screenshot()), 'desktop commands.run');
     latency(b, name("screen(), shellbase's machines.get(id).screen"), await time(n, () => m.screen()), 'desktop commands.run');
 
-    await sbx.files.write('/home/user/page/index.html', DESKTOP_PAGE);
-    await sbx.commands.run(`cd /home/user/page && python3 -c "import socketserver, http.server as h; socketserver.ThreadingTCPServer(('127.0.0.1', 8000), h.SimpleHTTPRequestHandler).serve_forever()"`, { background: true, timeoutMs: 0 });
-    await sbx.commands.run('for i in $(seq 300); do curl -sf -o /dev/null --noproxy "*" http://127.0.0.1:8000/index.html && exit 0; sleep 0.2; done; exit 1');
-    await sbx.open('http://127.0.0.1:8000/index.html');
-    for (let w = 0; ; w++) {
-      const ids = (await sbx.commands.run('xdotool search --onlyvisible --class chromium || true')).stdout.trim().split('\n').filter(Boolean);
-      const titles = await Promise.all(ids.map((id) => sbx.getWindowTitle(id).catch(() => '')));
-      if (titles.some((x) => pageState(x))) break;
+    await openDesktopPage(sbx);
+    for (let w = 0; !(await shownPageState(sbx)); w++) {
       if (w > 180) throw new Error('the page did not open in the browser within 3 min');
       await new Promise((r) => setTimeout(r, 1000));
     }

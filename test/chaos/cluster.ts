@@ -73,7 +73,7 @@ export async function startChaosCluster(options: { workers: number; heartbeatMs?
     stopping = true;
     for (const w of workers) if (w.alive()) { w.child.kill('SIGCONT'); w.child.kill('SIGTERM'); }
     await Promise.all(workers.map((w) => (w.alive() ? new Promise((r) => w.child.once('exit', r)) : null)));
-    for (const w of workers) cleanHome(w.home);
+    for (const w of workers) await cleanHome(w.home);
     s3?.kill('SIGKILL');
     await relays?.close();
     await postgres?.stop();

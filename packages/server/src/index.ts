@@ -6,6 +6,6 @@ export { buildImage, imageBuilt, imageInfo, imageRootfs, IMAGE_NAMES, type Docke
 export { buildAssets } from './machines/vm/assets.js';
 export { Engine } from './engine/engine.js';
 export { ShellbaseError } from './errors.js';
-export { SANDBOX_CAPS } from './runtime/index.js';
+export { SANDBOX_CAPS, removeCgroupsOf } from './runtime/index.js';
 export { createAdminKey } from './store/metadata/admin-key.js';
 export { verifyShellbaseSignature, e2bSignature } from './events/index.js';

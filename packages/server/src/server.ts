@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
@@ -20,7 +19,7 @@ import { Pins } from './core/pins.js';
 import { imageRootfs, writeRootfs } from './images/index.js';
 import { PrometheusMeter } from './meter/prometheus.js';
 import { Dialer } from './util/dialer.js';
-import { BwrapRuntime, cgroupDriver } from './runtime/index.js';
+import { BwrapRuntime, cgroupDriver, cgroupInstance } from './runtime/index.js';
 import { BtrfsSnapshotter } from './store/snapshotter/index.js';
 import { openMetadataStore, SCHEMA_VERSION, SqliteSnapshot } from './store/metadata/index.js';
 import { openBlobStore } from './store/blobs/index.js';
@@ -77,9 +76,7 @@ export async function startServer(config: ServerConfig, log: Logger = pino({ lev
   }
   const layers = cluster?.snapshotter ?? local;
   await layers.open();
-  // Cgroups are named per data directory, so servers over different homes never touch each other's.
-  const instance = createHash('sha256').update(config.home).digest('hex').slice(0, 12);
-  const runtime = new BwrapRuntime(cgroupDriver(instance), {
+  const runtime = new BwrapRuntime(cgroupDriver(cgroupInstance(config.home)), {
     dialer,
     helpers: path.join(config.home, 'bin'),
     warm: config.warm ? { dir: path.join(config.home, 'warm'), onError: (message) => log.warn(message) } : undefined,

@@ -3,6 +3,13 @@ import { toShellbaseError } from './errors.js';
 
 export const NDJSON = 'application/x-ndjson';
 
+/** A signal aborted when the request's client goes away before its answer is written. */
+export function abortOnClose(reply: FastifyReply): AbortSignal {
+  const abort = new AbortController();
+  reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+  return abort.signal;
+}
+
 /** Events of an NDJSON response that starts with its first event or keep-alive (errors before it are plain JSON errors). */
 export class NdjsonStream {
   started = false;
@@ -61,12 +68,11 @@ export async function respondEvents<R extends Record<string, unknown>>(
   accept: string | undefined, reply: FastifyReply, final: string,
   run: (report: (event: { type: string } & Record<string, unknown>) => void, signal: AbortSignal) => Promise<R>,
 ): Promise<R | FastifyReply> {
-  const abort = new AbortController();
-  reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
-  if (!(accept ?? '').includes(NDJSON)) return run(() => undefined, abort.signal);
+  const signal = abortOnClose(reply);
+  if (!(accept ?? '').includes(NDJSON)) return run(() => undefined, signal);
   const out = new NdjsonStream(reply);
   try {
-    const result = await run((e) => out.send(e), abort.signal);
+    const result = await run((e) => out.send(e), signal);
     out.send({ type: final, ...result });
   } catch (err) {
     if (!out.started) { out.end(); throw err; }

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Static } from 'typebox';
 import type { Operations } from '../../ops/dispatch.js';
 import { toShellbaseError } from '../errors.js';
-import { NDJSON, NdjsonStream } from '../ndjson.js';
+import { NDJSON, NdjsonStream, abortOnClose } from '../ndjson.js';
 import { ExecRequestSchema as ExecBody, ExecResultSchema as ExecResult, NameParamsSchema as NameParams } from '@shellbase/protocol/schemas';
 import { errorResponses } from '../schemas.js';
 
@@ -32,12 +32,11 @@ type Hooks = { signal: AbortSignal; onOutput?: (type: 'stdout' | 'stderr', data:
 export async function respondExec<R extends { stdout: string; stderr: string }>(
   accept: string | undefined, reply: FastifyReply, run: (hooks: Hooks) => Promise<R>,
 ): Promise<R | FastifyReply> {
-  const abort = new AbortController();
-  reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
-  if (!(accept ?? '').includes(NDJSON)) return run({ signal: abort.signal });
+  const signal = abortOnClose(reply);
+  if (!(accept ?? '').includes(NDJSON)) return run({ signal });
   const out = new NdjsonStream(reply);
   try {
-    const { stdout: _o, stderr: _e, ...exit } = await run({ signal: abort.signal, onOutput: (type, data) => out.send({ type, data }) });
+    const { stdout: _o, stderr: _e, ...exit } = await run({ signal, onOutput: (type, data) => out.send({ type, data }) });
     out.send({ type: 'exit', ...exit });
   } catch (err) {
     if (!out.started) { out.end(); throw err; }

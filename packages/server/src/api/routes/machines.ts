@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { Operations } from '../../ops/dispatch.js';
 import { PTY_PROTOCOL, SERVICE_ACCESS, type ServiceAccess } from '@shellbase/protocol';
@@ -6,16 +6,9 @@ import { ShellbaseError } from '../../errors.js';
 import { CountBodySchema as CountBody, CreateMachineRequestSchema as CreateBody, IdParamsSchema as Id, MachineConsoleQuerySchema as ConsoleQuery, MachineConsoleSchema as ConsoleTail, MachineExecRequestSchema as ExecBody, MachineExecResultSchema as ExecResult, MachineFileParamsSchema as FileParams, MachineListSchema as Machines, MachinePtyQuerySchema as PtyQuery, MachineSchema as Machine, MachineSnapshotSchema as Snapshot, RunCodeRequestSchema as CodeBody, CodeExecutionSchema as CodeExecution, ResizeMachineDiskRequestSchema as DiskBody, ScreenQuerySchema as ScreenQuery, MachineInputSchema as InputBody, CursorSchema as Cursor, oneOf } from '@shellbase/protocol/schemas';
 import { errorResponses } from '../schemas.js';
 import { respondExec } from './exec.js';
-import { NDJSON, respondEvents } from '../ndjson.js';
+import { NDJSON, abortOnClose, respondEvents } from '../ndjson.js';
 
 const strict = { additionalProperties: false } as const;
-
-/** Aborted when the request's client goes away before its answer. */
-function abortOn(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
-  reply.raw.on('close', () => { if (!reply.raw.writableFinished) ac.abort(); });
-  return ac.signal;
-}
 
 /** Machines: create, list, get, exec, code, screen, input, files, pause/resume/hibernate/stop/delete, console, pty, disk, snapshot, restore, fork, ports. */
 export function machineRoutes(app: FastifyInstance, ops: Operations): void {
@@ -86,13 +79,13 @@ export function machineRoutes(app: FastifyInstance, ops: Operations): void {
       description: 'The machine\'s display :0 as image/png (a machine of the desktop image has one; others answer 412).',
     },
   }, async (req, reply) => {
-    const png = await ops.run(req.caller, 'machine.screen', { id: req.params.id, opts: { ...(req.query.pointer !== undefined ? { pointer: req.query.pointer } : {}), signal: abortOn(reply) } });
+    const png = await ops.run(req.caller, 'machine.screen', { id: req.params.id, opts: { ...(req.query.pointer !== undefined ? { pointer: req.query.pointer } : {}), signal: abortOnClose(reply) } });
     return reply.type('image/png').header('cache-control', 'no-store').send(png);
   });
 
   app.post<{ Params: Static<typeof Id>; Body: Static<typeof InputBody> }>('/v1/machines/:id/input', {
     config: { op: 'machine.input' }, schema: { tags, params: Id, body: InputBody, response: { 200: Cursor, ...errorResponses } },
-  }, async (req, reply) => ops.run(req.caller, 'machine.input', { id: req.params.id, input: req.body, opts: { signal: abortOn(reply) } }));
+  }, async (req, reply) => ops.run(req.caller, 'machine.input', { id: req.params.id, input: req.body, opts: { signal: abortOnClose(reply) } }));
 
   app.get<{ Params: Static<typeof FileParams> }>('/v1/machines/:id/files/*', {
     config: { op: 'machine.readFile' }, schema: { tags, params: FileParams, response: { ...errorResponses } },
