@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
-import type { Shellbase } from '@shellbase/sdk';
+import { Shellbase } from '@shellbase/sdk';
 import { startTestServer, type TestServer } from './harness.ts';
 
 /** Export and import of contexts between two real servers (btrfs, bwrap). */
@@ -148,17 +148,69 @@ describe('context export and import', () => {
     assert.equal(await filesHash(a.sb, 'copy'), await filesHash(a.sb, 'src'));
   });
 
-  test('a tenant\'s own key neither imports (the admin\'s alone) nor exports another tenant\'s context', async () => {
+  test('a tenant\'s own key imports into its tenant, unpacked confined: the same versions and files (deletions, opaque directories, owners, links)', async () => {
     const key = (await b.http('POST', '/v1/tenants', { body: { name: 'plain' } })).json.apiKey as string;
-    const archive = await exported(a, 'src');
-    const before = stored(b);
+    const src = a.sb.context('tenant-src');
+    await src.exec('rm /etc/motd && rm -rf /usr/share/doc && mkdir -p /usr/share/doc/only && echo x > /usr/share/doc/only/f'
+      + ' && echo o > /root/owned && chown 1000:1000 /root/owned && ln /root/owned /root/hard && ln -s /etc/hostname /root/abs && chmod 4711 /root/owned');
+    const archive = await exported(a, 'tenant-src', { history: true });
     const r = await importRaw(b, archive, 'mine', key);
-    assert.equal(r.status, 403);
-    assert.equal(r.json.error.code, 'forbidden');
-    assert.deepEqual(stored(b), before, 'nothing changed');
+    assert.equal(r.status, 201, JSON.stringify(r.json));
+    assert.equal(r.json.head, (await a.sb.contexts.get('tenant-src')).head);
+    const mine = new Shellbase({ url: b.server.url, apiKey: key });
+    const list = "cd / && find root etc usr/share/doc -xdev -printf '%p %y %m %u:%g %s %l\\n' | sort | sha256sum; ls /usr/share/doc; test -e /etc/motd || echo no-motd; stat -c '%h' /root/owned";
+    const there = (await mine.context('mine').exec(list, { commit: 'never' })).stdout;
+    assert.equal(there, (await src.exec(list, { commit: 'never' })).stdout);
+    assert.match(there, /^[0-9a-f]{64} {2}-\nonly\nno-motd\n2\n$/);
+    assert.equal(await filesHash(mine, 'mine'), await filesHash(a.sb, 'tenant-src'));
+    // Another tenant's export is not found.
     const other = (await a.http('POST', '/v1/tenants', { body: { name: 'other' } })).json.apiKey as string;
     assert.equal((await a.http('GET', '/v1/contexts/src/export', { key: other })).status, 404);
     assert.equal((await a.http('GET', '/v1/contexts/src/export/oci', { key: other })).status, 404);
+  });
+
+  test('a tenant\'s archive plants no device node, no file of the host\'s root and nothing outside its layer; a member leaving its root refuses it, nothing changed', async () => {
+    const key = (await b.http('POST', '/v1/tenants', { body: { name: 'crafty' } })).json.apiKey as string;
+    /** The archive of a context of `a` that `b` lacks. */
+    const fresh = async (name: string) => {
+      await a.sb.context(name).files.write('/root/c.txt', `${name}\n`);
+      return exported(a, name);
+    };
+    let layer = '';
+    /** The archive with its last layer's pack replaced by one holding `tar` (as the host's root packed it). */
+    const planted = (archive: Buffer, tar: Buffer) => rewritten(archive, (files) => {
+      const m = JSON.parse(readFileSync(path.join(files, 'manifest.json'), 'utf8'));
+      layer = m.layers.at(-1).id as string;
+      const head = Buffer.from(JSON.stringify({ kind: 'shellbase.layer', format: 1 }));
+      const frame = Buffer.alloc(8);
+      frame.writeUInt32LE(0x184d2a50, 0);
+      frame.writeUInt32LE(head.length, 4);
+      const pieces = readdirSync(path.join(files, 'layers')).filter((n) => n.startsWith(`${layer}.zst.`)).sort();
+      writeFileSync(path.join(files, 'layers', pieces[0]), Buffer.concat([frame, head, execFileSync('zstd', ['-q', '-c'], { input: tar })]));
+      for (const p of pieces.slice(1)) writeFileSync(path.join(files, 'layers', p), '');
+      resum(files);
+    });
+    const tree = mkdtempSync(path.join(dir, 'tree-'));
+    execFileSync('mknod', [path.join(tree, 'null'), 'c', '1', '3']);
+    writeFileSync(path.join(tree, 'suid'), '#!/bin/sh\n');
+    execFileSync('chmod', ['4755', path.join(tree, 'suid')]);
+    execFileSync('chown', ['0:0', path.join(tree, 'suid')]);
+    execFileSync('setfattr', ['-n', 'trusted.evil', '-v', 'y', path.join(tree, 'suid')]);
+    const r = await importRaw(b, planted(await fresh('craft-src'), execFileSync('tar', ['--format=posix', '--numeric-owner', '--xattrs', '--xattrs-include=*', '-cf', '-', '-C', tree, '.'])), 'planted', key);
+    assert.equal(r.status, 201, JSON.stringify(r.json));
+    const made = path.join(b.home, 'store', 'layers', layer, 'tree');
+    const found = execFileSync('find', [made, '-printf', '%P %y %U %m\\n'], { encoding: 'utf8' });
+    assert.doesNotMatch(found, /^null /m, `no device node: ${found}`);
+    const suid = found.split('\n').find((l) => l.startsWith('suid '));
+    assert.ok(suid && suid.split(' ')[2] !== '0', `not the host's root's: ${found}`);
+    assert.doesNotMatch(spawnSync('getfattr', ['--absolute-names', '-d', '-m', '-', path.join(made, 'suid')], { encoding: 'utf8' }).stdout, /trusted/);
+    // A member whose name leaves the layer's root (Python's tarfile writes it as given).
+    const before = stored(b);
+    const escaping = execFileSync('python3', ['-c', 'import io,sys,tarfile\nb=io.BytesIO()\nt=tarfile.open(fileobj=b,mode="w",format=tarfile.PAX_FORMAT)\ni=tarfile.TarInfo("../../escaped");i.size=1\nt.addfile(i,io.BytesIO(b"x"))\nt.close()\nsys.stdout.buffer.write(b.getvalue())']);
+    const refused = await importRaw(b, planted(await fresh('craft-src2'), escaping), 'escaped', key);
+    assert.equal(refused.status, 400, JSON.stringify(refused.json));
+    assert.match(refused.json.error.message, /leaves its root/);
+    assert.deepEqual(stored(b), before, 'nothing changed');
   });
 
   test('a version id that exists with other content is refused, nothing changed', async () => {

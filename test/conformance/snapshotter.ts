@@ -112,6 +112,12 @@ export function snapshotterConformance(name: string, make: () => Promise<{ store
     assert.deepEqual([empty.changes, empty.bytes], [[], 0]);
     assert.deepEqual((await store.reader(empty.layerId)).list(''), []);
     assert.notEqual(empty.layerId, layer.layerId);
+    // Under a given id (a context archive's layer): the layer is found by it.
+    const named = await store.prepare({ diskMb: 16 });
+    await store.writer(named).writeFile('n', text('n'), FILE);
+    const given = 'l_conformance' + Math.random().toString(36).slice(2, 10);
+    assert.equal((await store.commitImport(named, given)).layerId, given);
+    assert.deepEqual((await store.reader(given)).list(''), ['n']);
   });
 
   withStore('staged entries move into the tree; the staging directory is not part of the layer', async (store) => {

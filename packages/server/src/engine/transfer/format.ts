@@ -81,6 +81,8 @@ const bad = (why: string): ShellbaseError => invalid(`not a context archive: ${w
 
 const isStr = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512;
 const isId = (v: unknown): v is string => isStr(v) && /^[A-Za-z0-9_.:-]+$/.test(v);
+/** A stored layer's id (store/layer-ids.ts: `l_…`, `o_…`): what names a directory of the store, never an image's or a path. */
+const isLayerId = (v: unknown): v is string => isStr(v) && /^[a-z]_[0-9A-Za-z]+$/.test(v);
 
 /** Parses and checks a manifest's shape; a newer format is refused with `failed_precondition`. */
 export function parseManifest(bytes: Buffer): Manifest {
@@ -99,7 +101,7 @@ export function parseManifest(bytes: Buffer): Manifest {
   for (const i of m.images) if (!i || !isStr(i.name) || !isId(i.version) || !isId(i.layer)) throw bad('an image of its manifest is malformed');
   const layers = new Set<string>();
   for (const l of m.layers) {
-    if (!l || !isId(l.id) || !['exec', 'squash', 'import'].includes(l.kind) || !Number.isSafeInteger(l.bytes) || layers.has(l.id)) throw bad('a layer of its manifest is malformed');
+    if (!l || !isLayerId(l.id) || !['exec', 'squash', 'import'].includes(l.kind) || !Number.isSafeInteger(l.bytes) || layers.has(l.id)) throw bad('a layer of its manifest is malformed');
     layers.add(l.id);
   }
   const known = new Set<string>([...layers, ...m.images.map((i) => i.layer)]);

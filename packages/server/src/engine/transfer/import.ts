@@ -3,7 +3,10 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { ShellbaseError, invalid } from '../../errors.js';
 import { durably, type Caller, type Deps } from '../../core/deps.js';
-import { overQuota, quotasOf } from '../../core/quotas.js';
+import { checkStoredBytes, overQuota, quotasOf } from '../../core/quotas.js';
+import { ociLayerTar } from '../../images/oci/layer-tar.js';
+import { unpackOciTar } from '../../images/oci/unpack.js';
+import { packedTar } from '../../store/blobs/pack.js';
 import { checkName } from '../../core/validate.js';
 import type { ContextRow, NewVersion, VersionRow } from '../../store/metadata/types.js';
 import { readTar, type TarEntry } from '../../util/tar.js';
@@ -42,11 +45,11 @@ class Import {
   constructor(private readonly deps: Deps, private readonly imageVersion: ImageVersionOf, private readonly caller: Caller) {}
 
   async run(body: Readable, opts: ImportOptions): Promise<Context> {
+    // The admin's layers unpack with the host's tar as root, every attribute kept (as a cluster's
+    // own fetches do); a tenant's confined, as an image's layers are (importLayerConfined).
     const transfer = transferOf(this.deps.snapshotter);
-    if (!this.caller.admin) {
-      // Layers unpack with the host's tar as root (as a cluster's own fetches do), not confined as an OCI layer's are.
-      throw new ShellbaseError('forbidden', 'only the admin key imports contexts', { hint: 'ask the admin to import the archive for your tenant' });
-    }
+    const importLayer = this.caller.admin ? transfer.importLayer.bind(transfer) : (id: string, r: Readable) => this.importLayerConfined(id, r);
+    if (!this.caller.admin) await checkStoredBytes(this.deps.metadata, this.caller.tenantId, quotasOf(this.deps.config, this.caller));
     const bytes = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     try {
       const entries = readTar({ [Symbol.asyncIterator]: () => bytes })[Symbol.asyncIterator]();
@@ -88,7 +91,7 @@ class Import {
         } else {
           this.caller.hold.layerIds([layer.id]);
           this.madeLayers.push(layer.id);
-          const bytes = await this.unpack(transfer.importLayer.bind(transfer), layer.id, pack());
+          const bytes = await this.unpack(importLayer, layer.id, pack());
           plan.bytes.set(layer.id, bytes);
         }
         if (ahead === null && !whole) {
@@ -172,6 +175,20 @@ class Import {
     this.caller.hold.layerIds([...reuse]);
     for (const v of m.versions) this.caller.hold.version(v.id);
     return { versions, reuse, existing, bytes: new Map<string, number>(), head: m.context.head };
+  }
+
+  /**
+   * A layer of a tenant's import: its pack decompressed here, rewritten as an OCI layer's tar
+   * (images/oci/layer-tar.ts: whiteouts and opaque directories as marker files, owners as the
+   * sandbox's ids), unpacked by the runtime's confined tar as an image's layer is (no device node
+   * or FIFO, nothing outside the layer's root, no extended attributes), and its markers made
+   * overlayfs' again by the snapshotter, under the archive's layer id.
+   */
+  private async importLayerConfined(id: string, packed: Readable): Promise<{ bytes: number }> {
+    const { snapshotter, runtime, config } = this.deps;
+    const tar = ociLayerTar(packedTar(packed));
+    const { layer } = await unpackOciTar(snapshotter, runtime, tar, { diskMb: quotasOf(config, this.caller).maximums.diskMb, layerId: id });
+    return { bytes: layer.bytes };
   }
 
   /** Unpacks one layer's pack, reading every byte of it (what the unpacker leaves unread too: its entries are hashed as read). */

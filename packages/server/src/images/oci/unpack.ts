@@ -208,3 +208,30 @@ export async function verifyLayer(runtime: ArchiveUnpacking, body: AsyncIterable
   check('digest', expect.digest, `sha256:${blob.digest('hex')}`);
   check('diff_id', expect.diffId, `sha256:${plain.digest('hex')}`);
 }
+
+/**
+ * A layer from a tar already in OCI form with no digest to meet (a tenant's import of a context
+ * archive, engine/transfer/import.ts): unpacked by the runtime's confined tar as an image's
+ * layer is (no device node or FIFO made, nothing outside the layer's root; extended attributes
+ * are not kept), its OCI whiteouts translated (Snapshotter.commitImport), kept under `layerId`.
+ * Nothing of it stays when it fails.
+ */
+export async function unpackOciTar(snapshotter: Snapshotter, runtime: ArchiveUnpacking, tar: AsyncIterable<Buffer>,
+  opts: { diskMb: number; layerId: string }): Promise<{ layer: CommittedLayer; dropped: Dropped }> {
+  const dropped: Dropped = { count: 0, names: [] };
+  const scratch = await snapshotter.prepare({ diskMb: opts.diskMb });
+  try {
+    const into = snapshotter.writer(scratch).tree();
+    const whole = runtime.unpackLayer?.(Readable.from(tar), 'none', into) ?? null;
+    if (whole) {
+      const r = await whole;
+      Object.assign(dropped, { count: r.dropped.count, names: r.dropped.names.map(normalizeTarPath) });
+    } else {
+      await runtime.unpackTar(Readable.from(filtered(tar, (p) => { dropped.count++; dropped.names.push(p); })), into);
+    }
+  } catch (e) {
+    await snapshotter.discard(scratch);
+    throw e;
+  }
+  return { layer: await snapshotter.commitImport(scratch, opts.layerId), dropped };
+}

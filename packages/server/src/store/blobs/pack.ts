@@ -1,6 +1,6 @@
 import { PassThrough, Readable, Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
-import { constants as z, createZstdCompress } from 'node:zlib';
+import { constants as z, createZstdCompress, createZstdDecompress } from 'node:zlib';
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
 import { HAS_CURL, curlCommand, curlFailure, curlQuoted } from '../../util/curl.js';
 import { blobError, type BlobLocation } from './types.js';
@@ -195,6 +195,19 @@ export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocatio
     throw new Error(`the blob could not be fetched: ${said}`);
   }
   throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
+}
+
+/**
+ * A pack's tar stream, decompressed in this process (its header checked as unpackLayer checks
+ * it): for a reader that rewrites the entries before they are unpacked (a tenant's import of a
+ * context archive, whose layers unpack confined as an image's). A damaged pack fails the stream
+ * with code `invalid_pack` or `unknown_pack_format`, or zstd's error.
+ */
+export function packedTar(source: Readable): Readable {
+  const checked = checkHeader();
+  const tar = createZstdDecompress({ chunkSize: 256 << 10 });
+  pipeline(source, checked, tar).catch(() => undefined); // a failure destroys `tar` with it: its reader sees it
+  return tar;
 }
 
 /** Whether a failed unpackLayer of a located blob may succeed if tried again (`fetch_failed`). */

@@ -156,10 +156,11 @@ export interface Snapshotter {
    * writer's `tree`) into a layer: an entry `.wh.NAME` becomes a whiteout of NAME (or is only
    * dropped when NAME is in the layer too: a whiteout hides lower layers only), and
    * `.wh..wh..opq` makes its directory opaque; both names are removed. Unlike `commit`, an
-   * empty scratch is a layer too (an OCI layer may change nothing). Its id is an imported
-   * layer's (store/layer-ids.ts).
+   * empty scratch is a layer too (an OCI layer may change nothing). Its id is a new imported
+   * layer's (store/layer-ids.ts), or `layerId` when given (a context archive's layer, kept under
+   * the id its versions name).
    */
-  commitImport(scratch: Scratch): Promise<CommittedLayer>;
+  commitImport(scratch: Scratch, layerId?: string): Promise<CommittedLayer>;
   /** Drops a scratch without making a layer and says how many bytes of file data it held. */
   release(scratch: Scratch): Promise<number>;
   /** Builds one layer equal to `layers` (bottom first) stacked; none of them may be an image. */

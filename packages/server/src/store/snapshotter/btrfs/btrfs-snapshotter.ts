@@ -173,7 +173,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer, LayerTarrin
     return { layerId: await this.promote(this.scratchPath(scratch), changes), bytes, changes };
   }
 
-  async commitImport(scratch: Scratch): Promise<CommittedLayer> {
+  async commitImport(scratch: Scratch, layerId?: string): Promise<CommittedLayer> {
     const tree = this.scratchTree(scratch);
     let { changes, bytes } = await this.scanOrDiscard(scratch);
     const plan = planWhiteouts(changes);
@@ -193,7 +193,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer, LayerTarrin
       }
       ({ changes, bytes } = await this.scanOrDiscard(scratch));
     }
-    return { layerId: await this.promote(this.scratchPath(scratch), changes, newImportedLayerId()), bytes, changes };
+    return { layerId: await this.promote(this.scratchPath(scratch), changes, layerId ?? newImportedLayerId()), bytes, changes };
   }
 
   async release(scratch: Scratch): Promise<number> {

@@ -94,8 +94,8 @@ export class ClusterSnapshotter implements Snapshotter, LayerTransfer, LayerTarr
   }
 
   /** An image's layer, as a commit's: uploaded before it is recorded. */
-  async commitImport(scratch: Scratch): Promise<CommittedLayer> {
-    const layer = await this.local.commitImport(scratch);
+  async commitImport(scratch: Scratch, layerId?: string): Promise<CommittedLayer> {
+    const layer = await this.local.commitImport(scratch, layerId);
     await this.upload(layer.layerId, layer.bytes);
     return layer;
   }

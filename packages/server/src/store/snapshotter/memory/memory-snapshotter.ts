@@ -84,14 +84,14 @@ export class MemorySnapshotter implements Snapshotter {
     return { layerId, bytes, changes };
   }
 
-  async commitImport(scratch: Scratch): Promise<CommittedLayer> {
+  async commitImport(scratch: Scratch, given?: string): Promise<CommittedLayer> {
     const { tree } = this.take(scratch);
     const plan = planWhiteouts(scan(tree).changes);
     for (const rel of plan.remove) { const { dir, name } = parentOf(tree, rel); dir.children!.delete(name); }
     for (const rel of plan.whiteouts) { const { dir, name } = parentOf(tree, rel); dir.children!.set(name, whiteoutNode()); }
     for (const rel of plan.opaque) { const n = rel ? find(tree, rel) : tree; if (n?.kind === 'dir') n.opaque = true; }
     const { changes, bytes } = scan(tree);
-    const layerId = newImportedLayerId();
+    const layerId = given ?? newImportedLayerId();
     this.layers.set(layerId, { root: tree, opaque: opaqueOf(tree) });
     return { layerId, bytes, changes };
   }
