@@ -106,7 +106,9 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     // Every call ends before a failure is answered: none is still making a layer the cleanup misses.
     await eachAtOnce(m.layers, LAYERS_AT_ONCE, async (l) => {
       if (!into.layers.has(l.id)) {
-        await unpackChecked(source, `layer ${l.id}`, l, (s) => into.layers.importLayer(l.id, s));
+        const local = source.localPath?.(l.digest);
+        if (local) await unpackLocal(`layer ${l.id}`, l, () => into.layers.importLayer(l.id, { path: local, digest: l.digest }));
+        else await unpackChecked(source, `layer ${l.id}`, l, (s) => into.layers.importLayer(l.id, s));
         made.push(l.id);
         flush();
       }
@@ -149,6 +151,23 @@ export async function restoreHome(source: BlobStore, into: RestoreInto, opts: Re
     throw e;
   } finally {
     await rm(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * One part unpacked by a program that reads its file itself (a backup in a directory of this
+ * host) and checks its digest before unpacking any of it: a failure names the part.
+ */
+async function unpackLocal(part: string, blob: BackupBlob, use: () => Promise<unknown>): Promise<void> {
+  try {
+    await use();
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === 'digest_mismatch' || code === 'not_found') throw damaged(part, blob.digest);
+    if (e instanceof ShellbaseError) throw e;
+    throw new ShellbaseError('failed_precondition', `restoring the backup's ${part} failed: ${(e as Error).message}; nothing was restored`, {
+      details: { part, digest: blob.digest }, hint: 'check the target with `shellbase backup verify`, or restore another backup',
+    });
   }
 }
 

@@ -3,7 +3,8 @@ import { finished, pipeline } from 'node:stream/promises';
 import { constants as z, createZstdCompress, createZstdDecompress } from 'node:zlib';
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
 import { HAS_CURL, curlCommand, curlFailure, curlQuoted } from '../../util/curl.js';
-import { blobError, type BlobLocation } from './types.js';
+import { open } from 'node:fs/promises';
+import { blobError, type BlobLocation, type LocalBlob, type PackSource } from './types.js';
 
 /**
  * Version of a packed layer. Format 1 is a zstd stream (checksummed frames) whose
@@ -67,12 +68,23 @@ const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
  * the defaults, meant for registries far away, would hold a request for minutes).
  */
 function unpackScript(fetch: boolean): string {
-  const stage = 'setpriv --pdeathsig KILL';
+  const stage = STAGE;
   const curl = `${curlCommand(['--connect-timeout 5', '--speed-time 15'])} | `;
   // curl's 23 (it could not write) means zstd or tar stopped reading: their failure says why.
   const status = fetch ? '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
   return `${fetch ? curl : ''}${stage} zstd --decompress --stdout --quiet | ${stage} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
 }
+
+const STAGE = 'setpriv --pdeathsig KILL';
+
+/**
+ * The unpacking script of a pack in a file (its first two arguments: the file and the sha256 its
+ * bytes must have; tar's after them): the file is hashed (openssl) before anything is unpacked,
+ * then read by zstd into tar. Exit 66: the digest is not the one given; 65: openssl, zstd or tar
+ * failed.
+ */
+const LOCAL_UNPACK_SCRIPT = `f=$1; want=$2; shift 2; got=$(${STAGE} openssl dgst -sha256 -r -- "$f") || exit 65; [ "\${got%% *}" = "$want" ] || exit 66; `
+  + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); [ "\${s[0]}\${s[1]}" = 00 ] || exit 65`;
 
 /**
  * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
@@ -163,7 +175,8 @@ function tarInto(dialer: Dialer, argv: string[], what: string, out: PassThrough,
  * fetch that fails, `not_found` for an HTTP 404, `fetch_failed` where it may pass (util/curl.ts,
  * `curlFailure`), else a plain Error with curl's message.
  */
-export async function unpackLayer(dialer: Dialer, source: Readable | BlobLocation, into: string): Promise<void> {
+export async function unpackLayer(dialer: Dialer, source: PackSource, into: string): Promise<void> {
+  if (isLocal(source)) return unpackLocal(dialer, source, into);
   // zstd decompresses in a process of its own (it passes over the skippable header frame and
   // checks the frames' checksums) and feeds tar through a pipe that tar reads 128 KiB at a time.
   // Not `tar --zstd`: reading from a stream, tar forks a copy of itself to pass the archive to
@@ -208,6 +221,33 @@ export function packedTar(source: Readable): Readable {
   const tar = createZstdDecompress({ chunkSize: 256 << 10 });
   pipeline(source, checked, tar).catch(() => undefined); // a failure destroys `tar` with it: its reader sees it
   return tar;
+}
+
+const isLocal = (s: PackSource): s is LocalBlob => typeof (s as LocalBlob).path === 'string';
+
+/**
+ * A pack in a file of this host (a local backup's blob) unpacked by a program that reads the
+ * file itself, its bytes never crossing this process: the header is checked here, the whole
+ * file's sha256 by the program (LOCAL_UNPACK_SCRIPT) before any of it is unpacked. A digest other
+ * than the one given fails with code `digest_mismatch`; others as unpackLayer's.
+ */
+async function unpackLocal(dialer: Dialer, blob: LocalBlob, into: string): Promise<void> {
+  const fh = await open(blob.path, 'r').catch((e: NodeJS.ErrnoException) => {
+    throw e.code === 'ENOENT' ? blobError('not_found', `no blob at ${blob.path}`) : e;
+  });
+  try {
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(8 + MAX_HEADER), 0, 8 + MAX_HEADER, 0);
+    await pipeline(Readable.from([buffer.subarray(0, bytesRead)]), checkHeader(), new PassThrough().resume());
+  } finally {
+    await fh.close();
+  }
+  const hex = /^sha256:([0-9a-f]{64})$/.exec(blob.digest)?.[1];
+  if (!hex) throw new Error(`not a sha256 digest: ${blob.digest}`);
+  const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', LOCAL_UNPACK_SCRIPT, 'unpack', blob.path, hex,
+    '--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into], Readable.from([]));
+  if (code === 0) return;
+  if (code === 66) throw blobError('digest_mismatch', `the blob at ${blob.path} is not ${blob.digest}`);
+  throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${program.stderr().trim().slice(0, 500)}`);
 }
 
 /** Whether a failed unpackLayer of a located blob may succeed if tried again (`fetch_failed`). */

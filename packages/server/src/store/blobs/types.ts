@@ -22,6 +22,15 @@ export interface BlobLocation {
   url: string;
 }
 
+/** A blob in a file on this host that a program reads whole, with the digest its bytes must have. */
+export interface LocalBlob {
+  path: string;
+  digest: string;
+}
+
+/** Where a packed layer comes from: a stream, a URL a program fetches, or a file a program reads. */
+export type PackSource = Readable | BlobLocation | LocalBlob;
+
 export interface BlobStore {
   /**
    * Stores `body`, computing its digest as it streams; returns it once the
@@ -41,6 +50,12 @@ export interface BlobStore {
    * a missing blob's URL answers an error (404; 403 where the store hides what it lacks).
    */
   locate?(digest: string, ttlSeconds: number): Promise<BlobLocation | null>;
+  /**
+   * The file on this host that holds the blob (checked for nothing: it may be missing or
+   * damaged), for a program to read it without its bytes crossing this process; absent in
+   * stores whose blobs are not local files.
+   */
+  localPath?(digest: string): string;
   /** Deletes a blob; false when there was none. */
   delete(digest: string): Promise<boolean>;
   /** Blobs in digest order after `after`, at most `limit` (garbage collection pages through them). */

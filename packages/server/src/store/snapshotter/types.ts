@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { BlobLocation } from '../blobs/types.js';
+import type { PackSource } from '../blobs/types.js';
 
 /**
  * The snapshotter: this host's mountable file system trees, in the spirit of
@@ -191,10 +191,10 @@ export interface LayerTransfer {
    */
   exportLayer(layerId: string, hint?: { bytes?: number }): Readable;
   /**
-   * Makes the layer from its pack (a stream, or where a program can fetch it: store/blobs/pack.ts),
-   * under the same id; nothing of it stays when it fails.
+   * Makes the layer from its pack (a stream, where a program can fetch it, or a local file with
+   * its digest: store/blobs/pack.ts), under the same id; nothing of it stays when it fails.
    */
-  importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }>;
+  importLayer(layerId: string, packed: PackSource): Promise<{ bytes: number }>;
 }
 
 /**

@@ -30,6 +30,10 @@ export class LocalBlobStore implements BlobStore {
     return path.join(this.root, 'sha256', hex.slice(0, 2), hex);
   }
 
+  localPath(digest: string): string {
+    return this.file(digest);
+  }
+
   async put(body: Readable, options: { expect?: string } = {}): Promise<BlobInfo> {
     if (options.expect !== undefined) checkDigest(options.expect);
     const tmp = path.join(this.root, 'tmp', newId('b'));

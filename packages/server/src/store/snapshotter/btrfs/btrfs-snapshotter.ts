@@ -13,7 +13,7 @@ import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
 import { packLayer, tarTree, unpackLayer } from '../../blobs/pack.js';
 import { Readable } from 'node:stream';
-import type { BlobLocation } from '../../blobs/types.js';
+import type { PackSource } from '../../blobs/types.js';
 import { closeVolume, openVolume } from './volume.js';
 import { removeTree, unlinkQuiet } from '../../../util/remove.js';
 
@@ -265,7 +265,7 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer, LayerTarrin
    * and renames it into place under the given id; its meta file is written last, so `has` is
    * true only of a complete layer.
    */
-  async importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }> {
+  async importLayer(layerId: string, packed: PackSource): Promise<{ bytes: number }> {
     if (this.has(layerId)) {
       if (packed instanceof Readable) packed.destroy();
       return { bytes: 0 };

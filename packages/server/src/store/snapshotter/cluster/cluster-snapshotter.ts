@@ -7,8 +7,8 @@ import { CAN_FETCH, LAYER_PACK_FORMAT, LOCATION_TTL_S, fetchMayPass } from '../.
 import type { BlobStore } from '../../blobs/types.js';
 import { withFetchRetries } from '../../../util/curl.js';
 import type { CommittedLayer, LayerReader, LayerTarring, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
-import type { BlobLocation } from '../../blobs/types.js';
-import type { Readable } from 'node:stream';
+import type { BlobLocation, PackSource } from '../../blobs/types.js';
+import { Readable } from 'node:stream';
 import { LayerCache } from './layer-cache.js';
 
 /** Where each layer's packed blob is: the cluster's table (store/metadata/postgres/cluster-store.ts). */
@@ -140,9 +140,9 @@ export class ClusterSnapshotter implements Snapshotter, LayerTransfer, LayerTarr
   }
 
   /** Makes the layer here from its pack, then stores it in the object store as a commit's (recorded before this returns). */
-  async importLayer(layerId: string, packed: Readable | BlobLocation): Promise<{ bytes: number }> {
+  async importLayer(layerId: string, packed: PackSource): Promise<{ bytes: number }> {
     if ((await this.opts.index.blobsOf([layerId])).has(layerId)) {
-      if (!(packed as { url?: string }).url) (packed as Readable).destroy();
+      if (packed instanceof Readable) packed.destroy();
       return { bytes: 0 };
     }
     const { bytes } = await this.local.importLayer(layerId, packed);
