@@ -223,7 +223,8 @@ export function packedTar(source: Readable): Readable {
   return tar;
 }
 
-const isLocal = (s: PackSource): s is LocalBlob => typeof (s as LocalBlob).path === 'string';
+// Not a stream: a file's read stream has a `path` too.
+const isLocal = (s: PackSource): s is LocalBlob => !(s instanceof Readable) && typeof (s as LocalBlob).path === 'string';
 
 /**
  * A pack in a file of this host (a local backup's blob) unpacked by a program that reads the
