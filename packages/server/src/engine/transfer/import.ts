@@ -90,8 +90,9 @@ class Import {
           for await (const _ of pack()) { /* hashed only */ }
         } else {
           this.caller.hold.layerIds([layer.id]);
-          this.madeLayers.push(layer.id);
-          const bytes = await this.unpack(importLayer, layer.id, pack());
+          // A tree already here is not this import's to remove on failure (another import's, at once).
+          const made = transfer.has(layer.id) ? () => undefined : () => { this.madeLayers.push(layer.id); };
+          const bytes = await this.unpack(importLayer, layer.id, pack(), made);
           plan.bytes.set(layer.id, bytes);
         }
         if (ahead === null && !whole) {
@@ -192,7 +193,7 @@ class Import {
   }
 
   /** Unpacks one layer's pack, reading every byte of it (what the unpacker leaves unread too: its entries are hashed as read). */
-  private async unpack(importLayer: (id: string, r: Readable) => Promise<{ bytes: number }>, id: string, pack: AsyncGenerator<Buffer>): Promise<number> {
+  private async unpack(importLayer: (id: string, r: Readable) => Promise<{ bytes: number }>, id: string, pack: AsyncGenerator<Buffer>, made: () => void): Promise<number> {
     const it = pack;
     const source = new Readable({
       read() {
@@ -202,6 +203,7 @@ class Import {
     let bytes: number;
     try {
       bytes = (await importLayer(id, source)).bytes;
+      made();
     } catch (err) {
       if (err instanceof ShellbaseError) throw err;
       throw damaged(`layer ${id} could not be unpacked: ${(err as Error).message}`, { layer: id });

@@ -229,9 +229,9 @@ export async function unpackOciTar(snapshotter: Snapshotter, runtime: ArchiveUnp
     } else {
       await runtime.unpackTar(Readable.from(filtered(tar, (p) => { dropped.count++; dropped.names.push(p); })), into);
     }
+    return { layer: await snapshotter.commitImport(scratch, opts.layerId), dropped };
   } catch (e) {
-    await snapshotter.discard(scratch);
+    await snapshotter.discard(scratch).catch(() => undefined);
     throw e;
   }
-  return { layer: await snapshotter.commitImport(scratch, opts.layerId), dropped };
 }
