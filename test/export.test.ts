@@ -181,6 +181,9 @@ describe('context export and import', () => {
     const planted = (archive: Buffer, tar: Buffer) => rewritten(archive, (files) => {
       const m = JSON.parse(readFileSync(path.join(files, 'manifest.json'), 'utf8'));
       layer = m.layers.at(-1).id as string;
+      // It claims to be an image's layer (the digest pulls find stored layers by).
+      m.layers.at(-1).digest = `sha256:${'a'.repeat(64)}`;
+      writeFileSync(path.join(files, 'manifest.json'), JSON.stringify(m));
       const head = Buffer.from(JSON.stringify({ kind: 'shellbase.layer', format: 1 }));
       const frame = Buffer.alloc(8);
       frame.writeUInt32LE(0x184d2a50, 0);
@@ -204,12 +207,29 @@ describe('context export and import', () => {
     const suid = found.split('\n').find((l) => l.startsWith('suid '));
     assert.ok(suid && suid.split(' ')[2] !== '0', `not the host's root's: ${found}`);
     assert.doesNotMatch(spawnSync('getfattr', ['--absolute-names', '-d', '-m', '-', path.join(made, 'suid')], { encoding: 'utf8' }).stdout, /trusted/);
+    const db = new Database(path.join(b.home, 'meta.db'), { readonly: true });
+    const row = db.prepare('SELECT digest FROM layers WHERE id = ?').get(layer) as { digest: string | null } | undefined;
+    db.close();
+    assert.ok(row, 'the layer is recorded');
+    assert.equal(row.digest ?? null, null, 'a tenant\'s archive does not give its layer a digest image pulls would find');
     // A member whose name leaves the layer's root (Python's tarfile writes it as given).
     const before = stored(b);
     const escaping = execFileSync('python3', ['-c', 'import io,sys,tarfile\nb=io.BytesIO()\nt=tarfile.open(fileobj=b,mode="w",format=tarfile.PAX_FORMAT)\ni=tarfile.TarInfo("../../escaped");i.size=1\nt.addfile(i,io.BytesIO(b"x"))\nt.close()\nsys.stdout.buffer.write(b.getvalue())']);
     const refused = await importRaw(b, planted(await fresh('craft-src2'), escaping), 'escaped', key);
     assert.equal(refused.status, 400, JSON.stringify(refused.json));
     assert.match(refused.json.error.message, /leaves its root/);
+    assert.deepEqual(stored(b), before, 'nothing changed');
+  });
+
+  test('a tenant\'s import counts against its storedBytes quota as its layers unpack: over it, refused, nothing changed', async () => {
+    const key = (await b.http('POST', '/v1/tenants', { body: { name: 'tight', quotas: { storedBytes: 200_000 } } })).json.apiKey as string;
+    const big = a.sb.context('big-for-tight');
+    await big.exec('head -c 400000 /dev/urandom > /root/r');
+    const before = stored(b);
+    const r = await importRaw(b, await exported(a, 'big-for-tight'), 'over', key);
+    assert.equal(r.status, 429, JSON.stringify(r.json));
+    assert.equal(r.json.error.code, 'limit_exceeded');
+    assert.equal(r.json.error.details.quota, 'storedBytes');
     assert.deepEqual(stored(b), before, 'nothing changed');
   });
 

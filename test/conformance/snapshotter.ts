@@ -118,6 +118,12 @@ export function snapshotterConformance(name: string, make: () => Promise<{ store
     const given = 'l_conformance' + Math.random().toString(36).slice(2, 10);
     assert.equal((await store.commitImport(named, given)).layerId, given);
     assert.deepEqual((await store.reader(given)).list(''), ['n']);
+    // Another scratch under the same id is refused; the stored layer stays as it was.
+    const again = await store.prepare({ diskMb: 16 });
+    await store.writer(again).writeFile('m', text('m'), FILE);
+    await assert.rejects(store.commitImport(again, given), (e: NodeJS.ErrnoException) => e.code === 'ENOTEMPTY' || e.code === 'EEXIST');
+    await store.discard(again);
+    assert.deepEqual((await store.reader(given)).list(''), ['n']);
   });
 
   withStore('staged entries move into the tree; the staging directory is not part of the layer', async (store) => {

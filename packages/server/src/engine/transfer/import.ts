@@ -49,7 +49,11 @@ class Import {
     // own fetches do); a tenant's confined, as an image's layers are (importLayerConfined).
     const transfer = transferOf(this.deps.snapshotter);
     const importLayer = this.caller.admin ? transfer.importLayer.bind(transfer) : (id: string, r: Readable) => this.importLayerConfined(id, r);
-    if (!this.caller.admin) await checkStoredBytes(this.deps.metadata, this.caller.tenantId, quotasOf(this.deps.config, this.caller));
+    const quotas = quotasOf(this.deps.config, this.caller);
+    if (!this.caller.admin) await checkStoredBytes(this.deps.metadata, this.caller.tenantId, quotas);
+    // A tenant's stored bytes with what this import has unpacked so far: checked after each layer.
+    const stored = this.caller.admin || !Number.isFinite(quotas.storedBytes) ? null : await this.deps.metadata.tenants.storedBytes(this.caller.tenantId);
+    let unpacked = 0;
     const bytes = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     try {
       const entries = readTar({ [Symbol.asyncIterator]: () => bytes })[Symbol.asyncIterator]();
@@ -94,6 +98,10 @@ class Import {
           const made = transfer.has(layer.id) ? () => undefined : () => { this.madeLayers.push(layer.id); };
           const bytes = await this.unpack(importLayer, layer.id, pack(), made);
           plan.bytes.set(layer.id, bytes);
+          unpacked += bytes;
+          if (stored !== null && stored + unpacked > quotas.storedBytes) {
+            throw overQuota('storedBytes', quotas.storedBytes, 'import into a tenant with room for the archive\'s layers, or delete contexts you no longer need');
+          }
         }
         if (ahead === null && !whole) {
           // The archive ended right after the layer's last piece: no SHA256SUMS follows.
@@ -188,8 +196,16 @@ class Import {
   private async importLayerConfined(id: string, packed: Readable): Promise<{ bytes: number }> {
     const { snapshotter, runtime, config } = this.deps;
     const tar = ociLayerTar(packedTar(packed));
-    const { layer } = await unpackOciTar(snapshotter, runtime, tar, { diskMb: quotasOf(config, this.caller).maximums.diskMb, layerId: id });
-    return { bytes: layer.bytes };
+    try {
+      const { layer } = await unpackOciTar(snapshotter, runtime, tar, { diskMb: quotasOf(config, this.caller).maximums.diskMb, layerId: id });
+      return { bytes: layer.bytes };
+    } catch (e) {
+      // The layer's tree appeared meanwhile: another import of it, at once.
+      if ((e as NodeJS.ErrnoException).code === 'ENOTEMPTY' || (e as NodeJS.ErrnoException).code === 'EEXIST') {
+        throw new ShellbaseError('conflict', `layer ${id} is being imported by another import at once`, { details: { layer: id }, hint: 'import the archive again once the other import has ended' });
+      }
+      throw e;
+    }
   }
 
   /** Unpacks one layer's pack, reading every byte of it (what the unpacker leaves unread too: its entries are hashed as read). */
@@ -217,7 +233,10 @@ class Import {
     const now = new Date().toISOString();
     for (const l of m.layers) {
       if (plan.reuse.has(l.id)) continue;
-      await metadata.versions.addLayer({ id: l.id, kind: l.kind, bytes: plan.bytes.get(l.id) ?? l.bytes, createdAt: now, ...(l.digest ? { digest: l.digest } : {}) });
+      // An OCI layer's digest is what image pulls find a stored layer by: only the admin's import
+      // says it (a tenant's could name an image's diff_id over files of its own).
+      const digest = this.caller.admin ? l.digest : undefined;
+      await metadata.versions.addLayer({ id: l.id, kind: l.kind, bytes: plan.bytes.get(l.id) ?? l.bytes, createdAt: now, ...(digest ? { digest } : {}) });
     }
     for (const v of plan.versions) {
       this.madeVersions.push(v.id);

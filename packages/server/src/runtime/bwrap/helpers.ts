@@ -93,7 +93,7 @@ export async function unpackLayerConfined(dialer: Dialer, tarcheck: string, sour
     const why = igzipSaid(stderr);
     throw invalid(`the layer cannot be decompressed: the stream is damaged or cut short (${why || 'no reason given'})`, 'the registry or archive is corrupt; nothing was kept');
   }
-  if (code === 66) throw untarFailed(stderr, 'the image is larger than limits.diskMb allows');
+  if (code === 66) throw untarFailed(stderr, 'the layer (an image\'s, or an imported context\'s) is larger than limits.diskMb allows');
   throw new Error(`sbx-tarcheck failed (exit ${code}): ${stderr}`);
 }
 

@@ -158,7 +158,8 @@ export interface Snapshotter {
    * `.wh..wh..opq` makes its directory opaque; both names are removed. Unlike `commit`, an
    * empty scratch is a layer too (an OCI layer may change nothing). Its id is a new imported
    * layer's (store/layer-ids.ts), or `layerId` when given (a context archive's layer, kept under
-   * the id its versions name).
+   * the id its versions name): a layer of that id already stored fails it (code ENOTEMPTY or
+   * EEXIST), and the scratch is left to the caller.
    */
   commitImport(scratch: Scratch, layerId?: string): Promise<CommittedLayer>;
   /** Drops a scratch without making a layer and says how many bytes of file data it held. */

@@ -92,6 +92,8 @@ export class MemorySnapshotter implements Snapshotter {
     for (const rel of plan.opaque) { const n = rel ? find(tree, rel) : tree; if (n?.kind === 'dir') n.opaque = true; }
     const { changes, bytes } = scan(tree);
     const layerId = given ?? newImportedLayerId();
+    // As a rename onto another layer's tree fails in the btrfs store.
+    if (this.layers.has(layerId)) throw Object.assign(new Error(`layer ${layerId} exists`), { code: 'EEXIST' });
     this.layers.set(layerId, { root: tree, opaque: opaqueOf(tree) });
     return { layerId, bytes, changes };
   }
