@@ -111,6 +111,26 @@ test('postgres: a commit fenced by a lease lands while the lease is its worker\'
   }
 });
 
+test('postgres: a worker back from an outage (its heartbeat lapsed) has its slots counted from its first admission on, by every worker', async () => {
+  const { stores, close } = await threeWorkers();
+  try {
+    const [one, two] = stores;
+    await one.cluster.ready;
+    await one.cluster.register('w1', 'http://w1');
+    await two.cluster.register('w2', 'http://w2');
+    await one.cluster.admit('w1', 't1', 'query', 3, 60_000);
+    // w1 was cut off for longer than a lapse: its heartbeat is old, its running query's slot uncounted.
+    await one.db.run("UPDATE cluster_workers SET heartbeat_at = now() - interval '1 hour' WHERE id = ?", ['w1']);
+    // Back in touch, w1 admits before its next heartbeat: that admission counts its own slot (2 of 3)...
+    assert.equal(await one.cluster.admit('w1', 't1', 'query', 3, 60_000), true);
+    // ...and w2 counts both: one more fits, then none.
+    assert.equal(await two.cluster.admit('w2', 't1', 'query', 3, 60_000), true);
+    assert.equal(await two.cluster.admit('w2', 't1', 'query', 3, 60_000), false, 'the returning worker\'s slots are counted');
+  } finally {
+    await close();
+  }
+});
+
 test('postgres: a machine row written or deleted under its lease: done while the lease is the worker\'s at its epoch, refused once another worker took it over', async () => {
   const { stores, close } = await threeWorkers();
   try {

@@ -32,6 +32,8 @@ import type { PostgresMigration } from './migrations.js';
  *   is never given twice for one lease, even after its row was deleted (an unclaim, or its
  *   worker's row removed as gone) and the lease taken again: a stale holder's fence can never
  *   match a later lease.
+ * - `cluster_admit` (7) counts as the admitting worker's heartbeat: the slots of a worker that
+ *   just came back from an outage are counted by every admission from its first one on.
  */
 export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
   {
@@ -131,5 +133,26 @@ export const CLUSTER_MIGRATIONS: PostgresMigration[] = [
     sql: `
       CREATE SEQUENCE cluster_lease_epochs;
       SELECT setval('cluster_lease_epochs', COALESCE((SELECT max(epoch) FROM cluster_leases), 0) + 1, false);`,
+  },
+  {
+    version: 7,
+    sql: `
+      CREATE OR REPLACE FUNCTION cluster_admit(worker TEXT, tenant TEXT, what TEXT, quota INTEGER, alive_ms DOUBLE PRECISION) RETURNS BOOLEAN
+      LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM pg_advisory_xact_lock(hashtextextended('shellbase:quota:' || tenant || '/' || what, 0));
+        -- The admitting worker reached the database now: its slots count from this moment, for
+        -- this admission and for the others' (right after an outage its heartbeat is stale until
+        -- the next one, and what it took would not be counted by anyone meanwhile).
+        UPDATE cluster_workers SET heartbeat_at = now() WHERE id = worker;
+        IF (SELECT COALESCE(SUM(s.used), 0) FROM cluster_slots s JOIN cluster_workers w ON w.id = s.worker_id
+            WHERE s.tenant_id = tenant AND s.kind = what AND w.heartbeat_at > now() - make_interval(secs => alive_ms / 1000.0)) >= quota THEN
+          RETURN FALSE;
+        END IF;
+        INSERT INTO cluster_slots (worker_id, tenant_id, kind, used) VALUES (worker, tenant, what, 1)
+          ON CONFLICT (tenant_id, kind, worker_id) DO UPDATE SET used = cluster_slots.used + 1;
+        RETURN TRUE;
+      END
+      $fn$;`,
   },
 ];
