@@ -33,6 +33,15 @@ async function threeWorkers(): Promise<{ stores: PostgresMetadataStore[]; root: 
   return { stores, root: (await md.versions.get('v0'))!, close: async () => { await Promise.all(stores.map((s) => s.close())); } };
 }
 
+/** The first two stores as cluster workers `w1` and `w2`, registered. */
+async function asWorkers(stores: PostgresMetadataStore[]): Promise<[PostgresMetadataStore, PostgresMetadataStore]> {
+  const [one, two] = stores;
+  await one.cluster.ready;
+  await one.cluster.register('w1', 'http://w1');
+  await two.cluster.register('w2', 'http://w2');
+  return [one, two];
+}
+
 /** The versions from the head down to the root, each once. */
 async function history(md: MetadataStore): Promise<VersionRow[]> {
   const head = (await md.contexts.get('t1', 'c'))!.head;
@@ -79,10 +88,7 @@ test('postgres: 30 commits to one path from three pools at once: one wins per he
 test('postgres: a commit fenced by a lease lands while the lease is its worker\'s at its epoch, and is refused once another worker took it over', async () => {
   const { stores, root, close } = await threeWorkers();
   try {
-    const [one, two] = stores;
-    await one.cluster.ready;
-    await one.cluster.register('w1', 'http://w1');
-    await two.cluster.register('w2', 'http://w2');
+    const [one, two] = await asWorkers(stores);
     const first = await one.cluster.claim('service', 'tok', 'w1', 60_000);
     assert.deepEqual(first, { mine: true, epoch: 1 });
     const committer = new Committer(one, noSync, sink);
@@ -114,10 +120,7 @@ test('postgres: a commit fenced by a lease lands while the lease is its worker\'
 test('postgres: a worker back from an outage (its heartbeat lapsed) has its slots counted from its first admission on, by every worker', async () => {
   const { stores, close } = await threeWorkers();
   try {
-    const [one, two] = stores;
-    await one.cluster.ready;
-    await one.cluster.register('w1', 'http://w1');
-    await two.cluster.register('w2', 'http://w2');
+    const [one, two] = await asWorkers(stores);
     await one.cluster.admit('w1', 't1', 'query', 3, 60_000);
     // w1 was cut off for longer than a lapse: its heartbeat is old, its running query's slot uncounted.
     await one.db.run("UPDATE cluster_workers SET heartbeat_at = now() - interval '1 hour' WHERE id = ?", ['w1']);
@@ -134,10 +137,7 @@ test('postgres: a worker back from an outage (its heartbeat lapsed) has its slot
 test('postgres: a machine row written or deleted under its lease: done while the lease is the worker\'s at its epoch, refused once another worker took it over', async () => {
   const { stores, close } = await threeWorkers();
   try {
-    const [one, two] = stores;
-    await one.cluster.ready;
-    await one.cluster.register('w1', 'http://w1');
-    await two.cluster.register('w2', 'http://w2');
+    const [one, two] = await asWorkers(stores);
     const shape = { format: 2 as const, image: 'debian', memoryMb: 512, cpus: 1, diskGb: 8, idleTimeoutMs: 1000, ports: [] };
     const row = { id: 'm_1', tenantId: 't1', state: 'running' as const, createdAt: new Date().toISOString(), spec: { ...shape, disk: ['/d'] } };
     await one.machines.create(row);

@@ -4,7 +4,7 @@ import { constants as z, createZstdCompress, createZstdDecompress } from 'node:z
 import { feed, type Dialer, type DialedProcess } from '../../util/dialer.js';
 import { HAS_CURL, curlCommand, curlFailure, curlQuoted } from '../../util/curl.js';
 import { open } from 'node:fs/promises';
-import { blobError, type BlobLocation, type LocalBlob, type PackSource } from './types.js';
+import { blobError, checkDigest, type BlobLocation, type LocalBlob, type PackSource } from './types.js';
 
 /**
  * Version of a packed layer. Format 1 is a zstd stream (checksummed frames) whose
@@ -57,6 +57,9 @@ export const SMALL_TREE = 1 << 20;
 /** tar's environment: nothing of the server's but a search path; the C locale (names sort bytewise). */
 const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
 
+/** Each stage of an unpacking script dies with bash (which dies with the spawner: `sbx dial`). */
+const STAGE = 'setpriv --pdeathsig KILL';
+
 /**
  * The unpacking script: its input (stdin, or curl's GET of the URL its config on stdin names)
  * through zstd into tar with the script's arguments. Every stage is killed when bash goes
@@ -68,14 +71,11 @@ const TAR_ENV = ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C'];
  * the defaults, meant for registries far away, would hold a request for minutes).
  */
 function unpackScript(fetch: boolean): string {
-  const stage = STAGE;
   const curl = `${curlCommand(['--connect-timeout 5', '--speed-time 15'])} | `;
   // curl's 23 (it could not write) means zstd or tar stopped reading: their failure says why.
   const status = fetch ? '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
-  return `${fetch ? curl : ''}${stage} zstd --decompress --stdout --quiet | ${stage} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
+  return `${fetch ? curl : ''}${STAGE} zstd --decompress --stdout --quiet | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
 }
-
-const STAGE = 'setpriv --pdeathsig KILL';
 
 /**
  * The unpacking script of a pack in a file (its first two arguments: the file and the sha256 its
@@ -242,9 +242,8 @@ async function unpackLocal(dialer: Dialer, blob: LocalBlob, into: string): Promi
   } finally {
     await fh.close();
   }
-  const hex = /^sha256:([0-9a-f]{64})$/.exec(blob.digest)?.[1];
-  if (!hex) throw new Error(`not a sha256 digest: ${blob.digest}`);
-  const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', LOCAL_UNPACK_SCRIPT, 'unpack', blob.path, hex,
+  checkDigest(blob.digest);
+  const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', LOCAL_UNPACK_SCRIPT, 'unpack', blob.path, blob.digest.slice('sha256:'.length),
     '--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into], Readable.from([]));
   if (code === 0) return;
   if (code === 66) throw blobError('digest_mismatch', `the blob at ${blob.path} is not ${blob.digest}`);
