@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { Shellbase } from '@shellbase/sdk';
 import { startTestServer, type TestServer } from './harness.ts';
+
+const run = promisify(execFile);
 
 /** Export and import of contexts between two real servers (btrfs, bwrap). */
 describe('context export and import', () => {
@@ -103,6 +106,48 @@ describe('context export and import', () => {
     const one = execFileSync('tar', ['--format=ustar', '-cf', '-', ...entries, 'SHA256SUMS'], { cwd: at, maxBuffer: 1 << 28 });
     assert.equal((await b.sb.contexts.import(one, { as: 'big1' })).head, (await a.sb.contexts.get('big')).head);
     assert.equal(await filesHash(b.sb, 'big1'), await filesHash(a.sb, 'big'));
+  });
+
+  test('a large layer goes from its packer straight into the connection (sbx-send): the same archive as through the server; a client gone stops it', async () => {
+    const helper = async () => Number(/shellbase_export_layers_total\{by="helper"\} (\d+)/.exec((await a.http('GET', '/metrics', { key: null })).text)?.[1] ?? 0);
+    const big = a.sb.context('big-direct');
+    await big.exec('head -c 40000000 /dev/urandom > /root/r && seq 1 300000 > /root/s', { limits: { diskMb: 200 } });
+    const before = await helper();
+    const direct = await exported(a, 'big-direct');
+    assert.equal(await helper(), before + 1, 'the one large layer was written by the helper');
+    // HTTP/1.0 has no chunked encoding: the same archive goes through the server.
+    const viaServer = (await run('curl', ['-sS', '--fail', '--http1.0', '-H', `Authorization: Bearer ${a.key}`, `${a.server.url}/v1/contexts/big-direct/export`], { maxBuffer: 1 << 26, encoding: 'buffer' })).stdout;
+    assert.equal(await helper(), before + 1);
+    const entries = (archive: Buffer) => {
+      const at = mkdtempSync(path.join(dir, 'cmp-'));
+      execFileSync('tar', ['-x'], { input: archive, cwd: at });
+      const names = execFileSync('tar', ['-t'], { input: archive, encoding: 'utf8' }).trim().split('\n');
+      const sums = readFileSync(path.join(at, 'SHA256SUMS'), 'utf8').split('\n').filter((l) => l && !l.endsWith('  manifest.json'));
+      return [...names.filter((n) => n !== 'manifest.json' && n !== 'SHA256SUMS').map((n) => [n, createHash('sha256').update(readFileSync(path.join(at, n))).digest('hex')]), sums];
+    };
+    const [d, s] = [entries(direct), entries(viaServer)];
+    assert.ok(d.filter(([n]) => /\.zst\.\d{4}$/.test(n!)).length >= 2, d.map(([n]) => n).join(' '));
+    assert.equal(d.at(-1)!.length, d.length - 1, 'SHA256SUMS names every piece');
+    // The pieces and their checksums are the same bytes either way (the manifests differ only in their time).
+    assert.deepEqual(d, s);
+    assert.equal((await b.sb.contexts.import(direct, { as: 'big-direct' })).head, (await a.sb.contexts.get('big-direct')).head);
+    assert.equal(await filesHash(b.sb, 'big-direct'), await filesHash(a.sb, 'big-direct'));
+
+    // A reader that goes away after the first bytes: the helper is stopped, not left writing.
+    const abort = new AbortController();
+    const r = await fetch(`${a.server.url}/v1/contexts/big-direct/export`, { headers: { authorization: `Bearer ${a.key}` }, signal: abort.signal });
+    await r.body!.getReader().read();
+    const sending = () => spawnSync('pgrep', ['-f', `sbx-send ${process.pid} `], { encoding: 'utf8' }).stdout.trim();
+    assert.notEqual(sending(), '', 'the helper waits for the reader');
+    abort.abort();
+    let left = '';
+    for (let i = 0; i < 100; i++) {
+      left = sending();
+      if (!left) break;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    assert.equal(left, '', 'no sbx-send left');
+    assert.equal((await a.http('GET', '/v1/contexts/big-direct')).status, 200, 'the server goes on');
   });
 
   test('--history: the other server has the same versions, heads and files', async () => {

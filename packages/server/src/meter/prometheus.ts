@@ -49,6 +49,11 @@ export class PrometheusMeter implements Meter {
     labelNames: ['kind', 'direction'] as const, registers: [this.registry],
   });
 
+  private readonly archiveLayers = new Counter({
+    name: 'shellbase_export_layers_total', help: 'Layers written into exported context archives: by a helper straight into the client\'s connection (by="helper"), or through the server.',
+    labelNames: ['by'] as const, registers: [this.registry],
+  });
+
   private readonly activeSeconds = new Counter({
     name: 'shellbase_active_seconds_total', help: 'Active (billed) time of service runs and machines: a request, connection, call or start in progress.',
     labelNames: ['kind'] as const, registers: [this.registry],
@@ -119,6 +124,10 @@ export class PrometheusMeter implements Meter {
     this.egressConnections.inc({ kind, result: allowed ? 'allowed' : 'refused' });
     if (bytesOut) this.egressBytes.inc({ kind, direction: 'out' }, bytesOut);
     if (bytesIn) this.egressBytes.inc({ kind, direction: 'in' }, bytesIn);
+  }
+
+  archiveLayer(by: 'helper' | 'server'): void {
+    this.archiveLayers.inc({ by });
   }
 
   fileOperation(op: 'read' | 'write' | 'delete' | 'tar'): void {

@@ -21,4 +21,6 @@ export interface Meter {
   runEnded(kind: 'service' | 'machine', wallMs: number, activeMs: number): void;
   /** A connection through the egress proxy ended (or was refused): what made it and the bytes it moved. */
   egressConnection(kind: ConnectionKind, allowed: boolean, bytesOut: number, bytesIn: number): void;
+  /** A layer went into a context archive: by a helper straight into the client's connection, or through the server. */
+  archiveLayer(by: 'helper' | 'server'): void;
 }

@@ -18,7 +18,9 @@ export const SBX_EGRESS = fileURLToPath(new URL('../../native/build/sbx-egress',
 /** Runs a sandbox's command as an image's user (packages/server/native/run-as.c). */
 export const SBX_USER = fileURLToPath(new URL('../../native/build/sbx-user', import.meta.url));
 export const SBX_TARCHECK = fileURLToPath(new URL('../../native/build/sbx-tarcheck', import.meta.url));
+/** Writes an export's layer straight into the client's connection (native/send.c). */
+export const SBX_SEND = fileURLToPath(new URL('../../native/build/sbx-send', import.meta.url));
 
 export function assertNativeBuilt(): void {
-  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD, SBX_EGRESS, SBX_USER, SBX_TARCHECK]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
+  for (const f of [SBX, SBX_STORE, SBX_SPAWNER, SBX_FORWARD, SBX_EGRESS, SBX_USER, SBX_TARCHECK, SBX_SEND]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build`);
 }

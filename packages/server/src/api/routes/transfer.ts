@@ -9,6 +9,7 @@ import {
   BackupBodySchema as BackupBody, BackupResultSchema as BackupResult,
 } from '@shellbase/protocol/schemas';
 import { respondEvents } from '../ndjson.js';
+import { plainConnection, sendArchive } from '../archive-response.js';
 import { errorResponses } from '../schemas.js';
 
 /** The media type of a context archive (docs/formats.md). */
@@ -29,7 +30,10 @@ export function transferRoutes(app: FastifyInstance, ops: Operations): void {
     const archive = await ops.run(req.caller, 'context.export', {
       context: req.params.name, opts: { ...(q.version !== undefined ? { version: q.version } : {}), history: q.history === true },
     });
-    return reply.type(ARCHIVE_TYPE).header('content-disposition', `attachment; filename="${req.params.name}.sbx"`).send(archive);
+    const headers = { 'content-type': ARCHIVE_TYPE, 'content-disposition': `attachment; filename="${req.params.name}.sbx"` };
+    if (!plainConnection(req)) return reply.headers(headers).send(archive.stream());
+    await sendArchive(req, reply, headers, archive);
+    return reply;
   });
 
   app.get<{ Params: Static<typeof NameParams>; Querystring: Static<typeof OciQuery> }>('/v1/contexts/:name/export/oci', {

@@ -1,19 +1,29 @@
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { ShellbaseError, invalid, notFound } from '../../errors.js';
 import { SYSTEM_TENANT, type Caller, type Deps } from '../../core/deps.js';
 import { checkName } from '../../core/validate.js';
 import { imageVersionId, isImageLayer, isImportedLayer, parseImageLayer } from '../../store/layer-ids.js';
+import type { Meter } from '../../meter/types.js';
+import { written, type ByteSink } from '../../util/sink.js';
 import type { VersionRow } from '../../store/metadata/types.js';
 import type { LayerTransfer, Snapshotter } from '../../store/snapshotter/types.js';
 import { TAR_END, tarPadding } from '../../util/tar.js';
-import { ARCHIVE_KIND, CONTEXT_ARCHIVE_FORMAT, MANIFEST, PIECE_BYTES, SUMS, pieceEntry, tarHeader, type Manifest, type ManifestVersion } from './format.js';
+import { SMALL_TREE } from '../../store/blobs/pack.js';
+import { ARCHIVE_KIND, CONTEXT_ARCHIVE_FORMAT, MANIFEST, PIECE_BYTES, SUMS, pieceEntry, piecePrefix, tarHeader, type Manifest, type ManifestVersion } from './format.js';
+import { sendLayer } from './send.js';
 
 export interface ExportOptions {
   /** That version (and its layers) instead of the head. */
   version?: string;
   /** Every version reachable from the head (over parents and merges). */
   history?: boolean;
+}
+
+/** An export, not yet written: as a stream, or into a sink (the HTTP route's, which may offer its connection to send.ts). */
+export interface ContextArchive {
+  stream(): Readable;
+  writeTo(sink: ByteSink): Promise<void>;
 }
 
 /** The snapshotter's layer packing, or failed_precondition where it has none (the memory store, a cluster's cache). */
@@ -31,13 +41,13 @@ export function transferOf(s: Snapshotter): LayerTransfer {
 export type VersionOf = (caller: Caller, id: string) => Promise<VersionRow>;
 
 /**
- * A context's versions as an archive (format.ts). What it names is read and pinned first (a
- * missing context or version fails before a byte is sent); layers are then packed one at a
- * time and sent in pieces as they are packed (at most `PIECE_BYTES` held), so the archive is
- * never held whole, in memory or on disk. A failure while streaming ends the stream with an
- * error: the archive is cut short, which an import refuses.
+ * A context's versions as an archive (format.ts). What it names is read first (a missing context
+ * or version fails before a byte is sent); when the archive is written, layers are packed one at
+ * a time and sent in pieces as they are packed (at most `PIECE_BYTES` held, two where a helper
+ * sends them), so the archive is never held whole, in memory or on disk. A failure while writing
+ * cuts the archive short, which an import refuses.
  */
-export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Caller, name: string, opts: ExportOptions): Promise<Readable> {
+export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Caller, name: string, opts: ExportOptions): Promise<ContextArchive> {
   const transfer = transferOf(deps.snapshotter);
   checkName(name);
   if (opts.version !== undefined && opts.history) throw invalid('pass a version or history, not both', 'drop one of them');
@@ -89,32 +99,45 @@ export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Ca
   };
   // Synced first: a file whose blocks are not allocated yet looks sparse to tar (pack.ts).
   await deps.snapshotter.sync();
-  return Readable.from(archive(transfer, manifest), { objectMode: false });
+  return {
+    writeTo: (sink) => writeArchive(transfer, manifest, sink, deps.meter),
+    stream() {
+      const out = new PassThrough();
+      const sink: ByteSink = { write: (bytes) => written(out, out.write(bytes)) };
+      writeArchive(transfer, manifest, sink, deps.meter).then(() => out.end(), (e: unknown) => out.destroy(e as Error));
+      return out;
+    },
+  };
 }
 
-async function* archive(transfer: LayerTransfer, manifest: Manifest): AsyncGenerator<Buffer> {
-  const now = Date.now() / 1000;
+async function writeArchive(transfer: LayerTransfer, manifest: Manifest, sink: ByteSink, meter: Meter): Promise<void> {
+  const now = Math.floor(Date.now() / 1000);
   const sums: string[] = [];
+  const entry = async (name: string, data: Buffer[], bytes: number, sum: string) => {
+    sums.push(`${sum}  ${name}`);
+    await sink.write(tarHeader(name, bytes, now));
+    for (const d of data) await sink.write(d);
+    await sink.write(tarPadding(bytes));
+  };
   const body = Buffer.from(JSON.stringify(manifest));
-  sums.push(`${createHash('sha256').update(body).digest('hex')}  ${MANIFEST}`);
-  yield tarHeader(MANIFEST, body.length, now);
-  yield body;
-  yield tarPadding(body.length);
+  await entry(MANIFEST, [body], body.length, createHash('sha256').update(body).digest('hex'));
   for (const layer of manifest.layers) {
+    // A large layer goes straight from its packer into the client's connection, where there is one.
+    if (sink.connection && transfer.packProgram && layer.bytes >= SMALL_TREE) {
+      const sent = await sendLayer(sink.connection, piecePrefix(layer.id), transfer.packProgram(layer.id), now, PIECE_BYTES);
+      if (sent) { sums.push(...sent); meter.archiveLayer('helper'); continue; }
+    }
     // Each piece goes out as soon as it is full (hashed as its bytes come): packing and sending overlap.
     let held: Buffer[] = [];
     let bytes = 0;
     let hash = createHash('sha256');
     let piece = 0;
-    const flush = function* (): Generator<Buffer> {
-      const name = pieceEntry(layer.id, piece++);
-      sums.push(`${hash.digest('hex')}  ${name}`);
-      yield tarHeader(name, bytes, now);
-      yield* held;
-      yield tarPadding(bytes);
+    const flush = async () => {
+      const [data, n, sum] = [held, bytes, hash.digest('hex')];
       held = [];
       bytes = 0;
       hash = createHash('sha256');
+      await entry(pieceEntry(layer.id, piece++), data, n, sum);
     };
     for await (const c of transfer.exportLayer(layer.id, { bytes: layer.bytes })) {
       let chunk = c as Buffer;
@@ -123,16 +146,17 @@ async function* archive(transfer: LayerTransfer, manifest: Manifest): AsyncGener
         held.push(take);
         hash.update(take);
         bytes += take.length;
-        yield* flush();
+        await flush();
         chunk = chunk.subarray(take.length);
       }
       if (chunk.length) { held.push(chunk); hash.update(chunk); bytes += chunk.length; }
     }
-    if (bytes > 0 || piece === 0) yield* flush();
+    if (bytes > 0 || piece === 0) await flush();
+    meter.archiveLayer('server');
   }
   const text = Buffer.from(sums.join('\n') + '\n');
-  yield tarHeader(SUMS, text.length, now);
-  yield text;
-  yield tarPadding(text.length);
-  yield TAR_END;
+  await sink.write(tarHeader(SUMS, text.length, now));
+  await sink.write(text);
+  await sink.write(tarPadding(text.length));
+  await sink.write(TAR_END);
 }

@@ -31,8 +31,10 @@ export const MAX_MANIFEST = 256 << 20;
 
 /** A format-1 layer entry's name (the whole pack). */
 export const layerEntry = (layerId: string): string => `layers/${layerId}.zst`;
-/** The name of piece `i` of a layer's pack (format 2). */
-export const pieceEntry = (layerId: string, i: number): string => `layers/${layerId}.zst.${String(i).padStart(4, '0')}`;
+/** The name of a layer's pieces (format 2) before their number. */
+export const piecePrefix = (layerId: string): string => `layers/${layerId}.zst.`;
+/** The name of piece `i` of a layer's pack (format 2): the prefix and `i` in four digits or more. */
+export const pieceEntry = (layerId: string, i: number): string => `${piecePrefix(layerId)}${String(i).padStart(4, '0')}`;
 
 export interface ManifestLayer {
   id: string;

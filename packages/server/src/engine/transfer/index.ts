@@ -6,7 +6,7 @@ import { openBlobStore, parseBlobStoreUrl } from '../../store/blobs/index.js';
 import type { GarbageCollector } from '../gc.js';
 import type { MachineBackups } from '../../core/backups.js';
 import { takeBackup, type BackupOptions, type BackupProgress } from './backup.js';
-import { exportContext, type ExportOptions, type VersionOf } from './export.js';
+import { exportContext, type ContextArchive, type ExportOptions, type VersionOf } from './export.js';
 import { importContext, type ImageVersionOf, type ImportOptions } from './import.js';
 import { exportOciLayout, pushOci, type OciExportOptions, type OciPushOptions, type OciPushResult } from './oci.js';
 
@@ -38,8 +38,8 @@ export class Transfer {
     }
   }
 
-  /** The context's head (or a version, or its whole history) as an archive. */
-  export(caller: Caller, name: string, opts: ExportOptions): Promise<Readable> {
+  /** The context's head (or a version, or its whole history) as an archive, to be written. */
+  export(caller: Caller, name: string, opts: ExportOptions): Promise<ContextArchive> {
     return exportContext(this.deps, this.versionOf, caller, name, opts);
   }
 

@@ -86,26 +86,51 @@ function unpackScript(fetch: boolean): string {
 const LOCAL_UNPACK_SCRIPT = `f=$1; want=$2; shift 2; got=$(${STAGE} openssl dgst -sha256 -r -- "$f") || exit 65; [ "\${got%% *}" = "$want" ] || exit 66; `
   + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); [ "\${s[0]}\${s[1]}" = 00 ] || exit 65`;
 
-/**
- * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. GNU tar reads the tree
- * as this process's user (root: trusted.* attributes need it). The stream fails,
- * and never ends cleanly, when tar does; destroying it stops tar.
- */
-export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {}): Readable {
+/** A pack made by a program: the bytes that come first, then what `argv` writes on its stdout. */
+export interface PackProgram {
+  prefix: Buffer;
+  argv: string[];
+}
+
+/** The first frame of every pack: a skippable one holding the pack's JSON header. */
+function packPrefix(): Buffer {
   const frame = Buffer.alloc(8);
   frame.writeUInt32LE(SKIPPABLE, 0);
   frame.writeUInt32LE(HEADER.length, 4);
+  return Buffer.concat([frame, HEADER]);
+}
+
+const levelOf = (options: PackOptions): number => Math.max(1, Math.min(19, Math.round(options.level ?? 3)));
+
+/**
+ * GNU tar of a tree, as root (trusted.* attributes need it). tar names a sparse file's header
+ * `GNUSparseFile.PID/NAME`, pid fixed by no option: in a pid namespace of its own, tar is pid 1.
+ */
+const tarOf = (tree: string): string[] => ['unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX, '--sort=name', '--sparse', '--directory', tree, '.'];
+
+/**
+ * The pack of a tree as a program makes it, tar and the zstd program beside each other as `tar |
+ * zstd` runs (zstd reads its input in blocks of its own, and its output does not depend on its
+ * number of threads): what `packLayer` runs for a tree of `SMALL_TREE` bytes or more, and what an
+ * export runs where it writes a layer straight into its client's connection (native/send.c).
+ */
+export function packProgram(tree: string, options: PackOptions = {}): PackProgram {
+  const script = `set -o pipefail; "$@" | zstd -q -${levelOf(options)} -T2 --check --stdout`;
+  return { prefix: packPrefix(), argv: [...TAR_ENV, 'bash', '-c', script, 'pack', ...tarOf(tree)] };
+}
+
+/**
+ * Packs a layer's tree into a stream of LAYER_PACK_FORMAT. The stream fails, and never ends
+ * cleanly, when tar does; destroying it stops tar.
+ */
+export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {}): Readable {
   const out = new PassThrough();
-  out.write(Buffer.concat([frame, HEADER]));
-  const level = Math.max(1, Math.min(19, Math.round(options.level ?? 3)));
-  // tar names a sparse file's header `GNUSparseFile.PID/NAME`, pid fixed by no option: in a pid
-  // namespace of its own, tar is pid 1.
-  const tar = ['unshare', '--pid', '--fork', '--kill-child', '--', 'tar', '--create', '--file=-', ...PAX, '--sort=name', '--sparse', '--directory', tree, '.'];
   if (options.bytes !== undefined && options.bytes < SMALL_TREE) {
     // A small tree (a commit's layer, mostly): compressed here, with no compressor process to start.
-    const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: level, [z.ZSTD_c_checksumFlag]: 1 } });
+    out.write(packPrefix());
+    const zstd = createZstdCompress({ params: { [z.ZSTD_c_compressionLevel]: levelOf(options), [z.ZSTD_c_checksumFlag]: 1 } });
     out.on('close', () => zstd.destroy());
-    tarInto(dialer, [...TAR_ENV, ...tar], `pack ${tree}`, out, (socket) => {
+    tarInto(dialer, [...TAR_ENV, ...tarOf(tree)], `pack ${tree}`, out, (socket) => {
       // zstd's output depends on how its input is cut into writes, and a socket cuts tar's output as
       // the scheduler pleases: fixed-size pieces make the packed bytes a function of the tree alone.
       socket.pipe(fixedChunks(ZSTD_FEED)).pipe(zstd).pipe(out, { end: false });
@@ -113,10 +138,9 @@ export function packLayer(dialer: Dialer, tree: string, options: PackOptions = {
     });
     return out;
   }
-  // tar and the zstd program beside each other, as `tar | zstd` runs (zstd reads its input in
-  // blocks of its own, and its output does not depend on its number of threads).
-  const script = `set -o pipefail; "$@" | zstd -q -${level} -T2 --check --stdout`;
-  tarInto(dialer, [...TAR_ENV, 'bash', '-c', script, 'pack', ...tar], `pack ${tree}`, out, (socket) => {
+  const program = packProgram(tree, options);
+  out.write(program.prefix);
+  tarInto(dialer, program.argv, `pack ${tree}`, out, (socket) => {
     socket.pipe(out, { end: false });
     return finished(socket, { readable: true, writable: false });
   });

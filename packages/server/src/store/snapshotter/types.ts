@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { PackSource } from '../blobs/types.js';
+import type { PackProgram } from '../blobs/pack.js';
 
 /**
  * The snapshotter: this host's mountable file system trees, in the spirit of
@@ -191,6 +192,11 @@ export interface LayerTransfer {
    * its bytes of file data, where the caller knows them (store/blobs/pack.ts, PackOptions).
    */
   exportLayer(layerId: string, hint?: { bytes?: number }): Readable;
+  /**
+   * The same pack as the program that makes it, for a caller that runs it itself (an export
+   * writing a layer straight into its client's connection); absent where no local tree is packed.
+   */
+  packProgram?(layerId: string): PackProgram;
   /**
    * Makes the layer from its pack (a stream, where a program can fetch it, or a local file with
    * its digest: store/blobs/pack.ts), under the same id; nothing of it stays when it fails.

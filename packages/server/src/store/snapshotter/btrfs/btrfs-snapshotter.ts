@@ -11,7 +11,7 @@ import { storeOp, storeServer } from './store-server.js';
 import type { Change, CommittedLayer, LayerReader, LayerTarring, LayerTransfer, MountSpec, Scratch, ScratchWriter, Snapshotter } from '../types.js';
 import { planWhiteouts } from '../oci-whiteouts.js';
 import { DirReader, DirWriter } from './tree-io.js';
-import { packLayer, tarTree, unpackLayer } from '../../blobs/pack.js';
+import { packLayer, packProgram, tarTree, unpackLayer, type PackProgram } from '../../blobs/pack.js';
 import { Readable } from 'node:stream';
 import type { PackSource } from '../../blobs/types.js';
 import { closeVolume, openVolume } from './volume.js';
@@ -253,6 +253,11 @@ export class BtrfsSnapshotter implements Snapshotter, LayerTransfer, LayerTarrin
   exportLayer(layerId: string, hint: { bytes?: number } = {}): Readable {
     if (isImageLayer(layerId)) throw new Error(`export: ${layerId} is an image layer (images are built on every host)`);
     return packLayer(this.opts.dialer, this.layerPath(layerId), { ...(hint.bytes !== undefined ? { bytes: hint.bytes } : {}) });
+  }
+
+  packProgram(layerId: string): PackProgram {
+    if (isImageLayer(layerId)) throw new Error(`export: ${layerId} is an image layer (images are built on every host)`);
+    return packProgram(this.layerPath(layerId));
   }
 
   /** The layer's tree (an image's too) as a plain tar, for an OCI export. */
