@@ -114,9 +114,19 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
   const shape = (run: Run) => run.lines.map((l) => l.type).filter((t) => t !== 'keepalive');
 
   test('health answers OK, and the python and javascript contexts exist from the start', async () => {
+    // Asked right after the server listens: its default kernels take longer than that to start.
+    const starting = await call('GET', '/health?kernels=started');
     const health = await call('GET', '/health');
     assert.equal(health.status, 200);
     assert.equal(health.text, 'OK');
+    assert.deepEqual([starting.status, starting.text], [503, 'the default kernels are starting']);
+    // A machine template waits for this before its memory is saved.
+    let ready = starting;
+    for (let i = 0; i < 600 && ready.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      ready = await call('GET', '/health?kernels=started');
+    }
+    assert.deepEqual([ready.status, ready.text], [200, 'OK']);
     const list = (await call('GET', '/contexts')).json as { id: string; language: string; cwd: string }[];
     assert.deepEqual(list.map((c) => [c.language, c.cwd]), [['python', home], ['javascript', home]]);
     assert.ok(list.every((c) => typeof c.id === 'string' && c.id.length > 0));

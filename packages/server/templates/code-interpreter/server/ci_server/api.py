@@ -91,7 +91,10 @@ class Handler(BaseHTTPRequestHandler):
     def _run(self, command: Command) -> None:
         registry = self.server.registry
         if isinstance(command, Health):
-            self._text(200, "OK")
+            if command.kernels and not registry.defaults_started():
+                self._text(503, "the default kernels are starting")
+            else:
+                self._text(200, "OK")
         elif isinstance(command, ListContexts):
             self._json(200, [ctx.to_json() for ctx in registry.list()])
         elif isinstance(command, CreateContext):

@@ -1,6 +1,6 @@
 """The closed set of things a request can ask for, and the parser from HTTP to them.
 
-  GET    /health                 Health
+  GET    /health                 Health (`?kernels=started`: 503 until the default kernels started)
   POST   /execute                Execute {code, context_id?, language?, env_vars?}
   POST   /contexts               CreateContext {language?, cwd?}
   GET    /contexts               ListContexts
@@ -28,7 +28,10 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class Health:
-    pass
+    # `GET /health?kernels=started`: ready only once the default contexts' kernels have started (or
+    # failed to), what a machine template waits for before its memory is saved. Plain /health
+    # answers as soon as the server listens, as E2B's does.
+    kernels: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ _ROUTES: list[tuple[re.Pattern[str], str]] = [
 
 
 def parse(method: str, path: str, body: bytes) -> Command:
+    query = path.split("?", 1)[1] if "?" in path else ""
     path = path.split("?", 1)[0].rstrip("/") or "/"
     for pattern, methods in _ROUTES:
         m = pattern.fullmatch(path)
@@ -81,7 +85,7 @@ def parse(method: str, path: str, body: bytes) -> Command:
             raise ApiError(ErrorCode.METHOD_NOT_ALLOWED, f"{method} {path} is not allowed", f"use {methods}")
         id = m.groupdict().get("id")
         if path == "/health":
-            return Health()
+            return Health(kernels="kernels=started" in query.split("&"))
         if path == "/execute":
             return _execute(_object(body, required=True))
         if path == "/contexts":

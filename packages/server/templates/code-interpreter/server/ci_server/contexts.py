@@ -105,21 +105,31 @@ class Registry:
         self._lock = threading.Lock()
         self._contexts: dict[str, Context] = {}
         self._defaults: dict[str, str] = {}
+        self._starting: list[threading.Event] = []  # one per default kernel's start, set once it ended
 
     def start_defaults(self) -> None:
         """Make the python and javascript contexts and start their kernels in the background."""
         for language in DEFAULT_LANGUAGES:
             if self.runtimes.missing(language) is None:
                 ctx = self._default(language)
-                threading.Thread(target=self._warm, args=(ctx,), name=f"start-{language}", daemon=True).start()
+                done = threading.Event()
+                self._starting.append(done)
+                threading.Thread(target=self._warm, args=(ctx, done), name=f"start-{language}", daemon=True).start()
+
+    def defaults_started(self) -> bool:
+        """Whether every default kernel's start has ended (started, or failed and logged)."""
+        return all(done.is_set() for done in self._starting)
 
     @staticmethod
-    def _warm(ctx: Context) -> None:
-        with ctx.lock:
-            try:
-                ctx.ensure_started()
-            except KernelError as e:
-                log.warning("the default %s context did not start: %s", ctx.language, e)
+    def _warm(ctx: Context, done: threading.Event) -> None:
+        try:
+            with ctx.lock:
+                try:
+                    ctx.ensure_started()
+                except KernelError as e:
+                    log.warning("the default %s context did not start: %s", ctx.language, e)
+        finally:
+            done.set()
 
     def _add(self, language: str, cwd: str) -> Context:
         ctx = Context(str(uuid.uuid4()), language, cwd, self.runtimes, self.env)
