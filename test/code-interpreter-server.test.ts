@@ -145,6 +145,10 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     const second = await execute({ context_id: ctx.id, code: 'x * 2' });
     assert.equal(of(second, 'number_of_executions')[0].execution_count, 2);
     assert.equal(main(second)?.text, '82');
+    // The session's history is kept in memory (no history database is written).
+    const third = await execute({ context_id: ctx.id, code: 'Out[2], In[2], _' });
+    assert.equal(main(third)?.text, "(82, 'x * 2', 82)");
+    assert.ok(!existsSync(path.join(home, '.ipython', 'profile_default', 'history.sqlite')), 'no history database');
     // Without a context or language: the default python context, which has its own state.
     assert.equal(of(await execute({ code: 'x' }), 'error')[0]?.name, 'NameError');
   });
