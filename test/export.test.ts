@@ -133,20 +133,28 @@ describe('context export and import', () => {
     assert.equal((await b.sb.contexts.import(direct, { as: 'big-direct' })).head, (await a.sb.contexts.get('big-direct')).head);
     assert.equal(await filesHash(b.sb, 'big-direct'), await filesHash(a.sb, 'big-direct'));
 
-    // A reader that goes away after the first bytes: the helper is stopped, not left writing.
+    // A reader that goes away after the first bytes: the helper and its packer (tar, zstd) are
+    // stopped, not left writing.
+    const head = (await a.sb.contexts.get('big-direct')).head;
+    const tree = path.join(a.home, 'store', 'layers', (await a.server.engine.deps.metadata.versions.get(head))!.layers.at(-1)!, 'tree');
     const abort = new AbortController();
     const r = await fetch(`${a.server.url}/v1/contexts/big-direct/export`, { headers: { authorization: `Bearer ${a.key}` }, signal: abort.signal });
-    await r.body!.getReader().read();
-    const sending = () => spawnSync('pgrep', ['-f', `sbx-send ${process.pid} `], { encoding: 'utf8' }).stdout.trim();
-    assert.notEqual(sending(), '', 'the helper waits for the reader');
-    abort.abort();
+    const running = (pattern: string) => spawnSync('pgrep', ['-f', '--', pattern], { encoding: 'utf8' }).stdout.trim();
+    const sending = () => running(`sbx-send ${process.pid} `) + running(`--directory ${tree} `);
+    try {
+      await r.body!.getReader().read();
+      assert.notEqual(running(`sbx-send ${process.pid} `), '', 'the helper waits for the reader');
+      assert.notEqual(running(`--directory ${tree} `), '', 'so does its packer');
+    } finally {
+      abort.abort();
+    }
     let left = '';
     for (let i = 0; i < 100; i++) {
       left = sending();
       if (!left) break;
       await new Promise((res) => setTimeout(res, 50));
     }
-    assert.equal(left, '', 'no sbx-send left');
+    assert.equal(left, '', 'no sbx-send, tar or zstd left');
     assert.equal((await a.http('GET', '/v1/contexts/big-direct')).status, 200, 'the server goes on');
   });
 

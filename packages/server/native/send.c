@@ -16,10 +16,12 @@
  * (mode 0644, owner 0, MTIME), each one chunk of HTTP/1.1's chunked encoding. A thread reads and
  * hashes the next piece while the last one is written.
  *
- * stdout: a line `SHA256  ENTRY` per piece once all are written. Exit 0: all went out; 69: the
- * connection could not be taken (nothing was written: the server sends the layer itself); 66: the
- * descriptor is another connection now (nothing was written); 65: the packer failed; 74: the
- * connection failed or closed; 64: bad arguments; 70: anything else.
+ * stdout: a line `SHA256  ENTRY` per piece once all are written. Exit 0: all went out; 69: this
+ * host never lets a helper take a connection (pidfd_open or pidfd_getfd: ENOSYS, EPERM, EACCES;
+ * nothing was written: the server sends this and later layers itself); 75: taking it failed for
+ * now (descriptors exhausted; nothing was written: the server sends this layer); 66: the
+ * descriptor is closed or another connection now (the client went away; nothing was written); 65:
+ * the packer failed; 74: the connection failed or closed; 64: bad arguments; 70: anything else.
  * The connection is the server's as much as this process's: its flags (non-blocking) are left as
  * they are, and a write that would block waits in poll(2).
  */
@@ -58,10 +60,12 @@ static pid_t packer;
 static const unsigned char *prefix;
 static size_t prefix_len;
 
+/* Ends at once (_exit: the reader thread may be inside OpenSSL, whose exit handlers must not run
+   under it), the packer's whole process group with it. */
 static void die(int code, const char *what) {
   fprintf(stderr, "sbx-send: %s: %s\n", what, errno ? strerror(errno) : "failed");
-  if (packer > 0) kill(packer, SIGKILL);
-  exit(code);
+  if (packer > 0) kill(-packer, SIGKILL);
+  _exit(code);
 }
 
 static void hex(const unsigned char *d, unsigned n, char *out) {
@@ -188,7 +192,11 @@ int main(int argc, char **argv) {
 
   int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   int sock = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-  if (sock < 0) die(69, "taking the connection");
+  if (sock < 0) {
+    if (errno == ENOSYS || errno == EPERM || errno == EACCES) die(69, "taking the connection");
+    if (errno == EBADF) die(66, "taking the connection");
+    die(75, "taking the connection");
+  }
   close(pidfd);
   struct stat st;
   if (fstat(sock, &st) != 0 || !S_ISSOCK(st.st_mode) || (unsigned long long)st.st_ino != inode) {
@@ -203,6 +211,8 @@ int main(int argc, char **argv) {
   packer = fork();
   if (packer < 0) die(70, "fork");
   if (packer == 0) {
+    /* A process group of its own, which die() kills whole (bash, tar and zstd). */
+    setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (dup2(p[1], 1) < 0) _exit(127);
     int null = open("/dev/null", O_RDONLY);

@@ -9,11 +9,12 @@ import { abortOnClose } from './ndjson.js';
 /**
  * The descriptor of a request's connection, where a helper may write the response's body into it:
  * a GET over plain TCP (TLS is this process's to encrypt) in HTTP/1.1 (whose chunked encoding the
- * helper writes). Null otherwise: the body then goes through this process.
+ * helper writes), whose response is the connection's current one (a pipelined request's waits for
+ * those before it). Null otherwise: the body then goes through this process.
  */
-export function plainConnection(req: FastifyRequest): number | null {
+export function plainConnection(req: FastifyRequest, reply: FastifyReply): number | null {
   const socket = req.raw.socket as (typeof req.raw.socket & { _handle?: { fd?: unknown } }) | null;
-  if (req.method !== 'GET' || req.raw.httpVersion !== '1.1' || !socket || socket instanceof TLSSocket) return null;
+  if (req.method !== 'GET' || req.raw.httpVersion !== '1.1' || !socket || socket instanceof TLSSocket || reply.raw.socket !== socket) return null;
   const fd = socket._handle?.fd;
   return typeof fd === 'number' && fd >= 0 ? fd : null;
 }
@@ -26,7 +27,7 @@ export function plainConnection(req: FastifyRequest): number | null {
  * response short (its chunked body has no end), which clients see as an error.
  */
 export async function sendArchive(req: FastifyRequest, reply: FastifyReply, headers: Record<string, string>, archive: { writeTo(sink: ByteSink): Promise<void> }): Promise<void> {
-  const fd = plainConnection(req);
+  const fd = plainConnection(req, reply);
   const res = reply.raw;
   const signal = abortOnClose(reply);
   reply.hijack();
@@ -44,12 +45,15 @@ export async function sendArchive(req: FastifyRequest, reply: FastifyReply, head
   }
 }
 
-/** Resolves once everything written on the response so far is in the kernel's hands. */
+/**
+ * Resolves once everything written on the response so far is in the kernel's hands: looked at
+ * again after 1, 2, 4 … ms, at most every 50 ms (a client that stops reading holds it).
+ */
 async function flushed(res: ServerResponse): Promise<void> {
   await new Promise(setImmediate); // the response uncorks its socket on the next tick
-  while (res.writableLength > 0) {
+  for (let wait = 1; res.writableLength > 0; wait = Math.min(50, wait * 2)) {
     if (res.destroyed || !res.socket || res.socket.destroyed) throw new Error('the archive\'s reader went away');
-    await sleep(1);
+    await sleep(wait);
   }
   if (res.destroyed || !res.socket || res.socket.destroyed) throw new Error('the archive\'s reader went away');
 }

@@ -4,13 +4,15 @@ import type { ClientConnection } from '../../util/sink.js';
 import { spawner } from '../../util/spawner.js';
 
 /**
- * False once a helper could not take a connection (pidfd_getfd(2) refused, as a seccomp profile
- * or an older kernel may): layers then go through the server.
+ * False once this host refused a helper a connection for good (pidfd_open or pidfd_getfd not
+ * there, or not permitted: a seccomp profile, an older kernel, ptrace rules): layers then go
+ * through the server.
  */
 let takeable = true;
 
-/** Exit code of sbx-send when it could not take the connection (it wrote nothing). */
-const NOT_TAKEN = 69;
+/** Exit codes of sbx-send that wrote nothing: the host never lets it take a connection; it could not for now. */
+const NEVER_TAKEN = 69;
+const NOT_TAKEN_NOW = 75;
 
 /**
  * A layer's pieces (format.ts) written into the client's connection by sbx-send (native/send.c),
@@ -34,7 +36,8 @@ export async function sendLayer(conn: ClientConnection, name: string, program: P
   conn.signal.addEventListener('abort', stop);
   try {
     const { code, signal } = await proc.exited;
-    if (code === NOT_TAKEN) { takeable = false; return null; }
+    if (code === NEVER_TAKEN) { takeable = false; return null; }
+    if (code === NOT_TAKEN_NOW) return null;
     if (code !== 0) throw new Error(`sending ${name.replace(/\.$/, '')} failed (${code ?? signal}): ${stderr.trim()}`);
   } finally {
     conn.signal.removeEventListener('abort', stop);
