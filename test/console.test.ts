@@ -218,6 +218,10 @@ describe('console: a browser session', () => {
     await page.locator(`[data-version="${r.version}"] .mount-tag`, { hasText: 'shelf:/mnt/shelf' }).waitFor();
     await open('#/contexts/shelf/history');
     await page.locator(`[data-version="${r.mounts[0].version}"] .mount-tag`, { hasText: 'from reader' }).waitFor();
+    // Away from the timeline before its context goes: the timeline refreshes itself, and a refresh
+    // after the delete would be a 404 the next step counts.
+    await open('#/contexts');
+    await page.getByRole('searchbox', { name: 'Search contexts' }).waitFor();
     for (const name of ['reader', 'shelf']) assert.equal((await api('DELETE', `/v1/contexts/${name}`)).status, 204);
   });
 
