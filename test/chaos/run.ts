@@ -138,12 +138,16 @@ async function run(c: ChaosCluster, o: ChaosOptions): Promise<ChaosReport> {
   return { durationMs: Date.now() - began, ops: workload.history.length, faults, recovery: recoveryOf(faults), seen: seenOf(faults, workload.history), verdict, violations: violations(verdict) };
 }
 
-/** The workers' logs: into SHELLBASE_TEST_LOGS (a directory) when set, else their ends on stderr. */
+/**
+ * The workers' logs: into SHELLBASE_TEST_LOGS (a directory) when set, else on stderr each worker's
+ * last 40 errors (an untyped answer's cause is among them, however early it came) and its end.
+ */
 function dumpLogs(c: ChaosCluster): void {
   const dir = process.env.SHELLBASE_TEST_LOGS;
   for (const w of c.workers) {
-    if (dir) writeFileSync(path.join(dir, `chaos-${w.name}.log`), w.log());
-    else console.error(`--- ${w.name}\n${w.log().slice(-4000)}`);
+    if (dir) { writeFileSync(path.join(dir, `chaos-${w.name}.log`), w.log()); continue; }
+    const errors = w.log().split('\n').filter((l) => /"level":(50|60)/.test(l)).slice(-40).map((l) => l.slice(0, 1500));
+    console.error(`--- ${w.name}: its last ${errors.length} errors\n${errors.join('\n')}\n--- ${w.name}: its end\n${w.log().slice(-4000)}`);
   }
 }
 
