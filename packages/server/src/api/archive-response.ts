@@ -26,15 +26,14 @@ export function plainConnection(req: FastifyRequest, reply: FastifyReply): numbe
  * end (the zero-length chunk) through the response again. A failure after the head cuts the
  * response short (its chunked body has no end), which clients see as an error.
  */
-export async function sendArchive(req: FastifyRequest, reply: FastifyReply, headers: Record<string, string>, archive: { writeTo(sink: ByteSink): Promise<void> }): Promise<void> {
-  const fd = plainConnection(req, reply);
+export async function sendArchive(req: FastifyRequest, reply: FastifyReply, fd: number, headers: Record<string, string>, archive: { writeTo(sink: ByteSink): Promise<void> }): Promise<void> {
   const res = reply.raw;
   const signal = abortOnClose(reply);
   reply.hijack();
   res.writeHead(200, { ...headers, 'transfer-encoding': 'chunked' });
   const sink: ByteSink = {
     write: (bytes) => written(res, res.write(bytes)),
-    ...(fd === null ? {} : { connection: { pid: process.pid, fd, inode: fstatSync(fd, { bigint: true }).ino, signal, flushed: () => flushed(res) } }),
+    connection: { pid: process.pid, fd, inode: fstatSync(fd, { bigint: true }).ino, signal, flushed: () => flushed(res) },
   };
   try {
     await archive.writeTo(sink);
@@ -51,9 +50,9 @@ export async function sendArchive(req: FastifyRequest, reply: FastifyReply, head
  */
 async function flushed(res: ServerResponse): Promise<void> {
   await new Promise(setImmediate); // the response uncorks its socket on the next tick
-  for (let wait = 1; res.writableLength > 0; wait = Math.min(50, wait * 2)) {
+  for (let wait = 1; ; wait = Math.min(50, wait * 2)) {
     if (res.destroyed || !res.socket || res.socket.destroyed) throw new Error('the archive\'s reader went away');
+    if (res.writableLength === 0) return;
     await sleep(wait);
   }
-  if (res.destroyed || !res.socket || res.socket.destroyed) throw new Error('the archive\'s reader went away');
 }

@@ -31,8 +31,9 @@ export function transferRoutes(app: FastifyInstance, ops: Operations): void {
       context: req.params.name, opts: { ...(q.version !== undefined ? { version: q.version } : {}), history: q.history === true },
     });
     const headers = { 'content-type': ARCHIVE_TYPE, 'content-disposition': `attachment; filename="${req.params.name}.sbx"` };
-    if (!plainConnection(req, reply)) return reply.headers(headers).send(archive.stream());
-    await sendArchive(req, reply, headers, archive);
+    const fd = plainConnection(req, reply);
+    if (fd === null) return reply.headers(headers).send(archive.stream());
+    await sendArchive(req, reply, fd, headers, archive);
     return reply;
   });
 

@@ -113,14 +113,14 @@ export async function exportContext(deps: Deps, versionOf: VersionOf, caller: Ca
 async function writeArchive(transfer: LayerTransfer, manifest: Manifest, sink: ByteSink, meter: Meter): Promise<void> {
   const now = Math.floor(Date.now() / 1000);
   const sums: string[] = [];
-  const entry = async (name: string, data: Buffer[], bytes: number, sum: string) => {
-    sums.push(`${sum}  ${name}`);
+  const entry = async (name: string, data: Buffer[], bytes: number) => {
     await sink.write(tarHeader(name, bytes, now));
     for (const d of data) await sink.write(d);
     await sink.write(tarPadding(bytes));
   };
   const body = Buffer.from(JSON.stringify(manifest));
-  await entry(MANIFEST, [body], body.length, createHash('sha256').update(body).digest('hex'));
+  sums.push(`${createHash('sha256').update(body).digest('hex')}  ${MANIFEST}`);
+  await entry(MANIFEST, [body], body.length);
   for (const layer of manifest.layers) {
     // A large layer goes straight from its packer into the client's connection, where there is one.
     if (sink.connection && transfer.packProgram && layer.bytes >= SMALL_TREE) {
@@ -133,11 +133,12 @@ async function writeArchive(transfer: LayerTransfer, manifest: Manifest, sink: B
     let hash = createHash('sha256');
     let piece = 0;
     const flush = async () => {
-      const [data, n, sum] = [held, bytes, hash.digest('hex')];
+      const [data, n, name] = [held, bytes, pieceEntry(layer.id, piece++)];
+      sums.push(`${hash.digest('hex')}  ${name}`);
       held = [];
       bytes = 0;
       hash = createHash('sha256');
-      await entry(pieceEntry(layer.id, piece++), data, n, sum);
+      await entry(name, data, n);
     };
     for await (const c of transfer.exportLayer(layer.id, { bytes: layer.bytes })) {
       let chunk = c as Buffer;
@@ -155,8 +156,6 @@ async function writeArchive(transfer: LayerTransfer, manifest: Manifest, sink: B
     meter.archiveLayer('server');
   }
   const text = Buffer.from(sums.join('\n') + '\n');
-  await sink.write(tarHeader(SUMS, text.length, now));
-  await sink.write(text);
-  await sink.write(tarPadding(text.length));
+  await entry(SUMS, [text], text.length);
   await sink.write(TAR_END);
 }
