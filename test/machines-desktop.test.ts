@@ -37,6 +37,19 @@ async function until(what: string, check: () => Promise<boolean>, ms = 30_000): 
   }
 }
 
+/** The page's scroll position once it stands where `ok` holds: the same on two looks a second apart. */
+async function standingAt(sbx: Sandbox, what: string, ok: (y: number) => boolean): Promise<number> {
+  let last: number | undefined, seen: number | undefined;
+  await until(what, async () => {
+    const y = (await shownPageState(sbx))?.y;
+    seen = y;
+    const stood = y !== undefined && ok(y) && y === last;
+    last = y;
+    return stood;
+  }).catch((err: Error) => { throw new Error(`${err.message} (the page last at y=${seen})`); });
+  return last!;
+}
+
 const center = (b: Box) => ({ x: b.x + Math.floor(b.w / 2), y: b.y + Math.floor(b.h / 2) });
 /** The animation's fill, in px (0: none shown). */
 const fill = (img: Rgb) => boxOf(img, RED, 16)?.w ?? 0;
@@ -61,6 +74,7 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
   after(() => closeWithSandboxes(t, made));
 
   const state = () => shownPageState(sbx);
+  const standing = (what: string, ok: (y: number) => boolean) => standingAt(sbx, what, ok);
   const shot = async (): Promise<Rgb> => decodePng(Buffer.from(await sbx.screenshot()));
 
   test('the SDK: screen size, screenshots, the pointer, clicks and keys on the Xfce desktop', async () => {
@@ -101,12 +115,15 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     await sbx.press('enter');
     await until('the typed text entered', async () => (await state())?.entered === 'hello_desktop');
 
+    // The browser scrolls smoothly: each position is waited for until it stands (the same on two
+    // looks a second apart), so the wheel up starts from where the wheel down ended.
     const y = (await state())!.y;
     await sbx.moveMouse(500, 500);
     await sbx.scroll('down', 3);
-    await until('the wheel scrolled down', async () => ((await state())?.y ?? 0) > y);
+    const down = await standing('the wheel scrolled down', (s) => s > y);
     await sbx.scroll('up', 3);
-    await until('and back up', async () => (await state())?.y === y);
+    const up = await standing('and back up', (s) => s < down);
+    assert.equal(up, y, `the wheel down 3 went from ${y} to ${down}, up 3 from there to ${up}`);
   });
 
   test('fork mid-page: the source and two forks show the same page and scroll position, the animation in step; then each goes on alone', async (tc) => {

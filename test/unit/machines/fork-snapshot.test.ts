@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ShellbaseError } from '../../../packages/server/src/errors.ts';
+import { MachineLayout } from '../../../packages/server/src/machines/layout.ts';
 import { fastMachines, type FastMachines } from './fast-machines.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -34,6 +35,42 @@ describe('machines over in-memory VMs: fork, snapshot, restore', () => {
     assert.equal(forkRow.spec.disk[1], srcRow.spec.disk[1], 'the fork stands on the frozen layer the source left');
     for (const m of [src, ...forks]) await t.machines.remove(c, m.id);
     assert.equal(existsSync(srcRow.spec.disk[1]!), false, 'the frozen layer goes with the last machine on it');
+  });
+
+  test('fork(3) starts its copies at once, the last taking the memory file once the others copied it; one that fails takes the others with it', async () => {
+    const c = await t.caller();
+    const src = await t.machines.create(c, {});
+    await exec(src.id, 'echo mem > /run/mem');
+    const restore = t.backend.restore.bind(t.backend);
+    const began: string[] = [];
+    let failNext = false;
+    // A copy goes on once all three began (or a while passed): the take must wait for it to copy.
+    t.backend.restore = async (spec, from, goOn) => {
+      began.push(from.takeRam ? 'take' : 'copy');
+      if (!from.takeRam) for (let i = 0; i < 100 && began.length < 3; i++) await sleep(20);
+      if (failNext && !from.takeRam) { failNext = false; from.ramCopied?.(); throw new Error('injected'); }
+      return restore(spec, from, goOn);
+    };
+    try {
+      const forking = t.machines.fork(c, src.id, 3);
+      for (let i = 0; i < 100 && began.length < 3; i++) await sleep(20);
+      const together = began.length;
+      const forks = await forking;
+      assert.equal(together, 3, 'the three restores began before any went on');
+      assert.deepEqual(began.sort(), ['copy', 'copy', 'take']);
+      for (const f of forks) assert.equal(await exec(f.id, 'cat /run/mem'), 'mem\n');
+      for (const f of forks) await t.machines.remove(c, f.id);
+
+      failNext = true;
+      const layout = new MachineLayout(t.fake.engine.deps.config.home, t.fake.engine.deps.config.cache);
+      await assert.rejects(t.machines.fork(c, src.id, 3));
+      assert.deepEqual((await t.machines.list(c)).map((m) => m.id), [src.id], 'no copy of the failed fork is left');
+      assert.deepEqual(readdirSync(layout.ramDir), [path.basename(layout.ramFile(src.id))], 'nor any memory file but the source\'s');
+      assert.equal(await exec(src.id, 'cat /run/mem'), 'mem\n');
+    } finally {
+      t.backend.restore = restore;
+      await t.machines.remove(c, src.id);
+    }
   });
 
   test('fork of a hibernated machine wakes it first; a count past the limit is refused before anything pauses', async () => {

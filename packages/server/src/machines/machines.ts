@@ -17,7 +17,9 @@ import { isBareImage } from '../store/layer-ids.js';
 import { DISK_GB } from './storage/disk.js';
 import type { VmBackend } from './vm/types.js';
 import type { PortTarget } from '../util/pipe.js';
-import { MachineRun } from './run.js';
+import { MachineRun, type RestoreSource } from './run.js';
+import type { MachineHost } from './host.js';
+import type { Reservation } from './placement.js';
 import { templateSource } from './pool/restore.js';
 import { withExtensions } from './extensions.js';
 import { quotasOf } from '../core/quotas.js';
@@ -279,7 +281,10 @@ export class Machines {
     checkRange('count', count, 1, this.deps.config.machines.maxFork);
   }
 
-  /** `temporary`: the snapshot is a fork's, and its RAM file goes to the last copy. */
+  /**
+   * Starts `count` machines from `snap` at once. `temporary`: the snapshot is a fork's, and its
+   * RAM file goes to the last copy once the others copied it. All start or none is left.
+   */
   private async spawnFrom(caller: Caller, snap: SnapshotRow, count: number, temporary = false): Promise<MachineRun[]> {
     this.checkCount(count);
     const host = await this.runs.host();
@@ -287,26 +292,40 @@ export class Machines {
     const s = snap.spec;
     checkRestorable(host, snap);
     const slots = await this.runs.admit(caller, s.memoryMb, count);
-    const out: MachineRun[] = [];
-    try {
-      for (let i = 0; i < count; i++) {
-        const id = newId('m');
-        host.disksDir(caller.tenantId);
-        const disk = this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
-        await host.backend.overlay(s.disk[0], disk);
-        const row: MachineRow = {
-          id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
-          spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken(), ...(s.keyPorts?.includes(port) ? { access: 'key' as const } : {}) })) },
-        };
-        out.push(await this.runs.start(row, { ram: s.ram, state: s.state, takeRam: temporary && i === count - 1 }, slots));
-      }
-    } catch (e) {
+    const copied: (() => void)[] = [];
+    const takeAfter = Promise.all(Array.from({ length: count - 1 }, () => new Promise<void>((resolve) => copied.push(resolve))));
+    const starts = Array.from({ length: count }, (_, i) => {
+      const last = i === count - 1;
+      const from: RestoreSource = last
+        ? { ram: s.ram, state: s.state, ...(temporary ? { takeRam: true, takeAfter } : {}) }
+        : { ram: s.ram, state: s.state, ramCopied: copied[i] };
+      const started = this.spawnOne(caller, host, snap, from, slots);
+      if (!last) started.then(copied[i], copied[i]);
+      return started;
+    });
+    const results = await Promise.allSettled(starts);
+    await slots?.done();
+    const failure = results.find((r) => r.status === 'rejected');
+    const out = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    if (failure) {
       for (const r of out) await this.runs.discard(r);
-      throw e;
-    } finally {
-      await slots?.done();
+      throw failure.reason;
     }
     return out;
+  }
+
+  /** One machine of `snap`: its own disk over the snapshot's, started from `from`. */
+  private async spawnOne(caller: Caller, host: MachineHost, snap: SnapshotRow, from: RestoreSource, slots: Reservation | null): Promise<MachineRun> {
+    const s = snap.spec;
+    const id = newId('m');
+    host.disksDir(caller.tenantId);
+    const disk = this.runs.layout.diskFile(caller.tenantId, `${id}-${newId('d')}`);
+    await host.backend.overlay(s.disk[0], disk);
+    const row: MachineRow = {
+      id, tenantId: caller.tenantId, state: 'starting', createdAt: new Date().toISOString(),
+      spec: { ...shapeOf(s), snapshot: snap.id, disk: [disk, ...s.disk], ports: s.ports.map((port) => ({ port, token: newToken(), ...(s.keyPorts?.includes(port) ? { access: 'key' as const } : {}) })) },
+    };
+    return await this.runs.start(row, from, slots);
   }
 
   deleteSnapshot(caller: Caller, id: string): Promise<void> {

@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ShellbaseError } from '../../errors.js';
 import type { Cgroup, HostPrograms } from '../../runtime/index.js';
@@ -13,6 +13,7 @@ import { findAssets, type MachineAssets } from './assets.js';
 import { liveCopySound, ramPadKb } from './live-copy.js';
 import { AGENT_PORT, MACHINE_TYPE, QemuVm, qemuBuild, type Accel, type LaunchSpec } from './qemu.js';
 import { QemuMachine } from './qemu-machine.js';
+import { ownRam } from './ram.js';
 import type { Vm, VmBackend, VmIdentity, VmImage, VmSpec } from './types.js';
 
 /**
@@ -145,8 +146,7 @@ export class QemuBackend implements VmBackend {
     let qemu: QemuVm | null = null;
     let agent: Agent | null = null;
     try {
-      if (from.takeRam) renameSync(from.ram, spec.ram);
-      else await copySparse(from.ram, spec.ram);
+      await ownRam(from, spec.ram, copySparse);
       goOn();
       this.give(spec.ram);
       this.give(spec.disk[0]!);

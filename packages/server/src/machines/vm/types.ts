@@ -106,6 +106,10 @@ export interface VmImage {
   state: string;
   /** The memory file is a throw-away copy the VM may take (a rename, not a copy). */
   takeRam?: boolean;
+  /** With `takeRam`: the file is taken once this settles (other VMs restored at once still copy it). */
+  takeAfter?: Promise<unknown>;
+  /** Called once this VM has its own copy of the memory file, or failed before it had one. */
+  ramCopied?: () => void;
 }
 
 /** One running (or paused) VM. */

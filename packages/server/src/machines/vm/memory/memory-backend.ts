@@ -1,9 +1,10 @@
-import { appendFileSync, copyFileSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import type { Snapshotter } from '../../../store/snapshotter/types.js';
 import { DISK_GB } from '../../storage/disk.js';
 import { runFiles } from '../../layout.js';
 import { Agent } from '../agent.js';
+import { ownRam } from '../ram.js';
 import type { GuestOps, Vm, VmBackend, VmIdentity, VmImage, VmSpec } from '../types.js';
 import { MemoryAgent } from './agent.js';
 import { buildMemoryDisk, DiskChain, makeOverlay } from './disk.js';
@@ -61,7 +62,7 @@ export class MemoryVmBackend implements VmBackend {
 
   async restore(spec: VmSpec, from: VmImage, goOn: () => void = () => undefined): Promise<Vm> {
     try {
-      if (from.takeRam) renameSync(from.ram, spec.ram); else copyFileSync(from.ram, spec.ram);
+      await ownRam(from, spec.ram, async (a, b) => copyFileSync(a, b));
       goOn();
       const state = JSON.parse(readFileSync(from.state, 'utf8')) as SavedState;
       if (state.kind !== 'shellbase-memory-state' || state.format !== STATE_FORMAT) throw new Error(`${from.state} is not a state of the in-memory VMs`);
