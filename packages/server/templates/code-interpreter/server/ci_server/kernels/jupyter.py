@@ -5,9 +5,9 @@ jupyter_client provides the connection file and the signing of what this server 
 launching and the sockets are ours, so that only the thread that holds the context uses them.
 Messages received are checked and unpacked here (`_recv`): `Session.recv` also turns every date
 of a message's headers into a datetime through dateutil, ~1 ms a message under TCG, for dates
-nothing here reads. Cells the server runs
-for itself (setup, per-execution environment variables) are sent `silent`: they publish no
-execute_input or result and do not advance the execution count; their output is dropped.
+nothing here reads. Cells the server runs for itself (setup, per-execution environment
+variables) are sent `silent`: they publish no execute_input or result and do not advance the
+execution count; their output is dropped.
 """
 
 from __future__ import annotations
