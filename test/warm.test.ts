@@ -102,6 +102,19 @@ describe('warm sandboxes: queries start in sandboxes made ahead', () => {
     }
   });
 
+  test('a warm sandbox\'s command runs in its query\'s cgroups (its CPU and memory counted, its pids capped), also after an idle moment', async () => {
+    const ctx = t.sb.context('cgroups');
+    // After a pause: the inner joins a v1 cgroup by itself (warm-mount.c), never missing it.
+    await sleep(300);
+    const r = await warmly(() => ctx.exec(`${WHICH}; echo; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; dd if=/dev/zero of=/dev/null bs=48M count=1 status=none`));
+    assert.notEqual(memberOf(r.stdout), null, `warm: ${r.stdout}`);
+    assert.ok(r.usage.cpuMs >= 50, `the command's CPU is the query's: ${r.usage.cpuMs} ms`);
+    assert.ok(r.usage.memoryPeakBytes >= 48 * 2 ** 20, `the command's memory is the query's: ${r.usage.memoryPeakBytes} bytes`);
+    const bomb = await warmly(() => ctx.exec(`${WHICH}; echo; for i in $(seq 30); do sleep 1 & done; wait`, { timeoutMs: 30_000, limits: { pids: 16 } }));
+    assert.notEqual(memberOf(bomb.stdout), null, `warm: ${bomb.stdout}`);
+    assert.match(bomb.stderr, /fork|resource temporarily unavailable/i, 'the pids cap holds');
+  });
+
   test('each warm sandbox runs one query, never two, across tenants too; the pool refills', async () => {
     const bob = new Shellbase({ url: t.server.url, apiKey: (await t.http('POST', '/v1/tenants', { body: { name: 'bob' } })).json.apiKey });
     const seen: number[] = [];

@@ -265,8 +265,14 @@ static void __attribute__((noreturn)) serve_hands(pid_t cmd, int n, const int *f
 
 static void run_job(int go) {
   struct warm_job job;
-  if (warm_read_job(go, &job) != 0) _exit(0); /* let go unused */
+  int cg_fds[WARM_MAX_CGROUPS], ncg;
+  if (warm_recv_job(go, &job, cg_fds, &ncg) != 0) _exit(0); /* let go unused */
   close(go);
+  /* Into the query's v1 cgroups, by this thread's own move (warm-mount.c says why "0"). */
+  for (int k = 0; k < ncg; k++) {
+    if (write(cg_fds[k], "0", 1) != 1) warm_die("join the query's cgroup");
+    close(cg_fds[k]);
+  }
   const char *chdir_to = NULL, *merged = NULL, *cwd = "/";
   struct bind_op binds[MAX_BINDS];
   int nb = 0, i, nh = 0, hand_fds[MAX_HANDS];

@@ -1,10 +1,17 @@
 /*
- * The outer's part of a warm sandbox's job (warm.c): what needs the host's privileges. It moves
- * itself and the inner into the query's cgroups (the inner is single-threaded, so writing its
- * pid to a v1 `tasks` file moves it without the global threadgroup lock, like `sbx run`'s "0"),
- * enters the inner's mount namespace and mounts the overlay there with exactly the options of
- * `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's bind of it as `/` adds those today),
- * then the further overlays of mounted contexts inside it (`--overlay`, as `sbx run` has them).
+ * The outer's part of a warm sandbox's job (warm.c): what needs the host's privileges. It puts
+ * itself and the inner into the query's cgroups, enters the inner's mount namespace and mounts the
+ * overlay there with exactly the options of `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's
+ * bind of it as `/` adds those today), then the further overlays of mounted contexts inside it
+ * (`--overlay`, as `sbx run` has them).
+ *
+ * Cgroups: a v1 `tasks` file is opened here, the outer moves itself by writing "0" to it, and the
+ * open file goes to the inner with the job, which moves itself the same way (warm-inner.c). A
+ * write naming another process takes the kernel's global threadgroup lock for writing, and the
+ * first such write after an idle moment waits an RCU grace period (~13 ms measured); "0" names
+ * the writer's own thread and skips that lock, and the write is checked against the opener's
+ * credentials (host root), not the inner's. Other join files (v2's `cgroup.procs`) get both pids
+ * written here.
  */
 #define _GNU_SOURCE
 #include "warm.h"
@@ -26,13 +33,30 @@ static void write_pid(const char *file, pid_t pid) {
   close(fd);
 }
 
-void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
+/* A v1 `tasks` file: joined by each process writing "0" for itself. */
+static int is_tasks(const char *file) {
+  const char *slash = strrchr(file, '/');
+  return strcmp(slash ? slash + 1 : file, "tasks") == 0;
+}
+
+int warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns, int *cg_fds) {
   const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
   const char *overlays[16];
-  int no = 0;
+  int no = 0, ncg = 0;
   for (int i = 0; i + 1 < job->argc && strcmp(job->argv[i], "--") != 0; i++) {
     const char *k = job->argv[i], *v = job->argv[i + 1];
-    if (strcmp(k, "--cgroup") == 0) { write_pid(v, inner); write_pid(v, getpid()); i++; }
+    if (strcmp(k, "--cgroup") == 0) {
+      if (is_tasks(v)) {
+        if (ncg == WARM_MAX_CGROUPS) { errno = E2BIG; warm_die(k); }
+        int fd = open(v, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) warm_die(v);
+        cg_fds[ncg++] = fd;
+      } else {
+        write_pid(v, inner);
+        write_pid(v, getpid());
+      }
+      i++;
+    }
     else if (strcmp(k, "--chdir") == 0) { chdir_to = v; i++; }
     else if (strcmp(k, "--lower") == 0) { lower = v; i++; }
     else if (strcmp(k, "--upper") == 0) { upper = v; i++; }
@@ -62,4 +86,5 @@ void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns) {
     const char *what;
     if (mount_overlay_at(merged, overlays[k], &what) != 0) warm_die(what);
   }
+  return ncg;
 }

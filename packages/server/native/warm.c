@@ -14,8 +14,9 @@
  *   [--cgroup FILE]... --chdir DIR --lower L --upper U --work W --merged M
  *   [--bind SRC DST | --ro-bind SRC DST]... [--setenv K V]... --cwd DIR -- PROGRAM ARGS...
  *
- * The outer moves both processes into the cgroups, enters the inner's mount namespace, mounts
- * the overlay there as `sbx run` does (warm-mount.c), and hands the job to the inner, which moves
+ * The outer puts both processes into the cgroups (the inner joins a v1 cgroup itself, through the
+ * open file handed over with the job), enters the inner's mount namespace, mounts the overlay
+ * there as `sbx run` does (warm-mount.c), and hands the job to the inner, which moves
  * /proc, /dev and /tmp onto it, makes the binds, pivots into it, enters a new cgroup namespace
  * and starts the command as bubblewrap would (warm-inner.c). The outer exits with the command's
  * status; it writes "s" on SOCKET right before the hand-over, so a sandbox that ends without
@@ -80,9 +81,8 @@ static char **split(char *buf, uint32_t len, int *count) {
   return v;
 }
 
-int warm_read_job(int fd, struct warm_job *job) {
-  uint32_t len;
-  if (warm_read_full(fd, &len, 4) != 0) return -1;
+/* The job's strings, `len` bytes of them, read from `fd`. */
+static int read_job_body(int fd, uint32_t len, struct warm_job *job) {
   if (len == 0 || len > WARM_MAX_JOB) { errno = E2BIG; warm_die("job"); }
   char *buf = malloc(len + 1);
   if (!buf) warm_die("malloc");
@@ -94,6 +94,56 @@ int warm_read_job(int fd, struct warm_job *job) {
   job->raw_len = len;
   job->argv = split(buf, len, &job->argc);
   return 0;
+}
+
+int warm_read_job(int fd, struct warm_job *job) {
+  uint32_t len;
+  if (warm_read_full(fd, &len, 4) != 0) return -1;
+  return read_job_body(fd, len, job);
+}
+
+int warm_send_job(int fd, const struct warm_job *job, const int *fds, int n) {
+  uint32_t len = job->raw_len;
+  char ctl[CMSG_SPACE(sizeof(int) * WARM_MAX_CGROUPS)];
+  struct iovec iov = {.iov_base = &len, .iov_len = 4};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (n > 0) {
+    memset(ctl, 0, sizeof ctl);
+    m.msg_control = ctl;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+  }
+  ssize_t r;
+  while ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR);
+  if (r <= 0) return -1;
+  /* The length's other bytes, if the first send took only part of it, then the strings. */
+  if ((size_t)r < 4 && write_full(fd, (char *)&len + r, 4 - (size_t)r) != 0) return -1;
+  return write_full(fd, job->raw, len);
+}
+
+int warm_recv_job(int fd, struct warm_job *job, int *fds, int *n) {
+  uint32_t len;
+  char ctl[CMSG_SPACE(sizeof(int) * WARM_MAX_CGROUPS)];
+  struct iovec iov = {.iov_base = &len, .iov_len = 4};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  ssize_t r;
+  *n = 0;
+  while ((r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR);
+  if (r <= 0) return -1;
+  if (m.msg_flags & MSG_CTRUNC) { errno = EMSGSIZE; warm_die("job's files"); }
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    if (*n + k > WARM_MAX_CGROUPS) { errno = E2BIG; warm_die("job's files"); }
+    memcpy(fds + *n, CMSG_DATA(c), sizeof(int) * (size_t)k);
+    *n += k;
+  }
+  if ((size_t)r < 4 && warm_read_full(fd, (char *)&len + r, 4 - (size_t)r) != 0) return -1;
+  return read_job_body(fd, len, job);
 }
 
 static void write_map(pid_t pid, const char *which, unsigned long base, unsigned long count) {
@@ -175,14 +225,15 @@ int cmd_warm(int argc, char **argv) {
   struct warm_job job;
   if (pf[1].revents || warm_read_job(ctl, &job) != 0) { kill(inner, SIGKILL); return 0; } /* let go unused */
 
-  warm_outer_prepare(&job, inner, mnt_ns);
+  int cg_fds[WARM_MAX_CGROUPS];
+  int ncg = warm_outer_prepare(&job, inner, mnt_ns, cg_fds);
   /* Before the command can run: a sandbox that ends without this byte never ran it. */
   int status;
   if (waitpid(inner, &status, WNOHANG) != 0) return 125; /* the inner died meanwhile: not started */
   if (write_full(ctl, "s", 1) != 0) warm_die("ack");
   close(ctl);
-  uint32_t len = job.raw_len;
-  if (write_full(go[0], &len, 4) != 0 || write_full(go[0], job.raw, len) != 0) warm_die("hand over the job");
+  if (warm_send_job(go[0], &job, cg_fds, ncg) != 0) warm_die("hand over the job");
+  for (int k = 0; k < ncg; k++) close(cg_fds[k]);
   close(go[0]);
   while (waitpid(inner, &status, 0) < 0) if (errno != EINTR) warm_die("waitpid");
   return status_of(status);

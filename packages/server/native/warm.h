@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #define WARM_MAX_JOB (4u << 20)
+#define WARM_MAX_CGROUPS 8   /* open cgroup files handed to the inner with a job */
 
 struct warm_job {
   char *raw;          /* the strings as received, handed on to the inner unchanged */
@@ -17,10 +18,15 @@ struct warm_job {
 void warm_die(const char *what) __attribute__((noreturn));
 int warm_read_full(int fd, void *buf, size_t n);
 int warm_read_job(int fd, struct warm_job *job);
+/* The job with `n` open files attached (SCM_RIGHTS on its length), and its receipt: at most
+   WARM_MAX_CGROUPS files, their count in *n. */
+int warm_send_job(int fd, const struct warm_job *job, const int *fds, int n);
+int warm_recv_job(int fd, struct warm_job *job, int *fds, int *n);
 int cmd_warm(int argc, char **argv);
 
-/* warm-mount.c: the outer's part of a job (cgroups, the overlay in the inner's mount namespace). */
-void warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns);
+/* warm-mount.c: the outer's part of a job (cgroups, the overlay in the inner's mount namespace).
+   Returns how many open v1 `tasks` files it put in cg_fds (WARM_MAX_CGROUPS at most) for the inner to join. */
+int warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns, int *cg_fds);
 /* sbx.c: removes the marker a `volatile` overlay leaves in a reused work directory. */
 void clear_volatile_marker(const char *work);
 /* sbx.c: a further overlay (a mounted context) at a path inside the merged tree. */
