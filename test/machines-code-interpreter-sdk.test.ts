@@ -39,7 +39,8 @@ describe('@e2b/code-interpreter and shellbase\'s runCode against a real server',
 
   before(async () => {
     t = await codeInterpreterServer();
-    sbx = await Sandbox.create('code-interpreter-v1', { timeoutMs: 900_000, envs: { FOO: 'bar', SHARED: 'sandbox' } });
+    // The first machine of a newly built image boots its template first (over a minute under TCG), past the SDK's 60 s default.
+    sbx = await Sandbox.create('code-interpreter-v1', { timeoutMs: 900_000, requestTimeoutMs: 300_000, envs: { FOO: 'bar', SHARED: 'sandbox' } });
     made.push(sbx);
   });
 

@@ -19,7 +19,8 @@ describe('the code-interpreter template through the E2B SDK', { timeout: 900_000
   let sbx: Sandbox;
   const made: Sandbox[] = [];
   const create = async (template: string) => {
-    const s = await Sandbox.create(template, { timeoutMs: 600_000 });
+    // A newly built image's first machine boots its template first (over a minute under TCG), past the SDK's 60 s default.
+    const s = await Sandbox.create(template, { timeoutMs: 600_000, requestTimeoutMs: 300_000 });
     made.push(s);
     return s;
   };

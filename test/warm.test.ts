@@ -106,10 +106,12 @@ describe('warm sandboxes: queries start in sandboxes made ahead', () => {
     const ctx = t.sb.context('cgroups');
     // After a pause: the inner joins a v1 cgroup by itself (warm-mount.c), never missing it.
     await sleep(300);
-    const r = await warmly(() => ctx.exec(`${WHICH}; echo; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; dd if=/dev/zero of=/dev/null bs=48M count=1 status=none`));
+    // dd's 64 MiB buffer: the peak is reported above what the reused cgroup held before, which
+    // may shrink meanwhile, so the bar is lower than the buffer.
+    const r = await warmly(() => ctx.exec(`${WHICH}; echo; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; dd if=/dev/zero of=/dev/null bs=64M count=1 status=none`));
     assert.notEqual(memberOf(r.stdout), null, `warm: ${r.stdout}`);
     assert.ok(r.usage.cpuMs >= 50, `the command's CPU is the query's: ${r.usage.cpuMs} ms`);
-    assert.ok(r.usage.memoryPeakBytes >= 48 * 2 ** 20, `the command's memory is the query's: ${r.usage.memoryPeakBytes} bytes`);
+    assert.ok(r.usage.memoryPeakBytes >= 32 * 2 ** 20, `the command's memory is the query's: ${r.usage.memoryPeakBytes} bytes`);
     const bomb = await warmly(() => ctx.exec(`${WHICH}; echo; for i in $(seq 30); do sleep 1 & done; wait`, { timeoutMs: 30_000, limits: { pids: 16 } }));
     assert.notEqual(memberOf(bomb.stdout), null, `warm: ${bomb.stdout}`);
     assert.match(bomb.stderr, /fork|resource temporarily unavailable/i, 'the pids cap holds');
