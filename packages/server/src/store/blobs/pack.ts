@@ -84,7 +84,8 @@ function unpackScript(fetch: boolean): string {
  * failed.
  */
 const LOCAL_UNPACK_SCRIPT = `f=$1; want=$2; shift 2; got=$(${STAGE} openssl dgst -sha256 -r -- "$f") || exit 65; [ "\${got%% *}" = "$want" ] || exit 66; `
-  + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); [ "\${s[0]}\${s[1]}" = 00 ] || exit 65`;
+  + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); `
+  + `[ "\${s[0]}\${s[1]}" = 00 ] || { echo "zstd exited \${s[0]}, tar \${s[1]}" >&2; exit 65; }`;
 
 /** A pack made by a program: the bytes that come first, then what `argv` writes on its stdout. */
 export interface PackProgram {
