@@ -73,8 +73,17 @@ const STAGE = 'setpriv --pdeathsig KILL';
 function unpackScript(fetch: boolean): string {
   const curl = `${curlCommand(['--connect-timeout 5', '--speed-time 15'])} | `;
   // curl's 23 (it could not write) means zstd or tar stopped reading: their failure says why.
-  const status = fetch ? '[ "${s[0]}" = 0 ] || [ "${s[0]}" = 23 ] || exit 75; [ "${s[1]}${s[2]}" = 00 ] || exit 65' : '[ "${s[0]}${s[1]}" = 00 ] || exit 65';
+  const status = fetch ? `[ "\${s[0]}" = 0 ] || [ "\${s[0]}" = 23 ] || exit 75; ${unpacked(1)}` : unpacked(0);
   return `${fetch ? curl : ''}${STAGE} zstd --decompress --stdout --quiet | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); ${status}`;
+}
+
+/**
+ * The check after a script's `zstd | tar` whose statuses are in `s` from index `at`: exit 65
+ * naming both statuses unless both are 0 (a stage killed by a signal says nothing itself).
+ */
+function unpacked(at: number): string {
+  const [z, t] = [`\${s[${at}]}`, `\${s[${at + 1}]}`];
+  return `[ "${z}${t}" = 00 ] || { echo "zstd exited ${z}, tar ${t}" >&2; exit 65; }`;
 }
 
 /**
@@ -84,8 +93,7 @@ function unpackScript(fetch: boolean): string {
  * failed.
  */
 const LOCAL_UNPACK_SCRIPT = `f=$1; want=$2; shift 2; got=$(${STAGE} openssl dgst -sha256 -r -- "$f") || exit 65; [ "\${got%% *}" = "$want" ] || exit 66; `
-  + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); `
-  + `[ "\${s[0]}\${s[1]}" = 00 ] || { echo "zstd exited \${s[0]}, tar \${s[1]}" >&2; exit 65; }`;
+  + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); ${unpacked(0)}`;
 
 /** A pack made by a program: the bytes that come first, then what `argv` writes on its stdout. */
 export interface PackProgram {
