@@ -95,6 +95,14 @@ function unpacked(at: number): string {
 const LOCAL_UNPACK_SCRIPT = `f=$1; want=$2; shift 2; got=$(${STAGE} openssl dgst -sha256 -r -- "$f") || exit 65; [ "\${got%% *}" = "$want" ] || exit 66; `
   + `${STAGE} zstd --decompress --stdout --quiet -- "$f" | ${STAGE} tar "$@"; s=("\${PIPESTATUS[@]}"); ${unpacked(0)}`;
 
+/**
+ * tar's arguments for unpacking into `into`: the archive from stdin in records of 128 KiB, owners
+ * and modes as packed. `--ignore-zeros` makes tar read to the end of its input: GNU tar otherwise
+ * exits at the archive's two zero blocks, and when tar's padding after them runs into a record
+ * zstd has not written yet, zstd's next write dies by SIGPIPE before it checks its last frame.
+ */
+const untar = (into: string): string[] => ['--extract', '--file=-', '--blocking-factor=256', '--ignore-zeros', ...PAX, '--same-owner', '--same-permissions', '--directory', into];
+
 /** A pack made by a program: the bytes that come first, then what `argv` writes on its stdout. */
 export interface PackProgram {
   prefix: Buffer;
@@ -231,7 +239,7 @@ export async function unpackLayer(dialer: Dialer, source: PackSource, into: stri
     input = checked;
   }
   const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', unpackScript(located), 'unpack',
-    '--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into], input)
+    ...untar(into)], input)
     .finally(() => { if (!located) source.destroy(); });
   const said = program.stderr().trim().slice(0, 500);
   if (code === 0) return;
@@ -277,7 +285,7 @@ async function unpackLocal(dialer: Dialer, blob: LocalBlob, into: string): Promi
   }
   checkDigest(blob.digest);
   const { program, code } = await feed(dialer, [...TAR_ENV, 'bash', '--norc', '--noprofile', '-c', LOCAL_UNPACK_SCRIPT, 'unpack', blob.path, blob.digest.slice('sha256:'.length),
-    '--extract', '--file=-', '--blocking-factor=256', ...PAX, '--same-owner', '--same-permissions', '--directory', into], Readable.from([]));
+    ...untar(into)], Readable.from([]));
   if (code === 0) return;
   if (code === 66) throw blobError('digest_mismatch', `the blob at ${blob.path} is not ${blob.digest}`);
   throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${program.stderr().trim().slice(0, 500)}`);
