@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -12,6 +12,7 @@ import { after, before, describe, test } from 'node:test';
 // Every process the server starts carries a marker variable in its environment, so the last test
 // can check that none is left once the server has stopped.
 const SERVER_DIR = path.resolve('packages/server/templates/code-interpreter/server');
+const DISPLAY_DIR = path.resolve('packages/server/templates/code-interpreter/display');
 const PYTHON = '/usr/bin/python3';
 const MARK = `ci-test-${randomUUID()}`;
 const RESULT_KEYS = new Set(['type', 'is_main_result', 'text', 'html', 'markdown', 'svg', 'png', 'jpeg', 'pdf', 'latex', 'json', 'javascript', 'data', 'chart', 'extra']);
@@ -31,11 +32,13 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
   let log = '';
 
   before(async () => {
-    // A stand-in for the template's shellbase_display module: register() adds IPython formatters
-    // for the two E2B MIME types (objects with _repr_e2b_data_ / _repr_e2b_chart_ methods).
-    mkdirSync(path.join(home, 'display'));
+    // A stand-in for the template's shellbase_display package: register() adds IPython formatters
+    // for the two E2B MIME types (objects with _repr_e2b_data_ / _repr_e2b_chart_ methods); its
+    // fast_paths module is the template's own.
+    mkdirSync(path.join(home, 'display', 'shellbase_display'), { recursive: true });
     mkdirSync(path.join(home, 'tmp')); // kernels' scratch (R's Rtmp* among it) goes with the home
-    writeFileSync(path.join(home, 'display', 'shellbase_display.py'), [
+    copyFileSync(path.join(DISPLAY_DIR, 'shellbase_display', 'fast_paths.py'), path.join(home, 'display', 'shellbase_display', 'fast_paths.py'));
+    writeFileSync(path.join(home, 'display', 'shellbase_display', '__init__.py'), [
       'from IPython.core.formatters import BaseFormatter',
       'from traitlets import ObjectName, Unicode',
       'def _formatter(mime, method):',
@@ -195,6 +198,12 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     const chart = of(run, 'result').find((r) => !r.is_main_result);
     assert.deepEqual(chart?.chart, { type: 'line', title: 't', elements: [] });
     assert.equal(chart?.extra, undefined);
+    // The kernel's per-cell fast paths are on too (shellbase_display/fast_paths.py), and no sleep follows a cell.
+    const on = await execute({ context_id: ctx.id, code: [
+      'import ipykernel.iostream, ipykernel.ipkernel, jupyter_client.session',
+      '[getattr(f, "_shellbase", False) for f in (ipykernel.iostream.OutStream.flush, ipykernel.ipkernel._accepts_cell_id, jupyter_client.session.extract_dates)], get_ipython().kernel._execute_sleep',
+    ].join('\n') });
+    assert.equal(main(on)?.text, '([True, True, True], 0.0)');
   });
 
   test('python errors: one error with name, value and a traceback string; the context carries on', async () => {

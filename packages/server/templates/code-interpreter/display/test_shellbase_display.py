@@ -445,5 +445,89 @@ class MissingLibraryTest(unittest.TestCase):
         self.assertEqual(got, {"mimes": ["e2b/chart"], "plain": ["text/plain"], "chart": "line"})
 
 
+
+class FastPathsTest(unittest.TestCase):
+    """shellbase_display.fast_paths on Debian's ipykernel and jupyter_client (the template's)."""
+
+    @classmethod
+    def setUpClass(cls):
+        from shellbase_display import fast_paths
+
+        cls.applied = fast_paths.install()
+        cls.again = fast_paths.install()
+
+    def test_every_piece_applies_once(self):
+        self.assertEqual(sorted(self.applied), ["cell_id", "dates", "flush"])
+        self.assertEqual(self.again, [])
+
+    def test_a_flush_sends_what_was_written_and_nothing_when_nothing_was(self):
+        import zmq
+        from ipykernel.iostream import IOPubThread, OutStream
+        from jupyter_client.session import Session
+
+        context = zmq.Context()
+        pub, sub = context.socket(zmq.PUB), context.socket(zmq.SUB)
+        port = pub.bind_to_random_port("tcp://127.0.0.1")
+        sub.connect(f"tcp://127.0.0.1:{port}")
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        thread = IOPubThread(pub)
+        thread.start()
+        stream = OutStream(Session(key=b""), thread, "stdout", watchfd=False)
+        scheduled = []
+        schedule = thread.schedule
+        thread.schedule = lambda f: (scheduled.append(f), schedule(f))[1]
+        try:
+            # A subscriber misses what is published before it is connected: wait until one message gets through.
+            for _ in range(50):
+                stream.write("ping\n")
+                stream.flush()
+                if sub.poll(100):
+                    break
+            while sub.poll(100):
+                sub.recv_multipart()
+            scheduled.clear()
+            stream.flush()
+            self.assertEqual(scheduled, [], "nothing written: nothing handed to the IOPub thread")
+            self.assertEqual(sub.poll(200), 0)
+            stream.write("hello\n")
+            stream.flush()
+            self.assertTrue(sub.poll(2000))
+            self.assertIn(b"hello", b"".join(sub.recv_multipart()))
+        finally:
+            thread.schedule = schedule
+            stream.pub_thread = None  # OutStream.close() of ipykernel 6.17 fails on a stream that watches no fd
+            thread.stop()
+            thread.close()
+            sub.close()
+            context.term()
+
+    def test_incoming_dates_stay_strings(self):
+        from jupyter_client.session import Session
+
+        session = Session(key=b"k")
+        msg = session.msg("execute_request", content={"code": "1"}, parent={"msg_id": "p", "date": "2026-12-06T07:00:00.000000Z"})
+        wire = session.serialize(msg)
+        got = session.deserialize(wire[wire.index(b"<IDS|MSG>") + 1:])
+        self.assertIsInstance(got["header"]["date"], str)
+        self.assertEqual(got["parent_header"]["date"], "2026-12-06T07:00:00.000000Z")
+        self.assertEqual(got["content"], {"code": "1"})
+
+    def test_whether_run_cell_takes_a_cell_id_is_asked_once_per_method(self):
+        from ipykernel import ipkernel
+
+        class Shell:
+            def with_id(self, code, *, cell_id=None):
+                pass
+
+            def without(self, code):
+                pass
+
+        shell = Shell()
+        self.assertTrue(ipkernel._accepts_cell_id(shell.with_id))
+        self.assertFalse(ipkernel._accepts_cell_id(shell.without))
+        with mock.patch("inspect.signature", side_effect=AssertionError("asked again")):
+            self.assertTrue(ipkernel._accepts_cell_id(Shell().with_id))
+            self.assertFalse(ipkernel._accepts_cell_id(shell.without))
+
 if __name__ == "__main__":
     unittest.main()

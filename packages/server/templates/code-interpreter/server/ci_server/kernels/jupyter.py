@@ -272,6 +272,9 @@ class PythonKernel(JupyterKernel):
         "    if importlib.util.find_spec('shellbase_display') is not None:",
         "        import shellbase_display",
         "        shellbase_display.register(get_ipython())",
+        "        if importlib.util.find_spec('shellbase_display.fast_paths') is not None:",
+        "            import shellbase_display.fast_paths",
+        "            shellbase_display.fast_paths.install()",
         "try:",
         "    __shellbase_setup()",
         "finally:",
@@ -281,8 +284,10 @@ class PythonKernel(JupyterKernel):
     def argv(self) -> list[str]:
         # No history database: IPython otherwise writes every cell to a SQLite file on disk, ~12 ms
         # of a warm `1+1` under TCG. `In`, `Out` and `%history` keep the session's in memory.
+        # No sleep after each cell (ipykernel's 0.5 ms "to let stray output arrive"): a cell ends
+        # here at its reply and the kernel's idle status, which follows all its output on IOPub.
         return [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                "--HistoryManager.enabled=False"]
+                "--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0"]
 
     def extra_env(self) -> dict[str, str]:
         # ipykernel exits when this process does (its parent poller watches the pid).
