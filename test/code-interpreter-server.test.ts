@@ -425,3 +425,36 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     assert.deepEqual(marked(), [], 'processes left behind');
   });
 });
+
+test('code interpreter server: an execution\'s worker thread is one kept from before when one is idle, a new one when all are busy', async () => {
+  // ci_server/execution.py `_Workers`, driven directly on Debian's python3.
+  const script = [
+    'import threading, time',
+    'from ci_server.execution import _Workers',
+    'w = _Workers(2)',
+    'def ident(out, hold=None):',
+    '    def task():',
+    '        out.append(threading.get_native_id())',
+    '        if hold: hold.wait(5)',
+    '    return task',
+    'def settle():',
+    '    for _ in range(500):',
+    '        if len(w._idle) == want: return',
+    '        time.sleep(0.01)',
+    'seen = []',
+    'for want in (1, 1, 1):',
+    '    w.run(ident(seen)); settle()',
+    'hold = threading.Event(); busy = []',
+    'for _ in range(3): w.run(ident(busy, hold))',
+    'for _ in range(500):',
+    '    if len(busy) == 3: break',
+    '    time.sleep(0.01)',
+    'hold.set(); want = 2; settle(); time.sleep(0.1)',
+    'print(len(set(seen)), len(set(busy)), seen[0] in busy, len(w._idle))',
+  ].join('\n');
+  const { execFileSync } = await import('node:child_process');
+  const out = execFileSync(PYTHON, ['-c', script], { env: { PATH: '/usr/bin:/bin', PYTHONPATH: SERVER_DIR, PYTHONDONTWRITEBYTECODE: '1' }, encoding: 'utf8', timeout: 60_000 });
+  // Three tasks one after another ran on one thread; three at once on three threads, the first of them
+  // the kept one; afterwards two wait (the third ended: at most two are kept).
+  assert.equal(out.trim(), '1 3 True 2');
+});
