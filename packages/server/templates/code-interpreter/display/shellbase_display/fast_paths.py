@@ -1,11 +1,12 @@
 """Per-cell work of ipykernel that buys nothing in a sandbox's kernel, taken off a cell's path.
 
-Under TCG a warm `1+1` is mostly the kernel's fixed work per cell, and these three pieces were a
-third of it (docs/performance.md, code interpreter). Each keeps the messages the kernel sends:
+A warm `1+1` is mostly the kernel's fixed work per cell, and these three pieces were about a third
+of that work (docs/performance.md, code interpreter). Each keeps the messages the kernel sends:
 
 - A flush of stdout or stderr with nothing written and nothing waiting returns at once. ipykernel
-  otherwise hands two tasks to its IOPub thread and waits for both, four times a cell (the display
-  hook and the execute request each flush both streams), even when the cell printed nothing.
+  otherwise hands two tasks to its IOPub thread and waits for both, six times a cell (the shell's
+  dispatch, the execute request and the display hook each flush both streams), even when the cell
+  printed nothing.
 - Incoming headers keep their dates as the strings they arrived as. jupyter_client parses each
   with dateutil (~1 ms a message under TCG) into datetimes the kernel only writes back out.
 - Whether `run_cell` takes a cell id is asked once per method, not with `inspect.signature` twice
