@@ -155,7 +155,7 @@ export async function overlay(backing: string, file: string, cwd?: string): Prom
   await runOk('sh', ['-c', 'cd "$1" && shift && exec qemu-img "$@"', 'sh', cwd ?? path.dirname(file), ...args]);
 }
 
-/** Copies a RAM file keeping its holes (pages the guest never touched take no space), in two threads. */
+/** Copies a RAM file keeping its holes (pages the guest never touched take no space) and leaving its zero pages out, in two threads. */
 export async function copySparse(from: string, to: string): Promise<void> {
   await runOk(SBX_STORE, ['copy', from, to]);
 }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { copySparse } from '../storage/disk.js';
 import { runFiles } from '../layout.js';
 import type { Agent } from './agent.js';
-import { copyLive, sparsify, usedMiB, type LiveCopyHost } from './live-copy.js';
+import { copyLive, usedMiB, type LiveCopyHost } from './live-copy.js';
 import type { QemuVm } from './qemu.js';
 import { ShellGuest } from './shell-guest.js';
 import { LiveCopyError, type GuestOps, type LiveCopyOptions, type Vm } from './types.js';
@@ -33,15 +33,20 @@ export class QemuMachine implements Vm {
   async pause(): Promise<void> { await this.qemu.stop(); }
   async resume(): Promise<void> { await this.qemu.cont(); }
 
-  /** Device state into the run directory first (QEMU writes only there), then moved; the RAM file copied keeping its holes. */
+  /**
+   * Device state into the run directory (QEMU writes only there), then moved; at the same time the
+   * RAM file copied without its holes and zero pages (a RAM file a live copy read whole holds zero
+   * pages as data). Neither touches the stopped guest's memory, so they run side by side.
+   */
   async save(into: { ram: string; state: string }): Promise<void> {
-    const used = this.usedMiB();
     const state = runFiles(this.qemu.spec.runDir).frozenState;
-    await this.qemu.saveState(state);
-    renameSync(state, into.state);
-    await copySparse(this.ram, into.ram);
-    // A RAM file a live copy read whole holds zero pages as data: the copy keeps them out.
-    if (used >= this.qemu.spec.memoryMb * 0.9) await sparsify(into.ram);
+    // Both end before this returns (the caller resumes the guest next), whichever fails.
+    const done = await Promise.allSettled([
+      this.qemu.saveState(state).then(() => renameSync(state, into.state)),
+      copySparse(this.ram, into.ram),
+    ]);
+    const failed = done.find((d) => d.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   snapshotDisk(overlay: string): Promise<void> { return this.qemu.snapshotDisk(overlay); }
