@@ -61,7 +61,7 @@ export async function freezeLive(run: FreezingRun, into: { ram: string; state: s
   }
 }
 
-/** Stopped for the copy of the memory it uses (~0.8 ms per MiB here under QEMU), then let go on if it ran. */
+/** Stopped for the copy of the memory it uses (~0.5–0.8 ms per MiB here under QEMU), then let go on if it ran. */
 export async function freezeStopped(run: FreezingRun, into: { ram: string; state: string }): Promise<string[]> {
   const vm = run.vm!;
   const { frozen, next } = await nextTop(run);
