@@ -248,8 +248,12 @@ export async function unpackLayer(dialer: Dialer, source: PackSource, into: stri
     if (curlFailure(said).mayPass) throw blobError('fetch_failed', `the blob could not be fetched: ${said}`);
     throw new Error(`the blob could not be fetched: ${said}`);
   }
-  throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
+  throw unpackFailed(into, code, said);
 }
+
+/** An unpacking script's failure (exit 65 or another status): what zstd and tar said, from its stderr. */
+const unpackFailed = (into: string, code: number | null, said: string) =>
+  blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${said}`);
 
 /**
  * A pack's tar stream, decompressed in this process (its header checked as unpackLayer checks
@@ -288,7 +292,7 @@ async function unpackLocal(dialer: Dialer, blob: LocalBlob, into: string): Promi
     ...untar(into)], Readable.from([]));
   if (code === 0) return;
   if (code === 66) throw blobError('digest_mismatch', `the blob at ${blob.path} is not ${blob.digest}`);
-  throw blobError('invalid_pack', `zstd and tar could not unpack the layer into ${into} (exit ${code}): ${program.stderr().trim().slice(0, 500)}`);
+  throw unpackFailed(into, code, program.stderr().trim().slice(0, 500));
 }
 
 /** Whether a failed unpackLayer of a located blob may succeed if tried again (`fetch_failed`). */
