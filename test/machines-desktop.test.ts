@@ -11,7 +11,7 @@ import { Sandbox } from '@e2b/desktop';
 import { imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
 import { chromium } from 'playwright-core';
 import { CHROMIUM } from './console-session.ts';
-import { BLUE, GREEN, GREY, RED, TRACK_PX, YELLOW, openDesktopPage, shownPageState } from './desktop-page.ts';
+import { BLUE, GREEN, GREY, RED, TRACK_PX, YELLOW, openDesktopPage, shownPageState, type PageState } from './desktop-page.ts';
 import { closeWithSandboxes, sleep, startTestServer, type TestServer } from './harness.ts';
 import { boxOf, decodePng, differingBox, differingPixels, type Box, type Rgb } from './png.ts';
 
@@ -188,7 +188,13 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
       await page.keyboard.press('Control+a'); // a chord: what the field holds is selected, and typing replaces it
       await page.keyboard.type('abc');
       await page.keyboard.press('Enter');
-      await until('the keys from the console', async () => (await state())?.entered === 'abc');
+      let seen: PageState | null = null;
+      await until('the keys from the console', async () => (seen = await state())?.entered === 'abc', 60_000).catch(async (err: Error) => {
+        // What the page said, where the console's focus was and what it showed as an error.
+        const focused = await page.evaluate(() => document.activeElement?.getAttribute('aria-label') ?? document.activeElement?.tagName);
+        const alerts = await page.getByRole('alert').allInnerTexts();
+        throw new Error(`${err.message}: the page said ${JSON.stringify(seen)}; the console's focus on ${JSON.stringify(focused)}; its alerts ${JSON.stringify(alerts)}`);
+      });
     } finally {
       await browser.close();
     }

@@ -63,9 +63,17 @@ export function MachineScreen({ id, state, image }: { id: string; state: Machine
   }, [id, shown, running]);
 
   // Inputs go one after another, in the order they happened (keys typed fast would otherwise race).
+  // Characters typed while inputs wait join the waiting text input they follow: one request for a word.
   const queue = useRef<Promise<unknown>>(Promise.resolve());
+  const typing = useRef<{ type: 'type'; text: string } | null>(null);
   const send = (input: Parameters<ReturnType<typeof sb.machines.get>['input']>[0]) => {
-    queue.current = queue.current.then(() => sb.machines.get(id).input(input)).catch(setError);
+    if (input.type === 'type' && typing.current) { typing.current.text += input.text; return; }
+    const next = input.type === 'type' ? { type: 'type' as const, text: input.text } : input;
+    typing.current = next.type === 'type' ? next : null;
+    queue.current = queue.current.then(() => {
+      if (typing.current === next) typing.current = null; // sent from here on: later characters wait in one of their own
+      return sb.machines.get(id).input(next);
+    }).catch(setError);
   };
   // Wheel steps while a scroll is on its way are added up into the next one (a trackpad sends dozens a second).
   const wheel = useRef({ busy: false, up: 0, down: 0, left: 0, right: 0, at: { x: 0, y: 0 } });
