@@ -186,3 +186,27 @@ test('postgres: a worker whose heartbeat lapsed (a pause) starts nothing it admi
     await md.close();
   }
 });
+
+test("postgres: a heartbeat replaces the worker's pins with what it names (kept, added, dropped) and answers false once its row is gone", async () => {
+  const { stores, close } = await threeWorkers();
+  try {
+    const [one, two] = await asWorkers(stores);
+    const pinned = async () => {
+      const p = await two.cluster.pinnedElsewhere('w2', 60_000);
+      return { versions: [...p.versions].sort(), layers: [...p.layers].sort() };
+    };
+    assert.equal(await one.cluster.heartbeat('w1', 1, { versions: ['v1', 'v2'], layers: ['l1'] }), true);
+    assert.deepEqual(await pinned(), { versions: ['v1', 'v2'], layers: ['l1'] });
+    // A name in both kinds is two pins; what the beat no longer names goes.
+    assert.equal(await one.cluster.heartbeat('w1', 1, { versions: ['v2', 'x'], layers: ['l2', 'x'] }), true);
+    assert.deepEqual(await pinned(), { versions: ['v2', 'x'], layers: ['l2', 'x'] });
+    assert.equal(await one.cluster.heartbeat('w1', 0, { versions: [], layers: [] }), true);
+    assert.deepEqual(await pinned(), { versions: [], layers: [] });
+    assert.equal((await two.cluster.liveWorkers(60_000)).find((w) => w.id === 'w1')?.load, 0, 'the load the beat carried');
+    await two.cluster.leave('w1');
+    assert.equal(await one.cluster.heartbeat('w1', 1, { versions: ['v1'], layers: [] }), false, 'a worker taken for gone registers again');
+    assert.deepEqual(await pinned(), { versions: [], layers: [] }, 'and pins nothing meanwhile');
+  } finally {
+    await close();
+  }
+});

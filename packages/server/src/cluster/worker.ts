@@ -98,6 +98,8 @@ export class ClusterWorker implements Cluster {
       }
       // Written at `started` at the earliest: what the others judge this worker by.
       this.lastContact = Math.max(this.lastContact, started);
+      const took = Date.now() - started;
+      if (took > this.opts.heartbeatMs) this.opts.log.warn({ worker: this.workerId, ms: took }, 'a heartbeat took longer than the time between two');
       const gone = await this.opts.shared.forgetGone(this.aliveMs * 10);
       if (gone.length) this.opts.log.warn({ workers: gone }, 'workers gone (no heartbeat)');
       await this.checkLeases();
