@@ -267,6 +267,9 @@ static void run_job(int go) {
   struct warm_job job;
   int cg_fds[WARM_MAX_CGROUPS], ncg;
   if (warm_recv_job(go, &job, cg_fds, &ncg) != 0) _exit(0); /* let go unused */
+  /* Taken: the command starts once the outer has told the pool so (warm.c), never before. */
+  char c;
+  if (write(go, "j", 1) != 1 || warm_read_full(go, &c, 1) != 0 || c != 'g') _exit(0);
   close(go);
   /* Into the query's v1 cgroups, by this thread's own move (warm-mount.c says why "0"). */
   for (int k = 0; k < ncg; k++) {

@@ -19,8 +19,10 @@
  * there as `sbx run` does (warm-mount.c), and hands the job to the inner, which moves
  * /proc, /dev and /tmp onto it, makes the binds, pivots into it, enters a new cgroup namespace
  * and starts the command as bubblewrap would (warm-inner.c). The outer exits with the command's
- * status; it writes "s" on SOCKET right before the hand-over, so a sandbox that ends without
- * that byte never started its command (the pool then runs it the ordinary way). A closed SOCKET before a job (the pool let the sandbox go) ends both processes; either
+ * status. The inner answers the job with "j" and starts the command only after the outer's "g",
+ * which the outer writes after "s" on SOCKET; so a sandbox that ends without that byte never
+ * started its command (the pool then runs it the ordinary way), a member killed before the take
+ * included. A closed SOCKET before a job (the pool let the sandbox go) ends both processes; either
  * one's death kills the other (parent-death signals) and with the inner the whole pid namespace.
  * Each sandbox takes one job: it is never reused.
  */
@@ -227,14 +229,18 @@ int cmd_warm(int argc, char **argv) {
 
   int cg_fds[WARM_MAX_CGROUPS];
   int ncg = warm_outer_prepare(&job, inner, mnt_ns, cg_fds);
+  /* The job to the inner, which answers "j" and waits for "g" before it starts the command. A
+   * killed inner never answers, even one whose SIGKILL is still on its way (not yet reaped, so
+   * waitpid cannot tell), and its end of `go` closes: not started. */
+  if (warm_send_job(go[0], &job, cg_fds, ncg) != 0) return 125;
+  for (int k = 0; k < ncg; k++) close(cg_fds[k]);
+  if (warm_read_full(go[0], &c, 1) != 0 || c != 'j') return 125;
   /* Before the command can run: a sandbox that ends without this byte never ran it. */
-  int status;
-  if (waitpid(inner, &status, WNOHANG) != 0) return 125; /* the inner died meanwhile: not started */
   if (write_full(ctl, "s", 1) != 0) warm_die("ack");
   close(ctl);
-  if (warm_send_job(go[0], &job, cg_fds, ncg) != 0) warm_die("hand over the job");
-  for (int k = 0; k < ncg; k++) close(cg_fds[k]);
+  if (write_full(go[0], "g", 1) != 0) warm_die("start the command");
   close(go[0]);
+  int status;
   while (waitpid(inner, &status, 0) < 0) if (errno != EINTR) warm_die("waitpid");
   return status_of(status);
 }
