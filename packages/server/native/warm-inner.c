@@ -267,10 +267,9 @@ static void run_job(int go) {
   struct warm_job job;
   int cg_fds[WARM_MAX_CGROUPS], ncg;
   if (warm_recv_job(go, &job, cg_fds, &ncg) != 0) _exit(0); /* let go unused */
-  /* Taken: the command starts once the outer has told the pool so (warm.c), never before. */
-  char c;
-  if (write(go, "j", 1) != 1 || warm_read_full(go, &c, 1) != 0 || c != 'g') _exit(0);
-  close(go);
+  /* Taken. The set-up below goes on while the outer tells the pool; the command starts only after
+   * its "g" (warm.c), never before. */
+  if (write(go, "j", 1) != 1) _exit(0);
   /* Into the query's v1 cgroups, by this thread's own move (warm-mount.c says why "0"). */
   for (int k = 0; k < ncg; k++) {
     if (write(cg_fds[k], "0", 1) != 1) warm_die("join the query's cgroup");
@@ -339,6 +338,9 @@ static void run_job(int go) {
   if (setsid() < 0) warm_die("setsid");
   /* The command's environment, set here rather than in the child (pid 1 reads no variable after). */
   environ = env;
+  char c;
+  if (warm_read_full(go, &c, 1) != 0 || c != 'g') _exit(0); /* the outer is gone: nothing ran */
+  close(go);
   /* vfork: pid 1's pages are neither copied nor torn down again; it waits for the exec. */
   pid_t cmd = vfork();
   if (cmd < 0) warm_die("vfork");

@@ -229,16 +229,16 @@ int cmd_warm(int argc, char **argv) {
 
   int cg_fds[WARM_MAX_CGROUPS];
   int ncg = warm_outer_prepare(&job, inner, mnt_ns, cg_fds);
-  /* The job to the inner, which answers "j" and waits for "g" before it starts the command. A
-   * killed inner never answers, even one whose SIGKILL is still on its way (not yet reaped, so
-   * waitpid cannot tell), and its end of `go` closes: not started. */
+  /* The job to the inner, which answers "j", makes the sandbox and waits for "g" before it starts
+   * the command. A killed inner never answers, even one whose SIGKILL is still on its way (not yet
+   * reaped, so waitpid cannot tell), and its end of `go` closes: not started. */
   if (warm_send_job(go[0], &job, cg_fds, ncg) != 0) return 125;
   for (int k = 0; k < ncg; k++) close(cg_fds[k]);
   if (warm_read_full(go[0], &c, 1) != 0 || c != 'j') return 125;
   /* Before the command can run: a sandbox that ends without this byte never ran it. */
   if (write_full(ctl, "s", 1) != 0) warm_die("ack");
   close(ctl);
-  if (write_full(go[0], "g", 1) != 0) warm_die("start the command");
+  (void)write_full(go[0], "g", 1); /* an inner whose set-up failed has ended: its status says why */
   close(go[0]);
   int status;
   while (waitpid(inner, &status, 0) < 0) if (errno != EINTR) warm_die("waitpid");
