@@ -315,6 +315,13 @@ describe('machines', { timeout: 900_000 }, () => {
       const big = await t.http('POST', `/v1/machines/${m.id}/fork`, { body: { count: 8 } });
       assert.equal(big.status, 429, big.text);
       assert.equal((await t.http('POST', `/v1/machines/${m.id}/ports`, { body: { port: 7000 } })).status, 400);
+      // A machine without a display (not the desktop image) says so for its screen and its input.
+      for (const [method, what, body] of [['GET', 'screen', undefined], ['POST', 'input', { type: 'move', x: 1, y: 1 }]] as const) {
+        const none = await t.http(method, `/v1/machines/${m.id}/${what}`, { body });
+        assert.equal(none.status, 412, none.text);
+        assert.equal(none.json.error.code, 'failed_precondition');
+        assert.match(none.json.error.hint, /desktop image/);
+      }
       const budget = t.config.machines.memoryBudgetMb;
       t.config.machines.memoryBudgetMb = 700;
       try {
