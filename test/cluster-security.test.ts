@@ -77,9 +77,15 @@ const upgrade = (w: Worker, p: string, headers: string[], asWorker = false) => n
     s.write([`GET ${p} HTTP/1.1`, `Host: ${new URL(w.url).host}`, 'Connection: Upgrade', 'Upgrade: shellbase-tcp', ...headers, '', ''].join('\r\n'));
   });
   let text = '';
+  let sent = false;
   s.on('data', (c: Buffer) => {
     text += c.toString();
-    if (text.startsWith('HTTP/1.1 101') && text.includes('\r\n\r\n') && !text.includes('GET /')) s.write('GET / HTTP/1.0\r\n\r\n');
+    // One request only: bytes written after the service has answered and closed would reach a
+    // socket the worker closes unread, and come back as a reset.
+    if (!sent && text.startsWith('HTTP/1.1 101') && text.includes('\r\n\r\n')) {
+      sent = true;
+      s.write('GET / HTTP/1.0\r\n\r\n');
+    }
   });
   s.on('end', () => resolve(text));
   s.on('error', reject);
