@@ -16,7 +16,7 @@ import { sleep } from './harness.ts';
 // One sandbox (one VM under TCG) lives through both tests; it is killed in the end, failures included.
 const DOMAIN = 'e2b.test';
 /** A's machines hibernate after this long without use: the sandbox moves to the next worker that uses it. */
-const IDLE_MS = 20_000;
+const IDLE_MS = 12_000;
 
 let cluster: TestCluster;
 let a: Worker;
@@ -199,7 +199,7 @@ test('cluster E2B: the timeout is acted on by the worker running the sandbox, wh
   // The end of life is set through A (which runs it); then nothing uses it and it hibernates into
   // the object store, giving its lease up.
   const viaA = await Sandbox.connect(id, on(a));
-  await viaA.setTimeout(IDLE_MS + 60_000);
+  await viaA.setTimeout(IDLE_MS + 35_000);
   const endAt = (await Sandbox.getInfo(id, on(b))).endAt.getTime();
   await until('the idle machine to hibernate', async () => (await stateOf(id)) === 'hibernated' && (await leaseOf(id)) === null, IDLE_MS + 60_000);
   assert.equal((await Sandbox.getInfo(id, on(b))).state, 'running', 'hibernated when idle, a sandbox is still running to E2B');
