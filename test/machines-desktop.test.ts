@@ -89,6 +89,24 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     await sbx.press('escape');
     await until('the menu closed', async () => differingPixels(before, await shot(), [PANEL]) < 50, 15_000);
     assert.deepEqual(await sbx.getCursorPosition(), { x: 600, y: 500 });
+
+    // The SDK's `scrot --pointer FILE` is the image's fbshot, which reads Xvfb's framebuffer: the
+    // screen as Debian's scrot captures it over X, and with the pointer (which scrot leaves out
+    // unless asked), drawn as X draws it rather than blended in by scrot.
+    const scrot = async (args: string) => {
+      await sbx.commands.run(`/usr/bin/scrot --overwrite ${args} /tmp/scrot.png`);
+      return decodePng(Buffer.from(await sbx.files.read('/tmp/scrot.png', { format: 'bytes' })));
+    };
+    const served = await sbx.commands.run('readlink -f "$(command -v scrot)"; test -s /run/shellbase-desktop/Xvfb_screen0 && echo framebuffer');
+    assert.equal(served.stdout, '/opt/shellbase/desktop/bin/fbshot\nframebuffer\n');
+    const pointer: Box = { x: 600 - 8, y: 500 - 8, w: 48, h: 48 };
+    const [fast, real, bare] = [await shot(), await scrot('--pointer'), await scrot('')];
+    assert.equal(differingPixels(fast, real, [PANEL, pointer]), 0, `fbshot's screen is scrot's: they differ in ${JSON.stringify(differingBox(fast, real, [PANEL, pointer]))}`);
+    assert.ok(differingPixels(fast, bare, [PANEL]) > 20, 'the pointer is on the SDK\'s screenshot');
+    assert.equal(differingPixels(fast, bare, [PANEL, pointer]), 0, 'and only the pointer');
+    // Without a framebuffer (another Xvfb on :0) the same command is Debian's scrot.
+    await sbx.commands.run('FBSHOT_FRAMEBUFFER=/nonexistent scrot --pointer /tmp/passed.png');
+    assert.equal(differingPixels(decodePng(Buffer.from(await sbx.files.read('/tmp/passed.png', { format: 'bytes' }))), real, [PANEL]), 0);
   });
 
   test('open(url): a page served in the machine, in its browser, driven by the SDK\'s clicks, typing, keys and wheel', async () => {

@@ -14,15 +14,31 @@ const TYPE_DELAY_MS = 12;
 const BUTTONS = { left: '1', middle: '2', right: '3' } as const;
 const WHEEL = { up: '4', down: '5', left: '6', right: '7' } as const;
 
+/** The desktop image's capture from Xvfb's framebuffer file (templates/desktop/fbshot): the PNG on stdout. */
+const FBSHOT = '/opt/shellbase/desktop/bin/fbshot';
+/** fbshot's exit when display :0 has no framebuffer file (another Xvfb serves it): nothing written. */
+const NO_FRAMEBUFFER = 3;
+
 /**
- * The machine's display as a PNG: scrot's capture of display :0 (with the pointer unless told
- * otherwise), written to a temporary file in the guest and sent back through the agent in one run.
+ * The machine's display as a PNG, with the pointer unless told otherwise. With the pointer, the
+ * desktop image's fbshot reads it from Xvfb's framebuffer (no X connection, a cheap PNG); without
+ * fbshot or its framebuffer, and without the pointer, scrot's capture of display :0, written to a
+ * temporary file in the guest and sent back through the agent in one run.
  */
 export async function captureScreen(agent: Agent, o: { pointer?: boolean; signal?: AbortSignal } = {}): Promise<Buffer> {
+  const common = { env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs: STEP_MS, outputBytes: CAPTURE_BYTES, ...(o.signal ? { signal: o.signal } : {}) };
+  if (o.pointer !== false) {
+    const r = await agent.run({ argv: [FBSHOT, '-'], ...common });
+    if (r.exitCode !== 127 && r.exitCode !== NO_FRAMEBUFFER) return captured(r, 'fbshot');
+  }
   const script = 'f=$(mktemp /tmp/shellbase-screen-XXXXXXXX.png) || exit 1\n'
     + `scrot --overwrite${o.pointer === false ? '' : ' --pointer'} "$f" >&2 && cat "$f"\ns=$?\nrm -f "$f"\nexit $s`;
-  const r = await agent.run({ argv: ['/bin/sh', '-c', script], env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs: STEP_MS, outputBytes: CAPTURE_BYTES, ...(o.signal ? { signal: o.signal } : {}) });
-  checked(r, 'scrot');
+  return captured(await agent.run({ argv: ['/bin/sh', '-c', script], ...common }), 'scrot');
+}
+
+/** A capture's PNG, or the error of its run. */
+function captured(r: RawResult, tool: string): Buffer {
+  checked(r, tool);
   if (r.truncated) throw new ShellbaseError('limit_exceeded', `the screen's capture is larger than ${CAPTURE_BYTES} bytes`);
   return r.stdout;
 }
