@@ -22,7 +22,7 @@ import type { Vm, VmBackend, VmIdentity, VmImage, VmSpec } from './types.js';
  */
 const QEMU_UID = MACHINE_ROOT;
 
-/** What QEMU itself may use beyond the guest's RAM (TCG's code cache, device buffers, threads). */
+/** What QEMU itself may use beyond the guest's RAM (TCG's code cache of TCG_CODE_CACHE_MB, device buffers, threads). */
 const QEMU_OVERHEAD_MB = 768;
 
 export interface QemuBackendOptions {
