@@ -1,4 +1,4 @@
-import { inflateSync } from 'node:zlib';
+import { crc32, inflateSync } from 'node:zlib';
 
 /** A decoded image: RGB bytes, three per pixel, row after row. */
 export interface Rgb { width: number; height: number; data: Buffer }
@@ -6,25 +6,29 @@ export interface Rgb { width: number; height: number; data: Buffer }
 const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /**
- * Decodes a PNG of 8-bit RGB or RGBA, not interlaced (what scrot writes), into RGB (alpha dropped).
- * Throws on anything else: the tests compare screens pixel by pixel.
+ * Decodes a PNG of 8-bit RGB or RGBA, not interlaced (what scrot and fbshot write), into RGB (alpha
+ * dropped). Throws on anything else, a chunk whose CRC is wrong or a missing IEND included: the tests
+ * compare screens pixel by pixel, and other readers (libpng) refuse such files.
  */
 export function decodePng(png: Buffer): Rgb {
   if (!png.subarray(0, 8).equals(SIGNATURE)) throw new Error('not a PNG');
-  let width = 0, height = 0, colorType = 0;
+  let width = 0, height = 0, colorType = 0, ended = false;
   const idat: Buffer[] = [];
   for (let at = 8; at < png.length;) {
     const len = png.readUInt32BE(at);
     const type = png.toString('latin1', at + 4, at + 8);
     const body = png.subarray(at + 8, at + 8 + len);
+    if (at + 12 + len > png.length) throw new Error(`the PNG's ${type} chunk runs past its end`);
+    if (crc32(png.subarray(at + 4, at + 8 + len)) !== png.readUInt32BE(at + 8 + len)) throw new Error(`the PNG's ${type} chunk has a wrong CRC`);
     if (type === 'IHDR') {
       width = body.readUInt32BE(0); height = body.readUInt32BE(4);
       const depth = body[8]; colorType = body[9];
       if (depth !== 8 || (colorType !== 2 && colorType !== 6) || body[12] !== 0) throw new Error(`unsupported PNG: depth ${depth}, colour type ${colorType}, interlace ${body[12]}`);
     } else if (type === 'IDAT') idat.push(body);
-    else if (type === 'IEND') break;
+    else if (type === 'IEND') { ended = true; break; }
     at += 12 + len;
   }
+  if (!ended) throw new Error('the PNG has no IEND chunk');
   const bpp = colorType === 6 ? 4 : 3;
   const raw = inflateSync(Buffer.concat(idat));
   const stride = width * bpp;

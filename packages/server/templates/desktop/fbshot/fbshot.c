@@ -2,8 +2,8 @@
  * fbshot: a PNG of display :0 read straight from Xvfb's framebuffer file, without a connection to
  * the X server. The desktop's Xvfb keeps its screen in an XWD file (`-fbdir`, bin/session); the
  * pixels are converted to RGB rows with PNG's Sub filter (a flat run of colour becomes zeros) and
- * deflated with zlib's run-length strategy, which suits a desktop's flat areas and costs a few
- * percent of a full deflate's CPU (under TCG a capture is the guest's CPU).
+ * deflated with zlib's run-length strategy (matches at distance 1 only: little CPU, which under TCG
+ * is what a capture costs, and a desktop's flat areas still compress well).
  *
  * FBSHOT_FRAMEBUFFER names another framebuffer file (the default is the desktop's).
  *
@@ -46,6 +46,7 @@ static int parse(const unsigned char *m, size_t size, struct screen *s) {
   uint32_t red = be32(m + 56), green = be32(m + 60), blue = be32(m + 64), ncolors = be32(m + 76);
   if (format != 2 || bpp != 32 || width == 0 || height == 0 || width > 16384 || height > 16384 || stride < width * 4) return -1;
   if (red == 0 || green == 0 || blue == 0 || (red | green | blue) > 0xffffffu) return -1;
+  if (red >> shift_of(red) != 0xff || green >> shift_of(green) != 0xff || blue >> shift_of(blue) != 0xff) return -1;
   uint64_t at = (uint64_t)header + (uint64_t)ncolors * 12;
   if (at + (uint64_t)stride * height > size) return -1;
   *s = (struct screen){ m + at, width, height, stride, order == 0, shift_of(red), shift_of(green), shift_of(blue) };
@@ -56,7 +57,9 @@ static int chunk(FILE *out, const char *type, const unsigned char *data, uint32_
   unsigned char head[8];
   put32(head, len);
   memcpy(head + 4, type, 4);
-  uLong crc = crc32(crc32(0, head + 4, 4), data, len);
+  /* Not crc32(crc, NULL, 0): with no buffer zlib answers its initial value, not `crc`. */
+  uLong crc = crc32(0, head + 4, 4);
+  if (len) crc = crc32(crc, data, len);
   unsigned char tail[4];
   put32(tail, (uint32_t)crc);
   return fwrite(head, 1, 8, out) == 8 && (len == 0 || fwrite(data, 1, len, out) == len) && fwrite(tail, 1, 4, out) == 4 ? 0 : -1;
