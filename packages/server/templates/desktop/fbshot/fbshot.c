@@ -45,11 +45,11 @@ static int parse(const unsigned char *m, size_t size, struct screen *s) {
   uint32_t order = be32(m + 28), bpp = be32(m + 44), stride = be32(m + 48);
   uint32_t red = be32(m + 56), green = be32(m + 60), blue = be32(m + 64), ncolors = be32(m + 76);
   if (format != 2 || bpp != 32 || width == 0 || height == 0 || width > 16384 || height > 16384 || stride < width * 4) return -1;
-  if (red == 0 || green == 0 || blue == 0 || (red | green | blue) > 0xffffffu) return -1;
-  if (red >> shift_of(red) != 0xff || green >> shift_of(green) != 0xff || blue >> shift_of(blue) != 0xff) return -1;
+  int rs = shift_of(red), gs = shift_of(green), bs = shift_of(blue);
+  if ((red | green | blue) > 0xffffffu || red >> rs != 0xff || green >> gs != 0xff || blue >> bs != 0xff) return -1;
   uint64_t at = (uint64_t)header + (uint64_t)ncolors * 12;
   if (at + (uint64_t)stride * height > size) return -1;
-  *s = (struct screen){ m + at, width, height, stride, order == 0, shift_of(red), shift_of(green), shift_of(blue) };
+  *s = (struct screen){ m + at, width, height, stride, order == 0, rs, gs, bs };
   return 0;
 }
 
@@ -110,38 +110,41 @@ done:
   return rc;
 }
 
-/* The PNG of the framebuffer to `path` ("-": stdout); NOT_THERE without a framebuffer. */
+/* The framebuffer file: FBSHOT_FRAMEBUFFER, else the desktop's. */
 static const char *framebuffer(void) { const char *fb = getenv("FBSHOT_FRAMEBUFFER"); return fb && *fb ? fb : FRAMEBUFFER; }
 
-static int capture(const char *path, int overwrite) {
+/* Writes the screen's PNG to `path` beside it, then renames it over `path`. */
+static int write_file(const struct screen *s, const char *path) {
+  char *tmp = NULL;
+  if (asprintf(&tmp, "%s.fbshot-%d", path, (int)getpid()) < 0) return 1;
+  int rc = 1;
+  FILE *out = fopen(tmp, "wbx");
+  if (!out) {
+    fprintf(stderr, "fbshot: %s: %s\n", tmp, strerror(errno));
+  } else {
+    int bad = png(s, out);
+    bad |= fclose(out) != 0;
+    if (!bad && rename(tmp, path) == 0) rc = 0;
+    else { fprintf(stderr, "fbshot: writing %s: %s\n", path, strerror(errno)); unlink(tmp); }
+  }
+  free(tmp);
+  return rc;
+}
+
+/* The PNG of the framebuffer to `path` ("-": stdout); NOT_THERE without a framebuffer. */
+static int capture(const char *path) {
   int fd = open(framebuffer(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NOT_THERE;
   struct stat st;
   if (fstat(fd, &st) || st.st_size <= 0) { close(fd); return NOT_THERE; }
-  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  size_t size = (size_t)st.st_size;
+  void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
   if (m == MAP_FAILED) return NOT_THERE;
   struct screen s;
-  if (parse(m, (size_t)st.st_size, &s)) { munmap(m, (size_t)st.st_size); return NOT_THERE; }
-  int rc = 1;
-  if (strcmp(path, "-") == 0) {
-    rc = png(&s, stdout) || fflush(stdout) ? 1 : 0;
-  } else {
-    if (!overwrite && access(path, F_OK) == 0) { munmap(m, (size_t)st.st_size); return NOT_THERE; }
-    char *tmp = NULL;
-    if (asprintf(&tmp, "%s.fbshot-%d", path, (int)getpid()) < 0) { munmap(m, (size_t)st.st_size); return 1; }
-    FILE *out = fopen(tmp, "wbx");
-    if (out) {
-      int bad = png(&s, out);
-      bad |= fclose(out) != 0;
-      if (!bad && rename(tmp, path) == 0) rc = 0;
-      else { fprintf(stderr, "fbshot: writing %s: %s\n", path, strerror(errno)); unlink(tmp); }
-    } else {
-      fprintf(stderr, "fbshot: %s: %s\n", tmp, strerror(errno));
-    }
-    free(tmp);
-  }
-  munmap(m, (size_t)st.st_size);
+  int rc = NOT_THERE;
+  if (parse(m, size, &s) == 0) rc = strcmp(path, "-") == 0 ? (png(&s, stdout) || fflush(stdout) ? 1 : 0) : write_file(&s, path);
+  munmap(m, size);
   return rc;
 }
 
@@ -159,9 +162,10 @@ static int as_scrot(int argc, char **argv) {
     else if (argv[i][0] != '-' && !file && png_name(argv[i])) file = argv[i];
     else ours = 0;
   }
-  /* Without --pointer scrot leaves the pointer out, which the framebuffer has drawn in. */
-  if (ours && pointer && file) {
-    int rc = capture(file, overwrite);
+  /* Without --pointer scrot leaves the pointer out, which the framebuffer has drawn in; without
+   * --overwrite it names its file anew when one is there. */
+  if (ours && pointer && file && (overwrite || access(file, F_OK) != 0)) {
+    int rc = capture(file);
     if (rc != NOT_THERE) return rc;
   }
   execv(REAL_SCROT, argv);
@@ -177,7 +181,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: fbshot FILE|-   (a PNG of display :0 from Xvfb's framebuffer file %s)\n", framebuffer());
     return 1;
   }
-  int rc = capture(argv[1], 1);
+  int rc = capture(argv[1]);
   if (rc == NOT_THERE) fprintf(stderr, "fbshot: no framebuffer file of display :0 at %s\n", framebuffer());
   return rc;
 }
