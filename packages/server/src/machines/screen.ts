@@ -16,6 +16,8 @@ const WHEEL = { up: '4', down: '5', left: '6', right: '7' } as const;
 
 /** The desktop image's capture from Xvfb's framebuffer file (templates/desktop/fbshot): the PNG on stdout. */
 const FBSHOT = '/opt/shellbase/desktop/bin/fbshot';
+/** The desktop image's xdotool for moves and clicks (templates/desktop/xpointer): XTEST without Xlib. */
+const XPOINTER = '/opt/shellbase/desktop/bin/xpointer';
 /** fbshot's exit when display :0 has no framebuffer file (another Xvfb serves it): nothing written. */
 const NO_FRAMEBUFFER = 3;
 
@@ -64,18 +66,29 @@ export function inputCommand(input: MachineInput): { argv: string[]; timeoutMs: 
   }
 }
 
-/** Sends one input to the machine's display (xdotool in the guest); answers where the pointer is then. */
+/**
+ * Sends one input to the machine's display; answers where the pointer is then. Moves, clicks and
+ * scrolls go to the desktop image's xpointer, with the pointer's place asked in the same run;
+ * typing and keys (and pointer inputs where the image has no xpointer) go to xdotool.
+ */
 export async function sendInput(agent: Agent, input: MachineInput, o: { signal?: AbortSignal } = {}): Promise<Cursor> {
   const { argv, timeoutMs } = inputCommand(input);
-  // A chain ending in `type` would type what follows it, so where the pointer is comes from a second xdotool.
-  const script = 'xdotool "$@" && exec xdotool getmouselocation';
-  const r = await agent.run({ argv: ['/bin/sh', '-c', script, 'sh', ...argv], env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs, outputBytes: 4096, ...(o.signal ? { signal: o.signal } : {}) });
-  checked(r, 'xdotool');
+  const common = { env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs, outputBytes: 4096, ...(o.signal ? { signal: o.signal } : {}) };
+  let r: RawResult | undefined;
+  if (input.type !== 'type' && input.type !== 'key') {
+    r = await agent.run({ argv: [XPOINTER, ...argv, 'getmouselocation'], ...common });
+    if (r.exitCode !== 127) checked(r, 'xpointer');
+  }
+  if (!r || r.exitCode === 127) {
+    // A chain ending in `type` would type what follows it, so where the pointer is comes from a second xdotool.
+    r = await agent.run({ argv: ['/bin/sh', '-c', 'xdotool "$@" && exec xdotool getmouselocation', 'sh', ...argv], ...common });
+    checked(r, 'xdotool');
+  }
   // xdotool skips a key name it does not know (with a word on stderr) and exits 0: that is the caller's mistake.
   const unknown = /No such key name '([^']*)'/.exec(r.stderr.toString());
   if (unknown) throw new ShellbaseError('invalid_argument', `${JSON.stringify(unknown[1])} is not an X key name`, { hint: 'use X key names: Return, Escape, Tab, BackSpace, Page_Down, F5, ctrl+l' });
-  const m = /x:(\d+)\s+y:(\d+)/.exec(r.stdout.toString());
-  if (!m) throw new ShellbaseError('unavailable', `xdotool did not say where the pointer is: ${r.stdout.toString().trim().slice(0, 200)}`);
+  const m = /x:(-?\d+)\s+y:(-?\d+)/.exec(r.stdout.toString());
+  if (!m) throw new ShellbaseError('unavailable', `the machine did not say where the pointer is: ${r.stdout.toString().trim().slice(0, 200)}`);
   return { x: Number(m[1]), y: Number(m[2]) };
 }
 
