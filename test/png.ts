@@ -37,7 +37,7 @@ export function decodePng(png: Buffer): Rgb {
   for (let y = 0; y < height; y++) {
     const filter = raw[y * (stride + 1)];
     const line = Buffer.from(raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1)));
-    for (let i = 0; i < stride; i++) {
+    for (let i = 0; i < stride && filter !== 0; i++) {
       const a = i >= bpp ? line[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
       let p = 0;
       if (filter === 1) p = a;
@@ -46,7 +46,8 @@ export function decodePng(png: Buffer): Rgb {
       else if (filter === 4) { const pa = Math.abs(b - c), pb = Math.abs(a - c), pc = Math.abs(a + b - 2 * c); p = pa <= pb && pa <= pc ? a : pb <= pc ? b : c; }
       line[i] = (line[i] + p) & 0xff;
     }
-    for (let x = 0; x < width; x++) line.copy(out, (y * width + x) * 3, x * bpp, x * bpp + 3);
+    if (bpp === 3) line.copy(out, y * stride);
+    else for (let x = 0; x < width; x++) line.copy(out, (y * width + x) * 3, x * bpp, x * bpp + 3);
     prev = line;
   }
   return { width, height, data: out };

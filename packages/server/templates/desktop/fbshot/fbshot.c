@@ -1,11 +1,13 @@
 /*
  * fbshot: a PNG of display :0 read straight from Xvfb's framebuffer file, without a connection to
  * the X server. The desktop's Xvfb keeps its screen in an XWD file (`-fbdir`, bin/session); the
- * pixels are converted to RGB rows with PNG's Sub filter (a flat run of colour becomes zeros) and
- * deflated with zlib's run-length strategy (matches at distance 1 only: little CPU, which under TCG
- * is what a capture costs, and a desktop's flat areas still compress well).
+ * pixels are converted to RGB rows without a filter and deflated at zlib's fastest level (under
+ * TCG a capture's cost is its CPU; at level 1 a page of text is half the size that filters and
+ * zlib's run-length strategy made of it, for the same time), band by band, and a band whose pixels
+ * are those of the last capture is taken from the band cache (below) instead.
  *
- * FBSHOT_FRAMEBUFFER names another framebuffer file (the default is the desktop's).
+ * FBSHOT_FRAMEBUFFER names another framebuffer file (the default is the desktop's); the band
+ * cache lives beside it; FBSHOT_NO_CACHE (set to anything) leaves the cache out.
  *
  *   fbshot FILE|-        a PNG of the screen (the pointer as Xvfb draws it) to FILE or stdout
  *   scrot [OPTIONS] FILE when run as `scrot` (first on PATH): `--pointer`/`-p` and `--overwrite`/`-o`
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,17 +68,103 @@ static int chunk(FILE *out, const char *type, const unsigned char *data, uint32_
   return fwrite(head, 1, 8, out) == 8 && (len == 0 || fwrite(data, 1, len, out) == len) && fwrite(tail, 1, 4, out) == 4 ? 0 : -1;
 }
 
-/* One filtered row: filter type 1 (Sub), then each byte less the one three before it. */
-static void row(const struct screen *s, uint32_t y, unsigned char *dst) {
-  const unsigned char *p = s->pixels + (size_t)y * s->stride;
-  unsigned char pr = 0, pg = 0, pb = 0;
-  *dst++ = 1;
+/* One row (its framebuffer pixels at `p`) as PNG has it: filter type 0 (None), then RGB bytes. */
+static void row(const struct screen *s, const unsigned char *p, unsigned char *dst) {
+  *dst++ = 0;
+  if (s->lsb && s->rs == 16 && s->gs == 8 && s->bs == 0) {
+    /* Xvfb's layout on x86: B, G, R, unused in memory. */
+    for (uint32_t x = 0; x < s->width; x++, p += 4, dst += 3) { dst[0] = p[2]; dst[1] = p[1]; dst[2] = p[0]; }
+    return;
+  }
   for (uint32_t x = 0; x < s->width; x++, p += 4) {
     uint32_t v = s->lsb ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24 : be32(p);
-    unsigned char r = v >> s->rs, g = v >> s->gs, b = v >> s->bs;
-    *dst++ = r - pr; *dst++ = g - pg; *dst++ = b - pb;
-    pr = r; pg = g; pb = b;
+    *dst++ = v >> s->rs; *dst++ = v >> s->gs; *dst++ = v >> s->bs;
   }
+}
+
+/*
+ * The band cache: the screen is deflated in bands of BAND_ROWS rows, each an independent raw
+ * deflate stream ended by a sync flush, so that the PNG's zlib stream is the bands' bytes one after
+ * the other (then an empty final block and the Adler-32 combined from the bands'). A file beside
+ * the framebuffer, one per user, keeps each band's framebuffer bytes and its deflated bytes: a band
+ * whose pixels have not changed since the last capture is not converted or deflated again. Under
+ * TCG deflating is most of a capture's cost, and between two captures most of a screen stays.
+ * Without the file (no room, another owner, FBSHOT_NO_CACHE set) the same layout lives in memory.
+ */
+#define BAND_ROWS 16
+#define CACHE_MAGIC "fbshotc"
+#define CACHE_VERSION 1
+struct cache_head { char magic[8]; uint32_t version, width, height, stride, lsb, rs, gs, bs, bands, slot, pad[5]; };
+struct band { uint32_t adler, zlen; };
+struct cache { unsigned char *map; size_t size; int fd; struct cache_head *head; struct band *band; unsigned char *pixels, *slots; };
+
+static void cache_close(struct cache *c) {
+  if (c->map && c->map != MAP_FAILED) munmap(c->map, c->size);
+  if (c->fd >= 0) close(c->fd); /* and with it the lock */
+}
+
+/* Makes the file `size` bytes with its blocks reserved (a full /run refuses here rather than faulting a
+ * write later); on failure it is left empty, so that a later capture does not take it as ready. */
+static int resize(int fd, size_t size) {
+  if (ftruncate(fd, (off_t)size) == 0 && posix_fallocate(fd, 0, (off_t)size) == 0) return 0;
+  if (ftruncate(fd, 0)) {}
+  return -1;
+}
+
+/* The cache for this screen: its file (locked for this capture) or, failing that, memory. */
+static int cache_open(const struct screen *s, uint32_t slot, struct cache *c) {
+  uint32_t bands = (s->height + BAND_ROWS - 1) / BAND_ROWS;
+  struct cache_head want = { CACHE_MAGIC, CACHE_VERSION, s->width, s->height, s->stride, (uint32_t)s->lsb, (uint32_t)s->rs, (uint32_t)s->gs, (uint32_t)s->bs, bands, slot, { 0 } };
+  c->size = sizeof want + (size_t)bands * sizeof(struct band) + (size_t)s->stride * s->height + (size_t)bands * slot;
+  c->fd = -1;
+  c->map = MAP_FAILED;
+  const char *fb = getenv("FBSHOT_FRAMEBUFFER");
+  char *path = NULL;
+  const char *dir = fb && *fb ? fb : FRAMEBUFFER, *slash = strrchr(dir, '/');
+  if (!getenv("FBSHOT_NO_CACHE") && slash && asprintf(&path, "%.*s/fbshot-cache-%u", (int)(slash - dir), dir, (unsigned)geteuid()) >= 0) {
+    struct stat st;
+    c->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (c->fd >= 0 && (flock(c->fd, LOCK_EX) || fstat(c->fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()
+        || ((size_t)st.st_size != c->size && resize(c->fd, c->size))
+        || (c->map = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0)) == MAP_FAILED)) {
+      close(c->fd);
+      c->fd = -1;
+    }
+    free(path);
+  }
+  if (c->map == MAP_FAILED) c->map = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (c->map == MAP_FAILED) return -1;
+  c->head = (struct cache_head *)c->map;
+  c->band = (struct band *)(c->map + sizeof want);
+  c->pixels = (unsigned char *)(c->band + bands);
+  c->slots = c->pixels + (size_t)s->stride * s->height;
+  if (memcmp(c->head, &want, sizeof want) != 0) {
+    /* Another screen, layout or version (or a new file): every band is made again. */
+    memset(c->band, 0, (size_t)bands * sizeof(struct band));
+    memcpy(c->head, &want, sizeof want);
+  }
+  return 0;
+}
+
+/* Brings band `b` up to date with the framebuffer: kept when its pixels are the cached ones. */
+static int band_update(const struct screen *s, struct cache *c, z_stream *z, uint32_t b, unsigned char *raw) {
+  uint32_t y0 = b * BAND_ROWS, rows = s->height - y0 < BAND_ROWS ? s->height - y0 : BAND_ROWS;
+  size_t bytes = (size_t)rows * s->stride, line = (size_t)s->width * 3 + 1;
+  const unsigned char *live = s->pixels + (size_t)y0 * s->stride;
+  unsigned char *kept = c->pixels + (size_t)y0 * s->stride, *slot = c->slots + (size_t)b * c->head->slot;
+  struct band *e = &c->band[b];
+  if (e->zlen && e->zlen <= c->head->slot && memcmp(live, kept, bytes) == 0) return 0;
+  e->zlen = 0;
+  /* Converted from the kept copy, so that the deflated bytes are of exactly the pixels kept. */
+  memcpy(kept, live, bytes);
+  for (uint32_t r = 0; r < rows; r++) row(s, kept + (size_t)r * s->stride, raw + r * line);
+  if (deflateReset(z) != Z_OK) return -1;
+  z->next_in = raw; z->avail_in = (uInt)(rows * line);
+  z->next_out = slot; z->avail_out = c->head->slot;
+  if (deflate(z, Z_SYNC_FLUSH) != Z_OK || z->avail_in != 0 || z->avail_out == 0) return -1;
+  e->adler = (uint32_t)adler32(adler32(0, NULL, 0), raw, (uInt)(rows * line));
+  e->zlen = c->head->slot - z->avail_out;
+  return 0;
 }
 
 static int png(const struct screen *s, FILE *out) {
@@ -86,27 +175,32 @@ static int png(const struct screen *s, FILE *out) {
   ihdr[8] = 8; ihdr[9] = 2; ihdr[10] = 0; ihdr[11] = 0; ihdr[12] = 0; /* 8-bit RGB, not interlaced */
   if (fwrite(signature, 1, 8, out) != 8 || chunk(out, "IHDR", ihdr, 13)) return -1;
   size_t line = (size_t)s->width * 3 + 1;
-  unsigned char *in = malloc(line), *buf = malloc(1 << 18);
   z_stream z = { 0 };
+  struct cache c = { 0 };
+  unsigned char *raw = malloc(line * BAND_ROWS), *stream = NULL;
   int rc = -1;
-  if (!in || !buf || deflateInit2(&z, 1, Z_DEFLATED, 15, 8, Z_RLE) != Z_OK) goto done;
-  for (uint32_t y = 0; y <= s->height; y++) {
-    int flush = y == s->height ? Z_FINISH : Z_NO_FLUSH;
-    if (y < s->height) { row(s, y, in); z.next_in = in; z.avail_in = (uInt)line; }
-    int st;
-    do {
-      z.next_out = buf; z.avail_out = 1 << 18;
-      st = deflate(&z, flush);
-      if (st == Z_STREAM_ERROR) goto end;
-      uint32_t n = (1 << 18) - z.avail_out;
-      if (n && chunk(out, "IDAT", buf, n)) goto end;
-    } while (z.avail_out == 0 || (flush == Z_FINISH && st != Z_STREAM_END));
+  if (!raw || deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) { free(raw); return -1; }
+  if (cache_open(s, (uint32_t)deflateBound(&z, line * BAND_ROWS) + 64, &c)) goto end;
+  /* The zlib stream: its header (deflate, 32 KiB window, fastest), the bands, an empty final block, Adler-32. */
+  size_t total = 2 + 2 + 4;
+  uLong adler = adler32(0, NULL, 0);
+  for (uint32_t b = 0; b < c.head->bands; b++) {
+    if (band_update(s, &c, &z, b, raw)) goto end;
+    total += c.band[b].zlen;
+    uint32_t rows = s->height - b * BAND_ROWS < BAND_ROWS ? s->height - b * BAND_ROWS : BAND_ROWS;
+    adler = adler32_combine(adler, c.band[b].adler, (z_off_t)(rows * line));
   }
-  rc = chunk(out, "IEND", NULL, 0);
+  if (!(stream = malloc(total))) goto end;
+  size_t at = 0;
+  stream[at++] = 0x78; stream[at++] = 0x01;
+  for (uint32_t b = 0; b < c.head->bands; b++) { memcpy(stream + at, c.slots + (size_t)b * c.head->slot, c.band[b].zlen); at += c.band[b].zlen; }
+  stream[at++] = 0x03; stream[at++] = 0x00;
+  put32(stream + at, (uint32_t)adler);
+  rc = chunk(out, "IDAT", stream, (uint32_t)total) || chunk(out, "IEND", NULL, 0) ? -1 : 0;
 end:
   deflateEnd(&z);
-done:
-  free(in); free(buf);
+  cache_close(&c);
+  free(raw); free(stream);
   return rc;
 }
 
