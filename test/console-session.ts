@@ -4,13 +4,34 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Page } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { startTestServer, type TestServer } from './harness.ts';
 
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 /** Debian's Chromium (`scripts/setup` installs it). */
 export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * The environment of a test's Chromium: its home and runtime directory are `dir`, so that what it
+ * keeps there (settings, caches, PulseAudio's runtime directory and its link) goes with `dir`.
+ */
+export function chromiumEnv(dir: string): Record<string, string> {
+  return { ...(process.env as Record<string, string>), HOME: dir, XDG_RUNTIME_DIR: dir, XDG_CONFIG_HOME: path.join(dir, '.config'), XDG_CACHE_HOME: path.join(dir, '.cache') };
+}
+
+/** Debian's Chromium, headless, with a home of its own that goes when it closes. */
+export async function launchChromium(args: string[]): Promise<Browser> {
+  const home = mkdtempSync(path.join(tmpdir(), 'shellbase-chromium-'));
+  try {
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args, env: chromiumEnv(home) });
+    browser.on('disconnected', () => rmSync(home, { recursive: true, force: true }));
+    return browser;
+  } catch (err) {
+    rmSync(home, { recursive: true, force: true });
+    throw err;
+  }
+}
 /** What a step expects to be refused (a wrong key, a bad name): answers logged as `HTTP status METHOD url`. */
 export const EXPECTED_4XX = /^HTTP 4\d\d /;
 
@@ -35,7 +56,9 @@ export async function consoleSession(opts: { shots: string }): Promise<ConsoleSe
   mkdirSync(opts.shots, { recursive: true });
   const t = await startTestServer();
   const profile = mkdtempSync(path.join(tmpdir(), 'console-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 800 } });
+  const context = await chromium.launchPersistentContext(path.join(profile, 'profile'), {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 800 }, env: chromiumEnv(profile),
+  });
   const page = context.pages()[0] ?? (await context.newPage());
   const messages: string[] = [];
   // Chromium logs each 4xx/5xx answer as a console error without its URL: those are recorded from the responses instead.

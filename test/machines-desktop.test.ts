@@ -9,8 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Sandbox } from '@e2b/desktop';
 import { imageBuilt, imageInfo, loadConfig } from '@shellbase/server';
-import { chromium } from 'playwright-core';
-import { CHROMIUM } from './console-session.ts';
+import { launchChromium } from './console-session.ts';
 import { BLUE, GREEN, GREY, RED, TRACK_PX, YELLOW, openDesktopPage, shownPageState, type PageState } from './desktop-page.ts';
 import { closeWithSandboxes, sleep, startTestServer, type TestServer } from './harness.ts';
 import { boxOf, decodePng, differingBox, differingPixels, type Box, type Rgb } from './png.ts';
@@ -104,9 +103,31 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     assert.equal(differingPixels(fast, real, [PANEL, pointer]), 0, `fbshot's screen is scrot's: they differ in ${JSON.stringify(differingBox(fast, real, [PANEL, pointer]))}`);
     assert.ok(differingPixels(fast, bare, [PANEL]) > 20, 'the pointer is on the SDK\'s screenshot');
     assert.equal(differingPixels(fast, bare, [PANEL, pointer]), 0, 'and only the pointer');
+    // Bands kept from the last capture (the user's cache beside the framebuffer) give the pixels a
+    // capture without the cache gives; the captures above, each after a change of the screen, were scrot's.
+    await sbx.commands.run('test -s /run/shellbase-desktop/fbshot-cache-$(id -u) && f=/opt/shellbase/desktop/bin/fbshot && $f /tmp/kept.png && FBSHOT_NO_CACHE=1 $f /tmp/fresh.png');
+    const png = async (file: string) => decodePng(Buffer.from(await sbx.files.read(file, { format: 'bytes' })));
+    assert.equal(differingPixels(await png('/tmp/kept.png'), await png('/tmp/fresh.png'), [PANEL]), 0);
     // Without a framebuffer (another Xvfb on :0) the same command is Debian's scrot.
     await sbx.commands.run('FBSHOT_FRAMEBUFFER=/nonexistent scrot --pointer /tmp/passed.png');
     assert.equal(differingPixels(decodePng(Buffer.from(await sbx.files.read('/tmp/passed.png', { format: 'bytes' }))), real, [PANEL]), 0);
+
+    // The SDK's moves and clicks are the image's xpointer (its right click above opened the menu);
+    // anything else it runs is Debian's xdotool, whole chains included.
+    const xdotool = await sbx.commands.run('readlink -f "$(command -v xdotool)"');
+    assert.equal(xdotool.stdout, '/opt/shellbase/desktop/bin/xpointer\n');
+    // Debian's `mousemove --sync` to where the pointer already is waits for a move that never comes.
+    await sbx.moveMouse(600, 500);
+    const where = await sbx.commands.run('xdotool getmouselocation; /usr/bin/xdotool getmouselocation; xdotool mousemove 70 80 getmouselocation; /opt/shellbase/desktop/bin/xpointer mousemove 520 300 click --repeat 2 --delay 1 1 getmouselocation');
+    const [passed, debian, chained, own] = where.stdout.trim().split('\n');
+    assert.equal(passed, debian, 'getmouselocation is Debian\'s');
+    assert.match(passed!, /^x:600 y:500 screen:0 window:\d+$/);
+    assert.match(chained!, /^x:70 y:80 screen:0 window:\d+$/);
+    assert.match(own!, /^x:520 y:300 screen:0 window:\d+$/);
+    const bad = await sbx.commands.run('/opt/shellbase/desktop/bin/xpointer click 0').then(() => null, (err: { exitCode?: number; stderr?: string }) => err);
+    assert.equal(bad?.exitCode, 1, 'a button 0 is refused');
+    assert.match(bad?.stderr ?? '', /usage: xpointer/);
+    assert.deepEqual(await sbx.getCursorPosition(), { x: 520, y: 300 });
   });
 
   test('open(url): a page served in the machine, in its browser, driven by the SDK\'s clicks, typing, keys and wheel', async () => {
@@ -189,7 +210,7 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     const button = center(boxOf(img, YELLOW) ?? boxOf(img, BLUE)!);
     const field = center(boxOf(img, GREEN)!);
     const before = (await state())!;
-    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+    const browser = await launchChromium(['--no-sandbox', '--disable-gpu']);
     try {
       const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
       await page.goto(`${t.server.url}/console/`);
@@ -281,10 +302,7 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     assert.equal(url.host, sbx.getHost(6080));
     // The API port stands in for E2B's TLS edge: the sandbox's host name is mapped to it, over plain HTTP.
     const api = new URL(t.server.url);
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM, headless: true,
-      args: ['--no-sandbox', '--disable-gpu', `--host-resolver-rules=MAP *.${DOMAIN} ${api.hostname}:${api.port}`],
-    });
+    const browser = await launchChromium(['--no-sandbox', '--disable-gpu', `--host-resolver-rules=MAP *.${DOMAIN} ${api.hostname}:${api.port}`]);
     try {
       const page = await browser.newPage();
       await page.goto(url.toString().replace(/^https:/, 'http:'));
