@@ -32,6 +32,7 @@ export async function launchChromium(args: string[]): Promise<Browser> {
     throw err;
   }
 }
+
 /** What a step expects to be refused (a wrong key, a bad name): answers logged as `HTTP status METHOD url`. */
 export const EXPECTED_4XX = /^HTTP 4\d\d /;
 
