@@ -154,8 +154,9 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     await sbx.press('enter');
     await until('the typed text entered', async () => (await state())?.entered === 'hello_desktop');
 
-    // The browser scrolls smoothly: each position is waited for until it stands (the same on two
-    // looks a second apart), so the wheel up starts from where the wheel down ended.
+    // Each position is waited for until it stands (the same on two looks a second apart), so the
+    // wheel up starts from where the wheel down ended. The image's Chromium scrolls without an
+    // animation: one that stalls part way under load and is then reversed ends elsewhere.
     const y = (await state())!.y;
     await sbx.moveMouse(500, 500);
     await sbx.scroll('down', 3);
