@@ -75,6 +75,8 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
   const state = () => shownPageState(sbx);
   const standing = (what: string, ok: (y: number) => boolean) => standingAt(sbx, what, ok);
   const shot = async (): Promise<Rgb> => decodePng(Buffer.from(await sbx.screenshot()));
+  /** A PNG file of the machine's, decoded. */
+  const pngFile = async (file: string): Promise<Rgb> => decodePng(Buffer.from(await sbx.files.read(file, { format: 'bytes' })));
 
   test('the SDK: screen size, screenshots, the pointer, clicks and keys on the Xfce desktop', async () => {
     assert.deepEqual(await sbx.getScreenSize(), { width: 1024, height: 768 });
@@ -94,7 +96,7 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     // unless asked), drawn as X draws it rather than blended in by scrot.
     const scrot = async (args: string) => {
       await sbx.commands.run(`/usr/bin/scrot --overwrite ${args} /tmp/scrot.png`);
-      return decodePng(Buffer.from(await sbx.files.read('/tmp/scrot.png', { format: 'bytes' })));
+      return pngFile('/tmp/scrot.png');
     };
     const served = await sbx.commands.run('readlink -f "$(command -v scrot)"; test -s /run/shellbase-desktop/Xvfb_screen0 && echo framebuffer');
     assert.equal(served.stdout, '/opt/shellbase/desktop/bin/fbshot\nframebuffer\n');
@@ -106,11 +108,10 @@ describe('desktops: the @e2b/desktop SDK, screen and input, and a fork mid-page'
     // Bands kept from the last capture (the user's cache beside the framebuffer) give the pixels a
     // capture without the cache gives; the captures above, each after a change of the screen, were scrot's.
     await sbx.commands.run('test -s /run/shellbase-desktop/fbshot-cache-$(id -u) && f=/opt/shellbase/desktop/bin/fbshot && $f /tmp/kept.png && FBSHOT_NO_CACHE=1 $f /tmp/fresh.png');
-    const png = async (file: string) => decodePng(Buffer.from(await sbx.files.read(file, { format: 'bytes' })));
-    assert.equal(differingPixels(await png('/tmp/kept.png'), await png('/tmp/fresh.png'), [PANEL]), 0);
+    assert.equal(differingPixels(await pngFile('/tmp/kept.png'), await pngFile('/tmp/fresh.png'), [PANEL]), 0);
     // Without a framebuffer (another Xvfb on :0) the same command is Debian's scrot.
     await sbx.commands.run('FBSHOT_FRAMEBUFFER=/nonexistent scrot --pointer /tmp/passed.png');
-    assert.equal(differingPixels(decodePng(Buffer.from(await sbx.files.read('/tmp/passed.png', { format: 'bytes' }))), real, [PANEL]), 0);
+    assert.equal(differingPixels(await pngFile('/tmp/passed.png'), real, [PANEL]), 0);
 
     // The SDK's moves and clicks are the image's xpointer (its right click above opened the menu);
     // anything else it runs is Debian's xdotool, whole chains included.

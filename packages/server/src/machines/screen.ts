@@ -21,6 +21,11 @@ const XPOINTER = '/opt/shellbase/desktop/bin/xpointer';
 /** fbshot's exit when display :0 has no framebuffer file (another Xvfb serves it): nothing written. */
 const NO_FRAMEBUFFER = 3;
 
+/** What a guest run on the machine's display gets: DISPLAY, its limits, the caller's signal. */
+function onDisplay(timeoutMs: number, outputBytes: number, signal?: AbortSignal) {
+  return { env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs, outputBytes, ...(signal ? { signal } : {}) };
+}
+
 /**
  * The machine's display as a PNG, with the pointer unless told otherwise. With the pointer, the
  * desktop image's fbshot reads it from Xvfb's framebuffer (no X connection, a cheap PNG); without
@@ -28,7 +33,7 @@ const NO_FRAMEBUFFER = 3;
  * temporary file in the guest and sent back through the agent in one run.
  */
 export async function captureScreen(agent: Agent, o: { pointer?: boolean; signal?: AbortSignal } = {}): Promise<Buffer> {
-  const common = { env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs: STEP_MS, outputBytes: CAPTURE_BYTES, ...(o.signal ? { signal: o.signal } : {}) };
+  const common = onDisplay(STEP_MS, CAPTURE_BYTES, o.signal);
   if (o.pointer !== false) {
     const r = await agent.run({ argv: [FBSHOT, '-'], ...common });
     if (r.exitCode !== 127 && r.exitCode !== NO_FRAMEBUFFER) return captured(r, 'fbshot');
@@ -73,7 +78,7 @@ export function inputCommand(input: MachineInput): { argv: string[]; timeoutMs: 
  */
 export async function sendInput(agent: Agent, input: MachineInput, o: { signal?: AbortSignal } = {}): Promise<Cursor> {
   const { argv, timeoutMs } = inputCommand(input);
-  const common = { env: { DISPLAY: SCREEN_DISPLAY }, timeoutMs, outputBytes: 4096, ...(o.signal ? { signal: o.signal } : {}) };
+  const common = onDisplay(timeoutMs, 4096, o.signal);
   let r: RawResult | undefined;
   if (input.type !== 'type' && input.type !== 'key') {
     r = await agent.run({ argv: [XPOINTER, ...argv, 'getmouselocation'], ...common });

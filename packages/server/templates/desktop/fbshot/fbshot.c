@@ -98,6 +98,12 @@ struct cache_head { char magic[8]; uint32_t version, width, height, stride, lsb,
 struct band { uint32_t adler, zlen; };
 struct cache { unsigned char *map; size_t size; int fd; struct cache_head *head; struct band *band; unsigned char *pixels, *slots; };
 
+/* The framebuffer file: FBSHOT_FRAMEBUFFER, else the desktop's. */
+static const char *framebuffer(void) { const char *fb = getenv("FBSHOT_FRAMEBUFFER"); return fb && *fb ? fb : FRAMEBUFFER; }
+
+/* How many rows band `b` has: BAND_ROWS, but for a last band of what is left. */
+static uint32_t band_rows(const struct screen *s, uint32_t b) { uint32_t left = s->height - b * BAND_ROWS; return left < BAND_ROWS ? left : BAND_ROWS; }
+
 static void cache_close(struct cache *c) {
   if (c->map && c->map != MAP_FAILED) munmap(c->map, c->size);
   if (c->fd >= 0) close(c->fd); /* and with it the lock */
@@ -118,9 +124,8 @@ static int cache_open(const struct screen *s, uint32_t slot, struct cache *c) {
   c->size = sizeof want + (size_t)bands * sizeof(struct band) + (size_t)s->stride * s->height + (size_t)bands * slot;
   c->fd = -1;
   c->map = MAP_FAILED;
-  const char *fb = getenv("FBSHOT_FRAMEBUFFER");
   char *path = NULL;
-  const char *dir = fb && *fb ? fb : FRAMEBUFFER, *slash = strrchr(dir, '/');
+  const char *dir = framebuffer(), *slash = strrchr(dir, '/');
   if (!getenv("FBSHOT_NO_CACHE") && slash && asprintf(&path, "%.*s/fbshot-cache-%u", (int)(slash - dir), dir, (unsigned)geteuid()) >= 0) {
     struct stat st;
     c->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -148,7 +153,7 @@ static int cache_open(const struct screen *s, uint32_t slot, struct cache *c) {
 
 /* Brings band `b` up to date with the framebuffer: kept when its pixels are the cached ones. */
 static int band_update(const struct screen *s, struct cache *c, z_stream *z, uint32_t b, unsigned char *raw) {
-  uint32_t y0 = b * BAND_ROWS, rows = s->height - y0 < BAND_ROWS ? s->height - y0 : BAND_ROWS;
+  uint32_t y0 = b * BAND_ROWS, rows = band_rows(s, b);
   size_t bytes = (size_t)rows * s->stride, line = (size_t)s->width * 3 + 1;
   const unsigned char *live = s->pixels + (size_t)y0 * s->stride;
   unsigned char *kept = c->pixels + (size_t)y0 * s->stride, *slot = c->slots + (size_t)b * c->head->slot;
@@ -187,8 +192,7 @@ static int png(const struct screen *s, FILE *out) {
   for (uint32_t b = 0; b < c.head->bands; b++) {
     if (band_update(s, &c, &z, b, raw)) goto end;
     total += c.band[b].zlen;
-    uint32_t rows = s->height - b * BAND_ROWS < BAND_ROWS ? s->height - b * BAND_ROWS : BAND_ROWS;
-    adler = adler32_combine(adler, c.band[b].adler, (z_off_t)(rows * line));
+    adler = adler32_combine(adler, c.band[b].adler, (z_off_t)(band_rows(s, b) * line));
   }
   if (!(stream = malloc(total))) goto end;
   size_t at = 0;
@@ -203,9 +207,6 @@ end:
   free(raw); free(stream);
   return rc;
 }
-
-/* The framebuffer file: FBSHOT_FRAMEBUFFER, else the desktop's. */
-static const char *framebuffer(void) { const char *fb = getenv("FBSHOT_FRAMEBUFFER"); return fb && *fb ? fb : FRAMEBUFFER; }
 
 /* Writes the screen's PNG to `path` beside it, then renames it over `path`. */
 static int write_file(const struct screen *s, const char *path) {

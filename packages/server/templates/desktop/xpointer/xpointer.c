@@ -91,6 +91,12 @@ static int parse(int argc, char **argv, struct step *steps, int *n, int location
   return *n ? 0 : -1;
 }
 
+/* The connection broke (a write or read failed): said, and the end. */
+static _Noreturn void gone(void) {
+  fprintf(stderr, "xpointer: the X server went away\n");
+  exit(1);
+}
+
 static int write_all(const void *buf, size_t len) {
   const unsigned char *p = buf;
   while (len) {
@@ -117,14 +123,14 @@ static int read_all(void *buf, size_t len) {
 static int request(void *req, size_t len) {
   uint16_t words = (uint16_t)(len / 4);
   memcpy((unsigned char *)req + 2, &words, 2);
-  if (write_all(req, len)) { fprintf(stderr, "xpointer: the X server went away\n"); exit(1); }
+  if (write_all(req, len)) gone();
   return ++seq;
 }
 
 /* Reads until the reply to request `want` (its 32 bytes in `reply`, the rest skipped); an error exits. */
 static void reply_to(uint16_t want, unsigned char reply[32]) {
   for (;;) {
-    if (read_all(reply, 32)) { fprintf(stderr, "xpointer: the X server went away\n"); exit(1); }
+    if (read_all(reply, 32)) gone();
     uint16_t s;
     memcpy(&s, reply + 2, 2);
     if (reply[0] == 0) {
@@ -137,7 +143,7 @@ static void reply_to(uint16_t want, unsigned char reply[32]) {
     for (uint64_t left = (uint64_t)more * 4; left;) {
       unsigned char skip[256];
       size_t k = left < sizeof skip ? (size_t)left : sizeof skip;
-      if (read_all(skip, k)) { fprintf(stderr, "xpointer: the X server went away\n"); exit(1); }
+      if (read_all(skip, k)) gone();
       left -= k;
     }
     if (s == want) return;
