@@ -37,6 +37,15 @@ describe('machines', { timeout: 900_000 }, () => {
       assert.equal((await m.info()).state, 'running');
       const r = await m.exec('echo pid1=$(cat /proc/1/comm); systemctl is-system-running; id -u; echo err >&2; exit 3');
       assert.deepEqual([r.exitCode, r.stdout, r.stderr], [3, 'pid1=systemd\nrunning\n0\n', 'err\n']);
+      // The agent sets a command's environment and directory itself (with stdin bytes, `env` does).
+      const shown = 'printf "%s|%s|%s|%s|" "$PWD" "$HOME" "$LANG" "$GREETING"; cat';
+      assert.equal((await m.exec(shown, { cwd: '/etc', env: { GREETING: 'hi' } })).stdout, '/etc|/root|C.UTF-8|hi|');
+      assert.equal((await m.exec(shown, { cwd: '/etc', env: { GREETING: 'hi' }, stdin: 'in' })).stdout, '/etc|/root|C.UTF-8|hi|in');
+      const missing = await m.exec(['/no/such/program']);
+      assert.equal(missing.exitCode, 127, 'a program that is not there exits 127, as from a shell');
+      assert.match(missing.stderr, /\/no\/such\/program: .*ENOENT/);
+      assert.equal((await m.exec(['/etc/hostname'])).exitCode, 126, 'a file that is not a program: 126');
+      assert.equal((await m.exec(['true'], { cwd: '/no/such/dir' })).exitCode, 125, 'a directory that is not there: 125, as `env -C`');
       const events = [];
       for await (const e of m.execStream(['bash', '-c', 'echo one; sleep 0.3; echo two'])) events.push(e);
       assert.deepEqual(events.filter((e) => e.type === 'stdout').map((e) => (e as { data: string }).data).join(''), 'one\ntwo\n');
