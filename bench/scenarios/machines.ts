@@ -5,10 +5,10 @@ import { latency, value, type Bench } from '../lib.ts';
 
 /**
  * Scenario 11, machines (512 MiB, 1 vCPU, systemd, 100 MiB of it in use): create from the debian
- * template, the source's pause in a fork, and a fork answering exec, each
- * against one boot of the same disk to systemd (the template's build, read
- * from its info.json). At most two VMs run at once; under TCG every figure
- * is seconds-scale, so n is small.
+ * template, the source's pause in a fork (stopped, and as the server copies it by default), and a
+ * fork answering exec, each against one boot of the same disk to systemd (the template's build,
+ * read from its info.json). At most two VMs run at once; under TCG every figure is seconds-scale,
+ * so n is small.
  */
 export async function machines(b: Bench): Promise<void> {
   const { t } = b;
@@ -46,6 +46,7 @@ export async function machines(b: Bench): Promise<void> {
     latency(b, `machines (${accel}): source paused by a fork (512 MiB, ${what})`, runs[kind].pause);
     latency(b, `machines (${accel}): fork call until the fork answers exec (${what})`, runs[kind].ready, 'machine boot');
   }
+  await defaultForks(b, accel, n);
   await liveCopy(b, accel);
 }
 
@@ -112,6 +113,33 @@ async function liveCopy(b: Bench, accel: string): Promise<void> {
   } finally {
     t.config.machines.liveCopy = 'auto';
     await src.remove();
+  }
+}
+
+/**
+ * The same forks as the server chooses to copy them by default (`auto`), each source new (a live
+ * copy leaves its source's RAM file wholly allocated, so a source is not reused): the pause, the
+ * fork answering exec, and how many of the copies were live.
+ */
+async function defaultForks(b: Bench, accel: string, n: number): Promise<void> {
+  const { t } = b;
+  t.config.machines.liveCopy = 'auto';
+  for (const [kind, what] of [['idle', 'systemd only'], ['busy', '100 MiB more in use']] as const) {
+    const runs = { pause: [] as number[], ready: [] as number[] };
+    let live = 0;
+    for (let i = 0; i < n; i++) {
+      const src = await t.sb.machines.create();
+      try {
+        if (kind === 'busy') await src.exec('dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1');
+        await timedFork(b, src, runs);
+        if (t.server.machines.lastCopy === 'live') live++;
+      } finally {
+        await src.remove();
+      }
+    }
+    latency(b, `machines (${accel}): source paused by a fork, the default (auto) (512 MiB, ${what})`, runs.pause);
+    latency(b, `machines (${accel}): fork call until the fork answers exec, the default (auto) (512 MiB, ${what})`, runs.ready, 'machine boot');
+    value(b, `machines (${accel}): forks copied live by the default (auto) (512 MiB, ${what})`, 'count', live, 'forks', n);
   }
 }
 

@@ -2,14 +2,16 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { copiesLive, CopyRate, liveCopySound, ramPadKb } from '../../packages/server/src/machines/vm/live-copy.ts';
 
-test('live copy: on and off say so; auto copies live where a stopped copy would pause longer than the bound', () => {
+test('live copy: on and off say so; auto copies live unless a stopped copy is expected within the bound', () => {
   const rate = new CopyRate();
-  assert.equal(copiesLive('on', 1, rate, 250, true), true);
-  assert.equal(copiesLive('off', 100_000, rate, 250, true), false);
-  // 0.8 ms per MiB before any copy: 250 ms is ~312 MiB.
+  assert.equal(copiesLive('on', 1, rate, 100, true), true);
+  assert.equal(copiesLive('off', 100_000, rate, 100, true), false);
+  // 0.8 ms per MiB before any copy, taken 1.25 times: 100 ms is 100 MiB.
+  assert.equal(rate.pauseMs(100), 100);
+  assert.equal(copiesLive('auto', 99, rate, 100, true), false);
+  assert.equal(copiesLive('auto', 101, rate, 100, true), true);
   assert.equal(copiesLive('auto', 200, rate, 250, true), false);
   assert.equal(copiesLive('auto', 400, rate, 250, true), true);
-  assert.equal(copiesLive('auto', 200, rate, 100, true), true);
 });
 
 test('live copy: sound under KVM, under TCG from QEMU 9.0, and before it only for RAM padded off 256 KiB; never where unsound', () => {
@@ -33,5 +35,6 @@ test('live copy: the rate follows the stopped copies this host made, ignoring on
   assert.equal(rate.msPerMiB, 0.8);
   for (let i = 0; i < 20; i++) rate.note(100, 1000); // a faster host: 0.1 ms per MiB
   assert.ok(Math.abs(rate.msPerMiB - 0.1) < 0.01, String(rate.msPerMiB));
-  assert.equal(copiesLive('auto', 2000, rate, 250, true), false, 'so 2 GiB in use is copied stopped');
+  assert.equal(copiesLive('auto', 700, rate, 100, true), false, 'so 700 MiB in use is copied stopped');
+  assert.equal(copiesLive('auto', 900, rate, 100, true), true, 'and 900 MiB live');
 });

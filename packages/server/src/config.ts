@@ -192,12 +192,12 @@ export interface MachinesConfig {
   /**
    * How a fork or snapshot of a running machine copies its memory (SHELLBASE_MACHINES_LIVE_COPY):
    * `on`, while it runs (machines/vm/live-copy.ts: a pause of tens of ms, a copy of all of its memory);
-   * `off`, stopped for the copy of the memory it uses; `auto` (the default), live where a stopped
-   * copy would pause it longer than `pauseMs`. Never where the copy would miss pages the guest
-   * writes (machines/vm/live-copy.ts `liveCopySound`).
+   * `off`, stopped for the copy of the memory it uses; `auto` (the default), live unless a stopped
+   * copy is expected to pause it no longer than `pauseMs`. Never where the copy would miss pages
+   * the guest writes (machines/vm/live-copy.ts `liveCopySound`).
    */
   liveCopy: 'auto' | 'on' | 'off';
-  /** `auto`'s bound on a stopped copy's pause (SHELLBASE_MACHINES_PAUSE_MS, default 250). */
+  /** `auto`'s bound on a stopped copy's pause (SHELLBASE_MACHINES_PAUSE_MS, default 100). */
   pauseMs: number;
   /**
    * Machines restored ahead per hot template (SHELLBASE_MACHINES_READY, default 1; 0: none): a
@@ -315,7 +315,7 @@ export function loadConfig(overrides: Partial<ServerConfig> = {}): ServerConfig 
       defaultIdleTimeoutMs: num('SHELLBASE_MACHINES_IDLE_MS', 600_000),
       templateIdleMs: num('SHELLBASE_MACHINES_TEMPLATE_IDLE_MS', 86_400_000),
       liveCopy: liveCopySetting(env.SHELLBASE_MACHINES_LIVE_COPY),
-      pauseMs: num('SHELLBASE_MACHINES_PAUSE_MS', 250),
+      pauseMs: num('SHELLBASE_MACHINES_PAUSE_MS', 100),
       readyPerTemplate: count('SHELLBASE_MACHINES_READY', 1),
       readyIdleMs: num('SHELLBASE_MACHINES_READY_IDLE_MS', 600_000),
     },

@@ -47,19 +47,28 @@ export function liveCopySound(accel: 'kvm' | 'tcg', qemuBuild: string, padKb: nu
 
 /**
  * Whether a running machine's freeze copies its memory live. Never where the copy would not be
- * `sound`; `on` and `off` say so; `auto` copies live where a stopped copy of the `usedMiB` its
- * RAM file holds would pause it longer than `pauseMs` at `rate` (what this host's stopped copies
- * have cost).
+ * `sound`; `on` and `off` say so; `auto` copies live unless a stopped copy of the `usedMiB` its
+ * RAM file holds is expected to pause it no longer than `pauseMs` (`rate.pauseMs`: what this
+ * host's stopped copies have cost, with room for their spread).
  */
 export function copiesLive(setting: 'auto' | 'on' | 'off', usedMiB: number, rate: CopyRate, pauseMs: number, sound: boolean): boolean {
   if (!sound || setting === 'off') return false;
-  return setting === 'on' || usedMiB * rate.msPerMiB > pauseMs;
+  return setting === 'on' || rate.pauseMs(usedMiB) > pauseMs;
 }
 
 /** What a stopped copy costs per MiB of RAM in use on this host, from the copies made so far. */
 export class CopyRate {
   /** Before any copy: the rate measured on a 2-vCPU VM under TCG (docs/performance.md). */
   msPerMiB = 0.8;
+
+  /**
+   * A stopped copy's pause of a machine with `usedMiB` in its RAM file, estimated high: stopped
+   * copies of one machine on one host paused it up to ~25% apart (the RAM file's copy, the device
+   * state and `cont` each vary), so a copy is taken as 1.25 times the rate's.
+   */
+  pauseMs(usedMiB: number): number {
+    return usedMiB * this.msPerMiB * 1.25;
+  }
 
   /** A stopped copy of `usedMiB` paused the machine `ms`; copies too small to tell are ignored. */
   note(ms: number, usedMiB: number): void {
