@@ -44,6 +44,10 @@ describe('machines', { timeout: 900_000 }, () => {
       const missing = await m.exec(['/no/such/program']);
       assert.equal(missing.exitCode, 127, 'a program that is not there exits 127, as from a shell');
       assert.match(missing.stderr, /\/no\/such\/program: .*ENOENT/);
+      const streamed = [];
+      for await (const e of m.execStream(['/no/such/program'])) streamed.push(e);
+      assert.match(streamed.filter((e) => e.type === 'stderr').map((e) => (e as { data: string }).data).join(''), /ENOENT/, 'and a stream carries the line');
+      assert.equal((streamed.at(-1) as { exitCode?: number }).exitCode, 127);
       assert.equal((await m.exec(['/etc/hostname'])).exitCode, 126, 'a file that is not a program: 126');
       assert.equal((await m.exec(['true'], { cwd: '/no/such/dir' })).exitCode, 125, 'a directory that is not there: 125, as `env -C`');
       const events = [];

@@ -96,7 +96,11 @@ export class Agent {
     const onAbort = () => { aborted = true; p.kill(); };
     req.signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const exit = await p.exited.catch((e: unknown) => notStarted(e, req.argv[0], err));
+      const exit = await p.exited.catch((e: unknown) => {
+        const { exit: code, why } = notStarted(e, req.argv[0]);
+        keep(1, err)(Buffer.from(why));
+        return code;
+      });
       for (const i of [0, 1] as const) { const rest = req.onOutput ? decoders[i].end() : ''; if (rest) req.onOutput!(names[i], rest); }
       const truncated = dropping[0] || dropping[1];
       return {
@@ -155,10 +159,10 @@ function signalNumber(sig: NodeJS.Signals | null): number {
 
 /**
  * A command the agent could not start, as `env` reports one: 125 when its directory cannot be
- * entered, 127 when the program is not there, 126 when it cannot be run; a line on stderr says why.
+ * entered, 127 when the program is not there, 126 when it cannot be run; and the line for stderr.
  */
-function notStarted(e: unknown, program: string, stderr: Buffer[]): Exit {
+function notStarted(e: unknown, program: string): { exit: Exit; why: string } {
   if (!(e instanceof StartError) || (e.stage !== 'cwd' && e.stage !== 'exec')) throw e;
-  stderr.push(Buffer.from(`${program}: ${e.message}\n`));
-  return { code: e.stage === 'cwd' ? 125 : e.errno === constants.errno.ENOENT ? 127 : 126, signal: null };
+  const code = e.stage === 'cwd' ? 125 : e.errno === constants.errno.ENOENT ? 127 : 126;
+  return { exit: { code, signal: null }, why: `${program}: ${e.message}\n` };
 }
