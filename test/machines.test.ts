@@ -41,6 +41,9 @@ describe('machines', { timeout: 900_000 }, () => {
       const shown = 'printf "%s|%s|%s|%s|" "$PWD" "$HOME" "$LANG" "$GREETING"; cat';
       assert.equal((await m.exec(shown, { cwd: '/etc', env: { GREETING: 'hi' } })).stdout, '/etc|/root|C.UTF-8|hi|');
       assert.equal((await m.exec(shown, { cwd: '/etc', env: { GREETING: 'hi' }, stdin: 'in' })).stdout, '/etc|/root|C.UTF-8|hi|in');
+      const piecesOfStdin = 'x'.repeat(2.5 * (1 << 20));
+      assert.equal((await m.exec('wc -c', { stdin: piecesOfStdin })).stdout.trim(), String(piecesOfStdin.length), 'stdin of more than a piece arrives whole');
+      assert.equal((await m.exec('exit 4', { stdin: piecesOfStdin })).exitCode, 4, 'a command that reads none of it ends as it would');
       const missing = await m.exec(['/no/such/program']);
       assert.equal(missing.exitCode, 127, 'a program that is not there exits 127, as from a shell');
       assert.match(missing.stderr, /\/no\/such\/program: .*ENOENT/);

@@ -74,21 +74,12 @@ export async function collect(agent: Agent, opts: StartOptions & { input?: Async
   // Input that cannot be written (the process failed, or the body broke off): the process's own
   // error when it reported one, else the input's.
   let fed: unknown = null;
-  if (opts.input) await feed(agent, await p.pid, opts.input).catch((e: unknown) => { fed = e; p.kill(); });
+  if (opts.input) await agent.feed(await p.pid, opts.input).catch((e: unknown) => { fed = e; p.kill(); });
   const exit = await p.exited;
   if (over) throw new ConnectError('resource_exhausted', `output larger than ${maxStdout} bytes`);
   const stderr = Buffer.concat(err).toString();
   if (fed !== null && !(exit.code !== 0 && /^E\d+\n/.test(stderr))) throw fed;
   return { code: exit.code ?? 128, stdout: Buffer.concat(out), stderr };
-}
-
-/** Writes `input` to a process's stdin pipe a piece at a time (each written before the next is sent), then closes it. */
-export async function feed(agent: Agent, pid: number, input: AsyncIterable<Buffer>): Promise<void> {
-  const PIECE = 1 << 20;
-  for await (const chunk of input) {
-    for (let off = 0; off < chunk.length; off += PIECE) await agent.spawner.input(pid, chunk.subarray(off, off + PIECE));
-  }
-  await agent.spawner.closeStdin(pid);
 }
 
 /** An entry of `--fs` (native/fsops.c): a symlink as envd describes one (its target's kind and mode, the resolved target). */

@@ -82,14 +82,12 @@ export class Agent {
       const text = req.onOutput ? decoders[i].write(piece) : '';
       if (text) req.onOutput!(names[i], text);
     };
-    const handlers = { onStdout: keep(0, out), onStderr: keep(1, err) };
-    // Without stdin bytes the agent's child sets the environment and directory itself before its
-    // exec ('E'); stdin bytes travel in the start frame ('S', a memfd in the guest), whose child
-    // has the agent's environment, so there `env` sets them: one more exec of a dynamically linked
-    // program, 20–40 ms under TCG.
-    const p = req.stdin === undefined || req.stdin.length === 0
-      ? this.spawner.startWith({ argv: req.argv, cwd, env }, handlers)
-      : this.spawner.start(['/usr/bin/env', '-i', '-C', cwd, ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...req.argv], req.stdin, handlers);
+    // The agent's child sets the environment and directory before its one exec; stdin bytes go
+    // down a pipe once the process runs.
+    const stdin = typeof req.stdin === 'string' ? Buffer.from(req.stdin) : req.stdin;
+    const p = this.spawner.startWith({ argv: req.argv, cwd, env, stdin: !!stdin?.length }, { onStdout: keep(0, out), onStderr: keep(1, err) });
+    // A process that ends or closes its stdin before taking it all: its exit says what happened.
+    if (stdin?.length) void p.pid.then((pid) => this.feed(pid, [stdin])).catch(() => undefined);
     let timedOut = false;
     let aborted = false;
     const timer = setTimeout(() => { timedOut = true; p.kill(); }, req.timeoutMs);
@@ -111,6 +109,18 @@ export class Agent {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * Writes `input` to a process's stdin pipe a piece at a time (each in the pipe before the next
+   * is sent: the agent holds at most a piece), then closes it.
+   */
+  async feed(pid: number, input: Iterable<Buffer> | AsyncIterable<Buffer>): Promise<void> {
+    const PIECE = 1 << 20;
+    for await (const chunk of input) {
+      for (let off = 0; off < chunk.length; off += PIECE) await this.spawner.input(pid, chunk.subarray(off, off + PIECE));
+    }
+    await this.spawner.closeStdin(pid);
   }
 
   /**
