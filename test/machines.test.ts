@@ -37,7 +37,7 @@ describe('machines', { timeout: 900_000 }, () => {
       assert.equal((await m.info()).state, 'running');
       const r = await m.exec('echo pid1=$(cat /proc/1/comm); systemctl is-system-running; id -u; echo err >&2; exit 3');
       assert.deepEqual([r.exitCode, r.stdout, r.stderr], [3, 'pid1=systemd\nrunning\n0\n', 'err\n']);
-      // The agent sets a command's environment and directory itself (with stdin bytes, `env` does).
+      // The agent's child sets a command's environment and directory; stdin bytes follow down a pipe.
       const shown = 'printf "%s|%s|%s|%s|" "$PWD" "$HOME" "$LANG" "$GREETING"; cat';
       assert.equal((await m.exec(shown, { cwd: '/etc', env: { GREETING: 'hi' } })).stdout, '/etc|/root|C.UTF-8|hi|');
       assert.equal((await m.exec(shown, { cwd: '/etc', env: { GREETING: 'hi' }, stdin: 'in' })).stdout, '/etc|/root|C.UTF-8|hi|in');

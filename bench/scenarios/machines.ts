@@ -10,6 +10,9 @@ import { latency, value, type Bench } from '../lib.ts';
  * read from its info.json). At most two VMs run at once; under TCG every figure is seconds-scale,
  * so n is small.
  */
+/** Busy: 100 MiB of files in RAM (/dev/shm) and a process waiting, on top of systemd's own. */
+const BUSY = 'dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1';
+
 export async function machines(b: Bench): Promise<void> {
   const { t } = b;
   const n = b.quick ? 3 : 10;
@@ -34,8 +37,7 @@ export async function machines(b: Bench): Promise<void> {
     const src = await t.sb.machines.create();
     try {
       for (const kind of ['idle', 'busy'] as const) {
-        // Busy: 100 MiB of files in RAM (/dev/shm) and a process waiting, on top of systemd's own.
-        if (kind === 'busy') await src.exec('dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1');
+        if (kind === 'busy') await src.exec(BUSY);
         await timedFork(b, src, runs[kind]);
       }
     } finally {
@@ -130,7 +132,7 @@ async function defaultForks(b: Bench, accel: string, n: number): Promise<void> {
     for (let i = 0; i < n; i++) {
       const src = await t.sb.machines.create();
       try {
-        if (kind === 'busy') await src.exec('dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1');
+        if (kind === 'busy') await src.exec(BUSY);
         await timedFork(b, src, runs);
         if (t.server.machines.lastCopy === 'live') live++;
       } finally {
