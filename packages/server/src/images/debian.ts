@@ -6,7 +6,7 @@ import { readFileSync, readdirSync } from 'node:fs';
  */
 export const debianRecipe = {
   name: 'debian',
-  version: 6,
+  version: 7,
   suite: 'bookworm',
   variant: 'minbase',
   // `python` is python3 (python-is-python3), as on E2B's base image: scripts and its SDK's examples run `python`.
@@ -31,16 +31,31 @@ export const debianRecipe = {
     // resolves names), lspci (a microVM has no PCI bus), man pages and docs, perl's full module set.
     // `gpg` is not in the standard task, but adding a vendor's apt repository (`gpg --dearmor`) needs it.
     'iputils-ping', 'traceroute', 'less', 'file', 'lsof', 'wget', 'netcat-traditional', 'openssh-client', 'bzip2',
-    'gettext-base', 'nano', 'vim-tiny', 'bash-completion', 'gpg'],
+    'gettext-base', 'nano', 'vim-tiny', 'bash-completion', 'gpg',
+    // /bin/bash linked statically (below).
+    'bash-static'],
   /**
-   * Run in the new root (chroot, before ids are shifted): the locale, and the default user `user`
-   * (uid and gid 1000, /home/user, bash). Accounts have no passwords, so members of `sudo` need none.
+   * Run in the new root (chroot, before ids are shifted): the locale, the default user `user`
+   * (uid and gid 1000, /home/user, bash; accounts have no passwords, so members of `sudo` need
+   * none), and login shells that start no program of their own. Every command of E2B's SDKs is
+   * `/bin/bash -l -c CMD`, and under TCG (machines here) each program started costs tens of ms,
+   * most of it the dynamic loader's: so `/etc/profile` takes the user's id from bash's `$EUID` where
+   * it has one instead of running `id -u`, root's `.profile` runs `mesg` only on a terminal, and
+   * `/bin/bash` is Debian's `bash-static` (the same bash, linked statically; the dynamic one is
+   * diverted to `/bin/bash.dynamic`, where an upgrade of `bash` puts it).
    */
   postInstall: `set -e
 sed -i '/^# en_US.UTF-8 UTF-8$/s/^# //' /etc/locale.gen
 locale-gen
 update-locale LANG=en_US.UTF-8
 useradd --create-home --uid 1000 --user-group --shell /bin/bash --groups sudo user
+sed -i 's/"$(id -u)"/"\${EUID:-$(id -u)}"/' /etc/profile
+grep -q 'EUID:-' /etc/profile
+sed -i 's#^mesg n 2> /dev/null || true$#if [ -t 0 ]; then mesg n 2> /dev/null || true; fi#' /root/.profile
+grep -qF 'if [ -t 0 ]' /root/.profile
+dpkg-divert --quiet --add --rename --divert /bin/bash.dynamic /bin/bash
+ln -s bash-static /bin/bash
+test "$(/bin/bash -c 'echo $BASH_VERSION')" = "$(/bin/bash.dynamic -c 'echo $BASH_VERSION')"
 echo '# shellbase: accounts have no passwords; members of sudo (the default user, user) need none.' > /etc/sudoers.d/shellbase
 echo '%sudo ALL=(ALL:ALL) NOPASSWD: ALL' >> /etc/sudoers.d/shellbase
 chmod 0440 /etc/sudoers.d/shellbase
