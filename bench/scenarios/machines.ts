@@ -3,6 +3,9 @@ import path from 'node:path';
 import type { MachineHandle } from '@shellbase/sdk';
 import { latency, value, type Bench } from '../lib.ts';
 
+/** Busy: 100 MiB of files in RAM (/dev/shm) and a process waiting, on top of systemd's own. */
+const BUSY = 'dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1';
+
 /**
  * Scenario 11, machines (512 MiB, 1 vCPU, systemd, 100 MiB of it in use): create from the debian
  * template, the source's pause in a fork (stopped, and as the server copies it by default), and a
@@ -10,9 +13,6 @@ import { latency, value, type Bench } from '../lib.ts';
  * read from its info.json). At most two VMs run at once; under TCG every figure is seconds-scale,
  * so n is small.
  */
-/** Busy: 100 MiB of files in RAM (/dev/shm) and a process waiting, on top of systemd's own. */
-const BUSY = 'dd if=/dev/urandom of=/dev/shm/blob bs=1M count=100 status=none; setsid -f sleep infinity >/dev/null 2>&1';
-
 export async function machines(b: Bench): Promise<void> {
   const { t } = b;
   const n = b.quick ? 3 : 10;
