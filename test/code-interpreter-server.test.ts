@@ -142,6 +142,7 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     assert.deepEqual(shape(first), ['number_of_executions', 'stdout', 'stdout', 'result', 'end_of_execution']);
     assert.equal(of(first, 'number_of_executions')[0].execution_count, 1);
     assert.deepEqual(of(first, 'stdout').map((l) => l.text), ['a\n', 'b\n']);
+    assert.ok(of(first, 'number_of_executions')[0].at < of(first, 'end_of_execution')[0].at - 700, 'the number came before the cell slept');
     assert.ok(!Number.isNaN(Date.parse(String(of(first, 'stdout')[0].timestamp))), 'stdout lines carry an ISO timestamp');
     assert.ok(of(first, 'stdout')[0].at < of(first, 'end_of_execution')[0].at - 700, 'the first line came before the cell slept');
     assert.equal(main(first)?.text, '42');
@@ -198,12 +199,15 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     const chart = of(run, 'result').find((r) => !r.is_main_result);
     assert.deepEqual(chart?.chart, { type: 'line', title: 't', elements: [] });
     assert.equal(chart?.extra, undefined);
-    // The kernel's per-cell fast paths are on too (shellbase_display/fast_paths.py), and no sleep follows a cell.
+    // The kernel's per-cell fast paths are on too (shellbase_display/fast_paths.py), no sleep follows a
+    // cell, and the kernel sends neither a busy status nor execute_input, nor flushes its control queue.
     const on = await execute({ context_id: ctx.id, code: [
-      'import ipykernel.iostream, ipykernel.ipkernel, jupyter_client.session',
-      '[getattr(f, "_shellbase", False) for f in (ipykernel.iostream.OutStream.flush, ipykernel.ipkernel._accepts_cell_id, jupyter_client.session.extract_dates)], get_ipython().kernel._execute_sleep',
+      'import ipykernel.iostream, ipykernel.ipkernel, jupyter_client.session, IPython.core.formatters',
+      'k = get_ipython().kernel',
+      '([getattr(f, "_shellbase", False) for f in (ipykernel.iostream.OutStream.flush, ipykernel.ipkernel._accepts_cell_id, jupyter_client.session.extract_dates, IPython.core.formatters.PlainTextFormatter.__call__)],',
+      ' k._execute_sleep, k.log.isEnabledFor(10), sorted(n for n in ("_publish_status", "_publish_execute_input", "_flush_control_queue") if n in vars(k)))',
     ].join('\n') });
-    assert.equal(main(on)?.text, '([True, True, True], 0.0)');
+    assert.equal(String(main(on)?.text).replace(/\s+/g, ' '), "([True, True, True, True], 0.0, False, ['_flush_control_queue', '_publish_execute_input', '_publish_status'])");
   });
 
   test('python errors: one error with name, value and a traceback string; the context carries on', async () => {
@@ -218,6 +222,37 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     assert.equal(stdout(run), 'before\n');
     assert.equal(shape(run).at(-1), 'end_of_execution');
     assert.equal(main(await execute({ context_id: ctx.id, code: 'y + 1' }))?.text, '2');
+  });
+
+  test('python: a kernel that exits mid-cell ends the stream with a KernelDied error; the next cell gets a fresh kernel', async () => {
+    const ctx = await newContext();
+    await execute({ context_id: ctx.id, code: 'kept = 1' });
+    const run = await execute({ context_id: ctx.id, code: 'import os, time\nprint("bye", flush=True)\ntime.sleep(0.2)\nos._exit(3)' });
+    assert.equal(stdout(run), 'bye\n');
+    assert.deepEqual(of(run, 'error').map((e) => [e.name, e.value]), [['KernelDied', 'the kernel exited (status 3)']]);
+    assert.equal(shape(run).at(-1), 'end_of_execution');
+    const next = await execute({ context_id: ctx.id, code: 'kept' });
+    assert.equal(of(next, 'number_of_executions')[0].execution_count, 1);
+    assert.equal(of(next, 'error')[0]?.name, 'NameError');
+  });
+
+  test('python: every cell is numbered as the kernel numbers it: after errors, env_vars and a count the code set', async () => {
+    // The kernel publishes no execute_input: the server numbers a cell from the kernel's last reply.
+    // A cell's own `get_ipython().execution_count` is the number the kernel gives it.
+    const ctx = await newContext();
+    const own = 'print(get_ipython().execution_count)';
+    const cells: Record<string, unknown>[] = [
+      { code: own }, { code: '1 / 0' }, { code: own }, { code: 'def broken(:' }, { code: own },
+      { code: own, env_vars: { ONLY_NOW: 'yes' } }, { code: 'get_ipython().execution_count = 10' }, { code: own },
+    ];
+    const numbers: number[] = [];
+    for (const cell of cells) {
+      const run = await execute({ context_id: ctx.id, ...cell });
+      assert.equal(shape(run)[0], 'number_of_executions', `${String(cell.code)}: the number leads the stream`);
+      numbers.push(Number(of(run, 'number_of_executions')[0].execution_count));
+      if (cell.code === own) assert.equal(stdout(run).trim(), String(numbers.at(-1)), `${String(cell.code)} as cell ${numbers.length}`);
+    }
+    assert.deepEqual(numbers, [1, 2, 3, 4, 5, 6, 7, 11]);
   });
 
   test('env_vars apply to one execution and are reverted, to the sandbox-wide value if there is one', async () => {

@@ -457,7 +457,8 @@ class FastPathsTest(unittest.TestCase):
         cls.again = fast_paths.install()
 
     def test_every_piece_applies_once(self):
-        self.assertEqual(sorted(self.applied), ["cell_id", "dates", "flush"])
+        # "log" needs a running kernel's logger: `test_a_kernel_logger_makes_no_records_it_would_drop`.
+        self.assertEqual(sorted(self.applied), ["cell_id", "dates", "flush", "formatters"])
         self.assertEqual(self.again, [])
 
     def test_a_flush_sends_what_was_written_and_nothing_when_nothing_was(self):
@@ -528,6 +529,61 @@ class FastPathsTest(unittest.TestCase):
         with mock.patch("inspect.signature", side_effect=AssertionError("asked again")):
             self.assertTrue(ipkernel._accepts_cell_id(Shell().with_id))
             self.assertFalse(ipkernel._accepts_cell_id(shell.without))
+
+    def test_formatters_are_called_directly_and_format_and_fail_as_before(self):
+        from IPython.core import formatters
+        from IPython.core.interactiveshell import InteractiveShell
+
+        shell = InteractiveShell.instance()
+        display = shell.display_formatter
+        self.assertTrue(all(getattr(type(f).__call__, "_shellbase", False)
+                            for f in display.formatters.values() if hasattr(type(f).__call__, "__wrapped__")))
+        self.assertTrue(getattr(formatters.MimeBundleFormatter.__call__, "_shellbase", False))
+
+        class Rich:
+            def _repr_html_(self):
+                return "<b>rich</b>"
+
+            def _repr_markdown_(self):
+                raise ValueError("broken repr")
+
+            def _repr_latex_(self):
+                raise NotImplementedError
+
+            def __repr__(self):
+                return "Rich()"
+
+        with mock.patch.object(shell, "showtraceback") as shown:
+            data, _ = display.format(Rich())
+        self.assertEqual(data, {"text/plain": "Rich()", "text/html": "<b>rich</b>"})
+        # The failing repr is reported as before (a traceback shown, no text/markdown); NotImplementedError silently.
+        self.assertEqual(shown.call_count, 1)
+        self.assertIsInstance(shown.call_args[0][0][1], ValueError)
+        self.assertEqual(display.formatters["text/plain"](2), "2")
+        self.assertEqual(display.formatters["text/plain"](obj=3), "3")  # by keyword: the decorator's way
+        self.assertEqual(display.mimebundle_formatter(Rich(), include=None, exclude=None), ({}, {}))
+
+    def test_a_kernel_logger_makes_no_records_it_would_drop(self):
+        import logging
+        from shellbase_display import fast_paths
+
+        def logger(name, level, handler_levels, propagate=False):
+            log = logging.getLogger(f"shellbase-test-{name}")
+            log.setLevel(level)
+            log.propagate = propagate
+            log.handlers = [logging.NullHandler(lv) for lv in handler_levels]
+            return log
+
+        dropped = logger("dropped", logging.DEBUG, [logging.WARNING, logging.ERROR])
+        self.assertTrue(fast_paths._quiet_log(dropped))
+        self.assertEqual(dropped.level, logging.WARNING)
+        self.assertFalse(dropped.isEnabledFor(logging.DEBUG))
+        for log in (logger("propagates", logging.DEBUG, [logging.WARNING], propagate=True),
+                    logger("handles-all", logging.DEBUG, [logging.WARNING, logging.NOTSET]),
+                    logger("no-handlers", logging.DEBUG, [])):
+            self.assertFalse(fast_paths._quiet_log(log), log.name)
+            self.assertEqual(log.level, logging.DEBUG, log.name)
+
 
 if __name__ == "__main__":
     unittest.main()

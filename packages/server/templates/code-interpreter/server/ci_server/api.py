@@ -8,8 +8,9 @@ Connections send without Nagle's algorithm (TCP_NODELAY): a response is several 
 (the head, then each line), and with it every write after the first waited for the client's
 acknowledgement of the one before: ~3 ms of a plain answer through the host's path to the port
 under TCG, up to 40 ms for a client in the guest (Linux delays its acknowledgements). A plain
-answer's head and body, and an execution's last line and the stream's end, go out in one write
-each.
+answer's head and body go out in one write; so do an execution's head, its `number_of_executions`
+and the first line after them (or what of them is held when the execution's loop next ticks),
+and its last line with the stream's end.
 """
 
 from __future__ import annotations
@@ -124,8 +125,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        sink = _ChunkedSink(self)
+        sink = _ChunkedSink(self, self._head())
         clean = execution.run(ctx, command.code, dict(command.env_vars), sink) and sink.finish()
         if not clean:
             self.close_connection = True
@@ -145,17 +145,24 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if self.close_connection:
             self.send_header("Connection", "close")
-        # The head with the body, in one write (end_headers would send the head alone).
-        self.wfile.write(b"".join(self._headers_buffer) + b"\r\n" + body)
+        self.wfile.write(self._head() + body)
+
+    def _head(self) -> bytes:
+        """The response's head, ended, taken from the handler (which `end_headers` would write alone)."""
+        head = b"".join(self._headers_buffer) + b"\r\n"
         self._headers_buffer = []
+        return head
 
 
 class _ChunkedSink:
-    """An execution's lines as HTTP chunks, one line per chunk, each written as it comes; the last
-    line (`end_of_execution`) is held for `finish`, which writes it with the stream's end."""
+    """An execution's lines as HTTP chunks, one line per chunk. The response's head and the
+    `number_of_executions` line are held and go out with the next line (or at `flush`); every other
+    line is written as it comes, but the last (`end_of_execution`), which `finish` writes with the
+    stream's end."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, head: bytes) -> None:
         self._handler = handler
+        self._held = head
         self._last = b""
 
     def send(self, event: Event) -> bool:
@@ -164,11 +171,20 @@ class _ChunkedSink:
         if event["type"] == results.END["type"]:
             self._last = chunk
             return True
-        return self._write(chunk)
+        if event["type"] == results.NUMBER:
+            self._held += chunk
+            return True
+        held, self._held = self._held, b""
+        return self._write(held + chunk)
+
+    def flush(self) -> bool:
+        held, self._held = self._held, b""
+        return self._write(held) if held else True
 
     def finish(self) -> bool:
-        """Ends the stream (the held last line, then the terminating chunk); False if the client is gone."""
-        return self._write(self._last + b"0\r\n\r\n")
+        """Ends the stream (what is held, the last line, then the terminating chunk); False if the client is gone."""
+        held, self._held = self._held, b""
+        return self._write(held + self._last + b"0\r\n\r\n")
 
     def _write(self, data: bytes) -> bool:
         try:

@@ -67,7 +67,10 @@ class Sink(Protocol):
     """The client's end of the stream."""
 
     def send(self, event: results.Event) -> bool:
-        """Write one line; False if the client is gone."""
+        """Write one line (or hold it, to go with the next); False if the client is gone."""
+
+    def flush(self) -> bool:
+        """Write what is held; False if the client is gone."""
 
     def gone(self) -> bool:
         """Whether the client has closed its connection."""
@@ -91,7 +94,9 @@ class _Writer:
         self.last = time.monotonic()
 
     def tick(self) -> None:
-        """Notice a closed connection; keep a silent one alive."""
+        """Write what the sink holds; notice a closed connection; keep a silent one alive."""
+        if self.connected:
+            self.connected = self.sink.flush()
         if self.connected and self.sink.gone():
             self.connected = False
         elif self.connected and time.monotonic() - self.last >= KEEPALIVE:

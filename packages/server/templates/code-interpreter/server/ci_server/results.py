@@ -80,8 +80,11 @@ def error(name: str, value: str, traceback: str) -> Event:
     return {"type": "error", "name": name, "value": value, "traceback": traceback}
 
 
+NUMBER = "number_of_executions"
+
+
 def execution_count(count: int) -> Event:
-    return {"type": "number_of_executions", "execution_count": count}
+    return {"type": NUMBER, "execution_count": count}
 
 
 KEEPALIVE: Event = {"type": "keepalive"}
