@@ -417,8 +417,10 @@ describe('code interpreter server (port 49999 in a sandbox)', () => {
     assert.equal(of(await first, 'error').length, 0);
   });
 
-  test('a silent cell gets keepalive lines every 5 seconds', async () => {
+  test('a silent cell gets its number within a tick, and keepalive lines every 5 seconds', async () => {
     const run = await execute({ code: 'import time\ntime.sleep(6.5)\n"done"' });
+    // Held to go out with the next line, the response's head and number are written at the next tick (0.25 s).
+    assert.ok(of(run, 'number_of_executions')[0].at < 2000, `number at ${of(run, 'number_of_executions')[0].at} ms`);
     const keep = of(run, 'keepalive');
     assert.equal(keep.length, 1, JSON.stringify(run.lines));
     assert.ok(keep[0].at >= 4900 && keep[0].at < 6400, `keepalive at ${keep[0].at} ms`);
