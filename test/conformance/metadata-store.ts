@@ -60,6 +60,17 @@ export function metadataStoreConformance(name: string, make: () => Promise<{ md:
     assert.deepEqual(state?.services, await md.services.list('t1', 'c'), 'by name, as list gives them');
   });
 
+  withStore('a context\'s head alone is its head version, and follows the head as it moves', async ({ md, root }) => {
+    assert.deepEqual(await md.contexts.head('t1', 'c'), await md.versions.get('v0'));
+    assert.equal(await md.contexts.head('t1', 'missing'), null);
+    assert.equal(await md.contexts.head('t2', 'c'), null, 'another tenant\'s context of the name');
+    const a = { ...version('va', root, ['image:x:1', 'la']), context: 'c' };
+    assert.ok(await md.versions.commit({ version: a, layer: layer('la', 1), moveHead: { tenantId: 't1', context: 'c', expectedHead: 'v0' } }));
+    const head = await md.contexts.head('t1', 'c');
+    assert.equal(head?.id, 'va');
+    assert.deepEqual(head, (await md.contexts.state('t1', 'c'))?.head, 'the head state() reads');
+  });
+
   withStore('a commit that requires its layers refuses one whose older layers are gone, changing nothing', async ({ md, root }) => {
     const a = { ...version('va', root, ['image:x:1', 'gone', 'la']), context: 'c' };
     const move = { tenantId: 't1', context: 'c', expectedHead: 'v0' };

@@ -107,7 +107,7 @@ export class Engine {
         const ctx = await this.contextRow(caller, name);
         return runAs(argv, fromString, req, ctx.defaults, () => this.files.viewOf(base), (IMAGE_NAMES as string[]).includes(ctx.image));
       },
-      mountBase: async (caller, m) => (await this.target(caller, m.context, m.version, false)).base,
+      mountBase: (caller, m) => this.mountBase(caller, m.context, m.version),
       view: (v) => this.files.viewOf(v),
       headOrFresh: (caller, name) => this.headOrFresh(caller, name),
     });
@@ -117,6 +117,7 @@ export class Engine {
     this.exec_ = new ExecRunner(deps, committer, this.squasher, {
       ...lookups, forwarding: (tenantId, context, own) => this.services.forwarding(tenantId, context, undefined, own),
       target: (caller, name, version, create) => this.target(caller, name, version, create),
+      mountBase: (caller, name, version) => this.mountBase(caller, name, version),
       headOrFresh: (caller, name) => this.headOrFresh(caller, name),
       view: (v) => this.files.viewOf(v),
       builtIn: (image) => (IMAGE_NAMES as string[]).includes(image),
@@ -170,7 +171,7 @@ export class Engine {
   contextAccess(): ContextAccess {
     return {
       base: (caller, context, version) => this.baseVersion(caller, context, version),
-      mountBase: async (caller, context, version) => (await this.target(caller, context, version, false)).base,
+      mountBase: (caller, context, version) => this.mountBase(caller, context, version),
       callerFor: (tenantId) => this.callerFor(tenantId),
       imageVersion: async (caller, image) => (await this.images.start(caller, image)).version,
       unbootable: async (v) => unbootable(await this.files.viewOf(v)),
@@ -349,6 +350,21 @@ export class Engine {
     caller.hold.version(head.id);
     caller.hold.layerIds(head.layers);
     return { base: head, context, services };
+  }
+
+  /**
+   * The version a mount of `name` shows: `version`, else the context's head (one lean read: no
+   * context row, no services). A context that does not exist is not_found.
+   */
+  async mountBase(caller: Caller, name: string, version?: string): Promise<VersionRow> {
+    if (version !== undefined) return (await this.target(caller, name, version, false)).base;
+    checkName(name);
+    const head = await this.deps.metadata.contexts.head(caller.tenantId, name);
+    // No row (no such context, or a damaged store) or a head of another tenant: as target() finds it.
+    if (!head || (head.tenantId !== caller.tenantId && head.tenantId !== SYSTEM_TENANT)) return (await this.target(caller, name, undefined, false)).base;
+    caller.hold.version(head.id);
+    caller.hold.layerIds(head.layers);
+    return head;
   }
 
   async getContext(caller: Caller, name: string): Promise<Context> {

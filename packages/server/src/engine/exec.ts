@@ -25,6 +25,8 @@ interface Lookups {
   version(caller: Caller, id: string): Promise<VersionRow>;
   /** The version a query runs over (`version`, else the head) and its context (made on first use unless `create` is false: then a missing one is `not_found`). */
   target(caller: Caller, name: string, version?: string, create?: boolean): Promise<Target>;
+  /** The version a mount of a context shows (`version`, else its head); a missing context is `not_found`. */
+  mountBase(caller: Caller, name: string, version?: string): Promise<VersionRow>;
   view(version: VersionRow): Promise<VersionView>;
   /** The context's head, or the version it would start from when made on first use. */
   headOrFresh(caller: Caller, name: string): Promise<VersionRow>;
@@ -127,7 +129,7 @@ export class ExecRunner {
     const asked = checkMounts(name, req.mounts);
     // Mounted contexts are found (or refused) before the query's own is made on first use: it is
     // read beside them, and made only once they are found.
-    const lookup = (m: MountAsked) => this.lookups.target(caller, m.context, m.version, false).then((t) => t.base);
+    const lookup = (m: MountAsked) => this.lookups.mountBase(caller, m.context, m.version);
     const [bases, own] = await Promise.all([
       Promise.all(asked.map(lookup)),
       (early ?? this.lookups.target(caller, name, req.version, asked.length === 0)).catch((e: unknown) => {

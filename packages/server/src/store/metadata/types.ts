@@ -86,6 +86,8 @@ export interface ContextRepository {
   get(tenantId: string, name: string): Promise<ContextRow | null>;
   /** The context, its head version and its services as of one moment (what a query starts from). */
   state(tenantId: string, name: string): Promise<ContextState | null>;
+  /** Only the context's head version (null: no such context, or its head's row is missing), one statement: what a mount shows. */
+  head(tenantId: string, name: string): Promise<VersionRow | null>;
   list(tenantId: string): Promise<ContextRow[]>;
   count(tenantId: string): Promise<number>;
   /** Inserts a context; false if the name is taken. */

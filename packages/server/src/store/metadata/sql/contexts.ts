@@ -1,5 +1,5 @@
 import type { ContextConfig, ContextDefaults, NetworkPolicy } from '@shellbase/protocol';
-import type { ContextChanges, ContextRow } from '../rows.js';
+import type { ContextChanges, ContextRow, VersionRow } from '../rows.js';
 import type { ContextRepository, ContextState } from '../types.js';
 import type { Param, SqlDb } from './db.js';
 import { toService, type ServiceRecord } from './services.js';
@@ -56,6 +56,11 @@ export class SqlContexts implements ContextRepository {
     const services = (JSON.parse(r.services ?? '[]') as [string, string, string, string][]).map(([service, token, spec, createdAt]) =>
       toService({ tenant_id: tenantId, context: name, name: service, token, spec, created_at: createdAt } satisfies ServiceRecord));
     return { context: toContext(r), head, services };
+  }
+
+  async head(tenantId: string, name: string): Promise<VersionRow | null> {
+    const r = await this.db.get<VersionRecord>(`SELECT ${VERSION.join(', ')} FROM versions WHERE id = (SELECT head FROM contexts WHERE tenant_id = ? AND name = ?)`, [tenantId, name]);
+    return r ? toVersion(r) : null;
   }
 
   async list(tenantId: string): Promise<ContextRow[]> {
