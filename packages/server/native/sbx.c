@@ -28,6 +28,10 @@
  *   sbx warm --connect SOCKET --id ID --userns BASE:COUNT --nofile N --base DIR
  *       A sandbox made ahead of its query, waiting for its job (warm.c).
  *
+ *   sbx views --dir DIR
+ *       Read-only views of mounted contexts' versions, in a mount namespace of
+ *       its own, that warm sandboxes bind (views.c).
+ *
  *   sbx dial SOCKET in|out|both -- PROGRAM ARGS...
  *       Connects to the Unix socket SOCKET, makes the connection PROGRAM's stdin,
  *       stdout or both, and execs PROGRAM in a session of its own (util/dialer.ts).
@@ -56,6 +60,7 @@
 #include "filter.h"
 
 int cmd_warm(int argc, char **argv); /* warm.c */
+int cmd_views(int argc, char **argv); /* views.c */
 void clear_volatile_marker(const char *work);
 int mount_overlay_at(const char *merged, const char *spec, const char **what);
 
@@ -300,6 +305,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "userns") == 0) return cmd_userns(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "warm") == 0) return cmd_warm(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "views") == 0) return cmd_views(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "dial") == 0) return cmd_dial(argc - 2, argv + 2);
   fprintf(stderr, "usage: sbx run|userns|warm|dial ...\n");
   return 2;

@@ -3,7 +3,11 @@
  * itself and the inner into the query's cgroups, enters the inner's mount namespace and mounts the
  * overlay there with exactly the options of `sbx run` (sbx.c), plus nosuid and nodev (bubblewrap's
  * bind of it as `/` adds those today), then the further overlays of mounted contexts inside it
- * (`--overlay`, as `sbx run` has them).
+ * (`--overlay`, as `sbx run` has them) and the views it binds (`--view TARGET,PID,PATH`: the
+ * read-only overlay at PATH in the mount namespace of `sbx views` PID (views.c), cloned there
+ * before the sandbox's namespace is entered, made read-only, nosuid and nodev, and attached at
+ * TARGET; anything at PATH but an overlay refuses the job, and the pool then starts the sandbox
+ * the ordinary way).
  *
  * Cgroups: a v1 `tasks` file is opened here, the outer moves itself by writing "0" to it, and the
  * open file goes to the inner with the job, which moves itself the same way (warm-inner.c). A
@@ -22,8 +26,56 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef OVERLAYFS_SUPER_MAGIC
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
+#endif
+#define MAX_VIEWS 16
+
+/* The views of `specs` (TARGET,PID,PATH), cloned in the views' mount namespace: their targets in `targets`. */
+static void clone_views(int n, const char *const *specs, int *fds, char (*targets)[256]) {
+  if (n == 0) return;
+  char ns_path[64];
+  const char *first = strchr(specs[0], ',');
+  snprintf(ns_path, sizeof ns_path, "/proc/%ld/ns/mnt", first ? strtol(first + 1, NULL, 10) : 0L);
+  int ns = open(ns_path, O_RDONLY | O_CLOEXEC);
+  if (ns < 0 || setns(ns, CLONE_NEWNS) != 0) warm_die(ns_path);
+  close(ns);
+  for (int k = 0; k < n; k++) {
+    const char *c1 = strchr(specs[k], ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c1 || !c2 || c1 == specs[k] || (size_t)(c1 - specs[k]) >= 256 || strncmp(c1 + 1, first + 1, (size_t)(c2 - c1)) != 0) { errno = EINVAL; warm_die(specs[k]); }
+    snprintf(targets[k], 256, "%.*s", (int)(c1 - specs[k]), specs[k]);
+    fds[k] = open_tree(AT_FDCWD, c2 + 1, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    struct statfs sf;
+    if (fds[k] < 0 || fstatfs(fds[k], &sf) != 0) warm_die(c2 + 1);
+    if (sf.f_type != OVERLAYFS_SUPER_MAGIC) { errno = EMEDIUMTYPE; warm_die(c2 + 1); }
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (mount_setattr(fds[k], "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) warm_die(c2 + 1);
+  }
+}
+
+/* Attaches each cloned view at its target inside `merged` (reached without symlinks, as mount_overlay_at does). */
+static void attach_views(const char *merged, int n, const int *fds, char (*targets)[256]) {
+  if (n == 0) return;
+  int root = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) warm_die(merged);
+  for (int k = 0; k < n; k++) {
+    struct open_how how = {
+      .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    int at = (int)syscall(SYS_openat2, root, targets[k], &how, sizeof how);
+    if (at < 0 || move_mount(fds[k], "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) warm_die(targets[k]);
+    close(at);
+    close(fds[k]);
+  }
+  close(root);
+}
 
 static void write_pid(const char *file, pid_t pid) {
   char buf[32];
@@ -41,8 +93,8 @@ static int is_tasks(const char *file) {
 
 int warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns, int *cg_fds) {
   const char *chdir_to = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL;
-  const char *overlays[16];
-  int no = 0, ncg = 0;
+  const char *overlays[16], *views[MAX_VIEWS];
+  int no = 0, nv = 0, ncg = 0;
   for (int i = 0; i + 1 < job->argc && strcmp(job->argv[i], "--") != 0; i++) {
     const char *k = job->argv[i], *v = job->argv[i + 1];
     if (strcmp(k, "--cgroup") == 0) {
@@ -67,11 +119,19 @@ int warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns, int 
       overlays[no++] = v;
       i++;
     }
+    else if (strcmp(k, "--view") == 0) {
+      if (nv == MAX_VIEWS) { errno = E2BIG; warm_die(k); }
+      views[nv++] = v;
+      i++;
+    }
     else if (strcmp(k, "--bind") == 0 || strcmp(k, "--ro-bind") == 0 || strcmp(k, "--setenv") == 0) i += 2;
     else if (strcmp(k, "--cwd") == 0 || strcmp(k, "--cap-add") == 0 || strcmp(k, "--hand") == 0) i++;
     else { errno = EINVAL; warm_die(k); }
   }
   if (!chdir_to || !lower || !upper || !work || !merged) { errno = EINVAL; warm_die("job without an overlay"); }
+  int view_fds[MAX_VIEWS];
+  char view_targets[MAX_VIEWS][256];
+  clone_views(nv, views, view_fds, view_targets);
   if (setns(mnt_ns, CLONE_NEWNS) != 0) warm_die("setns");
   close(mnt_ns);
   if (chdir(chdir_to) != 0) warm_die(chdir_to);
@@ -82,6 +142,7 @@ int warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns, int 
   clear_volatile_marker(work);
   if (mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) != 0) warm_die("mount overlay");
   free(opts);
+  attach_views(merged, nv, view_fds, view_targets);
   for (int k = 0; k < no; k++) {
     const char *what;
     if (mount_overlay_at(merged, overlays[k], &what) != 0) warm_die(what);

@@ -12,6 +12,7 @@
  *
  *   u32 length (little-endian), then NUL-terminated strings:
  *   [--cgroup FILE]... --chdir DIR --lower L --upper U --work W --merged M
+ *   [--overlay SPEC | --view TARGET,PID,PATH]...
  *   [--bind SRC DST | --ro-bind SRC DST]... [--setenv K V]... --cwd DIR -- PROGRAM ARGS...
  *
  * The outer puts both processes into the cgroups (the inner joins a v1 cgroup itself, through the

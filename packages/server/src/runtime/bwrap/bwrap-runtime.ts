@@ -16,6 +16,7 @@ import { spawner, type SpawnHandlers, type Spawned } from '../../util/spawner.js
 import { WarmPool, type WarmPoolOptions } from './warm-pool.js';
 import { warmJob } from './warm-job.js';
 import { MountPoints, overlayArgs, stacked } from './volumes.js';
+import { Views } from './views.js';
 
 /** Open files per sandbox process (soft and hard limit): thousands, not the host's table. */
 export const OPEN_FILES = 4096;
@@ -39,6 +40,8 @@ export class BwrapRuntime implements Runtime {
   private readonly warm: WarmPool | null;
   /** Mount points of volumes (in the helpers directory; none without one). */
   private readonly points: MountPoints | null;
+  /** Read-only volumes' views, which warm sandboxes bind (with a helpers directory and a warm pool). */
+  private readonly views: Views | null;
 
   /**
    * `dialer`: starts the programs a stream goes through (a layer's tar and decompressor). `helpers`: a directory the sandboxes' root can reach, for copies of the helpers run inside
@@ -61,6 +64,7 @@ export class BwrapRuntime implements Runtime {
       chmodSync(this.tarcheck, 0o755);
     }
     this.warm = options.warm ? new WarmPool({ ...options.warm, nofile: OPEN_FILES }) : null;
+    this.views = this.warm && options.helpers ? new Views(path.join(options.helpers, 'views'), options.warm?.onError) : null;
   }
 
   /** Starts what the runtime keeps ready (the warm pool); before it, every sandbox starts cold. */
@@ -112,6 +116,7 @@ export class BwrapRuntime implements Runtime {
 
   async close(): Promise<void> {
     await this.warm?.close();
+    await this.views?.close();
     await Promise.all([...this.removals]);
     return this.cgroups.close();
   }
@@ -156,7 +161,7 @@ export class BwrapRuntime implements Runtime {
     };
     // Warm: sandboxes without stdin that nobody watches start (services need the cold path's pid).
     const warm = this.warm && !stream && !spec.onStart && !spec.stdin?.length
-      ? this.warm.take(warmJob({ mount: stacked(spec, this.points), volumes: overlayArgs(spec, this.points), joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
+      ? this.warm.take(warmJob({ mount: stacked(spec, this.points), volumes: overlayArgs(spec, this.points, this.views), joinFiles: cgroup.joinFiles, ...this.commandLine(spec, true), env: spec.env, cwd: spec.cwd }), handlers)
       : null;
     let spawned = warm ? warm.spawned : this.startCold(spec, cgroup, handlers);
     spec.onStart?.({ innerPid: () => innerPid(spawned.pid), signal: (sig) => cgroup.signal(sig) });

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { MountSpec } from '../../store/snapshotter/types.js';
 import { SANDBOX_ROOT } from '../../util/idmap.js';
 import type { SandboxSpec, SandboxVolume } from '../types.js';
+import type { Views } from './views.js';
 
 /**
  * Mount points of a sandbox's volumes (mounted contexts): for each set of targets, a directory
@@ -56,11 +57,15 @@ export class MountPoints {
   }
 }
 
+/** A volume's lower directories (a read-only one with a single layer gets `empty` below it: overlayfs wants two). */
+function lowerOf(v: SandboxVolume, main: MountSpec, empty: string): string {
+  if (v.mount.chdir !== main.chdir) throw new Error(`a volume's layers (${v.mount.chdir}) are not in the sandbox's store (${main.chdir})`);
+  return !v.readOnly || v.mount.lower.includes(':') ? v.mount.lower : `${v.mount.lower}:${empty}`;
+}
+
 /** `sbx run --overlay` (and a warm job's) value of a volume: its target inside the tree, then its overlay options. */
 export function overlayArg(v: SandboxVolume, main: MountSpec, empty: string): string {
-  if (v.mount.chdir !== main.chdir) throw new Error(`a volume's layers (${v.mount.chdir}) are not in the sandbox's store (${main.chdir})`);
-  const lower = !v.readOnly || v.mount.lower.includes(':') ? v.mount.lower : `${v.mount.lower}:${empty}`;
-  return `${v.target.slice(1)},lowerdir=${lower}${v.readOnly ? '' : `,upperdir=${v.mount.upper},workdir=${v.mount.work}`}`;
+  return `${v.target.slice(1)},lowerdir=${lowerOf(v, main, empty)}${v.readOnly ? '' : `,upperdir=${v.mount.upper},workdir=${v.mount.work}`}`;
 }
 
 /** The sandbox's mount with its overlays above the layers and its volumes' mount points below them. */
@@ -70,9 +75,15 @@ export function stacked(spec: SandboxSpec, points: MountPoints | null): MountSpe
   return lower.length === 1 ? spec.mount : { ...spec.mount, lower: lower.join(':') };
 }
 
-/** The `--overlay` arguments of a sandbox's volumes. */
-export function overlayArgs(spec: SandboxSpec, points: MountPoints | null): string[] {
+/**
+ * The `--overlay` arguments of a sandbox's volumes; with `views` (a warm sandbox's job), a
+ * read-only volume whose view is mounted is bound from it instead (`--view`, views.ts).
+ */
+export function overlayArgs(spec: SandboxSpec, points: MountPoints | null, views?: Views | null): string[] {
   if (!spec.volumes?.length) return [];
   if (!points) throw new Error('this runtime has no directory for mount points (its helpers directory)');
-  return spec.volumes.flatMap((v) => ['--overlay', overlayArg(v, spec.mount, points.empty)]);
+  return spec.volumes.flatMap((v) => {
+    const view = v.readOnly && views ? views.arg(v.target, v.mount.chdir, lowerOf(v, spec.mount, points.empty)) : null;
+    return view ? ['--view', view] : ['--overlay', overlayArg(v, spec.mount, points.empty)];
+  });
 }

@@ -2,7 +2,8 @@ import type { MountSpec } from '../../store/snapshotter/types.js';
 import { SANDBOX_CAPS, checkBinds, sandboxEnv, type BwrapArgsOptions } from './args.js';
 
 /**
- * A warm sandbox's job (native/warm.c): the same overlay (and volumes' `--overlay`s), cgroups, binds, environment, working
+ * A warm sandbox's job (native/warm.c): the same overlay (and volumes' `--overlay`s, or `--view`s
+ * of read-only ones: views.ts), cgroups, binds, environment, working
  * directory and capabilities that `sbx run` and bwrapArgs() give a sandbox started cold, and
  * the hand-over ports (`--hand PORT>SOCKET`) its pid 1 serves, as NUL-terminated strings.
  */
