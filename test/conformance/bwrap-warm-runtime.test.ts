@@ -102,41 +102,53 @@ test('bwrap runtime: a volume whose path runs through a symlink of the sandbox\'
   }
 });
 
-test('bwrap runtime, warm: a read-only volume asked for again is bound from one view, read-only, outside the host\'s mount table; the view helper\'s end changes no answer', async () => {
+/** The `sbx views` helper of a fixture's runtime: its pid, if it runs. */
+const viewsHelper = (dir: string) => execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' }).split('\n')
+  .find((l) => l.includes(`sbx views --dir ${dir}/helpers/views`))?.trim().split(/\s+/)[0];
+
+/** A fixture's sandboxes over a read-only volume of the image and a layer holding /root/data/f. */
+async function viewsFixture() {
   const f = await fixture(1);
-  const helper = () => execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' }).split('\n')
-    .find((l) => l.includes(`sbx views --dir ${f.dir}/helpers/views`))?.trim().split(/\s+/)[0];
-  try {
-    const layerWith = async (text: string) => {
-      const s = await f.snapshotter.prepare({ diskMb: 64 });
-      const r = await f.runtime.run({ mount: await f.snapshotter.mounts([f.image], s), argv: ['bash', '-c', `mkdir -p /root/data && echo ${text} > /root/data/f`], env: {}, cwd: '/root', limits: LIMITS });
+  const layerWith = async (text: string) => {
+    const s = await f.snapshotter.prepare({ diskMb: 64 });
+    const r = await f.runtime.run({ mount: await f.snapshotter.mounts([f.image], s), argv: ['bash', '-c', `mkdir -p /root/data && echo ${text} > /root/data/f`], env: {}, cwd: '/root', limits: LIMITS });
+    assert.equal(r.exitCode, 0, r.stderr);
+    return (await f.snapshotter.commit(s))!.layerId;
+  };
+  // The file, the device of the volume's mount, a write's outcome and the mount's flags, as the command sees them.
+  const look = async (layer: string, stdin?: string) => {
+    const own = await f.snapshotter.prepare({ diskMb: 64 });
+    try {
+      const r = await f.runtime.run({
+        mount: await f.snapshotter.mounts([f.image], own), env: {}, cwd: '/root', limits: LIMITS, stdin,
+        argv: ['bash', '-c', 'cat /mnt/v/root/data/f; stat -c %d /mnt/v; (echo x > /mnt/v/root/x) 2>/dev/null && echo wrote || echo refused; grep " /mnt/v " /proc/self/mountinfo | cut -d" " -f6'],
+        volumes: [{ target: '/mnt/v', readOnly: true, mount: await f.snapshotter.mounts([f.image, layer], own) }],
+      });
       assert.equal(r.exitCode, 0, r.stderr);
-      return (await f.snapshotter.commit(s))!.layerId;
-    };
-    const [one, two] = [await layerWith('one'), await layerWith('two')];
-    // The file, the device of the volume's mount, a write's outcome and the mount's flags, as the command sees them.
-    const look = async (layer: string, stdin?: string) => {
-      const own = await f.snapshotter.prepare({ diskMb: 64 });
-      try {
-        const r = await f.runtime.run({
-          mount: await f.snapshotter.mounts([f.image], own), env: {}, cwd: '/root', limits: LIMITS, stdin,
-          argv: ['bash', '-c', 'cat /mnt/v/root/data/f; stat -c %d /mnt/v; (echo x > /mnt/v/root/x) 2>/dev/null && echo wrote || echo refused; grep " /mnt/v " /proc/self/mountinfo | cut -d" " -f6'],
-          volumes: [{ target: '/mnt/v', readOnly: true, mount: await f.snapshotter.mounts([f.image, layer], own) }],
-        });
-        assert.equal(r.exitCode, 0, r.stderr);
-        const [text, dev, write, flags] = r.stdout.trim().split('\n');
-        return { text, dev, write, flags };
-      } finally {
-        await f.snapshotter.discard(own);
-      }
-    };
-    // The first ask mounts an overlay of its own and asks for the view; once it is up, every sandbox shows the same mount.
-    let seen = await look(one);
-    let next = await look(one);
-    for (let i = 0; i < 100 && next.dev !== seen.dev; i++) { seen = next; next = await look(one); }
+      const [text, dev, write, flags] = r.stdout.trim().split('\n');
+      return { text, dev, write, flags };
+    } finally {
+      await f.snapshotter.discard(own);
+    }
+  };
+  // The first ask mounts an overlay of its own and asks for the view; once it is up, every sandbox shows the same mount.
+  const bound = async (layer: string) => {
+    let seen = await look(layer);
+    let next = await look(layer);
+    for (let i = 0; i < 100 && next.dev !== seen.dev; i++) { seen = next; next = await look(layer); }
     assert.equal(next.dev, seen.dev, 'two sandboxes in a row bind the same view');
+    return [seen, next];
+  };
+  return { f, layerWith, look, bound };
+}
+
+test('bwrap runtime, warm: a read-only volume asked for again is bound from one view, read-only, outside the host\'s mount table; close ends the view helper', async () => {
+  const { f, layerWith, look, bound } = await viewsFixture();
+  try {
+    const [one, two] = [await layerWith('one'), await layerWith('two')];
+    const [seen, next] = await bound(one);
     for (const v of [seen, next]) assert.deepEqual(v, { text: 'one', dev: seen.dev, write: 'refused', flags: 'ro,nosuid,nodev,relatime' });
-    assert.ok(helper(), 'sbx views runs');
+    assert.ok(viewsHelper(f.dir), 'sbx views runs');
     assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(`${f.dir}/helpers/views`), 'no view is in the host\'s mount table');
     // Another version (layer stack) is another view; a cold sandbox (stdin) mounts its own.
     const other = await look(two);
@@ -145,11 +157,23 @@ test('bwrap runtime, warm: a read-only volume asked for again is bound from one 
     const cold = await look(one, 'x');
     assert.equal(cold.text, 'one');
     assert.notEqual(cold.dev, seen.dev, 'the cold path mounts its own overlay');
-    // The helper's death takes the views; the next sandboxes mount their own, and ask again.
-    process.kill(Number(helper()), 'SIGKILL');
-    for (let i = 0; i < 3; i++) assert.deepEqual((await look(one)).text, 'one');
   } finally {
     await f.done();
   }
-  assert.equal(helper(), undefined, 'the runtime\'s close ends sbx views');
+  assert.equal(viewsHelper(f.dir), undefined, 'the runtime\'s close ends sbx views');
+});
+
+test('bwrap runtime, warm: when the view helper dies, sandboxes that named its views start cold and every answer is the same', async () => {
+  const { f, layerWith, look, bound } = await viewsFixture();
+  try {
+    const one = await layerWith('one');
+    await bound(one);
+    process.kill(Number(viewsHelper(f.dir)), 'SIGKILL');
+    for (let i = 0; i < 3; i++) {
+      const { text, write, flags } = await look(one);
+      assert.deepEqual({ text, write, flags }, { text: 'one', write: 'refused', flags: 'ro,nosuid,nodev,relatime' });
+    }
+  } finally {
+    await f.done();
+  }
 });

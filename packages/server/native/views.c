@@ -10,8 +10,8 @@
  * The namespace is the host's as a slave: later host mounts (a store mounted again) reach it.
  *
  * Commands on stdin, one a line, fields separated by tabs; one answer each on stdout:
- *   m KEY CHDIR LOWER   mount LOWER (paths relative to CHDIR) at DIR/KEY   ->  ok KEY | err KEY WHY
- *   u KEY               unmount DIR/KEY and remove it                      ->  ok KEY | err KEY WHY
+ *   m KEY CHDIR LOWER   mount LOWER (paths relative to CHDIR) at DIR/KEY   ->  ok m KEY | err m KEY WHY
+ *   u KEY               unmount DIR/KEY and remove it                      ->  ok u KEY | err u KEY WHY
  * KEY is 1-64 characters of [0-9a-f]. Standard input's end ends the process.
  */
 #define _GNU_SOURCE
@@ -33,9 +33,9 @@ static int good_key(const char *k) {
   return 1;
 }
 
-static void answer(const char *key, int err) {
-  if (err) printf("err %s %s\n", key, strerror(err));
-  else printf("ok %s\n", key);
+static void answer(const char *cmd, const char *key, int err) {
+  if (err) printf("err %s %s %s\n", cmd, key, strerror(err));
+  else printf("ok %s %s\n", cmd, key);
   fflush(stdout);
 }
 
@@ -69,15 +69,16 @@ int cmd_views(int argc, char **argv) {
       f[nf++] = p;
     }
     const char *key = nf > 1 ? f[1] : "-";
-    if (nf < 2 || !good_key(key)) { answer(key, EINVAL); continue; }
+    const char *cmd = strcmp(f[0], "m") == 0 || strcmp(f[0], "u") == 0 ? f[0] : "-";
+    if (nf < 2 || !good_key(key)) { answer(cmd, key, EINVAL); continue; }
     char at[4096];
-    if ((size_t)snprintf(at, sizeof at, "%s/%s", dir, key) >= sizeof at) { answer(key, ENAMETOOLONG); continue; }
-    if (strcmp(f[0], "m") == 0 && nf == 4) answer(key, mount_view(at, f[2], f[3]));
-    else if (strcmp(f[0], "u") == 0 && nf == 2) {
+    if ((size_t)snprintf(at, sizeof at, "%s/%s", dir, key) >= sizeof at) { answer(cmd, key, ENAMETOOLONG); continue; }
+    if (cmd[0] == 'm' && nf == 4) answer(cmd, key, mount_view(at, f[2], f[3]));
+    else if (cmd[0] == 'u' && nf == 2) {
       int r = umount2(at, MNT_DETACH) == 0 ? 0 : errno;
       rmdir(at);
-      answer(key, r);
-    } else answer(key, EINVAL);
+      answer(cmd, key, r);
+    } else answer(cmd, key, EINVAL);
   }
   free(line);
   return 0;

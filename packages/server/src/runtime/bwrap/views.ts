@@ -9,8 +9,11 @@ import { SBX } from '../../util/native.js';
 const IDLE_MS = 30_000;
 /** Views kept at most (the least recently used go first). */
 const MAX_VIEWS = 256;
+/** After the helper died, no view is asked for this long. */
+const RESTART_MS = 60_000;
 
-interface View { key: string; ready: boolean; used: number }
+/** A view: asked for (not ready), mounted (ready), or refused by the helper (failed: not asked for again while it is kept). */
+interface View { key: string; ready: boolean; failed?: boolean; used: number }
 
 /**
  * Read-only views of mounted contexts' versions for warm sandboxes (native/views.c). A read-only
@@ -20,15 +23,17 @@ interface View { key: string; ready: boolean; used: number }
  * (native/warm-mount.c `--view`) instead of setting up and tearing down an overlay of its own.
  *
  * `arg` answers at once: a view not mounted yet is asked for, and that sandbox mounts its own
- * overlay. A view unused for IDLE_MS is unmounted (until then it holds its layers' files, even
- * ones garbage collection removed). Should the helper die, every view is gone and the next ask
- * starts it again.
+ * overlay (as every sandbox of a stack whose view the helper refused does). A view unused for
+ * IDLE_MS is unmounted (until then it holds its layers' files, even ones garbage collection
+ * removed). Should the helper die, every view is gone, and asks wait RESTART_MS before the next
+ * one starts it again (a helper that cannot run costs a start a minute, not one a query).
  */
 export class Views {
   private child: ChildProcess | null = null;
   private readonly views = new Map<string, View>();
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
+  private restingUntil = 0;
 
   constructor(private readonly dir: string, private readonly onError: (msg: string) => void = () => undefined) {
     // Mount points left by an earlier server: plain directories here (their mounts were in its helper's namespace).
@@ -47,7 +52,7 @@ export class Views {
       this.views.set(id, v);
       return v.ready && this.child?.pid ? `${target.slice(1)},${this.child.pid},${path.join(this.dir, v.key)}` : null;
     }
-    if (/[\t\n,]/.test(chdir + lower)) return null;
+    if (/[\t\n,]/.test(chdir + lower) || performance.now() < this.restingUntil) return null;
     const key = createHash('sha256').update(id).digest('hex').slice(0, 32);
     this.views.set(id, { key, ready: false, used: performance.now() });
     this.send(`m\t${key}\t${chdir}\t${lower}`);
@@ -85,16 +90,18 @@ export class Views {
       if (this.child !== child) return;
       this.child = null;
       this.views.clear();
+      this.restingUntil = performance.now() + RESTART_MS;
       if (!this.closed) this.onError(`sbx views exited (${code ?? signal}): ${stderr.trim().slice(0, 500) || 'no message'}`);
     });
   }
 
   private answered(line: string): void {
-    const [word, key, ...why] = line.split(' ');
-    for (const [id, v] of this.views) {
+    const [word, cmd, key, ...why] = line.split(' ');
+    if (cmd !== 'm') return; // an unmount's answer: its view is no longer kept
+    for (const v of this.views.values()) {
       if (v.key !== key) continue;
       if (word === 'ok') v.ready = true;
-      else { this.views.delete(id); this.onError(`a read-only view could not be mounted: ${why.join(' ')}`); }
+      else if (!v.failed) { v.failed = true; this.onError(`a read-only view could not be mounted: ${why.join(' ')}`); }
       return;
     }
   }
