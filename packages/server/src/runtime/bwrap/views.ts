@@ -86,13 +86,15 @@ export class Views {
     child.stderr!.on('data', (c: Buffer) => { if (stderr.length < 4096) stderr += c.toString(); });
     child.stdin!.on('error', () => undefined);
     createInterface({ input: child.stdout! }).on('line', (line) => this.answered(line));
-    child.once('exit', (code, signal) => {
+    const ended = (why: string) => {
       if (this.child !== child) return;
       this.child = null;
       this.views.clear();
       this.restingUntil = performance.now() + RESTART_MS;
-      if (!this.closed) this.onError(`sbx views exited (${code ?? signal}): ${stderr.trim().slice(0, 500) || 'no message'}`);
-    });
+      if (!this.closed) this.onError(`sbx views ${why}: ${stderr.trim().slice(0, 500) || 'no message'}`);
+    };
+    child.once('error', (e) => ended(`could not run (${e.message})`));
+    child.once('exit', (code, signal) => ended(`exited (${code ?? signal})`));
   }
 
   private answered(line: string): void {
