@@ -159,6 +159,27 @@ void clear_volatile_marker(const char *work) {
 }
 
 /*
+ * The directory `rel` beneath the merged tree `merged`, opened O_PATH refusing every symlink,
+ * magic link and file system crossing on the way (the context's tree is the tenant's: a link there
+ * must not move a mount out of it): where a mounted context is attached. -1 with errno and `*what`
+ * naming the path that failed.
+ */
+int open_mount_point(const char *merged, const char *rel, const char **what) {
+  int root = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) { *what = merged; return -1; }
+  struct open_how how = {
+    .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+  };
+  int at = (int)syscall(SYS_openat2, root, rel, &how, sizeof how);
+  int saved = errno;
+  close(root);
+  errno = saved;
+  *what = rel;
+  return at;
+}
+
+/*
  * A further overlay inside the merged tree `merged` (a context mounted into a sandbox): SPEC is
  * `TARGET,OPTIONS` with TARGET relative to `merged` and OPTIONS the overlay's lowerdir and, when
  * writable, upperdir and workdir. TARGET is resolved beneath `merged` refusing every symlink (the
@@ -189,15 +210,7 @@ int mount_overlay_at(const char *merged, const char *spec, const char **what) {
     work[n] = '\0';
     clear_volatile_marker(work);
   } else if (up || wk) { errno = EINVAL; return -1; }
-  int root = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) { *what = merged; return -1; }
-  struct open_how how = {
-    .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-  };
-  int at = (int)syscall(SYS_openat2, root, rel, &how, sizeof how);
-  close(root);
-  *what = rel;
+  int at = open_mount_point(merged, rel, what);
   if (at < 0) return -1;
   snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", at);
   int r = mount("overlay", fdpath, "overlay", MS_NOSUID | MS_NODEV | (up ? 0 : MS_RDONLY), opts);
@@ -307,6 +320,6 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "warm") == 0) return cmd_warm(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "views") == 0) return cmd_views(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "dial") == 0) return cmd_dial(argc - 2, argv + 2);
-  fprintf(stderr, "usage: sbx run|userns|warm|dial ...\n");
+  fprintf(stderr, "usage: sbx run|userns|warm|views|dial ...\n");
   return 2;
 }

@@ -26,10 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef OVERLAYFS_SUPER_MAGIC
@@ -59,22 +57,16 @@ static void clone_views(int n, const char *const *specs, int *fds, char (*target
   }
 }
 
-/* Attaches each cloned view at its target inside `merged` (reached without symlinks, as mount_overlay_at does). */
+/* Attaches each cloned view at its target inside `merged` (reached as an overlay's: open_mount_point). */
 static void attach_views(const char *merged, int n, const int *fds, char (*targets)[256]) {
-  if (n == 0) return;
-  int root = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) warm_die(merged);
   for (int k = 0; k < n; k++) {
-    struct open_how how = {
-      .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
-    int at = (int)syscall(SYS_openat2, root, targets[k], &how, sizeof how);
-    if (at < 0 || move_mount(fds[k], "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) warm_die(targets[k]);
+    const char *what;
+    int at = open_mount_point(merged, targets[k], &what);
+    if (at < 0) warm_die(what);
+    if (move_mount(fds[k], "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) warm_die(targets[k]);
     close(at);
     close(fds[k]);
   }
-  close(root);
 }
 
 static void write_pid(const char *file, pid_t pid) {

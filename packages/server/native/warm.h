@@ -29,6 +29,8 @@ int cmd_warm(int argc, char **argv);
 int warm_outer_prepare(const struct warm_job *job, pid_t inner, int mnt_ns, int *cg_fds);
 /* sbx.c: removes the marker a `volatile` overlay leaves in a reused work directory. */
 void clear_volatile_marker(const char *work);
+/* sbx.c: the mount point `rel` beneath the merged tree (no symlink on the way), opened O_PATH. */
+int open_mount_point(const char *merged, const char *rel, const char **what);
 /* sbx.c: a further overlay (a mounted context) at a path inside the merged tree. */
 int mount_overlay_at(const char *merged, const char *spec, const char **what);
 
